@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""Generate gradient layouts of torchvision-equivalent models as JSON data.
+
+Pure Python, standard library only (no torch / torchvision).  The parameter
+names, shapes and ordering reproduce ``named_parameters()`` of the models
+defined in torchvision's ``torchvision/models/vgg.py`` (vgg16, vgg16_bn,
+configuration "D") and ``torchvision/models/resnet.py`` (resnet18 with
+BasicBlock [2, 2, 2, 2]; resnet50 / resnet101 with Bottleneck [3, 4, 6, 3] /
+[3, 4, 23, 3], "v1.5" variant with the stride on the 3x3 conv2), for ImageNet
+(1000 classes, 224x224 input).  Only trainable parameters are listed (no
+BatchNorm running statistics or other buffers).
+
+Output: ``autotuner/layouts/<name>.json`` with tensors in backward order
+(reverse of forward ``named_parameters()`` order) and a ``compute_share`` per
+tensor: the layer's share of total backward FLOPs (batch 1, 224x224) is put on
+the layer's first tensor in backward order, 0.0 on its other tensors, so the
+cumulative sum up to tensor i is the fraction of backward done when tensor i's
+gradient is ready.
+
+Usage:  python scripts/gen_layouts.py [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+SCHEMA = "autotuner.layout/1"
+DTYPE = "float32"
+IMAGE = 224
+NUM_CLASSES = 1000
+BN_BWD_FLOPS_PER_ELEM = 10  # estimate, see SOURCE
+
+SOURCE = (
+    "scripts/gen_layouts.py: symbolic reconstruction of torchvision architecture "
+    "definitions (torchvision/models/vgg.py cfg 'D' for vgg16/vgg16_bn; "
+    "torchvision/models/resnet.py BasicBlock/Bottleneck v1.5 with stride on the "
+    "3x3 conv2, for resnet18/50/101), ImageNet 1000 classes; parameters only "
+    "(no BatchNorm running stats/buffers), exact named_parameters() names, "
+    "float32. Tensor order: backward = reverse of forward named_parameters() "
+    "order. compute_share: per-layer share of total backward FLOPs at 224x224 "
+    "batch 1, put on the layer's first tensor in backward order (0.0 on its "
+    "other tensors). Conv/Linear backward FLOPs = 2 x forward FLOPs (grad wrt "
+    "input + grad wrt weight), forward FLOPs = 2*MACs "
+    "(conv: 2*Cin/groups*kh*kw*Cout*Hout*Wout, linear: 2*in*out); the first "
+    "layer of the network (no grad wrt input) = 1 x forward FLOPs. BatchNorm "
+    "backward FLOPs estimated as 10 x number of output activation elements "
+    "(an estimate, not measured). ReLU, max/avg pooling, dropout and residual "
+    "adds (elementwise / parameter-free) are ignored. Shares normalized to sum "
+    "to 1 and rounded to 8 significant digits."
+)
+
+
+class _Builder:
+    """Collects layers in forward order: (param list, backward flops)."""
+
+    def __init__(self) -> None:
+        self.layers: list[tuple[list[tuple[str, list[int]]], float]] = []
+
+    def _first(self) -> bool:
+        return not self.layers
+
+    def conv(self, prefix, cin, cout, k, stride, pad, h, w, bias):
+        hout = (h + 2 * pad - k) // stride + 1
+        wout = (w + 2 * pad - k) // stride + 1
+        fwd = 2 * cin * k * k * cout * hout * wout
+        bwd = fwd if self._first() else 2 * fwd
+        params = [(f"{prefix}.weight", [cout, cin, k, k])]
+        if bias:
+            params.append((f"{prefix}.bias", [cout]))
+        self.layers.append((params, bwd))
+        return hout, wout
+
+    def bn(self, prefix, c, h, w):
+        params = [(f"{prefix}.weight", [c]), (f"{prefix}.bias", [c])]
+        self.layers.append((params, BN_BWD_FLOPS_PER_ELEM * c * h * w))
+
+    def linear(self, prefix, fin, fout):
+        fwd = 2 * fin * fout
+        bwd = fwd if self._first() else 2 * fwd
+        params = [(f"{prefix}.weight", [fout, fin]), (f"{prefix}.bias", [fout])]
+        self.layers.append((params, bwd))
+
+
+VGG_CFG_D = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M",
+             512, 512, 512, "M", 512, 512, 512, "M"]
+
+
+def build_vgg16(batch_norm: bool) -> _Builder:
+    b = _Builder()
+    h = w = IMAGE
+    cin = 3
+    idx = 0
+    for v in VGG_CFG_D:
+        if v == "M":
+            h, w = h // 2, w // 2  # MaxPool2d(kernel_size=2, stride=2)
+            idx += 1
+            continue
+        h, w = b.conv(f"features.{idx}", cin, v, 3, 1, 1, h, w, bias=True)
+        if batch_norm:
+            b.bn(f"features.{idx + 1}", v, h, w)
+            idx += 3  # conv, bn, relu
+        else:
+            idx += 2  # conv, relu
+        cin = v
+    assert (h, w) == (7, 7)  # AdaptiveAvgPool2d((7, 7)) is then the identity
+    b.linear("classifier.0", 512 * 7 * 7, 4096)
+    b.linear("classifier.3", 4096, 4096)
+    b.linear("classifier.6", 4096, NUM_CLASSES)
+    return b
+
+
+def build_resnet(block: str, layers: list[int]) -> _Builder:
+    b = _Builder()
+    h = w = IMAGE
+    h, w = b.conv("conv1", 3, 64, 7, 2, 3, h, w, bias=False)  # 112
+    b.bn("bn1", 64, h, w)
+    h, w = (h + 2 - 3) // 2 + 1, (w + 2 - 3) // 2 + 1  # maxpool 3/2/1 -> 56
+    inplanes = 64
+    expansion = 1 if block == "basic" else 4
+    for li, (planes, nblocks) in enumerate(zip([64, 128, 256, 512], layers), 1):
+        stride = 1 if li == 1 else 2
+        for bi in range(nblocks):
+            s = stride if bi == 0 else 1
+            p = f"layer{li}.{bi}"
+            hin, win = h, w
+            if block == "basic":
+                h, w = b.conv(f"{p}.conv1", inplanes, planes, 3, s, 1, hin, win, False)
+                b.bn(f"{p}.bn1", planes, h, w)
+                h, w = b.conv(f"{p}.conv2", planes, planes, 3, 1, 1, h, w, False)
+                b.bn(f"{p}.bn2", planes, h, w)
+            else:
+                h1, w1 = b.conv(f"{p}.conv1", inplanes, planes, 1, 1, 0, hin, win, False)
+                b.bn(f"{p}.bn1", planes, h1, w1)
+                h, w = b.conv(f"{p}.conv2", planes, planes, 3, s, 1, h1, w1, False)
+                b.bn(f"{p}.bn2", planes, h, w)
+                h, w = b.conv(f"{p}.conv3", planes, planes * expansion, 1, 1, 0, h, w, False)
+                b.bn(f"{p}.bn3", planes * expansion, h, w)
+            if bi == 0 and (s != 1 or inplanes != planes * expansion):
+                dh, dw = b.conv(f"{p}.downsample.0", inplanes, planes * expansion,
+                                1, s, 0, hin, win, False)
+                assert (dh, dw) == (h, w)
+                b.bn(f"{p}.downsample.1", planes * expansion, dh, dw)
+            inplanes = planes * expansion
+    assert (h, w) == (7, 7)
+    b.linear("fc", 512 * expansion, NUM_CLASSES)
+    return b
+
+
+MODELS = {
+    "vgg16": lambda: build_vgg16(False),
+    "vgg16_bn": lambda: build_vgg16(True),
+    "resnet18": lambda: build_resnet("basic", [2, 2, 2, 2]),
+    "resnet50": lambda: build_resnet("bottleneck", [3, 4, 6, 3]),
+    "resnet101": lambda: build_resnet("bottleneck", [3, 4, 23, 3]),
+}
+
+
+def _round_sig(x: float, sig: int = 8) -> float:
+    return float(f"{x:.{sig}g}")
+
+
+def layout(name: str) -> dict:
+    b = MODELS[name]()
+    total = math.fsum(f for _, f in b.layers)
+    tensors = []
+    for params, flops in reversed(b.layers):
+        for j, (pname, shape) in enumerate(reversed(params)):
+            share = _round_sig(flops / total) if j == 0 else 0.0
+            tensors.append({"name": pname, "shape": shape, "dtype": DTYPE,
+                            "compute_share": share})
+    # make the sum exactly 1 (within float eps) by adjusting the largest share
+    imax = max(range(len(tensors)), key=lambda i: tensors[i]["compute_share"])
+    rest = math.fsum(t["compute_share"] for i, t in enumerate(tensors) if i != imax)
+    tensors[imax]["compute_share"] = 1.0 - rest
+    assert abs(sum(t["compute_share"] for t in tensors) - 1.0) < 1e-12
+    return {"schema": SCHEMA, "name": name, "source": SOURCE,
+            "order": "backward", "tensors": tensors}
+
+
+def dumps(data: dict) -> str:
+    """Deterministic JSON: header keys one per line, one tensor per line."""
+    lines = ["{"]
+    for key in ("schema", "name", "source", "order"):
+        lines.append(f" {json.dumps(key)}: {json.dumps(data[key])},")
+    lines.append(' "tensors": [')
+    rows = [json.dumps(t, separators=(", ", ": ")) for t in data["tensors"]]
+    lines.append(",\n".join(f"  {r}" for r in rows))
+    lines.append(" ]")
+    lines.append("}")
+    text = "\n".join(lines) + "\n"
+    assert json.loads(text) == data
+    return text
+
+
+def generate(out_dir: Path | str | None = None) -> list[Path]:
+    """Write <out_dir>/<name>.json for every model; return the paths."""
+    if out_dir is None:
+        out_dir = Path(__file__).resolve().parents[1] / "autotuner" / "layouts"
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in MODELS:
+        path = out_dir / f"{name}.json"
+        path.write_text(dumps(layout(name)), encoding="utf-8")
+        paths.append(path)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=None,
+                    help="output directory (default: autotuner/layouts)")
+    args = ap.parse_args(argv)
+    for p in generate(args.out):
+        print(p)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""Checks on the shipped gradient-layout JSON files (autotuner/layouts/*.json).
+
+Reads the JSON directly; does not import the autotuner package.
+"""
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LAYOUT_DIR = ROOT / "autotuner" / "layouts"
+SCRIPT = ROOT / "scripts" / "gen_layouts.py"
+
+# name -> (tensor count, parameter count, first tensor (backward), last tensor)
+EXPECTED = {
+    "vgg16": (32, 138_357_544, "classifier.6.bias", "features.0.weight"),
+    "vgg16_bn": (58, 138_365_992, "classifier.6.bias", "features.0.weight"),
+    "resnet18": (62, 11_689_512, "fc.bias", "conv1.weight"),
+    "resnet50": (161, 25_557_032, "fc.bias", "conv1.weight"),
+    "resnet101": (314, 44_549_160, "fc.bias", "conv1.weight"),
+}
+
+
+def load(name):
+    with open(LAYOUT_DIR / f"{name}.json", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def numel(t):
+    return math.prod(t["shape"])
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_header(name):
+    d = load(name)
+    assert d["schema"] == "autotuner.layout/1"
+    assert d["name"] == name
+    assert d["order"] == "backward"
+    assert "scripts/gen_layouts.py" in d["source"]
+    assert set(d) == {"schema", "name", "source", "order", "tensors"}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_counts_and_order(name):
+    n_tensors, n_params, first, last = EXPECTED[name]
+    tensors = load(name)["tensors"]
+    assert len(tensors) == n_tensors
+    assert sum(numel(t) for t in tensors) == n_params
+    assert tensors[0]["name"] == first
+    assert tensors[-1]["name"] == last
+    names = [t["name"] for t in tensors]
+    assert len(set(names)) == len(names)
+    for t in tensors:
+        assert t["dtype"] == "float32"
+        assert all(isinstance(s, int) and s > 0 for s in t["shape"])
+        assert t["name"].endswith((".weight", ".bias"))
+        assert "running" not in t["name"] and "num_batches" not in t["name"]
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_backward_order_bias_before_weight(name):
+    # within each layer, reverse named_parameters() order puts bias first
+    names = [t["name"] for t in load(name)["tensors"]]
+    for i, n in enumerate(names):
+        if n.endswith(".bias"):
+            assert names[i + 1] == n[: -len("bias")] + "weight"
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_compute_shares(name):
+    tensors = load(name)["tensors"]
+    shares = [t["compute_share"] for t in tensors]
+    assert all(isinstance(s, float) and s >= 0.0 for s in shares)
+    assert abs(sum(shares) - 1.0) < 1e-9
+    # share sits on the first tensor of each layer in backward order
+    for i, t in enumerate(tensors):
+        if t["name"].endswith(".weight") and i > 0 and tensors[i - 1]["name"] == t["name"][: -len("weight")] + "bias":
+            assert t["compute_share"] == 0.0
+        else:
+            assert t["compute_share"] > 0.0
+
+
+def test_vgg16_classifier0():
+    t = {t["name"]: t for t in load("vgg16")["tensors"]}["classifier.0.weight"]
+    assert t["shape"] == [4096, 25088]
+    assert numel(t) * 4 == 411_041_792
+
+
+def test_resnet50_known_shapes():
+    t = {t["name"]: t["shape"] for t in load("resnet50")["tensors"]}
+    assert t["conv1.weight"] == [64, 3, 7, 7]
+    assert t["layer1.0.downsample.0.weight"] == [256, 64, 1, 1]
+    assert t["layer1.0.downsample.1.bias"] == [256]
+    assert t["layer2.0.conv2.weight"] == [128, 128, 3, 3]
+    assert t["fc.weight"] == [1000, 2048]
+    assert "layer2.1.downsample.0.weight" not in t
+
+
+def test_vgg16_bn_indices():
+    names = {t["name"] for t in load("vgg16_bn")["tensors"]}
+    assert {"features.1.weight", "features.40.weight", "features.41.bias"} <= names
+    assert "features.2.weight" not in names  # ReLU
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("gen_layouts", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_committed_json_matches_generator(tmp_path):
+    paths = _load_script().generate(tmp_path)
+    assert sorted(p.name for p in paths) == sorted(f"{n}.json" for n in EXPECTED)
+    for p in paths:
+        committed = (LAYOUT_DIR / p.name).read_text(encoding="utf-8")
+        assert committed == p.read_text(encoding="utf-8"), p.name
