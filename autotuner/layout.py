@@ -1,0 +1,78 @@
+"""Gradient layouts: the tensors a model allreduces, in the order they become ready.
+
+A :class:`Layout` is pure data (no I/O); readers in :mod:`autotuner.readers.layouts` build it
+from the shipped JSON files, a user's JSON file or a user's ``torch.nn.Module``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: bytes per element of the dtypes a layout may use
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4}
+
+
+class LayoutError(ValueError):
+    """A layout is malformed (unknown dtype, negative share, empty, ...)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Gradient layout of one model.
+
+    Attributes:
+        name: model name (e.g. ``"resnet50"``).
+        names: tensor names, length T, in backward readiness order.
+        shapes: tensor shapes, length T.
+        dtypes: dtype names, length T (keys of :data:`DTYPE_BYTES`).
+        compute_share: shape (T,), fraction of backward compute that runs just before tensor i
+            is ready; non-negative, sums to 1.
+    """
+
+    name: str
+    names: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+    compute_share: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        if n == 0:
+            raise LayoutError(f"layout {self.name!r} has no tensors")
+        if not (len(self.shapes) == len(self.dtypes) == len(self.compute_share) == n):
+            raise LayoutError(f"layout {self.name!r}: names/shapes/dtypes/shares differ in length")
+        bad = [d for d in self.dtypes if d not in DTYPE_BYTES]
+        if bad:
+            raise LayoutError(f"layout {self.name!r}: unknown dtype {bad[0]!r}")
+        if any(s < 0 for s in self.compute_share) or sum(self.compute_share) <= 0:
+            raise LayoutError(f"layout {self.name!r}: compute shares must be >= 0 with a positive sum")
+
+    @property
+    def n_tensors(self) -> int:
+        return len(self.names)
+
+    @property
+    def numels(self) -> np.ndarray:
+        """Elements per tensor, shape (T,), int64."""
+        return np.array([int(np.prod(s, dtype=np.int64)) for s in self.shapes], dtype=np.int64)
+
+    @property
+    def sizes_bytes(self) -> np.ndarray:
+        """Bytes per tensor, shape (T,), int64."""
+        return self.numels * np.array([DTYPE_BYTES[d] for d in self.dtypes], dtype=np.int64)
+
+    @property
+    def n_params(self) -> int:
+        return int(self.numels.sum())
+
+    @property
+    def total_bytes(self) -> int:
+        return int(self.sizes_bytes.sum())
+
+    @property
+    def ready_fraction(self) -> np.ndarray:
+        """Fraction of backward elapsed when each tensor is ready, shape (T,), in [0, 1]."""
+        s = np.asarray(self.compute_share, dtype=float)
+        c = np.cumsum(s) / s.sum()
+        return np.minimum(c, 1.0)

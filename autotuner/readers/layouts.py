@@ -1,0 +1,90 @@
+"""Load gradient layouts: shipped names, JSON files, or ``package.module:factory``.
+
+Raises :class:`autotuner.layout.LayoutError` with a one-line message for unknown names,
+unreadable or malformed files, and factories that cannot be imported.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+from importlib import resources
+from pathlib import Path
+
+from ..layout import Layout, LayoutError
+
+LAYOUT_SCHEMA = "autotuner.layout/1"
+
+
+def shipped_models() -> list[str]:
+    """Names of the layouts shipped in ``autotuner/layouts/*.json``."""
+    root = resources.files("autotuner.layouts")
+    return sorted(p.name[:-5] for p in root.iterdir() if p.name.endswith(".json"))
+
+
+def layout_from_dict(d: dict, where: str = "<dict>") -> Layout:
+    """Build a :class:`Layout` from the ``autotuner.layout/1`` JSON schema."""
+    try:
+        tensors = d["tensors"]
+        return Layout(
+            name=str(d.get("name", where)),
+            names=tuple(str(t["name"]) for t in tensors),
+            shapes=tuple(tuple(int(x) for x in t["shape"]) for t in tensors),
+            dtypes=tuple(str(t.get("dtype", "float32")) for t in tensors),
+            compute_share=tuple(float(t.get("compute_share", 0.0)) for t in tensors),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        if isinstance(e, LayoutError):
+            raise
+        raise LayoutError(f"{where}: not a layout file ({type(e).__name__}: {e})") from None
+
+
+def _from_module(spec: str) -> Layout:
+    mod_name, _, attr = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise LayoutError(f"cannot import model factory {spec!r}: {e}") from None
+    try:
+        module = factory()
+        params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+    except Exception as e:  # user code: report, do not trace back
+        raise LayoutError(f"model factory {spec!r} failed: {type(e).__name__}: {e}") from None
+    if not params:
+        raise LayoutError(f"model factory {spec!r} returned a module without trainable parameters")
+    params.reverse()  # backward readiness order = reverse of forward registration order
+    # Compute share proxy: proportional to parameter count (no FLOP count without an input shape).
+    total = sum(p.numel() for _, p in params)
+    return Layout(
+        name=attr,
+        names=tuple(n for n, _ in params),
+        shapes=tuple(tuple(p.shape) for _, p in params),
+        dtypes=tuple(str(p.dtype).replace("torch.", "") for _, p in params),
+        compute_share=tuple(p.numel() / total for _, p in params),
+    )
+
+
+def load_layout(spec: str) -> Layout:
+    """Load a layout from a shipped name (``vgg16``), a JSON path, or ``pkg.mod:factory``.
+
+    ``pkg.mod:factory`` calls ``factory()`` and introspects the returned ``torch.nn.Module``'s
+    ``named_parameters()`` (torch is needed only then); compute shares are then proportional
+    to parameter counts, an approximation documented in docs/simulator.md.
+    """
+    if spec in shipped_models():
+        text = resources.files("autotuner.layouts").joinpath(spec + ".json").read_text()
+        return layout_from_dict(json.loads(text), spec)
+    p = Path(spec)
+    if spec.endswith(".json") or p.exists():
+        try:
+            d = json.loads(p.read_text())
+        except FileNotFoundError:
+            raise LayoutError(f"layout file not found: {spec}") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise LayoutError(f"cannot read layout file {spec}: {e}") from None
+        if not isinstance(d, dict):
+            raise LayoutError(f"{spec}: not a layout file (top level is not an object)")
+        return layout_from_dict(d, spec)
+    if ":" in spec:
+        return _from_module(spec)
+    raise LayoutError(f"unknown model {spec!r}; known: {', '.join(shipped_models())} "
+                      "(or a layout .json path, or package.module:factory)")

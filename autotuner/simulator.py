@@ -1,0 +1,228 @@
+"""Simulator of one Horovod training step: backward, background loop, fusion, collectives.
+
+Pure and deterministic: arrays and dataclasses in, a :class:`StepResult` out; no I/O, no
+randomness, no clocks. Times are seconds inside; :class:`StepResult` also gives ms.
+
+Semantics, each from Horovod's source (read at v0.28.1 and v0.20.3; cited, not copied):
+
+- **Readiness.** Backward runs for ``backward_s`` after ``forward_s``; gradient ``i`` is
+  ready at ``forward_s + backward_s · ready_fraction[i]`` (layout order = reverse of forward).
+- **Cycles** (operations.cc ``RunLoopOnce``): the background thread sleeps until
+  ``last_cycle_start + cycle_time``, then negotiates and performs the cycle's responses. The
+  collectives run on the background thread (Gloo; NCCL in 0.20 without async completion),
+  so the next cycle starts at ``max(cycle_start + cycle_time, end of this cycle's work)``.
+- **Negotiation** (controller.cc ``ComputeResponseList``): a tensor enqueued before a cycle
+  starts is negotiated in that cycle. Cost per cycle from :class:`~autotuner.costmodel.Negotiation`:
+  response-cache hits (cache capacity >= number of tensors, steady state) use bit-vector
+  allreduces; otherwise requests are gathered at the coordinator (cost per tensor). A
+  capacity below the tensor count thrashes the LRU cache every step (all misses).
+- **Fusion** (controller.cc ``FuseResponses``): responses in readiness order are fused
+  greedily while ``fused_bytes + next_bytes <= threshold``; a tensor larger than the threshold
+  goes alone; threshold 0 disables fusion. The threshold is first rounded up to a multiple of
+  ``local_size · 8 · 64`` bytes (controller.cc ``TensorFusionThresholdBytes``,
+  FUSION_BUFFER_ATOMIC_UNIT = 64, float64 size 8).
+- **Execution**: a fused response of more than one tensor pays MEMCPY_IN_FUSION_BUFFER and
+  MEMCPY_OUT_FUSION_BUFFER (2 · bytes / memcpy bandwidth) plus its collective, costed by the
+  :class:`~autotuner.costmodel.CostModel` and multiplied by the workload's ``comm_scale``.
+- **Step** = forward + max(backward end, last allreduce end) + update (``synchronize`` waits
+  for every handle before ``optimizer.step``). The loop keeps cycling between steps, so the
+  phase of the cycle grid carries over: ``warmup_steps`` steps are simulated first and the
+  reported step time is the mean of the next ``measure_steps``.
+- **Score** (parameter_manager.cc ``Update``/``Tune``): allreduced bytes divided by the
+  elapsed microseconds of the sample = bytes per step / step time in µs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .costmodel import Cluster, CostModel
+from .knobs import Config
+
+FUSION_BUFFER_ATOMIC_UNIT = 64  # horovod/common/common.h
+FLOAT64_BYTES = 8
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Compute side of a step for one model in one environment (seconds).
+
+    Attributes:
+        forward_s: data loading + forward + loss, before backward starts.
+        backward_s: backward pass; gradients become ready during it.
+        update_s: optimizer step after every allreduce finished.
+        comm_scale: multiplier on collective times for this workload (1 = the environment's
+            fitted network); calibrated per environment and model, see docs/cost-model.md.
+    """
+
+    forward_s: float
+    backward_s: float
+    update_s: float = 0.0
+    comm_scale: float = 1.0
+
+    @property
+    def compute_s(self) -> float:
+        return self.forward_s + self.backward_s + self.update_s
+
+
+@dataclass(frozen=True)
+class Response:
+    """One fused response of the measured step: bytes, tensor count, start and duration (s)."""
+
+    nbytes: int
+    n_tensors: int
+    start_s: float
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """Outcome of :func:`simulate_step`.
+
+    Attributes:
+        step_time_s: steady-state step time (s).
+        responses: fused responses of the last measured step, times relative to its start.
+        comm_s: total collective time per step (s), memcpy included.
+        overlap: fraction of ``comm_s`` that ran during backward, in [0, 1].
+        bytes_per_step: allreduced bytes per step.
+        n_cycles: background-loop cycles that carried at least one response, last step.
+    """
+
+    step_time_s: float
+    responses: tuple[Response, ...]
+    comm_s: float
+    overlap: float
+    bytes_per_step: int
+    n_cycles: int
+
+    @property
+    def step_time_ms(self) -> float:
+        return self.step_time_s * 1e3
+
+    @property
+    def score_bytes_per_us(self) -> float:
+        """Autotune-equivalent score: allreduced bytes per microsecond (parameter_manager.cc)."""
+        return self.bytes_per_step / (self.step_time_s * 1e6)
+
+
+def effective_threshold(threshold_bytes: int, local_size: int) -> int:
+    """Fusion threshold after Horovod's rounding (controller.cc TensorFusionThresholdBytes)."""
+    if threshold_bytes <= 0:
+        return 0
+    div = local_size * FLOAT64_BYTES * FUSION_BUFFER_ATOMIC_UNIT
+    return -(-threshold_bytes // div) * div
+
+
+def fuse(sizes: np.ndarray, threshold: int) -> list[tuple[int, int]]:
+    """Greedy fusion of consecutive tensors: list of (first index, end index) half-open groups.
+
+    ``sizes`` shape (k,), bytes, in readiness order (controller.cc FuseResponses).
+    """
+    groups: list[tuple[int, int]] = []
+    k = len(sizes)
+    i = 0
+    while i < k:
+        acc = int(sizes[i])
+        j = i + 1
+        while j < k and acc + int(sizes[j]) <= threshold:
+            acc += int(sizes[j])
+            j += 1
+        groups.append((i, j))
+        i = j
+    return groups
+
+
+def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload: Workload,
+                  config: Config, cost: CostModel, cluster: Cluster, *,
+                  compression_ratio: float = 1.0, warmup_steps: int = 1,
+                  measure_steps: int = 2) -> StepResult:
+    """Simulate steady-state training steps; see the module docstring for the rules.
+
+    Args:
+        sizes_bytes: shape (T,), bytes of each gradient in readiness order (uncompressed).
+        ready_fraction: shape (T,), non-decreasing in [0, 1], backward fraction elapsed when
+            each gradient is ready (:attr:`autotuner.layout.Layout.ready_fraction`).
+        workload: compute times (s) and comm scale.
+        config: Horovod knobs.
+        cost: collective cost model.
+        cluster: nodes × GPUs per node.
+        compression_ratio: bytes on the wire / uncompressed bytes (fp16 compression: 0.5).
+        warmup_steps, measure_steps: steps simulated before / averaged for the result.
+
+    Raises:
+        ValueError: for mismatched shapes, an empty layout or non-positive measure_steps.
+    """
+    sizes = np.asarray(sizes_bytes, dtype=np.int64)
+    frac = np.asarray(ready_fraction, dtype=float)
+    if sizes.ndim != 1 or sizes.shape != frac.shape or sizes.size == 0:
+        raise ValueError("sizes_bytes and ready_fraction must be non-empty 1-D arrays of equal length")
+    if measure_steps < 1 or warmup_steps < 0:
+        raise ValueError("measure_steps must be >= 1 and warmup_steps >= 0")
+    config.validate()
+    wire = np.maximum(1, np.round(sizes * compression_ratio)).astype(np.int64)
+    T = int(wire.size)
+    p = cluster.size
+    cycle = config.cycle_time_ms * 1e-3
+    thr = effective_threshold(int(config.fusion_threshold_bytes), cluster.gpus_per_node)
+    hier = bool(config.hierarchical_allreduce) and cluster.nodes > 1
+    cache_hits = config.cache_capacity >= T
+    neg = cost.negotiation
+    idle_neg = neg.cycle_s(0, p, cache_hits)
+    period = max(cycle, idle_neg)
+    fwd, bwd = workload.forward_s, workload.backward_s
+    ready_rel = fwd + bwd * frac
+    memcpy_Bps = cost.memcpy_Bps
+    scale = workload.comm_scale
+    cum = np.concatenate(([0], np.cumsum(wire)))
+
+    step_start = 0.0
+    loop_t = 0.0  # start of the next background-loop cycle
+    step_times: list[float] = []
+    responses: list[Response] = []
+    comm_s = overlap_s = 0.0
+    n_cycles = 0
+    for step in range(warmup_steps + measure_steps):
+        ready_abs = step_start + ready_rel
+        bwd_start, bwd_end = step_start + fwd, step_start + fwd + bwd
+        measuring = step == warmup_steps + measure_steps - 1
+        responses_step: list[Response] = []
+        comm = ovl = 0.0
+        cycles = 0
+        last_done = step_start
+        i = 0
+        while i < T:
+            if loop_t < ready_abs[i]:  # idle cycles until the next gradient is ready
+                loop_t += math.ceil((ready_abs[i] - loop_t) / period - 1e-12) * period
+            c = loop_t
+            j = int(np.searchsorted(ready_abs, c, side="right"))
+            t = c + neg.cycle_s(j - i, p, cache_hits)
+            for a, b in fuse(wire[i:j], thr):
+                nbytes = int(cum[i + b] - cum[i + a])
+                dur = cost.allreduce_s(nbytes, cluster, hier) * scale
+                if b - a > 1:
+                    dur += 2 * nbytes / memcpy_Bps
+                if measuring:
+                    responses_step.append(Response(nbytes, b - a, t - step_start, dur))
+                comm += dur
+                ovl += max(0.0, min(t + dur, bwd_end) - max(t, bwd_start))
+                t += dur
+            cycles += 1
+            i = j
+            last_done = t
+            loop_t = max(c + cycle, t)
+        step_end = max(bwd_end, last_done) + workload.update_s
+        if step >= warmup_steps:
+            step_times.append(step_end - step_start)
+        if measuring:
+            responses, comm_s, overlap_s, n_cycles = responses_step, comm, ovl, cycles
+        step_start = step_end
+    return StepResult(
+        step_time_s=float(np.mean(step_times)),
+        responses=tuple(responses),
+        comm_s=comm_s,
+        overlap=overlap_s / comm_s if comm_s > 0 else 0.0,
+        bytes_per_step=int(cum[-1]),
+        n_cycles=n_cycles,
+    )
