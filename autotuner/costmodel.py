@@ -20,7 +20,6 @@ MPI allreduce of ``n/L`` bytes over the nodes, host->device copy, intra-node all
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -78,26 +77,32 @@ class Tier:
 class Negotiation:
     """Cost of one background-loop cycle's negotiation (controller.cc ComputeResponseList).
 
-    With every ready tensor a response-cache hit, ranks agree through a fixed number of small
-    bit-vector allreduces (``cache_ops``); otherwise requests are gathered at the coordinator
-    and the response list is broadcast (``nocache_ops`` small controller collectives) plus
-    ``per_tensor_s`` of coordinator work per tensor per rank. Small controller collectives cost
-    ``ctrl_op_s`` each. ``per_tensor_s`` is an estimate (it is not identifiable from the lab
-    reports); see docs/simulator.md.
+    - Cache enabled: every cycle, idle or not, runs ``cache_ops`` bit-vector allreduces
+      (CoordinateCacheAndState: one MPI_Allreduce with MPI_BAND each cycle; a second, MPI_BOR,
+      only when some rank holds invalid bits, which the steady state does not).
+    - A cycle with any cache miss, and every cycle when the cache is disabled (capacity 0),
+      also gathers the requests at the coordinator and broadcasts the response list:
+      ``nocache_ops`` small controller collectives (MPI_Gather of lengths, MPI_Gatherv of
+      requests, MPI_Bcast of length and of the list) plus ``per_tensor_s`` of coordinator
+      work per tensor per rank.
+
+    ``ctrl_op_s`` (one small controller collective, s) is set by ``fit`` from the fitted
+    latency; ``per_tensor_s`` is an estimate, not identifiable from the lab reports.
     """
 
     ctrl_op_s: float = 100e-6
-    cache_ops: int = 2
-    nocache_ops: int = 2
+    cache_ops: int = 1
+    nocache_ops: int = 4
     per_tensor_s: float = 5e-6
 
-    def cycle_s(self, n_tensors: int, p: int, all_cache_hits: bool) -> float:
-        """Negotiation time (s) for a cycle with ``n_tensors`` newly ready tensors on ``p`` ranks."""
+    def cycle_s(self, n_tensors: int, p: int, cache_enabled: bool, all_hits: bool) -> float:
+        """Negotiation time (s) of a cycle negotiating ``n_tensors`` on ``p`` ranks."""
         if p <= 1:
             return 0.0
-        if all_cache_hits or n_tensors == 0:
-            return self.cache_ops * self.ctrl_op_s if all_cache_hits else self.nocache_ops * self.ctrl_op_s
-        return self.nocache_ops * self.ctrl_op_s + self.per_tensor_s * n_tensors * p
+        t = self.cache_ops * self.ctrl_op_s if cache_enabled else 0.0
+        if not cache_enabled or (n_tensors > 0 and not all_hits):
+            t += self.nocache_ops * self.ctrl_op_s + self.per_tensor_s * n_tensors * p
+        return t
 
 
 @dataclass(frozen=True)
@@ -165,9 +170,6 @@ class CostModel:
         return (intra.reduce_scatter_s(nbytes, L) + 2 * shard / self.host_copy_Bps
                 + self.inter.allreduce_s(shard, N) + intra.reduce_scatter_s(nbytes, L))
 
-    def ctrl_p(self, cluster: Cluster) -> int:
-        return cluster.size
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "inter": self.inter.to_dict(),
@@ -191,15 +193,8 @@ class CostModel:
             memcpy_Bps=float(d.get("memcpy_gbytes_per_s", 400)) * 1e9,
             host_copy_Bps=float(d.get("host_copy_gbytes_per_s", 10)) * 1e9,
             negotiation=Negotiation(ctrl_op_s=float(n.get("ctrl_op_us", 100)) * 1e-6,
-                                    cache_ops=int(n.get("cache_ops", 2)),
-                                    nocache_ops=int(n.get("nocache_ops", 2)),
+                                    cache_ops=int(n.get("cache_ops", 1)),
+                                    nocache_ops=int(n.get("nocache_ops", 4)),
                                     per_tensor_s=float(n.get("per_tensor_us", 5)) * 1e-6),
         )
 
-
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b) if b else a
-
-
-def log2ceil(p: int) -> int:
-    return max(1, math.ceil(math.log2(max(p, 2))))

@@ -24,6 +24,8 @@ Semantics, each from Horovod's source (read at v0.28.1 and v0.20.3; cited, not c
 - **Execution**: a fused response of more than one tensor pays MEMCPY_IN_FUSION_BUFFER and
   MEMCPY_OUT_FUSION_BUFFER (2 · bytes / memcpy bandwidth) plus its collective, costed by the
   :class:`~autotuner.costmodel.CostModel` and multiplied by the workload's ``comm_scale``.
+- **Overlap** (:attr:`Workload.overlap`): with time-shared compute and communication, a
+  collective running during backward pauses backward, delaying the gradients not yet ready.
 - **Step** = forward + max(backward end, last allreduce end) + update (``synchronize`` waits
   for every handle before ``optimizer.step``). The loop keeps cycling between steps, so the
   phase of the cycle grid carries over: ``warmup_steps`` steps are simulated first and the
@@ -55,12 +57,17 @@ class Workload:
         update_s: optimizer step after every allreduce finished.
         comm_scale: multiplier on collective times for this workload (1 = the environment's
             fitted network); calibrated per environment and model, see docs/cost-model.md.
+        overlap: how far collectives overlap backward compute, in [0, 1]. 1: independent
+            resources (backward runs at full speed while collectives run). 0: time-shared
+            (backward makes no progress while a collective runs, so gradients after it become
+            ready later by the collective's duration). Set per environment, see docs.
     """
 
     forward_s: float
     backward_s: float
     update_s: float = 0.0
     comm_scale: float = 1.0
+    overlap: float = 1.0
 
     @property
     def compute_s(self) -> float:
@@ -134,6 +141,22 @@ def fuse(sizes: np.ndarray, threshold: int) -> list[tuple[int, int]]:
     return groups
 
 
+def _slip(times: np.ndarray, t: float, dur: float, stall: float) -> np.ndarray:
+    """Delay, in place, backward events after ``t`` when backward runs at rate ``1 - stall``
+    during a collective occupying [t, t + dur]: an event due ``x`` after ``t`` (in full-speed
+    time) happens at ``t + x / rate`` if that is within the collective, else ``stall * dur`` late.
+    """
+    rate = 1.0 - stall
+    late = times > t
+    x = times[late] - t
+    inside = x < rate * dur
+    if rate > 0:
+        times[late] = np.where(inside, t + x / max(rate, 1e-12), times[late] + stall * dur)
+    else:
+        times[late] = times[late] + dur
+    return times
+
+
 def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload: Workload,
                   config: Config, cost: CostModel, cluster: Cluster, *,
                   compression_ratio: float = 1.0, warmup_steps: int = 1,
@@ -167,9 +190,10 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
     cycle = config.cycle_time_ms * 1e-3
     thr = effective_threshold(int(config.fusion_threshold_bytes), cluster.gpus_per_node)
     hier = bool(config.hierarchical_allreduce) and cluster.nodes > 1
-    cache_hits = config.cache_capacity >= T
+    cache_on = config.cache_capacity > 0
+    cache_hits = cache_on and config.cache_capacity >= T
     neg = cost.negotiation
-    idle_neg = neg.cycle_s(0, p, cache_hits)
+    idle_neg = neg.cycle_s(0, p, cache_on, cache_hits)
     period = max(cycle, idle_neg)
     fwd, bwd = workload.forward_s, workload.backward_s
     ready_rel = fwd + bwd * frac
@@ -177,6 +201,7 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
     scale = workload.comm_scale
     cum = np.concatenate(([0], np.cumsum(wire)))
 
+    stall = 1.0 - min(max(workload.overlap, 0.0), 1.0)
     step_start = 0.0
     loop_t = 0.0  # start of the next background-loop cycle
     step_times: list[float] = []
@@ -184,7 +209,7 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
     comm_s = overlap_s = 0.0
     n_cycles = 0
     for step in range(warmup_steps + measure_steps):
-        ready_abs = step_start + ready_rel
+        ready_abs = step_start + ready_rel  # a fresh array: stalls below shift it in place
         bwd_start, bwd_end = step_start + fwd, step_start + fwd + bwd
         measuring = step == warmup_steps + measure_steps - 1
         responses_step: list[Response] = []
@@ -197,7 +222,7 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
                 loop_t += math.ceil((ready_abs[i] - loop_t) / period - 1e-12) * period
             c = loop_t
             j = int(np.searchsorted(ready_abs, c, side="right"))
-            t = c + neg.cycle_s(j - i, p, cache_hits)
+            t = c + neg.cycle_s(j - i, p, cache_on, cache_hits)
             for a, b in fuse(wire[i:j], thr):
                 nbytes = int(cum[i + b] - cum[i + a])
                 dur = cost.allreduce_s(nbytes, cluster, hier) * scale
@@ -206,6 +231,10 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
                 if measuring:
                     responses_step.append(Response(nbytes, b - a, t - step_start, dur))
                 comm += dur
+                if stall > 0 and bwd_end > t:  # backward slowed to rate `overlap` meanwhile
+                    tail = ready_abs[j:]
+                    _slip(tail, t, dur, stall)
+                    bwd_end = float(_slip(np.array([bwd_end]), t, dur, stall)[0])
                 ovl += max(0.0, min(t + dur, bwd_end) - max(t, bwd_start))
                 t += dur
             cycles += 1

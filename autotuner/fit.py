@@ -1,0 +1,277 @@
+"""Fit cost models and workloads from measured records (``autotuner fit runs/``).
+
+Input: :class:`autotuner.readers.runs.EnvData` records. Output: a JSON-ready dict per
+environment (schema ``autotuner.model/1``, see :mod:`autotuner.modelstore`). Fitting uses
+scipy; simulation uses :func:`autotuner.simulator.simulate_step`. See docs/cost-model.md.
+
+Forms and choices:
+- Per-response samples (report 000): each size bucket gives (mean bytes, mean time). For a
+  model linear in n, the bucket mean time equals ``a + b·mean bytes`` exactly, so bucket means
+  are valid samples. ``T(n) = a + b·n`` is fitted by scipy ``least_squares`` on relative
+  residuals weighted by sqrt(count) with a, b >= 0 (pooled over every run of the
+  environment). Each model then gets one ``comm_scale`` = its total measured collective time /
+  the pooled fit's prediction for the same responses (sum of count x mean time), because the residuals show a per-workload level (ResNet50's responses ran at
+  ~0.64x the bus bandwidth of VGG16's on the same cluster, in every size bucket and with fusion
+  on and off alike).
+- Step-time-only data (report 001): compute time per model = its single-GPU (1x1) step time
+  (no communication); the inter-node tier's bandwidth is fitted by least squares so that the
+  simulated 4x1 step times match, with the latency taken from ``alpha_us`` in env.toml (or
+  100 µs); the 1x4 column fits the intra-node tier the same way.
+- Compute split: forward (with data and loss) = 1/3, backward = 2/3 of the compute time
+  (backward ≈ 2x forward FLOPs for conv/linear layers), update 0 unless the data says
+  otherwise. One compute time per (environment, model), calibrated on the reference run.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.optimize import brentq, least_squares, minimize_scalar
+
+from .costmodel import Cluster, CostModel, Negotiation, Tier
+from .knobs import MIB, Config
+from .layout import Layout
+from .readers.layouts import load_layout
+from .readers.runs import EnvData
+from .simulator import Workload, simulate_step
+
+MODEL_SCHEMA = "autotuner.model/1"
+FORWARD_FRACTION = 1 / 3
+#: V100 device-to-device copy bandwidth used for fusion-buffer copies (bytes/s): HBM2 peak
+#: 900 GB/s (NVIDIA V100 datasheet), each copy reads and writes, so ~400 GB/s effective.
+GPU_MEMCPY_BPS = 400e9
+#: PCIe 3.0 x16 device<->host copy (~12 GB/s achievable of 15.75 GB/s peak), hierarchical only.
+PCIE3_BPS = 12e9
+
+
+class FitError(ValueError):
+    """An environment's records cannot be fitted."""
+
+
+@dataclass(frozen=True)
+class LinearFit:
+    """``T(n) = a + b·n`` with a in s and b in s/byte, plus fit quality on the samples."""
+
+    a_s: float
+    b_s_per_byte: float
+    r2: float
+    mape: float
+    n: int
+
+
+def fit_linear(nbytes: np.ndarray, times_s: np.ndarray, weights: np.ndarray | None = None) -> LinearFit:
+    """Least-squares fit of ``T = a + b·n`` on relative residuals; a, b >= 0.
+
+    Args: arrays of shape (k,), k >= 2; bytes, seconds, non-negative weights.
+    Raises FitError for fewer than 2 samples or non-positive times.
+    """
+    n = np.asarray(nbytes, float)
+    t = np.asarray(times_s, float)
+    w = np.ones_like(t) if weights is None else np.asarray(weights, float)
+    if n.size < 2 or np.any(t <= 0):
+        raise FitError("need at least 2 samples with positive times to fit T(n) = a + b*n")
+    b0 = max((t.max() - t.min()) / max(n.max() - n.min(), 1.0), 1e-15)
+    x0 = np.array([max(t.min(), 1e-9), b0])
+    scale = x0.copy()
+    res = least_squares(lambda x: w * ((x[0] * scale[0] + x[1] * scale[1] * n) - t) / t,
+                        x0 / scale, bounds=([0, 0], [np.inf, np.inf]))
+    a, b = res.x * scale
+    pred = a + b * n
+    return LinearFit(float(a), float(b), r_squared(t, pred), mape(t, pred), int(n.size))
+
+
+def r_squared(y: np.ndarray, pred: np.ndarray) -> float:
+    ss = float(np.sum((y - np.mean(y)) ** 2))
+    return 1.0 - float(np.sum((y - pred) ** 2)) / ss if ss > 0 else float("nan")
+
+
+def mape(y: np.ndarray, pred: np.ndarray) -> float:
+    """Mean absolute percentage error, in percent."""
+    return float(np.mean(np.abs(pred - y) / y) * 100)
+
+
+def workload_for(compute_s: float, comm_scale: float = 1.0, overlap: float = 1.0) -> Workload:
+    return Workload(forward_s=compute_s * FORWARD_FRACTION, backward_s=compute_s * (1 - FORWARD_FRACTION),
+                    update_s=0.0, comm_scale=comm_scale, overlap=overlap)
+
+
+def simulate_ms(layout: Layout, wl: Workload, cfg: Config, cost: CostModel, cluster: Cluster) -> float:
+    return simulate_step(layout.sizes_bytes, layout.ready_fraction, wl, cfg, cost, cluster).step_time_ms
+
+
+def calibrate_compute(layout: Layout, measured_ms: float, comm_scale: float, overlap: float, cfg: Config,
+                      cost: CostModel, cluster: Cluster) -> float:
+    """Compute time (s) for which the simulated step equals ``measured_ms``.
+
+    Raises FitError when even zero compute simulates slower than measured (the network
+    alone is too slow for that step time).
+    """
+    f = lambda c: simulate_ms(layout, workload_for(c, comm_scale, overlap), cfg, cost, cluster) - measured_ms  # noqa: E731
+    lo, hi = 1e-6, measured_ms * 1e-3 * 2
+    if f(lo) > 0:
+        raise FitError(f"communication alone simulates {f(lo) + measured_ms:.1f} ms > measured {measured_ms:.1f} ms")
+    return float(brentq(f, lo, hi, xtol=1e-7))
+
+
+def _run_config(meta: dict[str, Any], run: dict[str, Any]) -> Config:
+    get = lambda k, d: run.get(k, meta.get(k, d))  # noqa: E731
+    return Config(fusion_threshold_bytes=int(get("fusion_threshold_mb", 64) * MIB),
+                  cycle_time_ms=float(get("cycle_time_ms", 5.0)),
+                  cache_capacity=int(get("cache_capacity", 1024))).validate()
+
+
+def _negotiation_for(tier: Tier, p: int) -> Negotiation:
+    # one small controller collective ~ the fitted latency of a tiny allreduce on p ranks
+    return Negotiation(ctrl_op_s=tier.allreduce_s(64, p))
+
+
+def fit_responses_env(env: EnvData) -> tuple[dict[str, Any], list[str]]:
+    """Fit an environment whose data is per-run response-size tables (report 000 format)."""
+    meta = env.meta
+    runs = {r["id"]: r for r in meta.get("run", [])}
+    cluster = Cluster(int(meta["nodes"]), int(meta["gpus_per_node"]))
+    notes: list[str] = []
+    rows = [b for b in env.buckets if b.run in runs and b.count > 0 and b.mean_ms > 0]
+    if len(rows) < 2:
+        raise FitError(f"{env.name}: fewer than 2 usable response buckets")
+    nbytes = np.array([b.mean_mib * MIB if b.mean_mib > 0 else (b.lo_bytes + b.hi_bytes) / 2 for b in rows])
+    times = np.array([b.mean_ms * 1e-3 for b in rows])
+    weights = np.sqrt([b.count for b in rows])
+    lin = fit_linear(nbytes, times, weights)
+    tier = Tier.from_linear(lin.a_s, lin.b_s_per_byte, cluster.size)
+    cost = CostModel(inter=tier, link_gbps=float(meta["link_gbps"]), memcpy_Bps=GPU_MEMCPY_BPS,
+                     host_copy_Bps=PCIE3_BPS, negotiation=_negotiation_for(tier, cluster.size))
+    base = lin.a_s + lin.b_s_per_byte * nbytes
+    samples = [{"run": b.run, "line": b.line, "bytes": float(n), "time_ms": float(t * 1e3),
+                "count": b.count, "model": runs[b.run]["model"]} for b, n, t in zip(rows, nbytes, times)]
+    workloads: dict[str, Any] = {}
+    overlap = float(meta.get("overlap", 1.0))
+    models = sorted({r["model"] for r in runs.values()})
+    scaled_pred = base.copy()
+    for m in models:
+        idx = np.array([runs[b.run]["model"] == m for b in rows])
+        counts = np.array([b.count for b in rows])[idx]
+        # the scale that reproduces this model's total measured collective time
+        scale = float(np.sum(counts * times[idx]) / np.sum(counts * base[idx]))
+        scaled_pred[idx] = scale * base[idx]
+        ref = [r for r in runs.values() if r["model"] == m and r.get("reference")]
+        if len(ref) != 1:
+            raise FitError(f"{env.name}: model {m} needs exactly one run with reference = true")
+        ref = ref[0]
+        step = next((s for s in env.step_times if s.run == ref["id"]), None)
+        if step is None:
+            raise FitError(f"{env.name}: no step time for reference run {ref['id']}")
+        layout = load_layout(ref["layout"])
+        compute = calibrate_compute(layout, step.step_ms, scale, overlap, _run_config(meta, ref), cost, cluster)
+        wl = workload_for(compute, scale, overlap)
+        workloads[m] = {"layout": ref["layout"], "forward_ms": wl.forward_s * 1e3,
+                        "backward_ms": wl.backward_s * 1e3, "update_ms": 0.0, "comm_scale": scale, "overlap": overlap,
+                        "calibrated_on": f"{env.path.name}/{meta['source']}:{step.line} ({ref['id']}, {step.step_ms} ms)"}
+    fit_info = {"form": "alpha-beta (ring)", "p": cluster.size, "a_ms": lin.a_s * 1e3,
+                "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2, "mape_percent": lin.mape,
+                "r2_with_comm_scale": r_squared(times, scaled_pred),
+                "mape_percent_with_comm_scale": mape(times, scaled_pred),
+                "n_samples": lin.n, "samples": samples}
+    return _model_dict(env, cluster, cost, fit_info, workloads, _run_config(meta, {})), notes
+
+
+def _steps(env: EnvData, column: str) -> dict[str, float]:
+    return {c.model: c.value for c in env.breakdown if c.column == column and c.row == "step" and c.unit == "ms"}
+
+
+def _fit_tier_bandwidth(cases: list[tuple[Layout, float, float]], cfg: Config, cluster: Cluster,
+                        alpha_s: float, overlap: float, make_cost) -> tuple[Tier, float]:
+    """Fit one tier's bandwidth so simulated steps match measured (relative least squares)."""
+    def loss(log_bw: float) -> float:
+        cost = make_cost(Tier(alpha_s, float(np.exp(log_bw))))
+        return sum(((simulate_ms(L, workload_for(c, 1.0, overlap), cfg, cost, cluster) - m) / m) ** 2
+                   for L, c, m in cases)
+    res = minimize_scalar(loss, bounds=(np.log(1e7), np.log(1e12)), method="bounded",
+                          options={"xatol": 1e-6})
+    return Tier(alpha_s, float(np.exp(res.x))), float(res.fun)
+
+
+def fit_breakdown_env(env: EnvData) -> tuple[dict[str, Any], list[str]]:
+    """Fit an environment whose data is per-cluster-shape step times (report 001 format)."""
+    meta = env.meta
+    cols = {c["key"]: c for c in meta["column"]}
+    cfg = _run_config(meta, {})
+    notes: list[str] = []
+    single = [k for k, c in cols.items() if c["nodes"] * c["gpus_per_node"] == 1]
+    multi_node = [k for k, c in cols.items() if c["nodes"] > 1]
+    one_node = [k for k, c in cols.items() if c["nodes"] == 1 and c["gpus_per_node"] > 1]
+    if not single or not multi_node:
+        raise FitError(f"{env.name}: needs a 1x1 column (compute) and a multi-node column (network)")
+    compute = _steps(env, single[0])
+    layouts = {m["model"]: load_layout(m["layout"]) for m in meta.get("model", [])}
+    alpha = float(meta.get("alpha_us", 100.0)) * 1e-6
+    mn = cols[multi_node[0]]
+    cluster = Cluster(int(mn["nodes"]), int(mn["gpus_per_node"]))
+    multi = _steps(env, multi_node[0])
+    cases = [(layouts[m], compute[m] * 1e-3, multi[m]) for m in layouts if m in compute and m in multi]
+    if not cases:
+        raise FitError(f"{env.name}: no model has both a 1x1 and a {multi_node[0]} step time")
+    link = float(mn.get("link_gbps", meta.get("link_gbps", 10.0)))
+
+    def inter_cost(t: Tier) -> CostModel:
+        return CostModel(inter=t, link_gbps=link, memcpy_Bps=GPU_MEMCPY_BPS, host_copy_Bps=PCIE3_BPS,
+                         negotiation=_negotiation_for(t, cluster.size))
+    overlap = float(meta.get("overlap", 1.0))
+    inter, _ = _fit_tier_bandwidth(cases, cfg, cluster, alpha, overlap, inter_cost)
+    cost = inter_cost(inter)
+    fit_info: dict[str, Any] = {"form": "alpha-beta (ring), bandwidth fitted on step times", "p": cluster.size,
+                                "alpha_us_assumed": alpha * 1e6, "inter_cases": [
+                                    {"model": L.name, "column": multi_node[0], "measured_ms": m,
+                                     "compute_ms": c * 1e3} for L, c, m in cases]}
+    if one_node:
+        oc = cols[one_node[0]]
+        ocl = Cluster(1, int(oc["gpus_per_node"]))
+        ones = _steps(env, one_node[0])
+        icases = [(layouts[m], compute[m] * 1e-3, ones[m]) for m in layouts if m in compute and m in ones]
+        if icases:
+            intra, _ = _fit_tier_bandwidth(icases, cfg, ocl, 10e-6, overlap,
+                                           lambda t: CostModel(inter=inter, intra=t, link_gbps=link,
+                                                               memcpy_Bps=GPU_MEMCPY_BPS, host_copy_Bps=PCIE3_BPS,
+                                                               negotiation=_negotiation_for(t, ocl.size)))
+            cost = CostModel(inter=inter, intra=intra, link_gbps=link, memcpy_Bps=GPU_MEMCPY_BPS,
+                             host_copy_Bps=PCIE3_BPS, negotiation=cost.negotiation)
+            fit_info["intra_cases"] = [{"model": L.name, "column": one_node[0], "measured_ms": m,
+                                        "compute_ms": c * 1e3} for L, c, m in icases]
+    line = {c.model: c.line for c in env.breakdown if c.column == single[0] and c.row == "step"}
+    workloads = {}
+    for m, L in layouts.items():
+        if m not in compute:
+            continue
+        wl = workload_for(compute[m] * 1e-3, 1.0, overlap)
+        workloads[m] = {"layout": L.name, "forward_ms": wl.forward_s * 1e3, "backward_ms": wl.backward_s * 1e3,
+                        "update_ms": 0.0, "comm_scale": 1.0, "overlap": overlap,
+                        "calibrated_on": f"{env.path.name}/{meta['source']}:{line[m]} ({single[0]} step {compute[m]} ms)"}
+    return _model_dict(env, cluster, cost, fit_info, workloads, cfg), notes
+
+
+def _model_dict(env: EnvData, cluster: Cluster, cost: CostModel, fit_info: dict[str, Any],
+                workloads: dict[str, Any], cfg: Config) -> dict[str, Any]:
+    meta = env.meta
+    return {
+        "schema": MODEL_SCHEMA,
+        "env": env.name,
+        "source": f"runs/{env.path.name}/{meta['source']}",
+        "cluster": {"nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node,
+                    "gpu": meta.get("gpu"), "backend": meta.get("backend"),
+                    "horovod_version": meta.get("horovod_version")},
+        "measured_config": cfg.to_dict(),
+        "cost_model": cost.to_dict(),
+        "fit": fit_info,
+        "workloads": workloads,
+    }
+
+
+def fit_env(env: EnvData) -> tuple[dict[str, Any], list[str]]:
+    """Fit one environment; returns (model dict, notes). Raises FitError."""
+    fmt = env.meta["format"]
+    if fmt == "responses":
+        return fit_responses_env(env)
+    if fmt == "breakdown":
+        return fit_breakdown_env(env)
+    raise FitError(f"{env.name}: no fitter for format {fmt!r}")

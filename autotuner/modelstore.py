@@ -1,0 +1,93 @@
+"""Read and write fitted models (``model/<env>.json``, schema ``autotuner.model/1``).
+
+Writes are atomic (temporary file in the same folder, then ``os.replace``).
+Raises :class:`ModelStoreError` (one line) for a missing folder, an unknown environment or a
+file of another schema.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .costmodel import Cluster, CostModel
+from .fit import MODEL_SCHEMA
+from .knobs import Config
+from .simulator import Workload
+
+
+class ModelStoreError(ValueError):
+    """A fitted model cannot be found or read."""
+
+
+@dataclass(frozen=True)
+class FittedEnv:
+    """A fitted environment: cost model, cluster, measured knobs and per-model workloads."""
+
+    name: str
+    cost: CostModel
+    cluster: Cluster
+    measured_config: Config
+    workloads: dict[str, tuple[str, Workload]]  # model -> (layout name, workload)
+    raw: dict[str, Any]
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_model(model_dir: Path, d: dict[str, Any]) -> Path:
+    path = model_dir / f"{d['env']}.json"
+    atomic_write_text(path, json.dumps(d, indent=1, sort_keys=False) + "\n")
+    return path
+
+
+def list_envs(model_dir: Path) -> list[str]:
+    """Fitted environment names in ``model_dir``, sorted (the first is the default env)."""
+    if not model_dir.is_dir():
+        return []
+    return sorted(p.stem for p in model_dir.glob("*.json"))
+
+
+def env_from_dict(d: dict[str, Any], where: str = "<model>") -> FittedEnv:
+    if d.get("schema") != MODEL_SCHEMA:
+        raise ModelStoreError(f"{where}: schema {d.get('schema')!r}, expected {MODEL_SCHEMA!r}")
+    try:
+        wls = {m: (w["layout"], Workload(forward_s=w["forward_ms"] * 1e-3, backward_s=w["backward_ms"] * 1e-3,
+                                         update_s=w.get("update_ms", 0.0) * 1e-3,
+                                         comm_scale=w.get("comm_scale", 1.0), overlap=w.get("overlap", 1.0)))
+               for m, w in d["workloads"].items()}
+        return FittedEnv(name=d["env"], cost=CostModel.from_dict(d["cost_model"]),
+                         cluster=Cluster(int(d["cluster"]["nodes"]), int(d["cluster"]["gpus_per_node"])),
+                         measured_config=Config.from_dict(d["measured_config"]), workloads=wls, raw=d)
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelStoreError(f"{where}: malformed model file ({type(e).__name__}: {e})") from None
+
+
+def load_env(model_dir: Path, env: str | None) -> FittedEnv:
+    """Load ``model_dir/<env>.json``; ``env=None`` picks the first fitted env by name."""
+    envs = list_envs(model_dir)
+    if not envs:
+        raise ModelStoreError(f"no fitted models in {model_dir} (run: autotuner fit runs/)")
+    name = env or envs[0]
+    if name not in envs:
+        raise ModelStoreError(f"unknown env {name!r}; fitted: {', '.join(envs)}")
+    path = model_dir / f"{name}.json"
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ModelStoreError(f"cannot read {path}: {e}") from None
+    return env_from_dict(d, str(path))

@@ -1,0 +1,45 @@
+"""Plots (matplotlib, Agg backend; files only)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .costmodel import CostModel  # noqa: E402
+
+MIB = 1024 * 1024
+
+
+def bandwidth_plot(model: dict[str, Any], path: Path) -> Path | None:
+    """Measured (size, time) samples vs the fitted allreduce curve, log-log. None if no samples."""
+    samples = model["fit"].get("samples")
+    if not samples:
+        return None
+    cost = CostModel.from_dict(model["cost_model"])
+    p = int(model["fit"]["p"])
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for m in sorted({s["model"] for s in samples}):
+        pts = [s for s in samples if s["model"] == m]
+        ax.scatter([max(s["bytes"], 1) / MIB for s in pts], [s["time_ms"] for s in pts], label=f"measured ({m})", s=18)
+    n = np.logspace(np.log10(256), np.log10(1024 * MIB), 200)
+    ax.plot(n / MIB, [cost.inter.allreduce_s(x, p) * 1e3 for x in n], "k-", label="fitted alpha-beta (pooled)")
+    for m, w in model["workloads"].items():
+        if w.get("comm_scale", 1.0) != 1.0:
+            ax.plot(n / MIB, [cost.inter.allreduce_s(x, p) * 1e3 * w["comm_scale"] for x in n], "--",
+                    label=f"x comm_scale {w['comm_scale']:.2f} ({m})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("response size (MiB)")
+    ax.set_ylabel("allreduce time (ms)")
+    ax.set_title(f"{model['env']}: allreduce time vs size, p={p}")
+    ax.legend(fontsize=7)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
