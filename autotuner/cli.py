@@ -1,0 +1,206 @@
+"""Command line: ``autotuner fit | simulate | suggest``. Thin: parse, call, print.
+
+Every error we can name prints one line (``error: ...``) on stderr and exits with status 2.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from .api import Scenario, ScenarioError, fit_runs, make_scenario
+from .costmodel import CostModelError
+from .fit import FitError
+from .knobs import DEFAULTS_0_28, MIB, Config, KnobError, horovod_env, horovodrun_flags
+from .layout import LayoutError
+from .modelstore import ModelStoreError
+from .readers.runs import RunsError
+from .search import search, top_distinct
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Predict and tune Horovod's knobs from measured bandwidth data.")
+out = Console()
+err = Console(stderr=True)
+USER_ERRORS = (RunsError, FitError, LayoutError, ModelStoreError, ScenarioError, KnobError, CostModelError)
+DEFAULT_MODEL_DIR = Path("model")
+
+
+def _config(fusion_threshold_mb: Optional[float], cycle_time_ms: Optional[float], cache_capacity: Optional[int],
+            hierarchical_allreduce: Optional[bool], hierarchical_allgather: Optional[bool]) -> Config:
+    d = DEFAULTS_0_28
+    return Config(
+        fusion_threshold_bytes=d.fusion_threshold_bytes if fusion_threshold_mb is None else int(round(fusion_threshold_mb * MIB)),
+        cycle_time_ms=d.cycle_time_ms if cycle_time_ms is None else cycle_time_ms,
+        cache_capacity=d.cache_capacity if cache_capacity is None else cache_capacity,
+        hierarchical_allreduce=bool(hierarchical_allreduce),
+        hierarchical_allgather=bool(hierarchical_allgather)).validate()
+
+
+def _result_dict(sc: Scenario, cfg: Config, r) -> dict:
+    return {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
+            "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
+            "bandwidth_gbps": sc.cost.link_gbps, "compression": sc.compression, "config": cfg.to_dict(),
+            "step_time_ms": r.step_time_ms, "score_bytes_per_us": r.score_bytes_per_us,
+            "comm_ms": r.comm_s * 1e3, "overlap": r.overlap, "bytes_per_step": r.bytes_per_step,
+            "responses": [{"bytes": x.nbytes, "tensors": x.n_tensors, "start_ms": x.start_s * 1e3,
+                           "duration_ms": x.duration_s * 1e3} for x in r.responses]}
+
+
+@app.command()
+def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each with env.toml)"),
+        model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--out", help="where model/<env>.json goes")) -> None:
+    """Fit a cost model per environment under RUNS_DIR; write model/<env>.json and a plot."""
+    fitted, problems = fit_runs(runs_dir, model_dir)
+    for p in problems:
+        err.print(f"[yellow]warning:[/] {p}", highlight=False)
+    t = Table(title="fitted environments")
+    for col in ("env", "form", "alpha (µs)", "busbw (Gbit/s)", "R²", "MAPE %", "models (compute ms, comm scale)"):
+        t.add_column(col)
+    for d, path, png in fitted:
+        f, inter = d["fit"], d["cost_model"]["inter"]
+        r2 = f.get("r2_with_comm_scale", f.get("r2"))
+        mp = f.get("mape_percent_with_comm_scale", f.get("mape_percent"))
+        models = ", ".join(f"{m} ({w['forward_ms'] + w['backward_ms']:.1f}, {w['comm_scale']:.2f})"
+                           for m, w in d["workloads"].items())
+        t.add_row(d["env"], f["form"], f"{inter['alpha_us']:.1f}", f"{inter['bandwidth_gbps']:.2f}",
+                  "-" if r2 is None else f"{r2:.4f}", "-" if mp is None else f"{mp:.1f}", models)
+    out.print(t)
+    for d, path, png in fitted:
+        f = d["fit"]
+        if "r2" in f:
+            out.print(f"{d['env']}: pooled fit R² {f['r2']:.4f}, MAPE {f['mape_percent']:.1f}% over {f['n_samples']} "
+                      f"samples; with per-model comm scale R² {f['r2_with_comm_scale']:.4f}, "
+                      f"MAPE {f['mape_percent_with_comm_scale']:.1f}%", highlight=False)
+        out.print(f"wrote {path}" + (f" and {png}" if png else ""), highlight=False)
+    if not fitted:
+        raise FitError("no environment could be fitted")
+
+
+@app.command()
+def simulate(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..., a layout .json, or pkg.mod:factory"),
+             env: Optional[str] = typer.Option(None, "--env", help="fitted environment (default: first by name)"),
+             fusion_threshold_mb: Optional[float] = typer.Option(None, "--fusion-threshold-mb", help="MiB (default 128)"),
+             cycle_time_ms: Optional[float] = typer.Option(None, "--cycle-time-ms", help="ms (default 1)"),
+             cache_capacity: Optional[int] = typer.Option(None, "--cache-capacity", help="entries (default 1024; 0 = off)"),
+             hierarchical_allreduce: bool = typer.Option(False, "--hierarchical-allreduce/--no-hierarchical-allreduce"),
+             hierarchical_allgather: bool = typer.Option(False, "--hierarchical-allgather/--no-hierarchical-allgather"),
+             nodes: Optional[int] = typer.Option(None, "--nodes"),
+             gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),
+             bandwidth_gbps: Optional[float] = typer.Option(None, "--bandwidth-gbps", help="what-if link rate, Gbit/s"),
+             compression: str = typer.Option("none", "--compression", help="none | fp16"),
+             compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="forward+backward ms for an uncalibrated model"),
+             model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
+             as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+    """Simulate one configuration (unset knobs take Horovod 0.28's defaults)."""
+    cfg = _config(fusion_threshold_mb, cycle_time_ms, cache_capacity, hierarchical_allreduce, hierarchical_allgather)
+    sc, _ = make_scenario(model_dir, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
+                          bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
+    r = sc.simulate(cfg)
+    d = _result_dict(sc, cfg, r)
+    if as_json:
+        print(json.dumps(d))
+        return
+    out.print(f"[bold]{sc.model}[/] (layout {sc.layout.name}, {sc.layout.n_tensors} tensors, "
+              f"{sc.layout.total_bytes / MIB:.1f} MiB) on [bold]{sc.env}[/] "
+              f"({sc.cluster.nodes}x{sc.cluster.gpus_per_node}, {sc.cost.link_gbps:g} Gbit/s)")
+    out.print(f"step time {r.step_time_ms:.1f} ms, {len(r.responses)} responses/step, collectives {r.comm_s * 1e3:.1f} ms "
+              f"({r.overlap:.0%} during backward), autotune score {r.score_bytes_per_us:.1f} bytes/µs")
+    t = Table(title="fused responses (one step)")
+    for col in ("#", "MiB", "tensors", "start ms", "duration ms"):
+        t.add_column(col, justify="right")
+    for i, x in enumerate(r.responses[:40]):
+        t.add_row(str(i), f"{x.nbytes / MIB:.2f}", str(x.n_tensors), f"{x.start_s * 1e3:.1f}", f"{x.duration_s * 1e3:.2f}")
+    out.print(t)
+    if len(r.responses) > 40:
+        out.print(f"... {len(r.responses) - 40} more (use --json)")
+
+
+@app.command()
+def suggest(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..., a layout .json, or pkg.mod:factory"),
+            env: Optional[str] = typer.Option(None, "--env", help="fitted environment (default: first by name)"),
+            top: int = typer.Option(3, "--top", min=1, help="proposals to show"),
+            n_calls: int = typer.Option(40, "--n-calls", min=1, help="Bayesian-optimization proposals"),
+            seed: int = typer.Option(0, "--seed"),
+            nodes: Optional[int] = typer.Option(None, "--nodes"),
+            gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),
+            bandwidth_gbps: Optional[float] = typer.Option(None, "--bandwidth-gbps"),
+            compression: str = typer.Option("none", "--compression"),
+            compute_ms: Optional[float] = typer.Option(None, "--compute-ms"),
+            model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """Search the knobs with Bayesian optimization; print the best settings and their flags."""
+    sc, _ = make_scenario(model_dir, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
+                          bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
+    default = DEFAULTS_0_28
+    objective = lambda c: sc.simulate(c).step_time_s  # noqa: E731
+    t0 = time.perf_counter()
+    with Progress(TextColumn("searching"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as prog:
+        task = prog.add_task("search", total=None)
+        trials = search(objective, default, multi_node=sc.cluster.nodes > 1, n_calls=n_calls, seed=seed,
+                        progress=lambda done, total: prog.update(task, completed=done, total=total))
+    wall = time.perf_counter() - t0
+    base = sc.simulate(default)
+    best = top_distinct(trials, top)
+
+    def entry(c: Config) -> dict:
+        r = sc.simulate(c)
+        return {"config": c.to_dict(), "step_time_ms": r.step_time_ms,
+                "speedup_vs_default": base.step_time_s / r.step_time_s,
+                "score_bytes_per_us": r.score_bytes_per_us, "horovodrun_flags": horovodrun_flags(c),
+                "env_vars": horovod_env(c)}
+    res = {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
+           "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
+           "default": entry(default), "proposals": [entry(t.config) for t in best],
+           "evaluations": len(trials), "search_seconds": wall}
+    if as_json:
+        print(json.dumps(res))
+        return
+    out.print(f"[bold]{sc.model}[/] (layout {sc.layout.name}) on [bold]{sc.env}[/] "
+              f"({sc.cluster.nodes}x{sc.cluster.gpus_per_node}, {sc.cost.link_gbps:g} Gbit/s): "
+              f"{len(trials)} configurations simulated in {wall:.1f} s")
+    t = Table(title="proposals (predicted)")
+    for col in ("", "fusion MiB", "cycle ms", "cache", "hier. allreduce", "step ms", "speed-up", "score B/µs"):
+        t.add_column(col, justify="right")
+    rows = [("default (0.28)", res["default"])] + [(f"#{i + 1}", p) for i, p in enumerate(res["proposals"])]
+    for name, p in rows:
+        c = p["config"]
+        t.add_row(name, f"{c['fusion_threshold_mb']:g}", f"{c['cycle_time_ms']:.2f}", "on" if c["cache_capacity"] else "off",
+                  "yes" if c["hierarchical_allreduce"] else "no", f"{p['step_time_ms']:.1f}",
+                  f"{p['speedup_vs_default']:.3f}x", f"{p['score_bytes_per_us']:.1f}")
+    out.print(t)
+    b = res["proposals"][0]
+    out.print("horovodrun flags:  " + " ".join(b["horovodrun_flags"]), highlight=False)
+    out.print("environment:       " + " ".join(f"{k}={v}" for k, v in b["env_vars"].items()), highlight=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 for user errors, one line on stderr)."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except USER_ERRORS as e:
+        err.print(f"error: {e}", highlight=False, markup=False, soft_wrap=True)
+        return 2
+    except (typer.Exit, SystemExit) as e:
+        return int(getattr(e, "exit_code", getattr(e, "code", 0)) or 0)
+    except typer.Abort:
+        err.print("aborted")
+        return 1
+    except Exception as e:  # click usage errors
+        import click
+        if isinstance(e, click.ClickException):
+            e.show()
+            return e.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
