@@ -126,7 +126,7 @@ def simulate(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..
 def suggest(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..., a layout .json, or pkg.mod:factory"),
             env: Optional[str] = typer.Option(None, "--env", help="fitted environment (default: first by name)"),
             top: int = typer.Option(3, "--top", min=1, help="proposals to show"),
-            n_calls: int = typer.Option(40, "--n-calls", min=1, help="Bayesian-optimization proposals"),
+            n_calls: int = typer.Option(24, "--n-calls", min=1, help="Bayesian-optimization proposals"),
             seed: int = typer.Option(0, "--seed"),
             nodes: Optional[int] = typer.Option(None, "--nodes"),
             gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),

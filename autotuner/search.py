@@ -59,7 +59,7 @@ def _to_point(c: Config, multi_node: bool) -> list:
 
 
 def search(objective: Callable[[Config], float], default: Config, *, multi_node: bool,
-           n_calls: int = 40, seed: int | None = 0, progress: Callable[[int, int], None] | None = None) -> list[Trial]:
+           n_calls: int = 24, seed: int | None = 0, progress: Callable[[int, int], None] | None = None) -> list[Trial]:
     """Run the controls, then ``n_calls`` Bayesian-optimization proposals; return all trials.
 
     Args:
@@ -72,7 +72,7 @@ def search(objective: Callable[[Config], float], default: Config, *, multi_node:
     """
     space = _space(multi_node)
     opt = Optimizer(space, base_estimator="GP", n_initial_points=8, acq_func="EI",
-                    acq_optimizer="sampling", random_state=seed)
+                    acq_optimizer="sampling", acq_optimizer_kwargs={"n_points": 2000}, random_state=seed)
     combos = [(cache, h) for cache in (CACHE_ON, 0) for h in ((False, True) if multi_node else (False,))]
     controls = [(default, "default")] + [
         (replace(c, cache_capacity=cache, hierarchical_allreduce=h), "autotune-start")
@@ -80,11 +80,10 @@ def search(objective: Callable[[Config], float], default: Config, *, multi_node:
     total = len(controls) + n_calls
     trials: list[Trial] = []
     for cfg, origin in controls:
-        y = objective(cfg)
-        trials.append(Trial(cfg, y, origin))
-        opt.tell(_to_point(cfg, multi_node), y)
+        trials.append(Trial(cfg, objective(cfg), origin))
         if progress:
             progress(len(trials), total)
+    opt.tell([_to_point(t.config, multi_node) for t in trials], [t.step_time_s for t in trials])  # one fit
     for _ in range(n_calls):
         x = opt.ask()
         cfg = _to_config(x, multi_node)
