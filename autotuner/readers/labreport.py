@@ -83,10 +83,10 @@ def _is_rule(cells: list[str]) -> bool:
 
 
 def _num(text: str) -> float:
-    m = re.match(r"\s*-?" + _NUM, text.replace(",", ""))
-    if not m:
-        raise ValueError(f"not a number: {text!r}")
-    return float(m.group(0))
+    t = text.strip()
+    if not re.fullmatch(r"-?" + _NUM, t):
+        raise ValueError(f"not a number: {text.strip()!r}")
+    return float(t)
 
 
 def parse_responses(text: str, source: str = "<report>") -> tuple[list[ResponseBucket], list[RunStepTime], list[str]]:

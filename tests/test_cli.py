@@ -1,0 +1,100 @@
+"""CLI end to end on the committed models, and bad input -> one line, exit 2."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "autotuner.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def assert_one_line_error(p, needle):
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and needle in lines[0], p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_simulate_json_defaults():
+    p = run("simulate", "--model", "resnet50", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["config"]["fusion_threshold_mb"] == 128 and d["config"]["cycle_time_ms"] == 1.0
+    assert d["step_time_ms"] > 0 and d["score_bytes_per_us"] > 0
+
+
+def test_simulate_what_ifs_move_the_prediction():
+    base = json.loads(run("simulate", "--model", "vgg16", "--json").stdout)["step_time_ms"]
+    slow = json.loads(run("simulate", "--model", "vgg16", "--bandwidth-gbps", "8", "--json").stdout)["step_time_ms"]
+    fp16 = json.loads(run("simulate", "--model", "vgg16", "--compression", "fp16", "--json").stdout)["step_time_ms"]
+    assert slow > base > fp16
+
+
+def test_suggest_json_shape_and_controls():
+    p = run("suggest", "--model", "resnet50", "--json", "--n-calls", "8")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert set(d) >= {"env", "model", "default", "proposals"}
+    best = d["proposals"][0]
+    assert set(best) >= {"config", "step_time_ms", "speedup_vs_default", "score_bytes_per_us", "horovodrun_flags"}
+    # the defaults are evaluated as a control, so the best proposal is never predicted slower
+    assert best["step_time_ms"] <= d["default"]["step_time_ms"] + 1e-9
+    assert "--fusion-threshold-mb" in best["horovodrun_flags"]
+
+
+def test_fit_writes_models(tmp_path):
+    p = run("fit", str(ROOT / "runs"), "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "v100-16gbit.json").exists() and (tmp_path / "v100-16gbit-bandwidth.png").exists()
+    committed = json.loads((ROOT / "model" / "v100-16gbit.json").read_text())
+    fresh = json.loads((tmp_path / "v100-16gbit.json").read_text())
+    # fitting again reproduces the committed model
+    assert fresh["cost_model"]["inter"] == pytest.approx(committed["cost_model"]["inter"], rel=1e-6)
+    assert fresh["workloads"]["resnet50"]["forward_ms"] == pytest.approx(
+        committed["workloads"]["resnet50"]["forward_ms"], rel=1e-6)
+
+
+def test_missing_runs_dir(tmp_path):
+    assert_one_line_error(run("fit", str(tmp_path / "nope"), "--out", str(tmp_path)), "runs directory not found")
+
+
+def test_empty_runs_dir(tmp_path):
+    (tmp_path / "runs").mkdir()
+    assert_one_line_error(run("fit", str(tmp_path / "runs"), "--out", str(tmp_path)), "no environment")
+
+
+def test_broken_row_is_reported_and_rest_fits(tmp_path):
+    shutil.copytree(ROOT / "runs" / "v100-16gbit", tmp_path / "runs" / "v100-16gbit")
+    rep = tmp_path / "runs" / "v100-16gbit" / "report-000.md"
+    rep.write_text(rep.read_text().replace("|(10MB, 20MB]|364|16.14|", "|(10MB, 20MB]|36x4|16.14|"))
+    p = run("fit", str(tmp_path / "runs"), "--out", str(tmp_path / "model"))
+    assert p.returncode == 0, p.stderr
+    assert "report-000.md:41: skipped broken row" in p.stderr
+    assert (tmp_path / "model" / "v100-16gbit.json").exists()
+
+
+def test_unknown_model():
+    assert_one_line_error(run("suggest", "--model", "alexnet9000"), "unknown model 'alexnet9000'")
+
+
+def test_negative_threshold():
+    assert_one_line_error(run("simulate", "--model", "resnet50", "--fusion-threshold-mb", "-1"), "fusion threshold must be >= 0")
+
+
+def test_unknown_env():
+    assert_one_line_error(run("simulate", "--model", "resnet50", "--env", "nope"), "unknown env 'nope'")
+
+
+def test_layout_json_path(tmp_path):
+    f = tmp_path / "tiny.json"
+    f.write_text(json.dumps({"name": "tiny", "tensors": [{"name": "w", "shape": [1024, 1024], "compute_share": 1.0}]}))
+    p = run("simulate", "--model", str(f), "--compute-ms", "50", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["bytes_per_step"] == 4 * 1024 * 1024
