@@ -85,11 +85,10 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
     for env in envs:
         problems += env.problems
         try:
-            d, notes = fit_env(env)
+            d = fit_env(env)
         except ValueError as e:
             problems.append(f"{env.name}: not fitted ({e})")
             continue
-        problems += notes
         path = write_model(model_dir, d)
         png = bandwidth_plot(d, model_dir / f"{d['env']}-bandwidth.png")
         fitted.append((d, path, png))

@@ -126,12 +126,11 @@ def _negotiation_for(tier: Tier, p: int) -> Negotiation:
     return Negotiation(ctrl_op_s=tier.allreduce_s(64, p))
 
 
-def fit_responses_env(env: EnvData) -> tuple[dict[str, Any], list[str]]:
+def fit_responses_env(env: EnvData) -> dict[str, Any]:
     """Fit an environment whose data is per-run response-size tables (report 000 format)."""
     meta = env.meta
     runs = {r["id"]: r for r in meta.get("run", [])}
     cluster = Cluster(int(meta["nodes"]), int(meta["gpus_per_node"]))
-    notes: list[str] = []
     rows = [b for b in env.buckets if b.run in runs and b.count > 0 and b.mean_ms > 0]
     if len(rows) < 2:
         raise FitError(f"{env.name}: fewer than 2 usable response buckets")
@@ -173,7 +172,7 @@ def fit_responses_env(env: EnvData) -> tuple[dict[str, Any], list[str]]:
                 "r2_with_comm_scale": r_squared(times, scaled_pred),
                 "mape_percent_with_comm_scale": mape(times, scaled_pred),
                 "n_samples": lin.n, "samples": samples}
-    return _model_dict(env, cluster, cost, fit_info, workloads, _run_config(meta, {})), notes
+    return _model_dict(env, cluster, cost, fit_info, workloads, _run_config(meta, {}))
 
 
 def _steps(env: EnvData, column: str) -> dict[str, float]:
@@ -194,12 +193,11 @@ def _fit_tier_bandwidth(cases: list[tuple[Layout, float, float]], cfg: Config, c
     return Tier(alpha_s, float(np.exp(res.x))), float(res.fun)
 
 
-def fit_breakdown_env(env: EnvData) -> tuple[dict[str, Any], list[str]]:
+def fit_breakdown_env(env: EnvData) -> dict[str, Any]:
     """Fit an environment whose data is per-cluster-shape step times (report 001 format)."""
     meta = env.meta
     cols = {c["key"]: c for c in meta["column"]}
     cfg = _run_config(meta, {})
-    notes: list[str] = []
     single = [k for k, c in cols.items() if c["nodes"] * c["gpus_per_node"] == 1]
     multi_node = [k for k, c in cols.items() if c["nodes"] > 1]
     one_node = [k for k, c in cols.items() if c["nodes"] == 1 and c["gpus_per_node"] > 1]
@@ -207,12 +205,12 @@ def fit_breakdown_env(env: EnvData) -> tuple[dict[str, Any], list[str]]:
         raise FitError(f"{env.name}: needs a 1x1 column (compute) and a multi-node column (network)")
     one = Cluster(1, 1)
     dummy = CostModel(inter=Tier(0.0, 1e12), link_gbps=1.0)
-    layouts_for_compute = {m["model"]: load_layout(m["layout"]) for m in meta.get("model", [])}
+    layouts = {m["model"]: load_layout(m["layout"]) for m in meta.get("model", [])}
+    single_steps = _steps(env, single[0])
     # compute time per model: the single-GPU step (no communication), through the simulator so
     # that the 1-rank background loop's cycle wait is accounted for
-    compute = {m: calibrate_compute(layouts_for_compute[m], v, 1.0, float(meta.get("overlap", 1.0)), cfg, dummy, one) * 1e3
-               for m, v in _steps(env, single[0]).items() if m in layouts_for_compute}
-    layouts = layouts_for_compute
+    compute = {m: calibrate_compute(layouts[m], v, 1.0, float(meta.get("overlap", 1.0)), cfg, dummy, one) * 1e3
+               for m, v in single_steps.items() if m in layouts}
     alpha = float(meta.get("alpha_us", 100.0)) * 1e-6
     mn = cols[multi_node[0]]
     cluster = Cluster(int(mn["nodes"]), int(mn["gpus_per_node"]))
@@ -252,11 +250,10 @@ def fit_breakdown_env(env: EnvData) -> tuple[dict[str, Any], list[str]]:
         if m not in compute:
             continue
         wl = workload_for(compute[m] * 1e-3, 1.0, overlap)
-        single_ms = _steps(env, single[0])[m]
         workloads[m] = {"layout": L.name, "forward_ms": wl.forward_s * 1e3, "backward_ms": wl.backward_s * 1e3,
                         "update_ms": 0.0, "comm_scale": 1.0, "overlap": overlap,
-                        "calibrated_on": f"{env.path.name}/{meta['source']}:{line[m]} ({single[0]} step {single_ms} ms)"}
-    return _model_dict(env, cluster, cost, fit_info, workloads, cfg), notes
+                        "calibrated_on": f"{env.path.name}/{meta['source']}:{line[m]} ({single[0]} step {single_steps[m]} ms)"}
+    return _model_dict(env, cluster, cost, fit_info, workloads, cfg)
 
 
 def _model_dict(env: EnvData, cluster: Cluster, cost: CostModel, fit_info: dict[str, Any],
@@ -276,8 +273,8 @@ def _model_dict(env: EnvData, cluster: Cluster, cost: CostModel, fit_info: dict[
     }
 
 
-def fit_env(env: EnvData) -> tuple[dict[str, Any], list[str]]:
-    """Fit one environment; returns (model dict, notes). Raises FitError."""
+def fit_env(env: EnvData) -> dict[str, Any]:
+    """Fit one environment; returns the model dict. Raises FitError."""
     fmt = env.meta["format"]
     if fmt == "responses":
         return fit_responses_env(env)
