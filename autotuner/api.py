@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .costmodel import Cluster, CostModel, CostModelError
 from .fit import fit_env
-from .knobs import Config
+from .knobs import DEFAULTS_0_28, Config
 from .layout import Layout
 from .modelstore import FittedEnv, load_env, write_model
 from .plots import bandwidth_plot
@@ -93,3 +93,115 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
         png = bandwidth_plot(d, model_dir / f"{d['env']}-bandwidth.png")
         fitted.append((d, path, png))
     return fitted, problems
+
+
+def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0,
+                    progress=None) -> tuple[list, list]:
+    """Bayesian search on ``sc`` (see :func:`autotuner.search.search`); returns (all trials, top distinct)."""
+    from .search import search, top_distinct
+
+    trials = search(lambda c: sc.simulate(c).step_time_s, DEFAULTS_0_28, multi_node=sc.cluster.nodes > 1,
+                    n_calls=n_calls, seed=seed, progress=progress)
+    return trials, top_distinct(trials, top)
+
+
+def load_proposals(path: Path) -> list[Config]:
+    """Configurations from a JSON file: a list of knob dicts, or ``suggest --json`` output.
+
+    Raises ScenarioError (one line) for an unreadable file or a malformed entry.
+    """
+    import json
+
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise ScenarioError(f"{path}: cannot read proposals ({e})") from None
+    except json.JSONDecodeError as e:
+        raise ScenarioError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
+    items = d.get("proposals") if isinstance(d, dict) else d
+    if not isinstance(items, list) or not items:
+        raise ScenarioError(f"{path}: expected a non-empty list of configurations or suggest --json output")
+    out = []
+    for i, it in enumerate(items, 1):
+        it = it.get("config", it) if isinstance(it, dict) else it
+        if not isinstance(it, dict):
+            raise ScenarioError(f"{path}: proposal {i} is not an object")
+        try:
+            out.append(Config.from_dict(it))
+        except (TypeError, ValueError) as e:
+            raise ScenarioError(f"{path}: proposal {i}: {e}") from None
+    return out
+
+
+def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposals: list[Config] | None,
+                   top: int = 1, repeats: int = 3, autotune: bool = True, defaults: bool = True,
+                   timeout_s: float = 600.0, on_event=None):
+    """Real validation of ``setup`` (see :mod:`autotuner.validation`); returns (records, report path, verdict).
+
+    Trials run in the emulated network of ``setup.bandwidth_gbit`` (:mod:`autotuner.testbed`;
+    plain loopback, said in the report, when it cannot be built). Records are appended to
+    ``runs_dir/<env>/validation/<name>.jsonl``; a re-run resumes. ``on_event(str)`` gets one line
+    per finished trial. Raises ScenarioError / ValidationError for unusable input.
+    """
+    import shutil
+
+    from .launcher import horovodrun_path
+    from .modelstore import ModelStoreError
+    from .testbed import measure_bandwidth_gbit, shaped_network
+    from .validation import (TrialRunner, TrialStore, ValidationError, autotune_best_config,
+                             plan, run_pending)
+    from .validation_report import write_report
+
+    say = on_event or (lambda s: None)
+    if horovodrun_path() is None:
+        raise ValidationError("horovodrun not found: install Horovod with scripts/install_horovod.sh")
+    try:
+        sc, _ = make_scenario(model_dir, setup.env, setup.model,
+                              compute_ms=None if setup.command else setup.compute_ms)
+        predict = lambda c: sc.simulate(c).step_time_ms  # noqa: E731
+        model_note = f"predictions: cost model {model_dir}/{setup.env}.json"
+    except (ModelStoreError, ScenarioError) as e:
+        sc, predict, why = None, (lambda c: None), str(e)
+        model_note = f"no predictions ({why})"
+    if proposals is None:
+        if sc is None:
+            raise ValidationError(f"cannot propose configurations: {why}; "
+                                  "pass --proposals FILE or fit the environment first")
+        _, best = suggest_configs(sc, top=top)
+        proposals = [t.config for t in best]
+    vdir = runs_dir / setup.env / "validation"
+    store = TrialStore(vdir / f"{name}.jsonl")
+    scratch = vdir / f".scratch-{name}"
+    with shaped_network(setup.bandwidth_gbit) as tb:
+        measured = measure_bandwidth_gbit(tb) if tb.shaped else None
+        net_note = tb.note + (f"; measured {measured:.2f} Gbit/s" if measured else "")
+        say(net_note)
+        runner = TrialRunner(setup, scratch, tb.prefix, timeout_s)
+
+        def done(rec):
+            m = rec["measured_step_time_ms"]
+            say(f"{rec['trial']}: {rec['status']}" + (f", {m:.1f} ms/step" if m else "")
+                + (f" (predicted {rec['predicted_step_time_ms']:.1f})" if rec["predicted_step_time_ms"] else "")
+                + (f" - {rec['error']}" if rec["error"] else ""))
+
+        at_specs = [s for s in plan(proposals, repeats=repeats, autotune=autotune, defaults=defaults)
+                    if s.kind == "autotune"]
+        recs = run_pending(at_specs, store, setup, runner, predict, net_note, done)
+        at_recs = [r for r in recs if r["kind"] == "autotune" and r.get("autotune")]
+        best = autotune_best_config(at_recs[-1]["autotune"]) if at_recs else None
+        specs = plan(proposals, repeats=repeats, autotune=autotune, defaults=defaults, autotune_best=best)
+        recs = run_pending(specs, store, setup, runner, predict, net_note, done)
+    for f in scratch.glob("*-autotune.csv"):
+        shutil.copyfile(f, vdir / f"{name}-{f.name}")
+    shutil.rmtree(scratch, ignore_errors=True)
+    notes = [f"setup: {setup.to_dict()}", f"network: {net_note}", model_note,
+             f"{repeats} repeats per fixed configuration, interleaved; records: {store.path.name}"]
+    if autotune:
+        notes.append("Horovod autotune shortened to fit the run: warm-up samples "
+                     f"{runner.autotune_warmup_samples}, steps per sample {runner.autotune_steps_per_sample}, "
+                     f"at most {runner.autotune_max_samples} samples per categorical combination "
+                     "(Horovod's defaults: 3, 10, 20)")
+    notes += store.dropped
+    report = vdir / f"{name}-report.md"
+    verdict, _ = write_report(recs, report, title=f"Validation: {setup.model} on {setup.env}", notes=notes)
+    return recs, report, verdict

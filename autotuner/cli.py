@@ -1,4 +1,4 @@
-"""Command line: ``autotuner fit | simulate | suggest``. Thin: parse, call, print.
+"""Command line: ``autotuner fit | simulate | suggest | validate | inspect``. Thin: parse, call, print.
 
 Every error we can name prints one line (``error: ...``) on stderr and exits with status 2.
 """
@@ -8,7 +8,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -21,14 +21,18 @@ from .fit import FitError
 from .knobs import DEFAULTS_0_28, MIB, Config, KnobError, horovod_env, horovodrun_flags
 from .layout import LayoutError
 from .modelstore import ModelStoreError
+from .readers.autotune_log import AutotuneLogError
 from .readers.runs import RunsError
+from .readers.timeline import TimelineError
+from .validation import ValidationError
 from .search import search, top_distinct
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Predict and tune Horovod's knobs from measured bandwidth data.")
 out = Console()
 err = Console(stderr=True)
-USER_ERRORS = (RunsError, FitError, LayoutError, ModelStoreError, ScenarioError, KnobError, CostModelError)
+USER_ERRORS = (RunsError, FitError, LayoutError, ModelStoreError, ScenarioError, KnobError, CostModelError,
+               ValidationError, AutotuneLogError, TimelineError)
 DEFAULT_MODEL_DIR = Path("model")
 
 
@@ -179,6 +183,59 @@ def suggest(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ...
     b = res["proposals"][0]
     out.print("horovodrun flags:  " + " ".join(b["horovodrun_flags"]), highlight=False)
     out.print("environment:       " + " ".join(f"{k}={v}" for k, v in b["env_vars"].items()), highlight=False)
+
+
+@app.command()
+def validate(env: str = typer.Option(..., "--env", help="environment name: results go to runs/<env>/validation/"),
+             model: str = typer.Option(..., "--model", help="layout the replay workload (or your command) trains"),
+             command: Optional[List[str]] = typer.Argument(None, help="after --: your own training command "
+                                                           "(prints 'AUTOTUNER_STEP_TIME_MS <ms>' per step)"),
+             np_: int = typer.Option(2, "--np", min=1, help="ranks"),
+             hosts: str = typer.Option("", "--hosts", help="horovodrun -H (default localhost:<np>)"),
+             bandwidth_gbit: Optional[float] = typer.Option(None, "--bandwidth-gbit",
+                                                            help="emulated link, Gbit/s (root only; else plain loopback)"),
+             compute_ms: float = typer.Option(300.0, "--compute-ms", help="replay: forward+backward compute per step, ms"),
+             steps: int = typer.Option(6, "--steps", min=1, help="measured steps per trial"),
+             warmup: int = typer.Option(2, "--warmup", min=0, help="warm-up steps per trial"),
+             repeats: int = typer.Option(3, "--repeats", min=1, help="repeats of each fixed configuration"),
+             top: int = typer.Option(1, "--top", min=1, help="proposals from suggest to validate"),
+             proposals_file: Optional[Path] = typer.Option(None, "--proposals", help="JSON list of configs (or suggest --json)"),
+             autotune: bool = typer.Option(True, "--autotune/--no-autotune", help="run Horovod autotune and its best config"),
+             defaults: bool = typer.Option(True, "--defaults/--no-defaults", help="run Horovod's defaults"),
+             name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)"),
+             timeout_s: float = typer.Option(600.0, "--timeout", help="seconds per trial before it is killed"),
+             runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
+             model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir")) -> None:
+    """Run real horovodrun trials: defaults, autotune, autotune's best, proposals; write a report."""
+    from .api import load_proposals, run_validation
+    from .readers.layouts import load_layout
+    from .validation import Setup
+
+    load_layout(model)  # fail fast on an unknown model
+    if bandwidth_gbit is not None and not bandwidth_gbit > 0:
+        raise ValidationError(f"--bandwidth-gbit must be > 0, got {bandwidth_gbit}")
+    setup = Setup(env=env, model=model, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, compute_ms=compute_ms,
+                  steps=steps, warmup=warmup, command=tuple(command or ()))
+    proposals = load_proposals(proposals_file) if proposals_file else None
+    recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dir, name=name or Path(model).stem,
+                                           proposals=proposals, top=top, repeats=repeats, autotune=autotune,
+                                           defaults=defaults, timeout_s=timeout_s,
+                                           on_event=lambda line: err.print(line, highlight=False, markup=False))
+    out.print(f"{len(recs)} trials recorded; report: {report}", highlight=False)
+    out.print(verdict, highlight=False)
+
+
+@app.command()
+def inspect(path: Path = typer.Argument(..., help="a Horovod autotune log CSV (--autotune-log-file)"),
+            model: Optional[str] = typer.Option(None, "--model", help="layout, to turn the score into a time per step")) -> None:
+    """Explain a Horovod autotune log: trials, best row, whether tuning finished, the score."""
+    from .readers.autotune_log import explain, read_autotune_log
+    from .readers.layouts import load_layout
+
+    log = read_autotune_log(path)
+    nbytes = load_layout(model).total_bytes if model else None
+    for line in explain(log, nbytes):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> int:

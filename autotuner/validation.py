@@ -1,0 +1,350 @@
+"""Validation runs: real horovodrun trials of defaults, autotune, autotune's best and proposals.
+
+A validation is a list of trials (:class:`TrialSpec`), each one horovodrun job. Results are
+appended, one JSON object per line, to ``runs/<env>/validation/<name>.jsonl`` as soon as a trial
+finishes (:class:`TrialStore`: one ``write`` of a whole line on an ``O_APPEND`` descriptor, then
+``fsync``; a line cut by a kill is dropped on the next open). A re-run with the same
+:class:`Setup` skips every trial already recorded, so a killed validation resumes where it stopped
+and never runs a finished trial twice. A rank that crashes or a job that hits its timeout is
+recorded as a failed trial and the batch goes on.
+
+Record keys (one line per trial): ``trial`` (id, e.g. ``proposal-1/r2``), ``kind``
+(``default`` | ``autotune`` | ``autotune_best`` | ``proposal``), ``repeat``, ``config``
+(knobs, :meth:`Config.to_dict`; null for the autotune run), ``status`` (``ok`` | ``failed`` |
+``timeout``), ``measured_step_time_ms`` (median over the trial's measured steps), ``step_times_ms``,
+``spread_ms`` (interquartile range of the step times), ``predicted_step_time_ms`` (the env's cost
+model at launch time, or null), ``timeline`` (fused-response samples read from the trial's
+timeline), ``autotune`` (the autotune log's samples, best row, score), ``setup``, ``testbed``,
+``wall_s``, ``error``, ``finished_at``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from .knobs import DEFAULTS_0_28, Config
+
+KINDS = ("default", "autotune", "autotune_best", "proposal")
+
+
+class ValidationError(ValueError):
+    """A validation cannot be planned or its record file cannot be used."""
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What must be equal for two trials to be comparable (and for a resume to reuse records).
+
+    Attributes: env, model (layout name), np (ranks), hosts (``-H``; empty = localhost),
+    bandwidth_gbit (testbed HTB rate, Gbit/s; None = no shaping), compute_ms/update_ms (replay
+    workload's emulated compute per step, ms), steps/warmup (measured and warm-up steps per
+    trial), command (a user's own training command instead of the replay workload, or empty).
+    """
+
+    env: str
+    model: str
+    np: int = 2
+    hosts: str = ""
+    bandwidth_gbit: float | None = None
+    compute_ms: float = 300.0
+    update_ms: float = 0.0
+    steps: int = 6
+    warmup: int = 2
+    command: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["command"] = list(self.command)
+        return d
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    """One planned trial. ``config`` is None only for the autotune run."""
+
+    trial: str
+    kind: str
+    repeat: int
+    config: Config | None
+    label: str = ""
+
+
+def plan(proposals: list[Config], *, repeats: int, autotune: bool, defaults: bool = True,
+         autotune_best: Config | None = None) -> list[TrialSpec]:
+    """The trial list: the autotune run first, then ``repeats`` interleaved rounds of
+    [defaults, autotune's best, proposal 1..k] (round r runs every configuration once).
+
+    ``autotune_best`` is known only after the autotune run; call again with it to extend the plan.
+    Raises ValidationError for ``repeats < 1`` or nothing to run.
+    """
+    if repeats < 1:
+        raise ValidationError(f"repeats must be >= 1, got {repeats}")
+    fixed: list[tuple[str, str, Config]] = []
+    if defaults:
+        fixed.append(("default", "default", DEFAULTS_0_28))
+    if autotune_best is not None:
+        fixed.append(("autotune_best", "autotune_best", autotune_best))
+    for i, c in enumerate(proposals, 1):
+        fixed.append((f"proposal-{i}", "proposal", c))
+    if not fixed and not autotune:
+        raise ValidationError("nothing to validate: no defaults, no autotune, no proposals")
+    specs = [TrialSpec("autotune/r0", "autotune", 0, None, "autotune")] if autotune else []
+    for r in range(repeats):
+        specs += [TrialSpec(f"{name}/r{r}", kind, r, cfg, name) for name, kind, cfg in fixed]
+    return specs
+
+
+class TrialStore:
+    """Append-only JSONL record file of one validation (see the module docstring)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.dropped: list[str] = []
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every complete record; a cut last line is removed from the file and reported in ``dropped``."""
+        try:
+            raw = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        except OSError as e:
+            raise ValidationError(f"{self.path}: cannot read ({e.strerror})") from None
+        if raw and not raw.endswith(b"\n"):
+            keep = raw.rfind(b"\n") + 1
+            self.dropped.append(f"{self.path.name}: dropped a cut last line ({len(raw) - keep} bytes)")
+            with open(self.path, "r+b") as f:
+                f.truncate(keep)
+                f.flush()
+                os.fsync(f.fileno())
+            raw = raw[:keep]
+        out = []
+        for n, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                self.dropped.append(f"{self.path.name}:{n}: unreadable record skipped")
+                continue
+            if isinstance(rec, dict) and isinstance(rec.get("trial"), str):
+                out.append(rec)
+            else:
+                self.dropped.append(f"{self.path.name}:{n}: record without a trial id skipped")
+        return out
+
+    def append(self, rec: dict[str, Any]) -> None:
+        """Write one record as one line, durably, in a single append."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        data = (json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def matching(records: Iterable[dict[str, Any]], setup: Setup) -> list[dict[str, Any]]:
+    """Records made with exactly ``setup`` (others in the same file are left alone)."""
+    want = setup.to_dict()
+    return [r for r in records if r.get("setup") == want]
+
+
+def step_stats(step_times_ms: list[float]) -> tuple[float, float]:
+    """(median, interquartile range) of step times, ms."""
+    a = np.asarray(step_times_ms, dtype=float)
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return float(med), float(q3 - q1)
+
+
+@dataclass
+class Outcome:
+    """What running one trial produced, before it becomes a record."""
+
+    status: str
+    step_times_ms: list[float] = field(default_factory=list)
+    error: str = ""
+    wall_s: float = 0.0
+    timeline: dict[str, Any] | None = None
+    autotune: dict[str, Any] | None = None
+
+
+def make_record(spec: TrialSpec, setup: Setup, outcome: Outcome, predicted_ms: float | None,
+                testbed_note: str) -> dict[str, Any]:
+    """The JSONL record of one finished trial (keys in the module docstring)."""
+    med, iqr = step_stats(outcome.step_times_ms) if outcome.step_times_ms else (None, None)
+    return {
+        "trial": spec.trial, "kind": spec.kind, "label": spec.label, "repeat": spec.repeat,
+        "config": spec.config.to_dict() if spec.config is not None else None,
+        "status": outcome.status,
+        "measured_step_time_ms": None if med is None else round(med, 3),
+        "spread_ms": None if iqr is None else round(iqr, 3),
+        "step_times_ms": [round(t, 3) for t in outcome.step_times_ms],
+        "predicted_step_time_ms": None if predicted_ms is None else round(predicted_ms, 3),
+        "timeline": outcome.timeline, "autotune": outcome.autotune,
+        "setup": setup.to_dict(), "testbed": testbed_note, "wall_s": round(outcome.wall_s, 2),
+        "error": outcome.error, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def run_pending(specs: list[TrialSpec], store: TrialStore, setup: Setup,
+                run_trial: Callable[[TrialSpec], Outcome],
+                predict: Callable[[Config], float | None], testbed_note: str,
+                on_done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Run, in order, every spec not yet recorded for ``setup``; append each record as it finishes.
+
+    Returns all records of this setup (old and new).
+    """
+    done = {r["trial"] for r in matching(store.records(), setup)}
+    for spec in specs:
+        if spec.trial in done:
+            continue
+        outcome = run_trial(spec)
+        pred = predict(spec.config) if spec.config is not None else None
+        rec = make_record(spec, setup, outcome, pred, testbed_note)
+        store.append(rec)
+        done.add(spec.trial)
+        if on_done:
+            on_done(rec)
+    return matching(store.records(), setup)
+
+
+# --------------------------------------------------------------------------- real trials
+
+def _last_error_line(text: str) -> str:
+    """The most telling line of a failed job's stderr (one line, for the record)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if "Error" in ln or "error:" in ln:
+            return ln[-300:]
+    return lines[-1][-300:] if lines else "no output"
+
+
+def summarize_timeline(path: Path, steps_run: int) -> dict[str, Any]:
+    """Compact, JSON-ready summary of a trial's timeline: fused-response samples grouped by size.
+
+    ``samples``: ``[[nbytes, count, median_duration_us], ...]`` (bytes, µs), from
+    :func:`autotuner.readers.timeline.samples`; ``responses_per_step`` over ``steps_run`` steps.
+    Raises TimelineError for an unreadable file.
+    """
+    from .readers.timeline import read_timeline, samples
+
+    tl = read_timeline(path)
+    df = samples(tl)
+    g = df.groupby("nbytes")["duration_s"].agg(["count", "median"]).reset_index()
+    rows = [[int(r.nbytes), int(r["count"]), round(float(r["median"]) * 1e6, 1)] for _, r in g.iterrows()]
+    return {"samples": rows, "responses": int(len(df)),
+            "responses_per_step": round(len(df) / max(steps_run, 1), 3),
+            "form": tl.horovod_form, "problems": tl.problems[:5]}
+
+
+def autotune_best_config(log_summary: dict[str, Any]) -> Config | None:
+    """The configuration autotune settled on (its log's best row), as a :class:`Config`."""
+    b = log_summary.get("best") if log_summary else None
+    if not b:
+        return None
+    return Config(fusion_threshold_bytes=int(round(b["fusion_threshold_mb"] * 1024 * 1024)),
+                  cycle_time_ms=float(b["cycle_time_ms"]),
+                  cache_capacity=DEFAULTS_0_28.cache_capacity if b["cache_enabled"] else 0,
+                  hierarchical_allreduce=bool(b["hierarchical_allreduce"]),
+                  hierarchical_allgather=bool(b["hierarchical_allgather"]))
+
+
+def summarize_autotune_log(path: Path) -> dict[str, Any]:
+    """JSON-ready summary of an autotune log (samples, best row, finished). Raises AutotuneLogError."""
+    from .readers.autotune_log import read_autotune_log
+
+    log = read_autotune_log(path)
+
+    def row(s):
+        return {"hierarchical_allreduce": s.hierarchical_allreduce,
+                "hierarchical_allgather": s.hierarchical_allgather, "cache_enabled": s.cache_enabled,
+                "cycle_time_ms": s.cycle_time_ms, "fusion_threshold_mb": s.fusion_threshold_mb,
+                "score_bytes_per_us": s.score_bytes_per_us}
+
+    return {"samples": [row(s) for s in log.samples], "best": row(log.best) if log.best else None,
+            "finished": log.finished, "columns_version": log.columns_version,
+            "problems": log.problems[:5]}
+
+
+@dataclass(frozen=True)
+class TrialRunner:
+    """Runs one :class:`TrialSpec` for real with horovodrun (see :mod:`autotuner.launcher`).
+
+    Attributes: setup; prefix (testbed argv prefix); scratch (folder for timelines and autotune
+    logs); timeout_s (per fixed-configuration trial; the autotune run gets
+    ``timeout_s * autotune_timeout_factor``); autotune (settings template, its log_file is
+    replaced per trial).
+    """
+
+    setup: Setup
+    scratch: Path
+    prefix: tuple[str, ...] = ()
+    timeout_s: float = 600.0
+    autotune_warmup_samples: int = 1
+    autotune_steps_per_sample: int = 1
+    autotune_max_samples: int = 5
+    autotune_timeout_factor: float = 6.0
+    timeline: bool = True
+
+    def autotune_steps(self) -> int:
+        """Training steps given to the autotune run before its measured steps: enough for every
+        categorical combination Horovod tries (at most 4 here: cache x hierarchical allgather,
+        as in ../shared/examples) to score its samples, each the median of 5 measurements of
+        ``steps_per_sample`` steps (horovod/common/parameter_manager.cc), plus warm-up samples."""
+        samples = 4 * self.autotune_max_samples + self.autotune_warmup_samples + 1
+        return self.autotune_steps_per_sample * 5 * samples + 4
+
+    def __call__(self, spec: TrialSpec) -> Outcome:
+        from .launcher import AutotuneSettings, Job, replay_command, run_job
+        from .readers.replay_output import ReplayOutputError, parse_output
+
+        s = self.setup
+        self.scratch.mkdir(parents=True, exist_ok=True)
+        tag = spec.trial.replace("/", "-")
+        warmup, timeout = s.warmup, self.timeout_s
+        at = None
+        if spec.kind == "autotune":
+            log = self.scratch / f"{tag}-autotune.csv"
+            log.unlink(missing_ok=True)
+            at = AutotuneSettings(log, self.autotune_warmup_samples, self.autotune_steps_per_sample,
+                                  self.autotune_max_samples)
+            warmup = self.autotune_steps()
+            timeout = self.timeout_s * self.autotune_timeout_factor
+        timeline = self.scratch / f"{tag}-timeline.json" if (self.timeline and spec.config is not None) else None
+        if timeline is not None:
+            timeline.unlink(missing_ok=True)
+        command = s.command or replay_command(s.model, s.compute_ms, s.steps, warmup, s.update_ms)
+        job = Job(np=s.np, hosts=s.hosts, command=tuple(command), config=spec.config, autotune=at,
+                  timeline=timeline, prefix=self.prefix)
+        try:
+            res = run_job(job, timeout)
+        except FileNotFoundError as e:
+            return Outcome("failed", error=f"cannot start horovodrun ({e.strerror}): run scripts/install_horovod.sh")
+        out = Outcome("ok", wall_s=res.wall_s)
+        if res.timed_out:
+            out.status, out.error = "timeout", f"killed after {timeout:.0f} s timeout"
+        elif res.returncode != 0:
+            out.status, out.error = "failed", f"exit {res.returncode}: {_last_error_line(res.stderr + res.stdout)}"
+        else:
+            try:
+                out.step_times_ms = list(parse_output(res.stdout).step_times_ms)
+            except ReplayOutputError as e:
+                out.status, out.error = "failed", str(e)
+        if timeline is not None and timeline.exists() and timeline.stat().st_size > 0:
+            try:
+                out.timeline = summarize_timeline(timeline, s.steps + warmup)
+            except ValueError as e:
+                out.timeline = {"error": str(e)}
+        if at is not None and at.log_file.exists():
+            try:
+                out.autotune = summarize_autotune_log(at.log_file)
+            except ValueError as e:
+                out.autotune = {"error": str(e)}
+        return out

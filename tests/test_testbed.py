@@ -1,0 +1,170 @@
+"""The shaped-network testbed for real (root, iproute2): namespaces appear, shape lo, and always go away."""
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotuner import testbed as tb
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULE = ROOT / "autotuner" / "testbed.py"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
+                                reason="needs root and iproute2 (ip, tc) to create network namespaces")
+
+# Children load testbed.py by path: importing the `autotuner` package pulls numpy/scipy/matplotlib (~2 s each).
+LOAD = f"""
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("testbed", {str(MODULE)!r})
+tb = importlib.util.module_from_spec(spec); sys.modules["testbed"] = tb; spec.loader.exec_module(tb)
+"""
+HOLD = LOAD + """
+with tb.shaped_network(1.0) as bed:
+    print(bed.netns, flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.fixture
+def owner_pids():
+    """Pids whose autotuner-<pid>-* namespaces this test may create; all of them are deleted at teardown."""
+    pids = {os.getpid()}
+    yield pids
+    for name in tb.list_namespaces():
+        m = tb._NAME_RE.match(name)
+        if m and int(m.group(1)) in pids:
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=10)
+
+
+def start_holder(owner_pids, code=HOLD, preexec=()):
+    proc = subprocess.Popen([*preexec, sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    owner_pids.add(proc.pid)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    if not sel.select(timeout=15):
+        proc.kill()
+        pytest.fail("child printed no namespace name within 15 s")
+    name = proc.stdout.readline().strip()
+    assert name.startswith(f"autotuner-{proc.pid}-"), (name, proc.stderr.read() if proc.poll() is not None else "")
+    assert name in tb.list_namespaces()
+    return proc, name
+
+
+def test_shaped_success_path(owner_pids):
+    with tb.shaped_network(1.0) as bed:
+        assert bed.shaped and bed.bandwidth_gbit == 1.0
+        assert bed.prefix == ("ip", "netns", "exec", bed.netns)
+        assert bed.netns.startswith(f"autotuner-{os.getpid()}-")
+        assert bed.netns in tb.list_namespaces()
+        assert "1 Gbit/s HTB" in bed.note and bed.netns in bed.note
+        shown = subprocess.run(bed.wrap(["tc", "class", "show", "dev", "lo"]), capture_output=True, text=True,
+                               timeout=10, check=True).stdout
+        assert "htb 1:10" in shown and "rate 1Gbit" in shown and "ceil 1Gbit" in shown
+        gbit = tb.measure_bandwidth_gbit(bed)
+        assert 0.8 <= gbit <= 1.1, gbit
+        # the host's own lo is untouched
+        host = subprocess.run(["tc", "class", "show", "dev", "lo"], capture_output=True, text=True, timeout=10)
+        assert "rate 1Gbit" not in host.stdout
+    assert bed.netns not in tb.list_namespaces()
+
+
+def test_half_gbit_is_shaped_too(owner_pids):
+    with tb.shaped_network(0.5) as bed:
+        assert 0.4 <= tb.measure_bandwidth_gbit(bed, max_seconds=0.5) <= 0.55
+
+
+def test_no_bandwidth_is_plain_loopback():
+    with tb.shaped_network(None) as bed:
+        assert bed == tb.Testbed((), None, False, bed.note) and "plain loopback" in bed.note
+        assert tb.measure_bandwidth_gbit(bed, max_seconds=0.3) > 1.1  # unshaped lo is far faster than 1 Gbit/s
+
+
+def test_rate_strings_and_bad_input():
+    assert tb.htb_rate(1.0) == "1000mbit" and tb.htb_rate(0.5) == "500mbit" and tb.htb_rate(0.0123456) == "12346kbit"
+    for bad in (0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError):
+            with tb.shaped_network(bad):
+                pass
+    with pytest.raises(ValueError):
+        with tb.shaped_network(1.0, name="a/b"):
+            pass
+
+
+def test_exception_in_body_removes_namespace(owner_pids):
+    with pytest.raises(RuntimeError, match="boom"):
+        with tb.shaped_network(1.0) as bed:
+            assert bed.netns in tb.list_namespaces()
+            raise RuntimeError("boom")
+    assert bed.netns not in tb.list_namespaces()
+
+
+def test_sigterm_handler_is_restored(owner_pids):
+    before = signal.getsignal(signal.SIGTERM)
+    with tb.shaped_network(1.0):
+        assert signal.getsignal(signal.SIGTERM) is tb._raise_exit
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.parametrize("sig, returncode", [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 128 + signal.SIGTERM)])
+def test_signal_removes_namespace(owner_pids, sig, returncode):
+    proc, name = start_holder(owner_pids)
+    proc.send_signal(sig)
+    assert proc.wait(timeout=10) == returncode, proc.stderr.read()
+    assert name not in tb.list_namespaces()
+
+
+def test_sigkill_leaves_namespace_that_cleanup_stale_removes(owner_pids):
+    proc, name = start_holder(owner_pids)
+    proc.kill()
+    proc.wait(timeout=10)
+    assert name in tb.list_namespaces()  # SIGKILL cannot be caught
+    assert name in tb.cleanup_stale()
+    assert name not in tb.list_namespaces()
+
+
+def test_cleanup_stale_spares_live_owners(owner_pids):
+    with tb.shaped_network(1.0) as bed:
+        assert bed.netns not in tb.cleanup_stale()
+        assert bed.netns in tb.list_namespaces()
+
+
+def test_injected_check_falls_back(owner_pids):
+    before = tb.list_namespaces()
+    with tb.shaped_network(1.0, check=lambda: "not root (pretend)") as bed:
+        assert (bed.prefix, bed.shaped, bed.bandwidth_gbit, bed.netns) == ((), False, None, None)
+        assert bed.note.startswith("not root (pretend): plain loopback, no shaping")
+    assert tb.list_namespaces() == before
+
+
+def test_failed_create_falls_back_and_leaves_foreign_namespace(owner_pids):
+    with tb.shaped_network(1.0) as other:
+        with tb.shaped_network(1.0, name=other.netns) as bed:  # name taken: `ip netns add` fails
+            assert not bed.shaped and bed.prefix == () and f"could not build netns {other.netns}" in bed.note
+        assert other.netns in tb.list_namespaces()  # not ours to delete
+
+
+NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+
+
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) missing: cannot drop to nobody")
+def test_unprivileged_user_falls_back_for_real(owner_pids):
+    code = LOAD + """
+import os
+assert os.geteuid() == 65534
+with tb.shaped_network(1.0) as bed:                          # default check: not root
+    print(bed.shaped, bed.prefix, bed.note, sep="|")
+with tb.shaped_network(1.0, check=lambda: None) as bed:      # pretend allowed: `ip netns add` itself fails
+    print(bed.shaped, bed.prefix, bed.note, sep="|")
+"""
+    out = subprocess.run([*NOBODY, sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+    assert out.returncode == 0, out.stderr
+    first, second = out.stdout.splitlines()
+    assert first == "False|()|not root (euid 65534): plain loopback, no shaping (1 Gbit/s asked)"
+    assert second.startswith("False|()|could not build netns autotuner-") and "ip netns add" in second
+    assert "plain loopback, no shaping" in second
