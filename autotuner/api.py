@@ -6,6 +6,7 @@ simulator on it.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,21 +136,20 @@ def load_proposals(path: Path) -> list[Config]:
 
 def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposals: list[Config] | None,
                    top: int = 1, repeats: int = 3, autotune: bool = True, defaults: bool = True,
-                   timeout_s: float = 600.0, on_event=None):
+                   timeout_s: float = 600.0, keep_timelines: bool = False, on_event=None):
     """Real validation of ``setup`` (see :mod:`autotuner.validation`); returns (records, report path, verdict).
 
     Trials run in the emulated network of ``setup.bandwidth_gbit`` (:mod:`autotuner.testbed`;
     plain loopback, said in the report, when it cannot be built). Records are appended to
-    ``runs_dir/<env>/validation/<name>.jsonl``; a re-run resumes. ``on_event(str)`` gets one line
-    per finished trial. Raises ScenarioError / ValidationError for unusable input.
+    ``runs_dir/<env>/validation/<name>.jsonl``; a re-run resumes. With ``keep_timelines`` each
+    trial's raw timeline is kept gzipped in ``validation/timelines/<name>/``. ``on_event(str)`` gets
+    one line per finished trial. Raises ScenarioError / ValidationError for unusable input.
     """
     import shutil
 
     from .launcher import horovodrun_path
     from .modelstore import ModelStoreError
-    from .testbed import measure_bandwidth_gbit, shaped_network
-    from .validation import (TrialRunner, TrialStore, ValidationError, autotune_best_config,
-                             plan, run_pending)
+    from .validation import TrialStore, ValidationError
     from .validation_report import write_report
 
     say = on_event or (lambda s: None)
@@ -171,26 +171,12 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposa
         proposals = [t.config for t in best]
     vdir = runs_dir / setup.env / "validation"
     store = TrialStore(vdir / f"{name}.jsonl")
+    with _sigterm_as_exit():
+        recs, net_note, runner = _run_trials(setup, store, vdir / f".scratch-{name}", proposals, repeats=repeats,
+                                             autotune=autotune, defaults=defaults, timeout_s=timeout_s,
+                                             predict=predict, say=say,
+                                             keep=vdir / "timelines" / name if keep_timelines else None)
     scratch = vdir / f".scratch-{name}"
-    with shaped_network(setup.bandwidth_gbit) as tb:
-        measured = measure_bandwidth_gbit(tb) if tb.shaped else None
-        net_note = tb.note + (f"; measured {measured:.2f} Gbit/s" if measured else "")
-        say(net_note)
-        runner = TrialRunner(setup, scratch, tb.prefix, timeout_s)
-
-        def done(rec):
-            m = rec["measured_step_time_ms"]
-            say(f"{rec['trial']}: {rec['status']}" + (f", {m:.1f} ms/step" if m else "")
-                + (f" (predicted {rec['predicted_step_time_ms']:.1f})" if rec["predicted_step_time_ms"] else "")
-                + (f" - {rec['error']}" if rec["error"] else ""))
-
-        at_specs = [s for s in plan(proposals, repeats=repeats, autotune=autotune, defaults=defaults)
-                    if s.kind == "autotune"]
-        recs = run_pending(at_specs, store, setup, runner, predict, net_note, done)
-        at_recs = [r for r in recs if r["kind"] == "autotune" and r.get("autotune")]
-        best = autotune_best_config(at_recs[-1]["autotune"]) if at_recs else None
-        specs = plan(proposals, repeats=repeats, autotune=autotune, defaults=defaults, autotune_best=best)
-        recs = run_pending(specs, store, setup, runner, predict, net_note, done)
     for f in scratch.glob("*-autotune.csv"):
         shutil.copyfile(f, vdir / f"{name}-{f.name}")
     shutil.rmtree(scratch, ignore_errors=True)
@@ -205,3 +191,51 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposa
     report = vdir / f"{name}-report.md"
     verdict, _ = write_report(recs, report, title=f"Validation: {setup.model} on {setup.env}", notes=notes)
     return recs, report, verdict
+
+
+@contextmanager
+def _sigterm_as_exit():
+    """While validating, SIGTERM raises SystemExit (main thread only) so running jobs are killed."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, defaults, timeout_s, predict, say,
+                keep):
+    """Run the autotune trial, then the interleaved fixed-configuration rounds, in the testbed."""
+    from .testbed import measure_bandwidth_gbit, shaped_network
+    from .validation import TrialRunner, autotune_best_config, plan, run_pending
+
+    with shaped_network(setup.bandwidth_gbit) as tb:
+        measured = measure_bandwidth_gbit(tb) if tb.shaped else None
+        net_note = tb.note + (f"; measured {measured:.2f} Gbit/s" if measured else "")
+        say(net_note)
+        runner = TrialRunner(setup, scratch, tb.prefix, timeout_s, keep_timelines=keep)
+
+        def done(rec):
+            m = rec["measured_step_time_ms"]
+            say(f"{rec['trial']}: {rec['status']}" + (f", {m:.1f} ms/step" if m else "")
+                + (f" (predicted {rec['predicted_step_time_ms']:.1f})" if rec["predicted_step_time_ms"] else "")
+                + (f" - {rec['error']}" if rec["error"] else ""))
+
+        at_specs = [s for s in plan(proposals, repeats=repeats, autotune=autotune, defaults=defaults)
+                    if s.kind == "autotune"]
+        recs = run_pending(at_specs, store, setup, runner, predict, net_note, done)
+        at_recs = [r for r in recs if r["kind"] == "autotune" and r.get("autotune")]
+        best = autotune_best_config(at_recs[-1]["autotune"]) if at_recs else None
+        specs = plan(proposals, repeats=repeats, autotune=autotune, defaults=defaults, autotune_best=best)
+        recs = run_pending(specs, store, setup, runner, predict, net_note, done)
+    return recs, net_note, runner

@@ -71,14 +71,14 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
         f, inter = d["fit"], d["cost_model"]["inter"]
         r2 = f.get("r2_with_comm_scale", f.get("r2"))
         mp = f.get("mape_percent_with_comm_scale", f.get("mape_percent"))
-        models = ", ".join(f"{m} ({w['forward_ms'] + w['backward_ms']:.1f}, {w['comm_scale']:.2f})"
+        models = ", ".join(f"{m} ({w['forward_ms'] + w['backward_ms']:.1f}, {w.get('comm_scale', 1.0):.2f})"
                            for m, w in d["workloads"].items())
         t.add_row(d["env"], f["form"], f"{inter['alpha_us']:.1f}", f"{inter['bandwidth_gbps']:.2f}",
                   "-" if r2 is None else f"{r2:.4f}", "-" if mp is None else f"{mp:.1f}", models)
     out.print(t)
     for d, path, png in fitted:
         f = d["fit"]
-        if "r2" in f:
+        if "r2_with_comm_scale" in f:
             out.print(f"{d['env']}: pooled fit R² {f['r2']:.4f}, MAPE {f['mape_percent']:.1f}% over {f['n_samples']} "
                       f"samples; with per-model comm scale R² {f['r2_with_comm_scale']:.4f}, "
                       f"MAPE {f['mape_percent_with_comm_scale']:.1f}%", highlight=False)
@@ -204,6 +204,7 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
              defaults: bool = typer.Option(True, "--defaults/--no-defaults", help="run Horovod's defaults"),
              name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)"),
              timeout_s: float = typer.Option(600.0, "--timeout", help="seconds per trial before it is killed"),
+             keep_timelines: bool = typer.Option(False, "--keep-timelines", help="keep each trial's timeline (gzipped)"),
              runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
              model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir")) -> None:
     """Run real horovodrun trials: defaults, autotune, autotune's best, proposals; write a report."""
@@ -219,7 +220,7 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
     proposals = load_proposals(proposals_file) if proposals_file else None
     recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dir, name=name or Path(model).stem,
                                            proposals=proposals, top=top, repeats=repeats, autotune=autotune,
-                                           defaults=defaults, timeout_s=timeout_s,
+                                           defaults=defaults, timeout_s=timeout_s, keep_timelines=keep_timelines,
                                            on_event=lambda line: err.print(line, highlight=False, markup=False))
     out.print(f"{len(recs)} trials recorded; report: {report}", highlight=False)
     out.print(verdict, highlight=False)
@@ -247,12 +248,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (typer.Exit, SystemExit) as e:
         return int(getattr(e, "exit_code", getattr(e, "code", 0)) or 0)
-    except typer.Abort:
-        err.print("aborted")
-        return 1
-    except Exception as e:  # click usage errors
-        import click
-        if isinstance(e, click.ClickException):
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("interrupted (anything already recorded is kept; re-run the same command to resume)")
+        return 130
+    except Exception as e:  # click usage errors (typer may vendor click: duck-typed)
+        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
             e.show()
             return e.exit_code
         raise

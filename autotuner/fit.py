@@ -30,7 +30,7 @@ import numpy as np
 from scipy.optimize import brentq, least_squares, minimize_scalar
 
 from .costmodel import Cluster, CostModel, Negotiation, Tier
-from .knobs import MIB, Config
+from .knobs import DEFAULTS_0_28, MIB, Config
 from .layout import Layout
 from .readers.layouts import load_layout
 from .readers.runs import EnvData
@@ -273,9 +273,67 @@ def _model_dict(env: EnvData, cluster: Cluster, cost: CostModel, fit_info: dict[
     }
 
 
+def fit_validation_env(env: EnvData) -> dict[str, Any]:
+    """Fit an environment measured here by ``autotuner validate`` (records with timeline summaries).
+
+    - Collective cost: ``T(n) = a + b·n`` (:func:`fit_linear`, each sample's relative residual
+      weighted by sqrt(its share of the total collective time: count x duration)) on the fused
+      responses read from the trials' Horovod timelines (GLOO_ALLREDUCE span vs response bytes),
+      turned into a ring tier for the cluster's ranks.
+    - Fusion-buffer copy rate: 2 x bytes / (MEMCPY_IN + MEMCPY_OUT span) summed over fused
+      responses (the simulator charges ``2 · bytes / memcpy_Bps``).
+    - Workload: the replay workload's emulated compute (``setup.compute_ms``, split 1/3 : 2/3 as
+      :mod:`autotuner.replay` does) and ``setup.update_ms`` — known, not calibrated.
+    Only records of status ``ok`` are used. Raises FitError when no record has timeline samples.
+    """
+    meta = env.meta
+    cluster = Cluster(int(meta["nodes"]), int(meta["gpus_per_node"]))
+    recs = [r for r in env.records if r.get("status") == "ok" and isinstance(r.get("timeline"), dict)
+            and r["timeline"].get("samples")]
+    if not recs:
+        raise FitError(f"{env.name}: no successful trial with timeline samples in {meta['source']}")
+    # [nbytes, count, median µs, mean µs]: the mean, because small allreduces have heavy tails
+    # (mean 2-4x median on the 1 Gbit/s testbed) and the step pays the total, not the median
+    kept = [(s, r["setup"]["model"]) for r in recs for s in r["timeline"]["samples"] if s[-1] > 0]
+    rows = np.array([[s[0], s[1], s[-1]] for s, _ in kept], dtype=float)
+    if len(rows) < 2:
+        raise FitError(f"{env.name}: fewer than 2 usable timeline samples")
+    nbytes, counts, times = rows[:, 0], rows[:, 1], rows[:, 2] * 1e-6
+    # Each size's relative residual weighs by its share of all measured collective time, so the
+    # line is right where the step's time goes (the many tiny tensors would dominate otherwise).
+    lin = fit_linear(nbytes, times, np.sqrt(counts * times / np.sum(counts * times)))
+    tier = Tier.from_linear(lin.a_s, lin.b_s_per_byte, cluster.size)
+    mem = np.array([r["timeline"]["memcpy"] for r in recs if r["timeline"].get("memcpy")], dtype=float)
+    memcpy_Bps = GPU_MEMCPY_BPS
+    if len(mem) and mem[:, 1].sum() > 0:
+        memcpy_Bps = float(2 * mem[:, 0].sum() / (mem[:, 1].sum() * 1e-6))
+    cost = CostModel(inter=tier, link_gbps=float(meta["link_gbps"]), memcpy_Bps=memcpy_Bps,
+                     negotiation=_negotiation_for(tier, cluster.size))
+    workloads: dict[str, Any] = {}
+    for r in recs:
+        st = r["setup"]
+        if st.get("command"):
+            continue  # a user's own command: its compute time is unknown
+        wl = workload_for(float(st["compute_ms"]) * 1e-3)
+        workloads.setdefault(st["model"], {
+            "layout": st["model"], "forward_ms": wl.forward_s * 1e3, "backward_ms": wl.backward_s * 1e3,
+            "update_ms": float(st.get("update_ms", 0.0)), "comm_scale": 1.0, "overlap": 1.0,
+            "calibrated_on": f"not calibrated: replay workload's emulated compute ({st['compute_ms']} ms)"})
+    pred = lin.a_s + lin.b_s_per_byte * nbytes
+    fit_info = {"form": "alpha-beta (ring)", "p": cluster.size, "a_ms": lin.a_s * 1e3,
+                "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2, "mape_percent": lin.mape,
+                "n_samples": lin.n, "n_trials": len(recs),
+                "trials": sorted({r["trial"] for r in recs}),
+                "samples": [{"bytes": float(n), "time_ms": float(t * 1e3), "count": int(c), "pred_ms": float(q * 1e3),
+                             "model": m} for n, t, c, q, (_, m) in zip(nbytes, times, counts, pred, kept)]}
+    return _model_dict(env, cluster, cost, fit_info, workloads, DEFAULTS_0_28)
+
+
 def fit_env(env: EnvData) -> dict[str, Any]:
     """Fit one environment; returns the model dict. Raises FitError."""
     fmt = env.meta["format"]
+    if fmt == "validation":
+        return fit_validation_env(env)
     if fmt == "responses":
         return fit_responses_env(env)
     if fmt == "breakdown":

@@ -19,8 +19,10 @@ timeline), ``autotune`` (the autotune log's samples, best row, score), ``setup``
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -229,17 +231,24 @@ def _last_error_line(text: str) -> str:
 def summarize_timeline(path: Path, steps_run: int) -> dict[str, Any]:
     """Compact, JSON-ready summary of a trial's timeline: fused-response samples grouped by size.
 
-    ``samples``: ``[[nbytes, count, median_duration_us], ...]`` (bytes, µs), from
-    :func:`autotuner.readers.timeline.samples`; ``responses_per_step`` over ``steps_run`` steps.
+    ``samples``: ``[[nbytes, count, median_duration_us, mean_duration_us], ...]`` (bytes, µs), from
+    :func:`autotuner.readers.timeline.samples`; ``responses_per_step`` over ``steps_run`` steps;
+    ``memcpy``: ``[bytes, µs]`` summed over fused responses (MEMCPY_IN + MEMCPY_OUT_FUSION_BUFFER);
+    ``negotiation_us``: median NEGOTIATE_ALLREDUCE span per tensor (µs) or None.
     Raises TimelineError for an unreadable file.
     """
     from .readers.timeline import read_timeline, samples
 
     tl = read_timeline(path)
     df = samples(tl)
-    g = df.groupby("nbytes")["duration_s"].agg(["count", "median"]).reset_index()
-    rows = [[int(r.nbytes), int(r["count"]), round(float(r["median"]) * 1e6, 1)] for _, r in g.iterrows()]
-    return {"samples": rows, "responses": int(len(df)),
+    g = df.groupby("nbytes")["duration_s"].agg(["count", "median", "mean"]).reset_index()
+    rows = [[int(n), int(c), round(float(m) * 1e6, 1), round(float(a) * 1e6, 1)]
+            for n, c, m, a in zip(g["nbytes"], g["count"], g["median"], g["mean"])]
+    fused = [r for r in tl.responses if len(r.tensors) > 1]
+    memcpy = [int(sum(r.nbytes for r in fused)), round(sum(r.memcpy_in_us + r.memcpy_out_us for r in fused), 1)]
+    neg = [n.duration_us for n in tl.negotiations]
+    return {"samples": rows, "responses": int(len(df)), "memcpy": memcpy,
+            "negotiation_us": round(float(np.median(neg)), 1) if neg else None,
             "responses_per_step": round(len(df) / max(steps_run, 1), 3),
             "form": tl.horovod_form, "problems": tl.problems[:5]}
 
@@ -278,7 +287,7 @@ class TrialRunner:
     """Runs one :class:`TrialSpec` for real with horovodrun (see :mod:`autotuner.launcher`).
 
     Attributes: setup; prefix (testbed argv prefix); scratch (folder for timelines and autotune
-    logs); timeout_s (per fixed-configuration trial; the autotune run gets
+    logs); keep_timelines (folder where each trial's raw timeline is kept gzipped, or None); timeout_s (per fixed-configuration trial; the autotune run gets
     ``timeout_s * autotune_timeout_factor``); autotune (settings template, its log_file is
     replaced per trial).
     """
@@ -292,6 +301,7 @@ class TrialRunner:
     autotune_max_samples: int = 5
     autotune_timeout_factor: float = 6.0
     timeline: bool = True
+    keep_timelines: Path | None = None
 
     def autotune_steps(self) -> int:
         """Training steps given to the autotune run before its measured steps: enough for every
@@ -307,17 +317,18 @@ class TrialRunner:
 
         s = self.setup
         self.scratch.mkdir(parents=True, exist_ok=True)
+        scratch = self.scratch.resolve()  # ranks may not share our working directory
         tag = spec.trial.replace("/", "-")
         warmup, timeout = s.warmup, self.timeout_s
         at = None
         if spec.kind == "autotune":
-            log = self.scratch / f"{tag}-autotune.csv"
+            log = scratch / f"{tag}-autotune.csv"
             log.unlink(missing_ok=True)
             at = AutotuneSettings(log, self.autotune_warmup_samples, self.autotune_steps_per_sample,
                                   self.autotune_max_samples)
             warmup = self.autotune_steps()
             timeout = self.timeout_s * self.autotune_timeout_factor
-        timeline = self.scratch / f"{tag}-timeline.json" if (self.timeline and spec.config is not None) else None
+        timeline = scratch / f"{tag}-timeline.json" if (self.timeline and spec.config is not None) else None
         if timeline is not None:
             timeline.unlink(missing_ok=True)
         command = s.command or replay_command(s.model, s.compute_ms, s.steps, warmup, s.update_ms)
@@ -342,6 +353,10 @@ class TrialRunner:
                 out.timeline = summarize_timeline(timeline, s.steps + warmup)
             except ValueError as e:
                 out.timeline = {"error": str(e)}
+            if self.keep_timelines is not None:
+                self.keep_timelines.mkdir(parents=True, exist_ok=True)
+                with open(timeline, "rb") as src, gzip.open(self.keep_timelines / f"{tag}.json.gz", "wb") as dst:
+                    shutil.copyfileobj(src, dst)
         if at is not None and at.log_file.exists():
             try:
                 out.autotune = summarize_autotune_log(at.log_file)

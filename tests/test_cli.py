@@ -98,3 +98,30 @@ def test_layout_json_path(tmp_path):
     p = run("simulate", "--model", str(f), "--compute-ms", "50", "--json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["bytes_per_step"] == 4 * 1024 * 1024
+
+
+def test_inspect_explains_the_real_autotune_log():
+    log = ROOT / "runs" / "local-gloo-1gbit" / "fixtures" / "autotune-log-hvd0.28.1-gloo-2ranks.csv"
+    p = run("inspect", str(log), "--model", "resnet50")
+    assert p.returncode == 0, p.stderr
+    assert "24 scored trial" in p.stdout and "Tuning finished" in p.stdout
+    assert "fusion threshold 8 MiB, cycle time 10 ms" in p.stdout
+    # 102,228,128 bytes per step / 53.3424 bytes/us = 1916 ms per step
+    assert "1916 ms" in p.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["inspect", "no/such.csv"], "no/such.csv"),
+    (["validate", "--env", "x", "--model", "nosuchmodel", "--no-autotune"], "nosuchmodel"),
+    (["validate", "--env", "x", "--model", "resnet50", "--bandwidth-gbit", "-1"], "--bandwidth-gbit"),
+    (["validate", "--env", "x", "--model", "resnet50", "--proposals", "no/such.json"], "no/such.json"),
+])
+def test_validate_and_inspect_bad_input(args, needle, tmp_path):
+    assert_one_line_error(run(*args, "--runs-dir", str(tmp_path)) if args[0] == "validate" else run(*args), needle)
+
+
+def test_validate_proposals_file_with_a_bad_config(tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text('[{"fusion_threshold_mb": -4, "cycle_time_ms": 1}]')
+    p = run("validate", "--env", "x", "--model", "resnet50", "--proposals", str(f), "--runs-dir", str(tmp_path))
+    assert_one_line_error(p, "proposal 1")

@@ -5,6 +5,7 @@ readable ``env.toml``, or a source file that is missing or has no usable table.
 """
 from __future__ import annotations
 
+import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,11 +29,34 @@ class EnvData:
     buckets: list[ResponseBucket] = field(default_factory=list)
     step_times: list[RunStepTime] = field(default_factory=list)
     breakdown: list[BreakdownCell] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
     @property
     def source_file(self) -> str:
         return str(self.path / self.meta["source"])
+
+
+def parse_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """Trial records of ``autotuner validate`` (JSON Lines, :mod:`autotuner.validation`).
+
+    Returns (records, problems): a line that is not a JSON object with a ``trial`` key is
+    skipped and reported as ``source:line: ...``.
+    """
+    records, problems = [], []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            problems.append(f"{source}:{n}: skipped unreadable record ({e.msg})")
+            continue
+        if not isinstance(rec, dict) or not isinstance(rec.get("trial"), str):
+            problems.append(f"{source}:{n}: skipped record without a trial id")
+            continue
+        records.append(rec)
+    return records, problems
 
 
 def read_env(path: Path) -> EnvData:
@@ -63,6 +87,8 @@ def read_env(path: Path) -> EnvData:
             if not cols:
                 raise RunsError(f"{meta_path}: format 'breakdown' needs [[column]] entries")
             env.breakdown, env.problems = parse_breakdown(text, cols, rel)
+        elif meta["format"] == "validation":
+            env.records, env.problems = parse_records(text, rel)
         else:
             raise RunsError(f"{meta_path}: unknown format {meta['format']!r}")
     except ReportError as e:

@@ -1,0 +1,112 @@
+"""Validation bookkeeping: the trial plan, the append-only record file, resume, the verdict.
+
+These tests exercise our own bookkeeping with a stand-in trial function (no Horovod involved);
+tests/test_horovod_real.py runs real horovodrun trials, kills validate mid-trial and resumes it.
+"""
+import json
+
+import pytest
+
+from autotuner.knobs import DEFAULTS_0_28, MIB, Config
+from autotuner.validation import (Outcome, Setup, TrialStore, ValidationError, autotune_best_config, plan,
+                                  run_pending)
+from autotuner.validation_report import table, verdict, write_report
+
+P1 = Config(fusion_threshold_bytes=4 * MIB, cycle_time_ms=2.0)
+P2 = Config(fusion_threshold_bytes=0, cycle_time_ms=5.0)
+
+
+def test_plan_runs_autotune_first_then_interleaved_rounds():
+    specs = plan([P1, P2], repeats=2, autotune=True, autotune_best=P2)
+    assert [s.trial for s in specs] == [
+        "autotune/r0",
+        "default/r0", "autotune_best/r0", "proposal-1/r0", "proposal-2/r0",
+        "default/r1", "autotune_best/r1", "proposal-1/r1", "proposal-2/r1"]
+    assert specs[0].config is None and specs[1].config == DEFAULTS_0_28
+    with pytest.raises(ValidationError):
+        plan([], repeats=1, autotune=False, defaults=False)
+    with pytest.raises(ValidationError):
+        plan([P1], repeats=0, autotune=False)
+
+
+def test_store_keeps_complete_lines_and_drops_a_cut_one(tmp_path):
+    store = TrialStore(tmp_path / "v.jsonl")
+    store.append({"trial": "a/r0", "x": 1})
+    store.append({"trial": "b/r0", "x": 2})
+    with open(store.path, "ab") as f:
+        f.write(b'{"trial": "c/r0", "x"')  # a kill in the middle of a write
+    recs = store.records()
+    assert [r["trial"] for r in recs] == ["a/r0", "b/r0"]
+    assert store.dropped and "cut last line" in store.dropped[0]
+    assert store.path.read_bytes().endswith(b"}\n")  # the cut line is gone from the file
+    store.append({"trial": "c/r0", "x": 3})
+    assert [r["trial"] for r in TrialStore(store.path).records()] == ["a/r0", "b/r0", "c/r0"]
+
+
+def test_resume_runs_only_missing_trials_of_the_same_setup(tmp_path):
+    store = TrialStore(tmp_path / "v.jsonl")
+    setup = Setup(env="e", model="tiny")
+    specs = plan([P1], repeats=2, autotune=False)
+    ran = []
+
+    def trial(spec, fail_on=None):
+        ran.append(spec.trial)
+        if spec.trial == fail_on:
+            raise KeyboardInterrupt
+        return Outcome("ok", step_times_ms=[100.0 + len(ran), 101.0])
+
+    with pytest.raises(KeyboardInterrupt):
+        run_pending(specs, store, setup, lambda s: trial(s, fail_on="proposal-1/r1"), lambda c: 99.0, "plain")
+    first = store.records()
+    assert [r["trial"] for r in first] == ["default/r0", "proposal-1/r0", "default/r1"]
+    ran.clear()
+    recs = run_pending(specs, store, setup, trial, lambda c: 99.0, "plain")
+    assert ran == ["proposal-1/r1"]                      # nothing finished is run again
+    assert recs[:3] == first                             # and nothing finished is lost
+    assert sorted(r["trial"] for r in recs) == sorted(s.trial for s in specs)
+    # another setup in the same file does not count as done
+    ran.clear()
+    run_pending(specs[:1], store, Setup(env="e", model="tiny", compute_ms=1.0), trial, lambda c: None, "plain")
+    assert ran == ["default/r0"]
+
+
+def test_failed_trials_are_recorded_and_the_batch_goes_on(tmp_path):
+    store = TrialStore(tmp_path / "v.jsonl")
+    outcomes = {"default/r0": Outcome("timeout", error="killed after 5 s timeout"),
+                "proposal-1/r0": Outcome("ok", step_times_ms=[10.0, 12.0, 11.0])}
+    recs = run_pending(plan([P1], repeats=1, autotune=False), store, Setup(env="e", model="tiny"),
+                       lambda s: outcomes[s.trial], lambda c: 11.5, "plain")
+    assert [(r["trial"], r["status"]) for r in recs] == [("default/r0", "timeout"), ("proposal-1/r0", "ok")]
+    assert recs[0]["measured_step_time_ms"] is None and recs[1]["measured_step_time_ms"] == 11.0
+    line = json.loads(store.path.read_text().splitlines()[1])
+    for key in ("kind", "config", "measured_step_time_ms", "predicted_step_time_ms", "status"):
+        assert key in line
+
+
+def _rec(label, kind, rep, ms, cfg=P1, pred=None):
+    return {"trial": f"{label}/r{rep}", "label": label, "kind": kind, "repeat": rep, "status": "ok",
+            "config": cfg.to_dict(), "measured_step_time_ms": ms, "spread_ms": 1.0, "predicted_step_time_ms": pred,
+            "timeline": {"responses_per_step": 3.0}, "error": ""}
+
+
+def test_verdict_is_measured_throughput_ratio_with_range(tmp_path):
+    recs = [_rec("default", "default", 0, 200.0, DEFAULTS_0_28), _rec("default", "default", 1, 220.0, DEFAULTS_0_28),
+            _rec("autotune_best", "autotune_best", 0, 190.0), _rec("autotune_best", "autotune_best", 1, 190.0),
+            _rec("proposal-1", "proposal", 0, 100.0, pred=110.0), _rec("proposal-1", "proposal", 1, 110.0, pred=110.0)]
+    t = table(recs)
+    row = t[t.label == "proposal-1"].iloc[0]
+    assert row.step_ms == 105.0 and row.error_pct == pytest.approx(100 * 5 / 105)
+    v = verdict(t)
+    assert "proposal-1" in v and "2.000x (1.818-2.200) vs Horovod defaults" in v
+    assert "1.810x (1.727-1.900) vs autotune's best" in v
+    line, pngs = write_report(recs, tmp_path / "r.md", title="t", notes=["n"])
+    assert line == v and all(p.exists() for p in pngs) and len(pngs) == 2
+    assert v in (tmp_path / "r.md").read_text()
+
+
+def test_autotune_best_row_becomes_a_config():
+    best = {"hierarchical_allreduce": False, "hierarchical_allgather": True, "cache_enabled": False,
+            "cycle_time_ms": 9.99992, "fusion_threshold_mb": 8.00028, "score_bytes_per_us": 51.8}
+    c = autotune_best_config({"best": best})
+    assert c.fusion_threshold_bytes == round(8.00028 * MIB) and c.cache_capacity == 0 and c.hierarchical_allgather
+    assert autotune_best_config({"best": None}) is None
