@@ -61,6 +61,15 @@ class Workload:
             resources (backward runs at full speed while collectives run). 0: time-shared
             (backward makes no progress while a collective runs, so gradients after it become
             ready later by the collective's duration). Set per environment, see docs.
+        host_backward_s: host time (s) autograd takes to hand every gradient to Horovod (the
+            last hook fires ``host_backward_s`` after backward starts), or None: hooks fire when
+            the gradient is ready on the device (CPU training). With a GPU, PyTorch launches
+            kernels asynchronously, so the hooks run ahead of the device; see the module
+            docstring ("Hand-over").
+        async_collectives: True for GPU (NCCL) allreduces, which Horovod enqueues on its own
+            CUDA stream and completes on a finalizer thread, so the background loop is not
+            blocked for their duration (they still run one after another on that stream).
+            False: each collective blocks the loop (Gloo/MPI CPU ops).
     """
 
     forward_s: float
@@ -68,6 +77,8 @@ class Workload:
     update_s: float = 0.0
     comm_scale: float = 1.0
     overlap: float = 1.0
+    host_backward_s: float | None = None
+    async_collectives: bool = False
 
     @property
     def compute_s(self) -> float:
@@ -157,10 +168,25 @@ def _slip(times: np.ndarray, t: float, dur: float, stall: float) -> np.ndarray:
     return times
 
 
+def hand_over_times(ready_rel: np.ndarray, forward_s: float, host_backward_s: float | None) -> np.ndarray:
+    """When each gradient is handed to Horovod (its autograd hook fires), relative to the step.
+
+    ``host_backward_s`` None: at device readiness (``ready_rel``). Otherwise the hooks fire
+    uniformly per tensor over ``[forward_s, forward_s + host_backward_s]`` (Horovod's per-hook
+    host work dominates the host side of backward, see docs/simulator.md), and never after the
+    gradient is ready on the device. Shape (T,), non-decreasing.
+    """
+    if host_backward_s is None:
+        return ready_rel
+    T = ready_rel.size
+    host = forward_s + max(host_backward_s, 0.0) * np.arange(1, T + 1) / T
+    return np.minimum(ready_rel, host)
+
+
 def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload: Workload,
                   config: Config, cost: CostModel, cluster: Cluster, *,
                   compression_ratio: float = 1.0, warmup_steps: int = 1,
-                  measure_steps: int = 2) -> StepResult:
+                  measure_steps: int = 2, loop_phase_s: float = 0.0) -> StepResult:
     """Simulate steady-state training steps; see the module docstring for the rules.
 
     Args:
@@ -202,46 +228,53 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
     cum = np.concatenate(([0], np.cumsum(wire)))
 
     stall = 1.0 - min(max(workload.overlap, 0.0), 1.0)
+    hook_rel = hand_over_times(ready_rel, fwd, workload.host_backward_s)
+    asyn = workload.async_collectives
     step_start = 0.0
-    loop_t = 0.0  # start of the next background-loop cycle
+    loop_t = loop_phase_s  # start of the next background-loop cycle
     step_times: list[float] = []
     responses: list[Response] = []
     comm_s = overlap_s = 0.0
     n_cycles = 0
     for step in range(warmup_steps + measure_steps):
         ready_abs = step_start + ready_rel  # a fresh array: stalls below shift it in place
+        hook_abs = step_start + hook_rel
         bwd_start, bwd_end = step_start + fwd, step_start + fwd + bwd
         measuring = step == warmup_steps + measure_steps - 1
         responses_step: list[Response] = []
         comm = ovl = 0.0
         cycles = 0
-        last_done = step_start
+        stream_free = step_start
         i = 0
+        t = step_start
         while i < T:
-            if loop_t < ready_abs[i]:  # idle cycles until the next gradient is ready
-                loop_t += math.ceil((ready_abs[i] - loop_t) / period - 1e-12) * period
+            if loop_t < hook_abs[i]:  # idle cycles until the next gradient is handed over
+                loop_t += math.ceil((hook_abs[i] - loop_t) / period - 1e-12) * period
             c = loop_t
-            j = int(np.searchsorted(ready_abs, c, side="right"))
+            j = int(np.searchsorted(hook_abs, c, side="right"))
             t = c + neg.cycle_s(j - i, p, cache_on, cache_hits)
             for a, b in fuse(wire[i:j], thr):
                 nbytes = int(cum[i + b] - cum[i + a])
                 dur = cost.allreduce_s(nbytes, cluster, hier) * scale
                 if b - a > 1:
                     dur += 2 * nbytes / memcpy_Bps
+                t = max(t, float(ready_abs[i + b - 1]))  # WAIT_FOR_DATA on the ready events
+                start = max(t, stream_free)
                 if measuring:
-                    responses_step.append(Response(nbytes, b - a, t - step_start, dur))
+                    responses_step.append(Response(nbytes, b - a, start - step_start, dur))
                 comm += dur
-                if stall > 0 and bwd_end > t:  # backward slowed to rate `overlap` meanwhile
-                    tail = ready_abs[j:]
-                    _slip(tail, t, dur, stall)
-                    bwd_end = float(_slip(np.array([bwd_end]), t, dur, stall)[0])
-                ovl += max(0.0, min(t + dur, bwd_end) - max(t, bwd_start))
-                t += dur
+                if stall > 0 and bwd_end > start:  # backward slowed to rate `overlap` meanwhile
+                    tail = ready_abs[i + b:]
+                    _slip(tail, start, dur, stall)
+                    bwd_end = float(_slip(np.array([bwd_end]), start, dur, stall)[0])
+                ovl += max(0.0, min(start + dur, bwd_end) - max(start, bwd_start))
+                stream_free = start + dur
+                if not asyn:
+                    t = stream_free
             cycles += 1
             i = j
-            last_done = t
             loop_t = max(c + cycle, t)
-        step_end = max(bwd_end, last_done) + workload.update_s
+        step_end = max(bwd_end, stream_free, t) + workload.update_s
         if step >= warmup_steps:
             step_times.append(step_end - step_start)
         if measuring:

@@ -24,16 +24,10 @@ def test_report000_step_times_within_5pct(what):
     "resnet50 fusion 0 MB: responses per step",
     "vgg16 fusion 0 MB: responses per step",
     "vgg16 fusion 64 MB: responses per step",
+    "resnet50 fusion 64 MB: responses per step",  # 4.28 measured: needs host-side hand-over + async NCCL
 ])
 def test_report000_responses_per_step_within_15pct(what):
     c = CASES[("v100-16gbit", what)]
-    assert abs(c.error_pct) <= 15.0, c
-
-
-@pytest.mark.xfail(strict=True, reason="known gap: simulator gives 6 responses/step vs 4.28 measured "
-                   "(see docs/accuracy.md)")
-def test_report000_resnet50_fusion_responses_within_15pct():
-    c = CASES[("v100-16gbit", "resnet50 fusion 64 MB: responses per step")]
     assert abs(c.error_pct) <= 15.0, c
 
 
