@@ -7,10 +7,20 @@ Semantics, each from Horovod's source (read at v0.28.1 and v0.20.3; cited, not c
 
 - **Readiness.** Backward runs for ``backward_s`` after ``forward_s``; gradient ``i`` is
   ready at ``forward_s + backward_s · ready_fraction[i]`` (layout order = reverse of forward).
+- **Hand-over** (horovod/torch/optimizer.py ``_make_hook`` → ``allreduce_async_``): a gradient
+  reaches Horovod when its autograd hook fires on the host. With ``Workload.host_backward_s``
+  set (GPU training: kernels launch asynchronously, the host runs ahead) the hooks fire
+  uniformly per tensor over the host-side backward and never after device readiness
+  (:func:`hand_over_times`); otherwise at device readiness.
 - **Cycles** (operations.cc ``RunLoopOnce``): the background thread sleeps until
-  ``last_cycle_start + cycle_time``, then negotiates and performs the cycle's responses. The
-  collectives run on the background thread (Gloo; NCCL in 0.20 without async completion),
-  so the next cycle starts at ``max(cycle_start + cycle_time, end of this cycle's work)``.
+  ``last_cycle_start + cycle_time``, then negotiates the handed-over tensors and performs the
+  cycle's responses. Before each response it busy-waits for the entries' ready events
+  (v0.20.3 operations.cc ``PerformOperation``, WAIT_FOR_DATA). NCCL collectives
+  (``Workload.async_collectives``) are then enqueued on Horovod's single CUDA stream and
+  completed on the finalizer thread (ops/nccl_operations.cc, ops/gpu_operations.cc
+  ``FinalizeGPUQueue`` returns InProgress): a collective starts at ``max(data ready, previous
+  collective's end)`` and does not hold the loop. CPU collectives (Gloo/MPI) hold it. The next
+  cycle starts at ``max(cycle_start + cycle_time, end of this cycle's work on the loop)``.
 - **Negotiation** (controller.cc ``ComputeResponseList``): a tensor enqueued before a cycle
   starts is negotiated in that cycle. Cost per cycle from :class:`~autotuner.costmodel.Negotiation`:
   response-cache hits (cache capacity >= number of tensors, steady state) use bit-vector
