@@ -66,7 +66,10 @@ def make_scenario(model_dir: Path, env: str | None, model: str, *, nodes: int | 
                                 f"(calibrated: {', '.join(sorted(fenv.workloads))}); pass --compute-ms")
         if not compute_ms > 0:
             raise ScenarioError(f"compute time must be > 0 ms, got {compute_ms}")
-        wl = Workload(forward_s=compute_ms / 3e3, backward_s=compute_ms * 2 / 3e3)
+        # no host-side backward measured for this model: hooks at device readiness; collectives
+        # asynchronous when the env's fitted workloads are (NCCL backend)
+        wl = Workload(forward_s=compute_ms / 3e3, backward_s=compute_ms * 2 / 3e3,
+                      async_collectives=any(w.async_collectives for _, w in fenv.workloads.values()))
     try:
         cluster = Cluster(nodes or fenv.cluster.nodes, gpus_per_node or fenv.cluster.gpus_per_node)
     except CostModelError as e:

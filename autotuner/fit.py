@@ -91,9 +91,25 @@ def mape(y: np.ndarray, pred: np.ndarray) -> float:
     return float(np.mean(np.abs(pred - y) / y) * 100)
 
 
-def workload_for(compute_s: float, comm_scale: float = 1.0, overlap: float = 1.0) -> Workload:
+def workload_for(compute_s: float, comm_scale: float = 1.0, overlap: float = 1.0,
+                 host_backward_s: float | None = None, async_collectives: bool = False) -> Workload:
     return Workload(forward_s=compute_s * FORWARD_FRACTION, backward_s=compute_s * (1 - FORWARD_FRACTION),
-                    update_s=0.0, comm_scale=comm_scale, overlap=overlap)
+                    update_s=0.0, comm_scale=comm_scale, overlap=overlap, host_backward_s=host_backward_s,
+                    async_collectives=async_collectives)
+
+
+def _async(meta: dict[str, Any]) -> bool:
+    """GPU collectives are asynchronous to the background loop in Horovod's NCCL build
+    (ops/nccl_operations.cc NCCLAllreduce::Execute ends in GPUOpContext::FinalizeGPUQueue,
+    ops/gpu_operations.cc, which hands completion to the finalizer thread and returns InProgress)."""
+    return str(meta.get("backend", "")).lower() == "nccl"
+
+
+def _workload_json(wl: Workload) -> dict[str, Any]:
+    return {"forward_ms": wl.forward_s * 1e3, "backward_ms": wl.backward_s * 1e3, "update_ms": wl.update_s * 1e3,
+            "comm_scale": wl.comm_scale, "overlap": wl.overlap,
+            "host_backward_ms": None if wl.host_backward_s is None else wl.host_backward_s * 1e3,
+            "async_collectives": wl.async_collectives}
 
 
 def simulate_ms(layout: Layout, wl: Workload, cfg: Config, cost: CostModel, cluster: Cluster) -> float:
@@ -101,13 +117,16 @@ def simulate_ms(layout: Layout, wl: Workload, cfg: Config, cost: CostModel, clus
 
 
 def calibrate_compute(layout: Layout, measured_ms: float, comm_scale: float, overlap: float, cfg: Config,
-                      cost: CostModel, cluster: Cluster) -> float:
+                      cost: CostModel, cluster: Cluster, host_backward_s: float | None = None,
+                      async_collectives: bool = False) -> float:
     """Compute time (s) for which the simulated step equals ``measured_ms``.
 
     Raises FitError when even zero compute simulates slower than measured (the network
     alone is too slow for that step time).
     """
-    f = lambda c: simulate_ms(layout, workload_for(c, comm_scale, overlap), cfg, cost, cluster) - measured_ms  # noqa: E731
+    def f(c: float) -> float:
+        wl = workload_for(c, comm_scale, overlap, host_backward_s, async_collectives)
+        return simulate_ms(layout, wl, cfg, cost, cluster) - measured_ms
     lo, hi = 1e-6, measured_ms * 1e-3 * 2
     if f(lo) > 0:
         raise FitError(f"communication alone simulates {f(lo) + measured_ms:.1f} ms > measured {measured_ms:.1f} ms")
@@ -162,10 +181,11 @@ def fit_responses_env(env: EnvData) -> dict[str, Any]:
         if step is None:
             raise FitError(f"{env.name}: no step time for reference run {ref['id']}")
         layout = load_layout(ref["layout"])
-        compute = calibrate_compute(layout, step.step_ms, scale, overlap, _run_config(meta, ref), cost, cluster)
-        wl = workload_for(compute, scale, overlap)
-        workloads[m] = {"layout": ref["layout"], "forward_ms": wl.forward_s * 1e3,
-                        "backward_ms": wl.backward_s * 1e3, "update_ms": 0.0, "comm_scale": scale, "overlap": overlap,
+        hb = _host_backward_s(meta, m)
+        compute = calibrate_compute(layout, step.step_ms, scale, overlap, _run_config(meta, ref), cost, cluster,
+                                    hb, _async(meta))
+        wl = workload_for(compute, scale, overlap, hb, _async(meta))
+        workloads[m] = {"layout": ref["layout"], **_workload_json(wl),
                         "calibrated_on": f"{env.path.name}/{meta['source']}:{step.line} ({ref['id']}, {step.step_ms} ms)"}
     fit_info = {"form": "alpha-beta (ring)", "p": cluster.size, "a_ms": lin.a_s * 1e3,
                 "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2, "mape_percent": lin.mape,
@@ -175,17 +195,26 @@ def fit_responses_env(env: EnvData) -> dict[str, Any]:
     return _model_dict(env, cluster, cost, fit_info, workloads, _run_config(meta, {}))
 
 
-def _steps(env: EnvData, column: str) -> dict[str, float]:
-    return {c.model: c.value for c in env.breakdown if c.column == column and c.row == "step" and c.unit == "ms"}
+def _host_backward_s(meta: dict[str, Any], model: str) -> float | None:
+    """Host-side backward time (s) of ``model`` from env.toml's ``[host_backward_ms]``, or None."""
+    v = meta.get("host_backward_ms", {}).get(model)
+    return None if v is None else float(v) * 1e-3
 
 
-def _fit_tier_bandwidth(cases: list[tuple[Layout, float, float]], cfg: Config, cluster: Cluster,
-                        alpha_s: float, overlap: float, make_cost) -> tuple[Tier, float]:
-    """Fit one tier's bandwidth so simulated steps match measured (relative least squares)."""
+def _steps(env: EnvData, column: str, row: str = "step") -> dict[str, float]:
+    return {c.model: c.value for c in env.breakdown if c.column == column and c.row == row and c.unit == "ms"}
+
+
+def _fit_tier_bandwidth(cases: list[tuple[Layout, float, float, float | None]], cfg: Config, cluster: Cluster,
+                        alpha_s: float, overlap: float, make_cost, async_collectives: bool) -> tuple[Tier, float]:
+    """Fit one tier's bandwidth so simulated steps match measured (relative least squares).
+
+    ``cases``: (layout, compute s, measured step ms, host backward s or None) per model.
+    """
     def loss(log_bw: float) -> float:
         cost = make_cost(Tier(alpha_s, float(np.exp(log_bw))))
-        return sum(((simulate_ms(L, workload_for(c, 1.0, overlap), cfg, cost, cluster) - m) / m) ** 2
-                   for L, c, m in cases)
+        return sum(((simulate_ms(L, workload_for(c, 1.0, overlap, hb, async_collectives), cfg, cost, cluster) - m)
+                    / m) ** 2 for L, c, m, hb in cases)
     grid = np.linspace(np.log(1e7), np.log(1e12), 41)  # coarse scan first: the loss is not unimodal
     k = int(np.argmin([loss(g) for g in grid]))
     lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
@@ -207,15 +236,22 @@ def fit_breakdown_env(env: EnvData) -> dict[str, Any]:
     dummy = CostModel(inter=Tier(0.0, 1e12), link_gbps=1.0)
     layouts = {m["model"]: load_layout(m["layout"]) for m in meta.get("model", [])}
     single_steps = _steps(env, single[0])
+    # host-side backward (the report's "backward" row: loss.backward() returns once autograd has
+    # launched every kernel and run every hook) of the multi-node column, where Horovod's hooks run;
+    # one value per model, shared by every column like the compute time
+    host_bwd = {m: v * 1e-3 for m, v in _steps(env, multi_node[0], "backward").items()}
+    asy = _async(meta)
     # compute time per model: the single-GPU step (no communication), through the simulator so
     # that the 1-rank background loop's cycle wait is accounted for
-    compute = {m: calibrate_compute(layouts[m], v, 1.0, float(meta.get("overlap", 1.0)), cfg, dummy, one) * 1e3
+    compute = {m: calibrate_compute(layouts[m], v, 1.0, float(meta.get("overlap", 1.0)), cfg, dummy, one,
+                                    host_bwd.get(m), asy) * 1e3
                for m, v in single_steps.items() if m in layouts}
     alpha = float(meta.get("alpha_us", 100.0)) * 1e-6
     mn = cols[multi_node[0]]
     cluster = Cluster(int(mn["nodes"]), int(mn["gpus_per_node"]))
     multi = _steps(env, multi_node[0])
-    cases = [(layouts[m], compute[m] * 1e-3, multi[m]) for m in layouts if m in compute and m in multi]
+    cases = [(layouts[m], compute[m] * 1e-3, multi[m], host_bwd.get(m)) for m in layouts
+             if m in compute and m in multi]
     if not cases:
         raise FitError(f"{env.name}: no model has both a 1x1 and a {multi_node[0]} step time")
     link = float(mn.get("link_gbps", meta.get("link_gbps", 10.0)))
@@ -224,34 +260,35 @@ def fit_breakdown_env(env: EnvData) -> dict[str, Any]:
         return CostModel(inter=t, link_gbps=link, memcpy_Bps=GPU_MEMCPY_BPS, host_copy_Bps=PCIE3_BPS,
                          negotiation=_negotiation_for(t, cluster.size))
     overlap = float(meta.get("overlap", 1.0))
-    inter, _ = _fit_tier_bandwidth(cases, cfg, cluster, alpha, overlap, inter_cost)
+    inter, _ = _fit_tier_bandwidth(cases, cfg, cluster, alpha, overlap, inter_cost, asy)
     cost = inter_cost(inter)
     fit_info: dict[str, Any] = {"form": "alpha-beta (ring), bandwidth fitted on step times", "p": cluster.size,
                                 "alpha_us_assumed": alpha * 1e6, "inter_cases": [
                                     {"model": L.name, "column": multi_node[0], "measured_ms": m,
-                                     "compute_ms": c * 1e3} for L, c, m in cases]}
+                                     "compute_ms": c * 1e3} for L, c, m, _ in cases]}
     if one_node:
         oc = cols[one_node[0]]
         ocl = Cluster(1, int(oc["gpus_per_node"]))
         ones = _steps(env, one_node[0])
-        icases = [(layouts[m], compute[m] * 1e-3, ones[m]) for m in layouts if m in compute and m in ones]
+        icases = [(layouts[m], compute[m] * 1e-3, ones[m], host_bwd.get(m)) for m in layouts
+                  if m in compute and m in ones]
         if icases:
             intra, _ = _fit_tier_bandwidth(icases, cfg, ocl, 10e-6, overlap,
                                            lambda t: CostModel(inter=inter, intra=t, link_gbps=link,
                                                                memcpy_Bps=GPU_MEMCPY_BPS, host_copy_Bps=PCIE3_BPS,
-                                                               negotiation=_negotiation_for(t, ocl.size)))
+                                                               negotiation=_negotiation_for(t, ocl.size)),
+                                           asy)
             cost = CostModel(inter=inter, intra=intra, link_gbps=link, memcpy_Bps=GPU_MEMCPY_BPS,
                              host_copy_Bps=PCIE3_BPS, negotiation=cost.negotiation)
             fit_info["intra_cases"] = [{"model": L.name, "column": one_node[0], "measured_ms": m,
-                                        "compute_ms": c * 1e3} for L, c, m in icases]
+                                        "compute_ms": c * 1e3} for L, c, m, _ in icases]
     line = {c.model: c.line for c in env.breakdown if c.column == single[0] and c.row == "step"}
     workloads = {}
     for m, L in layouts.items():
         if m not in compute:
             continue
-        wl = workload_for(compute[m] * 1e-3, 1.0, overlap)
-        workloads[m] = {"layout": L.name, "forward_ms": wl.forward_s * 1e3, "backward_ms": wl.backward_s * 1e3,
-                        "update_ms": 0.0, "comm_scale": 1.0, "overlap": overlap,
+        wl = workload_for(compute[m] * 1e-3, 1.0, overlap, host_bwd.get(m), asy)
+        workloads[m] = {"layout": L.name, **_workload_json(wl),
                         "calibrated_on": f"{env.path.name}/{meta['source']}:{line[m]} ({single[0]} step {single_steps[m]} ms)"}
     return _model_dict(env, cluster, cost, fit_info, workloads, cfg)
 

@@ -69,7 +69,10 @@ def env_from_dict(d: dict[str, Any], where: str = "<model>") -> FittedEnv:
     try:
         wls = {m: (w["layout"], Workload(forward_s=w["forward_ms"] * 1e-3, backward_s=w["backward_ms"] * 1e-3,
                                          update_s=w.get("update_ms", 0.0) * 1e-3,
-                                         comm_scale=w.get("comm_scale", 1.0), overlap=w.get("overlap", 1.0)))
+                                         comm_scale=w.get("comm_scale", 1.0), overlap=w.get("overlap", 1.0),
+                                         host_backward_s=(None if w.get("host_backward_ms") is None
+                                                          else w["host_backward_ms"] * 1e-3),
+                                         async_collectives=bool(w.get("async_collectives", False))))
                for m, w in d["workloads"].items()}
         return FittedEnv(name=d["env"], cost=CostModel.from_dict(d["cost_model"]),
                          cluster=Cluster(int(d["cluster"]["nodes"]), int(d["cluster"]["gpus_per_node"])),

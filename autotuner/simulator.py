@@ -7,10 +7,20 @@ Semantics, each from Horovod's source (read at v0.28.1 and v0.20.3; cited, not c
 
 - **Readiness.** Backward runs for ``backward_s`` after ``forward_s``; gradient ``i`` is
   ready at ``forward_s + backward_s · ready_fraction[i]`` (layout order = reverse of forward).
+- **Hand-over** (horovod/torch/optimizer.py ``_make_hook`` → ``allreduce_async_``): a gradient
+  reaches Horovod when its autograd hook fires on the host. With ``Workload.host_backward_s``
+  set (GPU training: kernels launch asynchronously, the host runs ahead) the hooks fire
+  uniformly per tensor over the host-side backward and never after device readiness
+  (:func:`hand_over_times`); otherwise at device readiness.
 - **Cycles** (operations.cc ``RunLoopOnce``): the background thread sleeps until
-  ``last_cycle_start + cycle_time``, then negotiates and performs the cycle's responses. The
-  collectives run on the background thread (Gloo; NCCL in 0.20 without async completion),
-  so the next cycle starts at ``max(cycle_start + cycle_time, end of this cycle's work)``.
+  ``last_cycle_start + cycle_time``, then negotiates the handed-over tensors and performs the
+  cycle's responses. Before each response it busy-waits for the entries' ready events
+  (v0.20.3 operations.cc ``PerformOperation``, WAIT_FOR_DATA). NCCL collectives
+  (``Workload.async_collectives``) are then enqueued on Horovod's single CUDA stream and
+  completed on the finalizer thread (ops/nccl_operations.cc, ops/gpu_operations.cc
+  ``FinalizeGPUQueue`` returns InProgress): a collective starts at ``max(data ready, previous
+  collective's end)`` and does not hold the loop. CPU collectives (Gloo/MPI) hold it. The next
+  cycle starts at ``max(cycle_start + cycle_time, end of this cycle's work on the loop)``.
 - **Negotiation** (controller.cc ``ComputeResponseList``): a tensor enqueued before a cycle
   starts is negotiated in that cycle. Cost per cycle from :class:`~autotuner.costmodel.Negotiation`:
   response-cache hits (cache capacity >= number of tensors, steady state) use bit-vector
@@ -61,6 +71,15 @@ class Workload:
             resources (backward runs at full speed while collectives run). 0: time-shared
             (backward makes no progress while a collective runs, so gradients after it become
             ready later by the collective's duration). Set per environment, see docs.
+        host_backward_s: host time (s) autograd takes to hand every gradient to Horovod (the
+            last hook fires ``host_backward_s`` after backward starts), or None: hooks fire when
+            the gradient is ready on the device (CPU training). With a GPU, PyTorch launches
+            kernels asynchronously, so the hooks run ahead of the device; see the module
+            docstring ("Hand-over").
+        async_collectives: True for GPU (NCCL) allreduces, which Horovod enqueues on its own
+            CUDA stream and completes on a finalizer thread, so the background loop is not
+            blocked for their duration (they still run one after another on that stream).
+            False: each collective blocks the loop (Gloo/MPI CPU ops).
     """
 
     forward_s: float
@@ -68,6 +87,8 @@ class Workload:
     update_s: float = 0.0
     comm_scale: float = 1.0
     overlap: float = 1.0
+    host_backward_s: float | None = None
+    async_collectives: bool = False
 
     @property
     def compute_s(self) -> float:
@@ -157,10 +178,25 @@ def _slip(times: np.ndarray, t: float, dur: float, stall: float) -> np.ndarray:
     return times
 
 
+def hand_over_times(ready_rel: np.ndarray, forward_s: float, host_backward_s: float | None) -> np.ndarray:
+    """When each gradient is handed to Horovod (its autograd hook fires), relative to the step.
+
+    ``host_backward_s`` None: at device readiness (``ready_rel``). Otherwise the hooks fire
+    uniformly per tensor over ``[forward_s, forward_s + host_backward_s]`` (Horovod's per-hook
+    host work dominates the host side of backward, see docs/simulator.md), and never after the
+    gradient is ready on the device. Shape (T,), non-decreasing.
+    """
+    if host_backward_s is None:
+        return ready_rel
+    T = ready_rel.size
+    host = forward_s + max(host_backward_s, 0.0) * np.arange(1, T + 1) / T
+    return np.minimum(ready_rel, host)
+
+
 def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload: Workload,
                   config: Config, cost: CostModel, cluster: Cluster, *,
                   compression_ratio: float = 1.0, warmup_steps: int = 1,
-                  measure_steps: int = 2) -> StepResult:
+                  measure_steps: int = 2, loop_phase_s: float = 0.0) -> StepResult:
     """Simulate steady-state training steps; see the module docstring for the rules.
 
     Args:
@@ -202,46 +238,53 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
     cum = np.concatenate(([0], np.cumsum(wire)))
 
     stall = 1.0 - min(max(workload.overlap, 0.0), 1.0)
+    hook_rel = hand_over_times(ready_rel, fwd, workload.host_backward_s)
+    asyn = workload.async_collectives
     step_start = 0.0
-    loop_t = 0.0  # start of the next background-loop cycle
+    loop_t = loop_phase_s  # start of the next background-loop cycle
     step_times: list[float] = []
     responses: list[Response] = []
     comm_s = overlap_s = 0.0
     n_cycles = 0
     for step in range(warmup_steps + measure_steps):
         ready_abs = step_start + ready_rel  # a fresh array: stalls below shift it in place
+        hook_abs = step_start + hook_rel
         bwd_start, bwd_end = step_start + fwd, step_start + fwd + bwd
         measuring = step == warmup_steps + measure_steps - 1
         responses_step: list[Response] = []
         comm = ovl = 0.0
         cycles = 0
-        last_done = step_start
+        stream_free = step_start
         i = 0
+        t = step_start
         while i < T:
-            if loop_t < ready_abs[i]:  # idle cycles until the next gradient is ready
-                loop_t += math.ceil((ready_abs[i] - loop_t) / period - 1e-12) * period
+            if loop_t < hook_abs[i]:  # idle cycles until the next gradient is handed over
+                loop_t += math.ceil((hook_abs[i] - loop_t) / period - 1e-12) * period
             c = loop_t
-            j = int(np.searchsorted(ready_abs, c, side="right"))
+            j = int(np.searchsorted(hook_abs, c, side="right"))
             t = c + neg.cycle_s(j - i, p, cache_on, cache_hits)
             for a, b in fuse(wire[i:j], thr):
                 nbytes = int(cum[i + b] - cum[i + a])
                 dur = cost.allreduce_s(nbytes, cluster, hier) * scale
                 if b - a > 1:
                     dur += 2 * nbytes / memcpy_Bps
+                t = max(t, float(ready_abs[i + b - 1]))  # WAIT_FOR_DATA on the ready events
+                start = max(t, stream_free)
                 if measuring:
-                    responses_step.append(Response(nbytes, b - a, t - step_start, dur))
+                    responses_step.append(Response(nbytes, b - a, start - step_start, dur))
                 comm += dur
-                if stall > 0 and bwd_end > t:  # backward slowed to rate `overlap` meanwhile
-                    tail = ready_abs[j:]
-                    _slip(tail, t, dur, stall)
-                    bwd_end = float(_slip(np.array([bwd_end]), t, dur, stall)[0])
-                ovl += max(0.0, min(t + dur, bwd_end) - max(t, bwd_start))
-                t += dur
+                if stall > 0 and bwd_end > start:  # backward slowed to rate `overlap` meanwhile
+                    tail = ready_abs[i + b:]
+                    _slip(tail, start, dur, stall)
+                    bwd_end = float(_slip(np.array([bwd_end]), start, dur, stall)[0])
+                ovl += max(0.0, min(start + dur, bwd_end) - max(start, bwd_start))
+                stream_free = start + dur
+                if not asyn:
+                    t = stream_free
             cycles += 1
             i = j
-            last_done = t
             loop_t = max(c + cycle, t)
-        step_end = max(bwd_end, last_done) + workload.update_s
+        step_end = max(bwd_end, stream_free, t) + workload.update_s
         if step >= warmup_steps:
             step_times.append(step_end - step_start)
         if measuring:

@@ -24,16 +24,10 @@ def test_report000_step_times_within_5pct(what):
     "resnet50 fusion 0 MB: responses per step",
     "vgg16 fusion 0 MB: responses per step",
     "vgg16 fusion 64 MB: responses per step",
+    "resnet50 fusion 64 MB: responses per step",  # 4.28 measured: needs host-side hand-over + async NCCL
 ])
 def test_report000_responses_per_step_within_15pct(what):
     c = CASES[("v100-16gbit", what)]
-    assert abs(c.error_pct) <= 15.0, c
-
-
-@pytest.mark.xfail(strict=True, reason="known gap: simulator gives 6 responses/step vs 4.28 measured "
-                   "(see docs/accuracy.md)")
-def test_report000_resnet50_fusion_responses_within_15pct():
-    c = CASES[("v100-16gbit", "resnet50 fusion 64 MB: responses per step")]
     assert abs(c.error_pct) <= 15.0, c
 
 
@@ -53,6 +47,14 @@ def test_fusion_off_costs_more_than_on_for_both_models():
 
 @pytest.mark.parametrize("what", ["resnet50 4x1: step time (ms)", "vgg16 4x1: step time (ms)"])
 def test_report001_4x1_within_7pct(what):
-    # target is 5%; the two models imply link rates ~13% apart, so the shared fit sits at ~6.5%
+    # drift guard; the 5% target is below, as a strict xfail
     c = CASES[("v100-5gbit", what)]
     assert abs(c.error_pct) <= 7.0, c
+
+
+@pytest.mark.xfail(strict=True, reason="not reachable with one shared link rate: the report's own NIC "
+                   "counters and host phase times bound the best shared fit at +-5.6% (docs/accuracy.md)")
+def test_report001_4x1_within_5pct():
+    for m in ("resnet50", "vgg16"):
+        c = CASES[("v100-5gbit", f"{m} 4x1: step time (ms)")]
+        assert abs(c.error_pct) <= 5.0, c

@@ -69,3 +69,32 @@ def test_core_modules_import_nothing_that_does_io(module):
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             names = [node.module.split(".")[0]]
         assert not banned & set(names), (module, names)
+
+
+def test_hand_over_is_uniform_per_tensor_and_never_after_device_readiness():
+    from autotuner.simulator import hand_over_times
+    ready = np.array([0.11, 0.12, 0.13, 0.30])
+    assert np.array_equal(hand_over_times(ready, 0.1, None), ready)
+    h = hand_over_times(ready, 0.1, 0.08)
+    assert np.allclose(h, [0.11, 0.12, 0.13, 0.18])  # host 0.12, 0.14, 0.16, 0.18 capped by readiness
+    assert np.all(np.diff(h) >= 0)
+
+
+def test_async_collectives_do_not_block_the_loop_but_share_one_stream():
+    sizes, frac = np.full(10, 8 * MIB), np.linspace(0.1, 1, 10)
+    sync = simulate_step(sizes, frac, WL, Config(fusion_threshold_bytes=0), COST, Cluster(4, 1))
+    asyn = simulate_step(sizes, frac, Workload(0.03, 0.06, async_collectives=True),
+                         Config(fusion_threshold_bytes=0), COST, Cluster(4, 1))
+    for r in (sync, asyn):  # one stream: collectives never overlap each other
+        ends = [x.start_s + x.duration_s for x in r.responses]
+        assert all(b.start_s >= a - 1e-12 for a, b in zip(ends, r.responses[1:]))
+    assert asyn.step_time_s <= sync.step_time_s
+
+
+def test_early_hand_over_fuses_into_fewer_responses():
+    sizes, frac = np.full(40, MIB), np.linspace(0.025, 1, 40)
+    wl = Workload(0.03, 0.06, async_collectives=True)
+    late = simulate_step(sizes, frac, wl, Config(fusion_threshold_bytes=64 * MIB, cycle_time_ms=5), COST, Cluster(4, 1))
+    early = simulate_step(sizes, frac, Workload(0.03, 0.06, host_backward_s=0.004, async_collectives=True),
+                          Config(fusion_threshold_bytes=64 * MIB, cycle_time_ms=5), COST, Cluster(4, 1))
+    assert len(early.responses) < len(late.responses)
