@@ -73,7 +73,50 @@ def cases(runs_dir: Path, model_dir: Path) -> list[Case]:
                     r = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, cl)
                     out.append(Case(env.name, f"{m} {col['key']}: step time (ms)", cell.value, r.step_time_ms,
                                     f"{env.path.name}/{meta['source']}:{cell.line}", True))
+        elif meta["format"] == "validation":
+            out += _validation_cases(env, fenv)
     return out
+
+
+def _validation_cases(env, fenv) -> list[Case]:
+    """Real trials of a ``validation`` env: the fit's own records (marked calibrated) and every
+    other ``validation/*.jsonl`` (held out: their configurations were not used by the fit).
+
+    Per configuration: measured = median over repeats of each trial's median step time.
+    """
+    from .readers.runs import parse_records
+
+    out: list[Case] = []
+    files = sorted((env.path / "validation").glob("*.jsonl"))
+    for f in files:
+        fitted = f.resolve() == (env.path / env.meta["source"]).resolve()
+        recs, _ = parse_records(f.read_text(), f.name)
+        groups: dict[tuple, list[dict]] = {}
+        for r in recs:
+            if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):
+                groups.setdefault((r["setup"]["model"], r.get("label"), json_key(r["config"])), []).append(r)
+        for (model, label, _), rs in groups.items():
+            if model not in fenv.workloads:
+                continue
+            layout_name, wl = fenv.workloads[model]
+            L = load_layout(layout_name)
+            cfg = Config.from_dict(rs[0]["config"])
+            sim = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, fenv.cluster)
+            tag = f"{model} {label} ({cfg.fusion_threshold_mb:g} MiB, {cfg.cycle_time_ms:g} ms)"
+            src = f"{env.path.name}/validation/{f.name} ({len(rs)} trials)"
+            out.append(Case(env.name, f"{tag}: step time (ms)",
+                            float(np.median([r["measured_step_time_ms"] for r in rs])), sim.step_time_ms, src, fitted))
+            rps = [r["timeline"]["responses_per_step"] for r in rs if (r.get("timeline") or {}).get("responses_per_step")]
+            if rps:
+                out.append(Case(env.name, f"{tag}: responses per step", float(np.median(rps)),
+                                float(len(sim.responses)), src, fitted))
+    return out
+
+
+def json_key(d: dict) -> str:
+    import json
+
+    return json.dumps(d, sort_keys=True)
 
 
 def markdown(cs: list[Case]) -> str:

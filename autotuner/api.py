@@ -106,7 +106,7 @@ def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int 
 
     trials = search(lambda c: sc.simulate(c).step_time_s, DEFAULTS_0_28, multi_node=sc.cluster.nodes > 1,
                     n_calls=n_calls, seed=seed, progress=progress)
-    return trials, top_distinct(trials, top)
+    return trials, top_distinct(trials, top, DEFAULTS_0_28)
 
 
 def load_proposals(path: Path) -> list[Config]:

@@ -152,7 +152,7 @@ def suggest(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ...
                         progress=lambda done, total: prog.update(task, completed=done, total=total))
     wall = time.perf_counter() - t0
     base = sc.simulate(default)
-    best = top_distinct(trials, top)
+    best = top_distinct(trials, top, default)
 
     def entry(c: Config) -> dict:
         r = sc.simulate(c)
@@ -181,6 +181,9 @@ def suggest(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ...
                   f"{p['speedup_vs_default']:.3f}x", f"{p['score_bytes_per_us']:.1f}")
     out.print(t)
     b = res["proposals"][0]
+    if b["speedup_vs_default"] < 1.005:
+        out.print("No configuration is predicted more than 0.5% faster than Horovod's defaults here: "
+                  "keep the defaults (the proposals tie with them).", highlight=False)
     out.print("horovodrun flags:  " + " ".join(b["horovodrun_flags"]), highlight=False)
     out.print("environment:       " + " ".join(f"{k}={v}" for k, v in b["env_vars"].items()), highlight=False)
 

@@ -20,7 +20,7 @@ from typing import Callable
 from skopt import Optimizer
 from skopt.space import Categorical, Integer, Real
 
-from .knobs import KNOB_BY_FIELD, MIB, Config, autotune_start_configs
+from .knobs import DEFAULTS_0_28, KNOB_BY_FIELD, MIB, Config, autotune_start_configs
 
 CACHE_ON = 1024
 
@@ -95,10 +95,25 @@ def search(objective: Callable[[Config], float], default: Config, *, multi_node:
     return trials
 
 
-def top_distinct(trials: list[Trial], k: int) -> list[Trial]:
-    """The ``k`` fastest trials with distinct (whole-MiB threshold, cycle to 0.01 ms, cache, hier)."""
+def _distance(c: Config, ref: Config) -> float:
+    """How far ``c`` moves the knobs from ``ref``: log-ratio of threshold and cycle time, + 1 per flag."""
+    import math
+
+    f = math.log((c.fusion_threshold_bytes + MIB) / (ref.fusion_threshold_bytes + MIB))
+    return (abs(f) + abs(math.log(c.cycle_time_ms / ref.cycle_time_ms))
+            + (c.cache_enabled != ref.cache_enabled) + (c.hierarchical_allreduce != ref.hierarchical_allreduce))
+
+
+def top_distinct(trials: list[Trial], k: int, default: Config | None = None) -> list[Trial]:
+    """The ``k`` fastest trials with distinct (whole-MiB threshold, cycle to 0.01 ms, cache, hier).
+
+    Step times equal to the microsecond (e.g. every threshold that fuses all gradients into one
+    response) are ties; a tie goes to the configuration closest to ``default`` (Horovod's
+    defaults), so a proposal never changes a knob that is not predicted to help.
+    """
+    ref = default or DEFAULTS_0_28
     seen, out = set(), []
-    for t in sorted(trials, key=lambda t: (t.step_time_s, t.config.cycle_time_ms)):
+    for t in sorted(trials, key=lambda t: (round(t.step_time_s, 6), _distance(t.config, ref))):
         c = t.config
         key = (c.fusion_threshold_bytes // MIB, round(c.cycle_time_ms, 2), c.cache_capacity > 0, c.hierarchical_allreduce)
         if key in seen:

@@ -15,7 +15,8 @@ Record keys (one line per trial): ``trial`` (id, e.g. ``proposal-1/r2``), ``kind
 ``spread_ms`` (interquartile range of the step times), ``predicted_step_time_ms`` (the env's cost
 model at launch time, or null), ``timeline`` (fused-response samples read from the trial's
 timeline), ``autotune`` (the autotune log's samples, best row, score), ``setup``, ``testbed``,
-``wall_s``, ``error``, ``finished_at``.
+``score_bytes_per_us`` (bytes allreduced per step / step time: the unit of Horovod's autotune
+score), ``wall_s``, ``error``, ``finished_at``.
 """
 from __future__ import annotations
 
@@ -175,6 +176,7 @@ class Outcome:
     wall_s: float = 0.0
     timeline: dict[str, Any] | None = None
     autotune: dict[str, Any] | None = None
+    bytes_per_step: int | None = None
 
 
 def make_record(spec: TrialSpec, setup: Setup, outcome: Outcome, predicted_ms: float | None,
@@ -190,6 +192,10 @@ def make_record(spec: TrialSpec, setup: Setup, outcome: Outcome, predicted_ms: f
         "step_times_ms": [round(t, 3) for t in outcome.step_times_ms],
         "predicted_step_time_ms": None if predicted_ms is None else round(predicted_ms, 3),
         "timeline": outcome.timeline, "autotune": outcome.autotune,
+        # Horovod autotune's score unit, for comparing with its log: gradient bytes allreduced per
+        # µs of wall time (horovod/common/parameter_manager.cc)
+        "score_bytes_per_us": (round(outcome.bytes_per_step / (med * 1e3), 3)
+                               if outcome.bytes_per_step and med else None),
         "setup": setup.to_dict(), "testbed": testbed_note, "wall_s": round(outcome.wall_s, 2),
         "error": outcome.error, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }
@@ -345,7 +351,9 @@ class TrialRunner:
             out.status, out.error = "failed", f"exit {res.returncode}: {_last_error_line(res.stderr + res.stdout)}"
         else:
             try:
-                out.step_times_ms = list(parse_output(res.stdout).step_times_ms)
+                parsed = parse_output(res.stdout)
+                out.step_times_ms = list(parsed.step_times_ms)
+                out.bytes_per_step = parsed.extra.get("bytes_per_step")
             except ReplayOutputError as e:
                 out.status, out.error = "failed", str(e)
         if timeline is not None and timeline.exists() and timeline.stat().st_size > 0:

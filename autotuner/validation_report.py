@@ -32,17 +32,18 @@ def table(records: list[dict[str, Any]]) -> pd.DataFrame:
 
     Columns: label, kind, config (dict), n_ok, n_failed, step_ms (median over repeats),
     step_min_ms, step_max_ms, iqr_ms (median of per-repeat IQRs), predicted_ms, error_pct
-    ((predicted - measured) / measured, %), throughput (steps/s), responses_per_step.
+    ((predicted - measured) / measured, %), throughput (steps/s), responses_per_step, score
+    (bytes/µs, Horovod autotune's unit).
     """
     rows = []
     for r in records:
         rows.append({"label": r.get("label") or r["trial"].split("/")[0], "kind": r["kind"],
                      "config": r.get("config"), "ok": r["status"] == "ok",
                      "step": r.get("measured_step_time_ms"), "iqr": r.get("spread_ms"),
-                     "pred": r.get("predicted_step_time_ms"),
+                     "pred": r.get("predicted_step_time_ms"), "score": r.get("score_bytes_per_us"),
                      "rps": (r.get("timeline") or {}).get("responses_per_step")})
     cols = ["label", "kind", "config", "n_ok", "n_failed", "step_ms", "step_min_ms", "step_max_ms",
-            "iqr_ms", "predicted_ms", "error_pct", "throughput", "responses_per_step"]
+            "iqr_ms", "predicted_ms", "error_pct", "throughput", "responses_per_step", "score"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -58,7 +59,8 @@ def table(records: list[dict[str, Any]]) -> pd.DataFrame:
                     "iqr_ms": ok["iqr"].median() if len(ok) else float("nan"),
                     "predicted_ms": pred, "error_pct": 100 * (pred - step) / step if step == step else float("nan"),
                     "throughput": 1e3 / step if step == step else float("nan"),
-                    "responses_per_step": ok["rps"].dropna().median() if ok["rps"].notna().any() else float("nan")})
+                    "responses_per_step": ok["rps"].dropna().median() if ok["rps"].notna().any() else float("nan"),
+                    "score": ok["score"].dropna().median() if ok["score"].notna().any() else float("nan")})
     return pd.DataFrame(out, columns=cols)
 
 
@@ -72,9 +74,13 @@ def ratio(t: pd.DataFrame, a: str, b: str) -> Ratio | None:
 
 
 def best_proposal(t: pd.DataFrame) -> str | None:
-    """Label of the measured-fastest proposal (None without a successful one)."""
+    """Label of the tool's best proposal: the first-ranked one (``proposal-1``, ranked by
+    predicted step time) that was measured successfully; None if none was. Picking the
+    measured-fastest of several proposals instead would favour noise."""
     p = t[(t["kind"] == "proposal") & (t["n_ok"] > 0)]
-    return None if p.empty else str(p.sort_values("step_ms").iloc[0]["label"])
+    if p.empty:
+        return None
+    return str(min(p["label"], key=lambda s: int(s.rsplit("-", 1)[-1]) if s.rsplit("-", 1)[-1].isdigit() else 0))
 
 
 def verdict(t: pd.DataFrame) -> str:
@@ -156,12 +162,13 @@ def write_report(records: list[dict[str, Any]], path: Path, *, title: str, notes
     pngs = plots(t, records, stem)
     lines = [f"# {title}", "", f"**{v}**", ""]
     lines += [f"- {n}" for n in notes]
-    lines += ["", "| configuration | knobs | ok/failed | measured step ms (min-max) | IQR ms | predicted ms | error % | responses/step |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += ["", "| configuration | knobs | ok/failed | measured step ms (min-max) | IQR ms | predicted ms | error % "
+              "| responses/step | score bytes/µs |", "|---|---|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
         lines.append(f"| {r['label']} | {_cfg_str(r['config'])} | {r['n_ok']}/{r['n_failed']} | "
                      f"{_fmt(r['step_ms'])} ({_fmt(r['step_min_ms'])}-{_fmt(r['step_max_ms'])}) | {_fmt(r['iqr_ms'])} | "
-                     f"{_fmt(r['predicted_ms'])} | {_fmt(r['error_pct'])} | {_fmt(r['responses_per_step'], 2)} |")
+                     f"{_fmt(r['predicted_ms'])} | {_fmt(r['error_pct'])} | {_fmt(r['responses_per_step'], 2)} | "
+                     f"{_fmt(r['score'], 2)} |")
     failed = [r for r in records if r["status"] != "ok"]
     if failed:
         lines += ["", "## Failed trials", ""] + [f"- {r['trial']}: {r['status']}: {r['error']}" for r in failed]

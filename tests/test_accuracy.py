@@ -58,3 +58,26 @@ def test_report001_4x1_within_5pct():
     for m in ("resnet50", "vgg16"):
         c = CASES[("v100-5gbit", f"{m} 4x1: step time (ms)")]
         assert abs(c.error_pct) <= 5.0, c
+
+
+def _holdout_step_cases():
+    return [c for c in CASES.values() if c.env == "local-gloo-1gbit" and not c.calibrated
+            and c.what.endswith("step time (ms)") and "holdout-sweep" in c.source]
+
+
+def test_local_testbed_holdout_configs_within_10pct():
+    """Real 2-rank Gloo runs at 1 Gbit/s (runs/local-gloo-1gbit), configurations the fit never saw."""
+    held = _holdout_step_cases()
+    within = [c for c in held if abs(c.error_pct) <= 10]
+    assert len(within) >= 6, [(c.what, round(c.error_pct, 1)) for c in held]
+    cfgs = [c.what.split("(")[1].split(")")[0] for c in within]  # "16 MiB, 10 ms"
+    mib = [float(x.split(" MiB")[0]) for x in cfgs]
+    ms = [float(x.split(", ")[1].split(" ms")[0]) for x in cfgs]
+    assert min(mib) == 0 and max(mib) == 128 and min(ms) == 1 and max(ms) == 50
+
+
+def test_local_testbed_response_counts_follow_the_fusion_threshold():
+    rps = [c for c in CASES.values() if c.env == "local-gloo-1gbit" and c.what.endswith("responses per step")
+           and "holdout-sweep" in c.source]
+    assert rps and all(abs(c.predicted - c.measured) <= max(1.0, 0.15 * c.measured) for c in rps), \
+        [(c.what, c.measured, c.predicted) for c in rps]

@@ -59,6 +59,10 @@ def test_fit_writes_models(tmp_path):
     assert fresh["cost_model"]["inter"] == pytest.approx(committed["cost_model"]["inter"], rel=1e-6)
     assert fresh["workloads"]["resnet50"]["forward_ms"] == pytest.approx(
         committed["workloads"]["resnet50"]["forward_ms"], rel=1e-6)
+    # the environment measured here is fitted from its trials' timelines, and reproduced too
+    local = json.loads((tmp_path / "local-gloo-1gbit.json").read_text())
+    assert local["cost_model"] == pytest.approx(json.loads((ROOT / "model" / "local-gloo-1gbit.json").read_text())["cost_model"])
+    assert local["fit"]["n_trials"] == 4 and local["fit"]["r2"] > 0.99
 
 
 def test_missing_runs_dir(tmp_path):
