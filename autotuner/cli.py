@@ -217,6 +217,8 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
              name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)"),
              timeout_s: float = typer.Option(600.0, "--timeout", help="seconds per trial before it is killed"),
              keep_timelines: bool = typer.Option(False, "--keep-timelines", help="keep each trial's timeline (gzipped)"),
+             batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1,
+                                                      help="images per rank per step (for img/sec output)"),
              runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
              model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir")) -> None:
     """Run real horovodrun trials: defaults, autotune, autotune's best, proposals; write a report."""
@@ -228,7 +230,7 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
     if bandwidth_gbit is not None and not bandwidth_gbit > 0:
         raise ValidationError(f"--bandwidth-gbit must be > 0, got {bandwidth_gbit}")
     setup = Setup(env=env, model=model, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, compute_ms=compute_ms,
-                  steps=steps, warmup=warmup, command=tuple(command or ()))
+                  steps=steps, warmup=warmup, command=tuple(command or ()), batch_size=batch_size)
     proposals = load_proposals(proposals_file) if proposals_file else None
     recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dir, name=name or Path(model).stem,
                                            proposals=proposals, top=top, repeats=repeats, autotune=autotune,

@@ -141,3 +141,22 @@ def test_a_hanging_job_is_killed_at_the_timeout(tmp_path):
     assert res.timed_out and time.monotonic() - t0 < 30
     left = subprocess.run(["pgrep", "-f", "time.sleep(120)"], capture_output=True, text=True).stdout.split()
     assert not left  # every rank of the process group is gone
+
+
+def test_user_command_with_synthetic_benchmark_output_and_batch_size(tmp_path):
+    _need_horovod()
+    # a user's own script, printed the way horovod/examples/pytorch/pytorch_synthetic_benchmark.py does
+    script = ("import horovod.torch as hvd, torch; hvd.init(); hvd.allreduce(torch.ones(4)); "
+              "[print(f'Iter #{i}: {v} img/sec per CPU') for i, v in enumerate((100.0, 200.0))] "
+              "if hvd.rank() == 0 else None")
+    runs = tmp_path / "runs"
+    argv = [sys.executable, "-m", "autotuner.cli", "validate", "--env", "ci-user", "--model", TINY, "--no-autotune",
+            "--repeats", "1", "--proposals", str(Path(__file__).parent / "data" / "one_proposal.json"),
+            "--runs-dir", str(runs), "--timeout", "60", "--batch-size", "32", "--name", "user",
+            "--", sys.executable, "-c", script]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=200)
+    assert res.returncode == 0, res.stderr[-2000:]
+    recs = [json.loads(line) for line in (runs / "ci-user" / "validation" / "user.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in recs] == ["ok", "ok"]
+    assert recs[0]["step_times_ms"] == [320.0, 160.0]  # 1000 * 32 images / (img/sec)
+    assert recs[0]["setup"]["batch_size"] == 32 and recs[0]["setup"]["command"][0] == sys.executable
