@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from .costmodel import Cluster, CostModel, CostModelError
 from .fit import fit_env
 from .knobs import DEFAULTS_0_28, Config
@@ -42,6 +44,19 @@ class Scenario:
     def simulate(self, config: Config) -> StepResult:
         return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction, self.workload, config,
                              self.cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression])
+
+    def step_times(self, **knobs) -> np.ndarray:
+        """Step times (s) of many configurations at once (:func:`autotuner.fastsim.simulate_batch`).
+
+        ``knobs``: ``fusion_threshold_bytes``, ``cycle_time_ms``, ``cache_capacity``,
+        ``hierarchical_allreduce`` and optionally ``hierarchical_allgather``, arrays broadcast
+        together to one shape S (internal units: bytes, ms). Returns float64 seconds, shape S,
+        equal to :meth:`simulate`'s ``step_time_s`` for each configuration.
+        """
+        from .fastsim import simulate_batch
+
+        return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, self.workload, self.cost,
+                              self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression], **knobs)
 
 
 def make_scenario(model_dir: Path, env: str | None, model: str, *, nodes: int | None = None,
