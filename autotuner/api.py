@@ -116,11 +116,12 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
 
 def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0,
                     progress=None) -> tuple[list, list]:
-    """Bayesian search on ``sc`` (see :func:`autotuner.search.search`); returns (all trials, top distinct)."""
+    """Bayesian search on ``sc``, refined on the fast batch simulator (see :func:`autotuner.search.search`);
+    returns (all trials, top distinct)."""
     from .search import search, top_distinct
 
     trials = search(lambda c: sc.simulate(c).step_time_s, DEFAULTS_0_28, multi_node=sc.cluster.nodes > 1,
-                    n_calls=n_calls, seed=seed, progress=progress)
+                    n_calls=n_calls, seed=seed, progress=progress, batch_objective=sc.step_times)
     return trials, top_distinct(trials, top, DEFAULTS_0_28)
 
 
