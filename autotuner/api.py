@@ -17,7 +17,6 @@ from .fit import fit_env
 from .knobs import DEFAULTS_0_28, Config
 from .layout import Layout
 from .modelstore import FittedEnv, load_env, write_model
-from .plots import bandwidth_plot
 from .readers.layouts import load_layout
 from .readers.runs import read_runs
 from .simulator import StepResult, Workload, simulate_step
@@ -99,6 +98,8 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
     Returns ([(model dict, json path, png path or None)], problems). Raises RunsError when
     nothing can be read.
     """
+    from .plots import bandwidth_plot  # matplotlib: imported only when plotting (keeps `suggest` start fast)
+
     envs, problems = read_runs(runs_dir)
     fitted = []
     for env in envs:
