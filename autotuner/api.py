@@ -10,12 +10,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from .costmodel import Cluster, CostModel, CostModelError
 from .fit import fit_env
 from .knobs import DEFAULTS_0_28, Config
 from .layout import Layout
 from .modelstore import FittedEnv, load_env, write_model
-from .plots import bandwidth_plot
 from .readers.layouts import load_layout
 from .readers.runs import read_runs
 from .simulator import StepResult, Workload, simulate_step
@@ -43,6 +44,19 @@ class Scenario:
         """:func:`simulate_step` on this scenario; ``kw`` passes ``trace``, ``measure_steps``, ..."""
         return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction, self.workload, config,
                              self.cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression], **kw)
+
+    def step_times(self, **knobs) -> np.ndarray:
+        """Step times (s) of many configurations at once (:func:`autotuner.fastsim.simulate_batch`).
+
+        ``knobs``: ``fusion_threshold_bytes``, ``cycle_time_ms``, ``cache_capacity``,
+        ``hierarchical_allreduce`` and optionally ``hierarchical_allgather``, arrays broadcast
+        together to one shape S (internal units: bytes, ms). Returns float64 seconds, shape S,
+        equal to :meth:`simulate`'s ``step_time_s`` for each configuration.
+        """
+        from .fastsim import simulate_batch
+
+        return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, self.workload, self.cost,
+                              self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression], **knobs)
 
 
 def make_scenario(model_dir: Path, env: str | None, model: str, *, nodes: int | None = None,
@@ -119,6 +133,8 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
     Returns ([(model dict, json path, png path or None)], problems). Raises RunsError when
     nothing can be read.
     """
+    from .plots import bandwidth_plot  # matplotlib: imported only when plotting (keeps `suggest` start fast)
+
     envs, problems = read_runs(runs_dir)
     fitted = []
     for env in envs:
@@ -136,11 +152,12 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
 
 def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0,
                     progress=None) -> tuple[list, list]:
-    """Bayesian search on ``sc`` (see :func:`autotuner.search.search`); returns (all trials, top distinct)."""
+    """Bayesian search on ``sc``, refined on the fast batch simulator (see :func:`autotuner.search.search`);
+    returns (all trials, top distinct)."""
     from .search import search, top_distinct
 
     trials = search(lambda c: sc.simulate(c).step_time_s, DEFAULTS_0_28, multi_node=sc.cluster.nodes > 1,
-                    n_calls=n_calls, seed=seed, progress=progress)
+                    n_calls=n_calls, seed=seed, progress=progress, batch_objective=sc.step_times)
     return trials, top_distinct(trials, top, DEFAULTS_0_28)
 
 

@@ -158,6 +158,7 @@ def suggest(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ...
                   TimeElapsedColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as prog:
         task = prog.add_task("search", total=None)
         trials = search(objective, default, multi_node=sc.cluster.nodes > 1, n_calls=n_calls, seed=seed,
+                        batch_objective=sc.step_times,
                         progress=lambda done, total: prog.update(task, completed=done, total=total))
     wall = time.perf_counter() - t0
     base = sc.simulate(default)
