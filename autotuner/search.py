@@ -198,16 +198,33 @@ def _distance(c: Config, ref: Config) -> float:
             + (c.cache_enabled != ref.cache_enabled) + (c.hierarchical_allreduce != ref.hierarchical_allreduce))
 
 
-def top_distinct(trials: list[Trial], k: int, default: Config | None = None) -> list[Trial]:
-    """The ``k`` fastest trials with distinct (whole-MiB threshold, cycle to 0.01 ms, cache, hier).
+#: Predicted gains smaller than this fraction of the defaults' step time are treated as ties:
+#: the validated models are accurate to a few percent (docs/accuracy.md, docs/validation.md), and
+#: step time is jagged in cycle time, so a 0.3 % predicted gain is not worth changing a knob for.
+MIN_GAIN = 0.005
 
-    Step times equal to the microsecond (e.g. every threshold that fuses all gradients into one
-    response) are ties; a tie goes to the configuration closest to ``default`` (Horovod's
-    defaults), so a proposal never changes a knob that is not predicted to help.
+
+def top_distinct(trials: list[Trial], k: int, default: Config | None = None,
+                 min_gain: float = MIN_GAIN) -> list[Trial]:
+    """The ``k`` best trials with distinct (whole-MiB threshold, cycle to 0.01 ms, cache, hier).
+
+    Trials predicted faster than the defaults' trial by more than ``min_gain`` (a fraction)
+    rank by step time. All others are ties with the defaults and rank by how far they move the
+    knobs from ``default`` (:func:`_distance`), so the defaults themselves come first among them:
+    a proposal never changes a knob that is not predicted to help. Without a trial of the
+    defaults, ties are step times equal to the microsecond.
     """
     ref = default or DEFAULTS_0_28
+    base = next((t.step_time_s for t in trials if t.config == ref), None)
+    cut = base * (1 - min_gain) if base is not None else None
+
+    def rank(t: Trial):
+        if cut is not None and t.step_time_s >= cut:
+            return (1, 0.0, _distance(t.config, ref))
+        return (0, round(t.step_time_s, 6), _distance(t.config, ref))
+
     seen, out = set(), []
-    for t in sorted(trials, key=lambda t: (round(t.step_time_s, 6), _distance(t.config, ref))):
+    for t in sorted(trials, key=rank):
         c = t.config
         key = (c.fusion_threshold_bytes // MIB, round(c.cycle_time_ms, 2), c.cache_capacity > 0, c.hierarchical_allreduce)
         if key in seen:
