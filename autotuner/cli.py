@@ -276,8 +276,15 @@ def explore_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50,
     t0 = time.perf_counter()
     if pick_file is not None:
         pick, suggest_pick = load_proposals(pick_file)[0], False
+    elif suggest_pick:
+        # one BLAS thread: the GP refits are small matrices, and on a shared machine threaded BLAS
+        # spin-waits (suggest 43 s wall vs 9 s single-threaded, 2 cores at load 6)
+        from threadpoolctl import threadpool_limits  # scikit-learn's dependency, so skopt's
+
+        with threadpool_limits(limits=1):
+            pick = suggest_configs(sc)[1][0].config
     else:
-        pick = suggest_configs(sc)[1][0].config if suggest_pick else None
+        pick = None
     t_suggest = time.perf_counter() - t0
     same_setup = nodes is None and gpus_per_node is None and bandwidth_gbps is None and compression == "none"
     records = read_validation_records(runs_dir, sc.env) if same_setup else []

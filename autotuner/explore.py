@@ -482,11 +482,12 @@ def scale(sc, nodes: Sequence[int], *, gpus_per_node: int | None = None,
             n0, thr0 = g["nodes"].iloc[0], g[f"{name}_gpu_steps_per_s"].iloc[0]
             eff[m] = g[f"{name}_gpu_steps_per_s"].to_numpy() / (g["nodes"].to_numpy() / n0 * thr0)
         t[f"{name}_efficiency"] = eff
-    findings = tuple(_findings(t, bw, sc) for bw in bws)
+    findings = tuple(_findings(t, bw, sc.cost.intra is not None) for bw in bws)
     return Scaling(scenario_info(sc), t, findings, batch_per_gpu, n_eval, time.perf_counter() - t0)
 
 
-def _findings(t: pd.DataFrame, bw: float, sc) -> str:
+def _findings(t: pd.DataFrame, bw: float, intra_measured: bool) -> str:
+    """One sentence for link rate ``bw``: where hierarchical allreduce wins, how the best threshold moves."""
     g = t[t["bandwidth_gbps"] == bw]
     gpn = int(g["gpus_per_node"].iloc[0])
     multi = g[g["nodes"] > 1]
@@ -494,15 +495,27 @@ def _findings(t: pd.DataFrame, bw: float, sc) -> str:
     if multi.empty:
         hier = "hierarchical allreduce: no multi-node size in the list"
     elif wins.empty:
-        why = (" (1 GPU per node: no intra-node reduction to gain, only host copies to pay; "
-               "try --gpus-per-node)" if gpn == 1 else "")
+        why = (" (1 GPU per node: no intra-node reduction to gain, only host copies to pay; try --gpus-per-node)"
+               if gpn == 1 else "" if intra_measured else
+               " (this env never measured an intra-node tier, so intra-node steps are costed at the inter-node "
+               "tier's rate and latency: the reduce-scatter and allgather cost about what they save)")
         hier = f"hierarchical allreduce never wins by more than {TIE_REL:.1%} up to {int(multi['nodes'].max())} nodes{why}"
     else:
-        first = int(wins["nodes"].iloc[0])
-        later = multi[multi["nodes"] >= first]
-        always = bool((later["hier_gain_percent"] > TIE_REL * 100).all())
-        hier = (f"hierarchical allreduce wins from {first} nodes" + ("" if always else " (not at every larger size)")
-                + f" (best hierarchical {wins['hier_gain_percent'].iloc[0]:.1f}% faster than best flat there)")
+        win = (multi["hier_gain_percent"] > TIE_REL * 100).to_numpy()
+        ns = multi["nodes"].to_numpy()
+        gain = multi["hier_gain_percent"].to_numpy()
+        # the smallest size from which hierarchical wins at every larger size in the list
+        k = len(win)
+        while k > 0 and win[k - 1]:
+            k -= 1
+        if k < len(win):
+            hier = (f"hierarchical allreduce wins from {int(ns[k])} nodes on ({gain[k]:+.1f}% vs the best flat there, "
+                    f"{gain[-1]:+.1f}% at {int(ns[-1])})")
+        else:
+            hier = f"hierarchical allreduce does not win at the largest size ({gain[-1]:+.1f}% at {int(ns[-1])})"
+        other = [f"{int(n)} ({g:+.1f}%)" for n, g, w in zip(ns[:k], gain[:k], win[:k]) if w]
+        if other:
+            hier += "; it also wins at " + ", ".join(other)
     thr = ", ".join(f"{int(n)}: {f:g} ({lo:g}-{hi:g})" for n, f, lo, hi in
                     zip(g["nodes"], g["best_fusion_threshold_mb"], g["near_threshold_lo_mb"], g["near_threshold_hi_mb"]))
     return f"{bw:g} Gbit/s, {gpn} GPU(s)/node: {hier}; best fusion threshold MiB by nodes (range within 1%) {thr}"
