@@ -62,7 +62,7 @@ def heatmaps(ex: Exploration, stem: Path) -> list[Path]:
     norm = Normalize(vmin, vmax)
     fig = plt.figure(figsize=(6.2 * ncols + 1.2, 4.6 * nrows + 0.8))
     outer = fig.add_gridspec(nrows, ncols + 1, width_ratios=[12] * ncols + [0.4], wspace=0.18, hspace=0.35,
-                             top=1 - 0.55 / fig.get_figheight(), bottom=0.95 / fig.get_figheight())
+                             top=1 - 0.85 / fig.get_figheight(), bottom=0.95 / fig.get_figheight())
     xe, ye = _edges(thr_mb), _edges(cyc)
     best_ms = ex.best.step_time_ms
     mesh = None
@@ -92,7 +92,8 @@ def heatmaps(ex: Exploration, stem: Path) -> list[Path]:
         ax.set_xlabel("fusion threshold (MiB)")
         ax_off.set_xlim(0, 1)
         ax_off.set_xticks([0.5], ["off"])
-        ax_off.set_ylabel("cycle time (ms)")
+        if c == 0:
+            ax_off.set_ylabel("cycle time (ms)")
         ax.set_title(f"{label}: min {np.nanmin(z):.1f} ms", fontsize=9)
         combo = sub.iloc[0]
         want = Combo(bool(combo["cache"]), bool(combo["hierarchical_allreduce"]))
