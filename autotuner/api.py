@@ -39,9 +39,10 @@ class Scenario:
     cluster: Cluster
     compression: str = "none"
 
-    def simulate(self, config: Config) -> StepResult:
+    def simulate(self, config: Config, **kw) -> StepResult:
+        """:func:`simulate_step` on this scenario; ``kw`` passes ``trace``, ``measure_steps``, ..."""
         return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction, self.workload, config,
-                             self.cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression])
+                             self.cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression], **kw)
 
 
 def make_scenario(model_dir: Path, env: str | None, model: str, *, nodes: int | None = None,
@@ -76,6 +77,40 @@ def make_scenario(model_dir: Path, env: str | None, model: str, *, nodes: int | 
         raise ScenarioError(str(e)) from None
     cost = fenv.cost if bandwidth_gbps is None else fenv.cost.with_bandwidth(bandwidth_gbps)
     return Scenario(fenv.name, model, layout, wl, cost, cluster, compression), fenv
+
+
+def write_simulated_timeline(sc: Scenario, fenv: FittedEnv, config: Config, path: Path, *,
+                             steps: int = 2) -> tuple[Path, StepResult]:
+    """Simulate ``steps`` measured steps of ``sc`` with a trace and write them as a Horovod
+    timeline (:mod:`autotuner.timeline_export`; gzip when ``path`` ends in ``.gz``).
+
+    The collective activity follows the env's backend (``cluster.backend`` in the model file).
+    Returns (path, traced result). Raises ScenarioError for ``steps`` < 1, TimelineError when the
+    file cannot be written.
+    """
+    from .timeline_export import collective_activity, timeline_events
+    from .writers.timeline import write_timeline
+
+    if steps < 1:
+        raise ScenarioError(f"timeline steps must be >= 1, got {steps}")
+    r = sc.simulate(config, trace=True, measure_steps=steps)
+    backend = (fenv.raw.get("cluster") or {}).get("backend")
+    events = timeline_events(r, sc.layout, collective=collective_activity(backend),
+                             compression_ratio=COMPRESSION_RATIO[sc.compression])
+    return write_timeline(path, events), r
+
+
+def compare_timelines(real: Path, sim: Path, *, skip_real: int = 1, skip_sim: int = 0, top: int = 10) -> dict:
+    """Read two timelines (plain or gzipped) and compare them (:func:`autotuner.timeline_compare.compare`).
+
+    Raises TimelineError (one line) for an unreadable file, a non-timeline or no complete step.
+    """
+    from .readers.timeline import read_timeline
+    from .timeline_compare import compare
+
+    if skip_real < 0 or skip_sim < 0 or top < 0:
+        raise ScenarioError("--skip-real, --skip-sim and --top must be >= 0")
+    return compare(read_timeline(real), read_timeline(sim), skip_real=skip_real, skip_sim=skip_sim, top=top)
 
 
 def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Path | None]], list[str]]:

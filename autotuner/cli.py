@@ -1,4 +1,4 @@
-"""Command line: ``autotuner fit | simulate | suggest | validate | inspect | explore | scale``. Thin: parse, call, print.
+"""Command line: ``autotuner fit | simulate | suggest | validate | inspect | compare | explore | scale``. Thin: parse, call, print.
 
 Every error we can name prints one line (``error: ...``) on stderr and exits with status 2.
 """
@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .api import Scenario, ScenarioError, fit_runs, make_scenario
+from .api import Scenario, ScenarioError, compare_timelines, fit_runs, make_scenario, write_simulated_timeline
 from .costmodel import CostModelError
 from .explore import ExploreError
 from .fit import FitError
@@ -102,13 +102,20 @@ def simulate(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..
              compression: str = typer.Option("none", "--compression", help="none | fp16"),
              compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="forward+backward ms for an uncalibrated model"),
              model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
+             timeline: Optional[Path] = typer.Option(None, "--timeline",
+                                                     help="also write the simulated steps as a Horovod timeline "
+                                                          "(Chrome trace JSON; .gz = gzipped)"),
+             timeline_steps: int = typer.Option(2, "--timeline-steps", help="steady-state steps in the timeline"),
              as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Simulate one configuration (unset knobs take Horovod 0.28's defaults)."""
     cfg = _config(fusion_threshold_mb, cycle_time_ms, cache_capacity, hierarchical_allreduce, hierarchical_allgather)
-    sc, _ = make_scenario(model_dir, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
-                          bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
+    sc, fenv = make_scenario(model_dir, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
+                             bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
     r = sc.simulate(cfg)
     d = _result_dict(sc, cfg, r)
+    if timeline is not None:
+        path, _ = write_simulated_timeline(sc, fenv, cfg, timeline, steps=timeline_steps)
+        d["timeline"] = str(path)
     if as_json:
         print(json.dumps(d))
         return
@@ -125,6 +132,8 @@ def simulate(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..
     out.print(t)
     if len(r.responses) > 40:
         out.print(f"... {len(r.responses) - 40} more (use --json)")
+    if timeline is not None:
+        out.print(f"wrote {d['timeline']} ({timeline_steps} simulated steps, Horovod timeline format)", highlight=False)
 
 
 @app.command()
@@ -209,6 +218,8 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
              name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)"),
              timeout_s: float = typer.Option(600.0, "--timeout", help="seconds per trial before it is killed"),
              keep_timelines: bool = typer.Option(False, "--keep-timelines", help="keep each trial's timeline (gzipped)"),
+             batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1,
+                                                      help="images per rank per step (for img/sec output)"),
              runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
              model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir")) -> None:
     """Run real horovodrun trials: defaults, autotune, autotune's best, proposals; write a report."""
@@ -220,7 +231,7 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
     if bandwidth_gbit is not None and not bandwidth_gbit > 0:
         raise ValidationError(f"--bandwidth-gbit must be > 0, got {bandwidth_gbit}")
     setup = Setup(env=env, model=model, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, compute_ms=compute_ms,
-                  steps=steps, warmup=warmup, command=tuple(command or ()))
+                  steps=steps, warmup=warmup, command=tuple(command or ()), batch_size=batch_size)
     proposals = load_proposals(proposals_file) if proposals_file else None
     recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dir, name=name or Path(model).stem,
                                            proposals=proposals, top=top, repeats=repeats, autotune=autotune,
@@ -241,6 +252,69 @@ def inspect(path: Path = typer.Argument(..., help="a Horovod autotune log CSV (-
     nbytes = load_layout(model).total_bytes if model else None
     for line in explain(log, nbytes):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command()
+def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.json or .json.gz)"),
+            sim: Path = typer.Argument(..., help="a simulated one (autotuner simulate --timeline), or another real one"),
+            skip_real: int = typer.Option(1, "--skip-real", help="first complete steps of REAL to skip (warm-up)"),
+            skip_sim: int = typer.Option(0, "--skip-sim", help="first complete steps of SIM to skip"),
+            top: int = typer.Option(10, "--top", help="largest per-response differences to show"),
+            as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+    """Line a real timeline up against a simulated one: per step, by response size, per response."""
+    from .timeline_compare import fmt_num as f
+
+    d = compare_timelines(real, sim, skip_real=skip_real, skip_sim=skip_sim, top=top)
+    if as_json:
+        print(json.dumps(d))
+        return
+    rs, ss = d["real"], d["sim"]
+    out.print(f"[bold]real[/] {rs['source']}: {rs['steps_used']} step(s) used of {rs['steps_found']} "
+              f"(skipped {rs['steps_skipped']}), {rs['tensors']} tensors", highlight=False)
+    out.print(f"[bold]sim[/]  {ss['source']}: {ss['steps_used']} step(s) used of {ss['steps_found']} "
+              f"(skipped {ss['steps_skipped']}), {ss['tensors']} tensors", highlight=False)
+    for n in d["notes"]:
+        err.print(f"[yellow]note:[/] {n}", highlight=False)
+    t = Table(title="per step (mean over the steps used)")
+    for col in ("", "real", "sim", "sim / real"):
+        t.add_column(col, justify="right")
+    for key, label, spec in (("responses_per_step", "responses", ".1f"), ("bytes_per_step", "MiB", ".1f"),
+                             ("collective_ms_per_step", "collective ms", ".1f"),
+                             ("memcpy_ms_per_step", "memcpy ms", ".1f"),
+                             ("comm_span_ms_per_step", "first start to last end ms", ".1f"),
+                             ("step_period_ms", "step period ms", ".1f")):
+        scale = 1 / MIB if key == "bytes_per_step" else 1
+        a = None if rs[key] is None else rs[key] * scale
+        b = None if ss[key] is None else ss[key] * scale
+        t.add_row(label, f(a, spec), f(b, spec), f(d["ratio"][key], ".2f"))
+    out.print(t)
+    t = Table(title="by response size (responses per step, mean collective ms)")
+    for col in ("size", "real n", "sim n", "real ms", "sim ms", "sim / real"):
+        t.add_column(col, justify="right")
+    for b in d["by_size"]:
+        t.add_row(b["bucket"], f(b["real_per_step"], ".1f"), f(b["sim_per_step"], ".1f"), f(b["real_mean_ms"]),
+                  f(b["sim_mean_ms"]), f(b["ratio"]))
+    out.print(t)
+    if len(d["by_position"]) <= 40:
+        t = Table(title="response by position in the step (mean over steps)")
+        for col in ("#", "real MiB", "sim MiB", "real tensors", "sim tensors", "real ms", "sim ms"):
+            t.add_column(col, justify="right")
+        for b in d["by_position"]:
+            t.add_row(str(b["position"]), f(b["real_bytes"] and b["real_bytes"] / MIB), f(b["sim_bytes"] and b["sim_bytes"] / MIB),
+                      f(b["real_tensors"], ".1f"), f(b["sim_tensors"], ".1f"), f(b["real_ms"]), f(b["sim_ms"]))
+        out.print(t)
+    else:
+        out.print(f"{len(d['by_position'])} responses per step at most: response by position in --json", highlight=False)
+    out.print(f"{d['n_matched']} response(s) fused alike on both sides; {d['unmatched_real']} real and "
+              f"{d['unmatched_sim']} simulated tensor groups without a counterpart", highlight=False)
+    if d["largest_differences"]:
+        t = Table(title=f"largest differences, responses fused alike (top {len(d['largest_differences'])})")
+        for col in ("first tensor", "tensors", "MiB", "real ms", "sim ms", "Δ ms", "sim/real"):
+            t.add_column(col, justify="right", no_wrap=col != "first tensor")
+        for m in d["largest_differences"]:
+            t.add_row(m["first_tensor"].removeprefix("allreduce."), str(m["tensors"]), f"{m['bytes'] / MIB:.2f}", f(m["real_ms"]),
+                      f(m["sim_ms"]), f(m["diff_ms"], "+.2f"), f(m["ratio"]))
+        out.print(t)
 
 
 def _wide_console() -> Console:

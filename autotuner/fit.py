@@ -299,6 +299,7 @@ def _model_dict(env: EnvData, cluster: Cluster, cost: CostModel, fit_info: dict[
     return {
         "schema": MODEL_SCHEMA,
         "env": env.name,
+        "default": bool(meta.get("default", False)),  # the env used when --env is not given
         "source": f"runs/{env.path.name}/{meta['source']}",
         "cluster": {"nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node,
                     "gpu": meta.get("gpu"), "backend": meta.get("backend"),

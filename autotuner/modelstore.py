@@ -81,12 +81,25 @@ def env_from_dict(d: dict[str, Any], where: str = "<model>") -> FittedEnv:
         raise ModelStoreError(f"{where}: malformed model file ({type(e).__name__}: {e})") from None
 
 
+def default_env(model_dir: Path) -> str | None:
+    """The environment used when none is named: the one whose ``env.toml`` says
+    ``default = true`` (copied into its model file by ``fit``), else the first by name."""
+    envs = list_envs(model_dir)
+    for name in envs:
+        try:
+            if json.loads((model_dir / f"{name}.json").read_text()).get("default") is True:
+                return name
+        except (OSError, json.JSONDecodeError):
+            continue
+    return envs[0] if envs else None
+
+
 def load_env(model_dir: Path, env: str | None) -> FittedEnv:
-    """Load ``model_dir/<env>.json``; ``env=None`` picks the first fitted env by name."""
+    """Load ``model_dir/<env>.json``; ``env=None`` picks :func:`default_env`."""
     envs = list_envs(model_dir)
     if not envs:
         raise ModelStoreError(f"no fitted models in {model_dir} (run: autotuner fit runs/)")
-    name = env or envs[0]
+    name = env or default_env(model_dir)
     if name not in envs:
         raise ModelStoreError(f"unknown env {name!r}; fitted: {', '.join(envs)}")
     path = model_dir / f"{name}.json"

@@ -106,6 +106,88 @@ class Response:
 
 
 @dataclass(frozen=True)
+class TracedResponse:
+    """One fused response as the background loop performed it (trace; times in s since the
+    simulation started, warm-up steps included).
+
+    Attributes:
+        first, end: half-open range of tensor indices (layout readiness order) it carries.
+        nbytes: bytes on the wire (after compression), sum over its tensors.
+        cycle: index into :attr:`StepTrace.cycles` of the cycle that negotiated it.
+        loop_s: when the background loop took it up (Horovod ``Timeline::Start``, the top-level
+            ``ALLREDUCE`` begin): after the cycle's negotiation and the previous response.
+        ready_s: when its last tensor's data was ready (end of ``WAIT_FOR_DATA``, >= loop_s).
+        start_s: start of its work (memcpy-in, else the collective); > ready_s only when an
+            asynchronous (NCCL) collective queues behind the previous one (``QUEUE``).
+        duration_s: memcpy-in + collective + memcpy-out, = :attr:`Response.duration_s`.
+        memcpy_s: memcpy-in + memcpy-out part of ``duration_s`` (0 for a single tensor).
+    """
+
+    first: int
+    end: int
+    nbytes: int
+    cycle: int
+    loop_s: float
+    ready_s: float
+    start_s: float
+    duration_s: float
+    memcpy_s: float
+
+    @property
+    def collective_s(self) -> float:
+        return self.duration_s - self.memcpy_s
+
+
+@dataclass(frozen=True)
+class TracedCycle:
+    """A background-loop cycle that negotiated tensors ``first:end`` (s since the simulation
+    started): it began at ``start_s`` and its negotiation ended at ``negotiation_end_s``.
+    ``idle_starts_s`` are the starts of the idle cycles (nothing handed over) since the previous
+    traced cycle, shape (k,)."""
+
+    start_s: float
+    negotiation_end_s: float
+    first: int
+    end: int
+    idle_starts_s: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class StepTrace:
+    """Everything the loop did in one measured step (s since the simulation started).
+
+    ``hand_over_s``: shape (T,), when each gradient reached Horovod; ``ready_s``: shape (T,),
+    when its data was ready (after stalls); ``next_cycle_s``: when the loop's next cycle starts
+    after this step's last traced cycle (idle cycles follow every ``SimTrace.period_s``).
+    """
+
+    start_s: float
+    end_s: float
+    next_cycle_s: float
+    hand_over_s: tuple[float, ...]
+    ready_s: tuple[float, ...]
+    cycles: tuple[TracedCycle, ...]
+    responses: tuple[TracedResponse, ...]
+
+
+@dataclass(frozen=True)
+class SimTrace:
+    """Detailed record of the measured steps (``simulate_step(..., trace=True)``).
+
+    ``ranks``: number of ranks; ``coordinated``: True when negotiation gathered requests at
+    the coordinator (response cache off or thrashing: Horovod marks each rank's readiness),
+    False for response-cache hits; ``cycle_s``: the cycle time; ``period_s``: spacing of idle
+    cycles (max of cycle time and an idle negotiation).
+    """
+
+    steps: tuple[StepTrace, ...]
+    ranks: int
+    coordinated: bool
+    cycle_s: float
+    period_s: float
+
+
+@dataclass(frozen=True)
 class StepResult:
     """Outcome of :func:`simulate_step`.
 
@@ -116,6 +198,7 @@ class StepResult:
         overlap: fraction of ``comm_s`` that ran during backward, in [0, 1].
         bytes_per_step: allreduced bytes per step.
         n_cycles: background-loop cycles that carried at least one response, last step.
+        trace: the measured steps in detail with ``simulate_step(..., trace=True)``, else None.
     """
 
     step_time_s: float
@@ -124,6 +207,7 @@ class StepResult:
     overlap: float
     bytes_per_step: int
     n_cycles: int
+    trace: SimTrace | None = None
 
     @property
     def step_time_ms(self) -> float:
@@ -196,7 +280,7 @@ def hand_over_times(ready_rel: np.ndarray, forward_s: float, host_backward_s: fl
 def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload: Workload,
                   config: Config, cost: CostModel, cluster: Cluster, *,
                   compression_ratio: float = 1.0, warmup_steps: int = 1,
-                  measure_steps: int = 2, loop_phase_s: float = 0.0) -> StepResult:
+                  measure_steps: int = 2, loop_phase_s: float = 0.0, trace: bool = False) -> StepResult:
     """Simulate steady-state training steps; see the module docstring for the rules.
 
     Args:
@@ -209,6 +293,8 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
         cluster: nodes × GPUs per node.
         compression_ratio: bytes on the wire / uncompressed bytes (fp16 compression: 0.5).
         warmup_steps, measure_steps: steps simulated before / averaged for the result.
+        trace: also record every measured step in detail (:attr:`StepResult.trace`: cycles,
+            negotiation, per-response tensor ranges and memcpy); results are unchanged.
 
     Raises:
         ValueError: for mismatched shapes, an empty layout or non-positive measure_steps.
@@ -246,6 +332,7 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
     responses: list[Response] = []
     comm_s = overlap_s = 0.0
     n_cycles = 0
+    traced: list[StepTrace] = []
     for step in range(warmup_steps + measure_steps):
         ready_abs = step_start + ready_rel  # a fresh array: stalls below shift it in place
         hook_abs = step_start + hook_rel
@@ -255,21 +342,33 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
         comm = ovl = 0.0
         cycles = 0
         stream_free = step_start
+        tracing = trace and step >= warmup_steps
+        if tracing:
+            t_cycles: list[TracedCycle] = []
+            t_resps: list[TracedResponse] = []
         i = 0
         t = step_start
         while i < T:
+            idle_from = loop_t
             if loop_t < hook_abs[i]:  # idle cycles until the next gradient is handed over
                 loop_t += math.ceil((hook_abs[i] - loop_t) / period - 1e-12) * period
             c = loop_t
             j = int(np.searchsorted(hook_abs, c, side="right"))
             t = c + neg.cycle_s(j - i, p, cache_on, cache_hits)
+            if tracing:
+                n_idle = int(round((c - idle_from) / period)) if c > idle_from else 0
+                t_cycles.append(TracedCycle(c, t, i, j, tuple(idle_from + k * period for k in range(n_idle))))
             for a, b in fuse(wire[i:j], thr):
                 nbytes = int(cum[i + b] - cum[i + a])
                 dur = cost.allreduce_s(nbytes, cluster, hier) * scale
                 if b - a > 1:
                     dur += 2 * nbytes / memcpy_Bps
+                t_loop = t
                 t = max(t, float(ready_abs[i + b - 1]))  # WAIT_FOR_DATA on the ready events
                 start = max(t, stream_free)
+                if tracing:
+                    t_resps.append(TracedResponse(i + a, i + b, nbytes, len(t_cycles) - 1, t_loop, t, start, dur,
+                                                  2 * nbytes / memcpy_Bps if b - a > 1 else 0.0))
                 if measuring:
                     responses_step.append(Response(nbytes, b - a, start - step_start, dur))
                 comm += dur
@@ -287,6 +386,9 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
         step_end = max(bwd_end, stream_free, t) + workload.update_s
         if step >= warmup_steps:
             step_times.append(step_end - step_start)
+        if tracing:
+            traced.append(StepTrace(step_start, step_end, loop_t, tuple(hook_abs.tolist()), tuple(ready_abs.tolist()),
+                                    tuple(t_cycles), tuple(t_resps)))
         if measuring:
             responses, comm_s, overlap_s, n_cycles = responses_step, comm, ovl, cycles
         step_start = step_end
@@ -297,4 +399,5 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
         overlap=overlap_s / comm_s if comm_s > 0 else 0.0,
         bytes_per_step=int(cum[-1]),
         n_cycles=n_cycles,
+        trace=SimTrace(tuple(traced), p, not cache_hits, cycle, period) if trace else None,
     )

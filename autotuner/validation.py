@@ -47,7 +47,8 @@ class Setup:
     Attributes: env, model (layout name), np (ranks), hosts (``-H``; empty = localhost),
     bandwidth_gbit (testbed HTB rate, Gbit/s; None = no shaping), compute_ms/update_ms (replay
     workload's emulated compute per step, ms), steps/warmup (measured and warm-up steps per
-    trial), command (a user's own training command instead of the replay workload, or empty).
+    trial), command (a user's own training command instead of the replay workload, or empty),
+    batch_size (images per rank per step, to turn img/sec output into step times; or None).
     """
 
     env: str
@@ -60,10 +61,13 @@ class Setup:
     steps: int = 6
     warmup: int = 2
     command: tuple[str, ...] = ()
+    batch_size: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["command"] = list(self.command)
+        if d["batch_size"] is None:
+            del d["batch_size"]  # records written before this field existed stay comparable
         return d
 
 
@@ -314,8 +318,9 @@ class TrialRunner:
         categorical combination Horovod tries (at most 4 here: cache x hierarchical allgather,
         as in ../shared/examples) to score its samples, each the median of 5 measurements of
         ``steps_per_sample`` steps (horovod/common/parameter_manager.cc), plus warm-up samples."""
-        samples = 4 * self.autotune_max_samples + self.autotune_warmup_samples + 1
-        return self.autotune_steps_per_sample * 5 * samples + 4
+        # measured here (0.28.1, Gloo): max_samples=5 gave 6 logged samples per combination
+        samples = 4 * (self.autotune_max_samples + 1) + self.autotune_warmup_samples + 1
+        return int(self.autotune_steps_per_sample * 5 * samples * 1.15) + 4
 
     def __call__(self, spec: TrialSpec) -> Outcome:
         from .launcher import AutotuneSettings, Job, replay_command, run_job
@@ -351,9 +356,11 @@ class TrialRunner:
             out.status, out.error = "failed", f"exit {res.returncode}: {_last_error_line(res.stderr + res.stdout)}"
         else:
             try:
-                parsed = parse_output(res.stdout)
+                parsed = parse_output(res.stdout, batch_size=s.batch_size)
                 out.step_times_ms = list(parsed.step_times_ms)
                 out.bytes_per_step = parsed.extra.get("bytes_per_step")
+                if not out.step_times_ms:
+                    out.status, out.error = "failed", "output gives img/sec only: pass --batch-size"
             except ReplayOutputError as e:
                 out.status, out.error = "failed", str(e)
         if timeline is not None and timeline.exists() and timeline.stat().st_size > 0:

@@ -111,3 +111,52 @@ def test_validate_killed_mid_trial_resumes_without_losing_or_repeating(tmp_path)
     assert all(json.loads(line)["status"] == "ok" for line in after)
     assert "verdict: proposal-1 measured throughput" in res.stdout
     assert (runs / "ci-local" / "validation" / "tiny_layout-report.md").exists()
+
+
+def test_crashing_and_hanging_ranks_are_failed_trials_and_the_batch_goes_on(tmp_path):
+    _need_horovod()
+    proposals = tmp_path / "p.json"
+    proposals.write_text(json.dumps([{"fusion_threshold_mb": 1, "cycle_time_ms": 2}]))
+    runs = tmp_path / "runs"
+    # rank 1 crashes, rank 0 waits forever in an allreduce that never completes -> Horovod aborts
+    # the job, or our timeout kills it; either way the trial is recorded as not ok
+    crash = ("import sys, horovod.torch as hvd, torch; hvd.init(); "
+             "sys.exit(3) if hvd.rank() == 1 else hvd.allreduce(torch.ones(1)); print('AUTOTUNER_STEP_TIME_MS 1')")
+    argv = [sys.executable, "-m", "autotuner.cli", "validate", "--env", "ci-fail", "--model", TINY, "--no-autotune",
+            "--repeats", "1", "--proposals", str(proposals), "--runs-dir", str(runs), "--timeout", "40",
+            "--name", "crash", "--", sys.executable, "-c", crash]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=200)
+    assert res.returncode == 0, res.stderr[-2000:]
+    recs = [json.loads(line) for line in (runs / "ci-fail" / "validation" / "crash.jsonl").read_text().splitlines()]
+    assert [r["trial"] for r in recs] == ["default/r0", "proposal-1/r0"]  # the batch went on
+    assert all(r["status"] in ("failed", "timeout") and r["error"] for r in recs)
+    assert "no proposal was measured successfully" in res.stdout
+
+
+def test_a_hanging_job_is_killed_at_the_timeout(tmp_path):
+    _need_horovod()
+    job = Job(np=2, command=(sys.executable, "-c", "import time; time.sleep(120)"))
+    t0 = time.monotonic()
+    res = run_job(job, timeout_s=8)
+    assert res.timed_out and time.monotonic() - t0 < 30
+    left = subprocess.run(["pgrep", "-f", "time.sleep(120)"], capture_output=True, text=True).stdout.split()
+    assert not left  # every rank of the process group is gone
+
+
+def test_user_command_with_synthetic_benchmark_output_and_batch_size(tmp_path):
+    _need_horovod()
+    # a user's own script, printed the way horovod/examples/pytorch/pytorch_synthetic_benchmark.py does
+    script = ("import horovod.torch as hvd, torch; hvd.init(); hvd.allreduce(torch.ones(4)); "
+              "[print(f'Iter #{i}: {v} img/sec per CPU') for i, v in enumerate((100.0, 200.0))] "
+              "if hvd.rank() == 0 else None")
+    runs = tmp_path / "runs"
+    argv = [sys.executable, "-m", "autotuner.cli", "validate", "--env", "ci-user", "--model", TINY, "--no-autotune",
+            "--repeats", "1", "--proposals", str(Path(__file__).parent / "data" / "one_proposal.json"),
+            "--runs-dir", str(runs), "--timeout", "60", "--batch-size", "32", "--name", "user",
+            "--", sys.executable, "-c", script]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=200)
+    assert res.returncode == 0, res.stderr[-2000:]
+    recs = [json.loads(line) for line in (runs / "ci-user" / "validation" / "user.jsonl").read_text().splitlines()]
+    assert [r["status"] for r in recs] == ["ok", "ok"]
+    assert recs[0]["step_times_ms"] == [320.0, 160.0]  # 1000 * 32 images / (img/sec)
+    assert recs[0]["setup"]["batch_size"] == 32 and recs[0]["setup"]["command"][0] == sys.executable

@@ -132,6 +132,11 @@ def parse_autotune_log(text: str, source: str = "<autotune log>") -> AutotuneLog
     except csv.Error as e:
         raise AutotuneLogError(f"{source}: not a Horovod autotune log (CSV error: {e})") from None
     rows = [(ln, [c.strip() for c in cells]) for ln, cells in rows if any(c.strip() for c in cells)]
+    # Horovod ends every row with a newline (parameter_manager.cc LogParameters); a last row
+    # without one was cut by a killed run and may hold a truncated number: never trust it.
+    cut_row = len(rows) > 1 and not text.endswith(("\n", "\r"))
+    if cut_row:
+        rows = rows[:-1]
     if not rows:
         raise AutotuneLogError(f"{source}: no header, not a Horovod autotune log")
     header_line, header = rows[0]
@@ -176,6 +181,8 @@ def parse_autotune_log(text: str, source: str = "<autotune log>") -> AutotuneLog
                 dropped += 1
     if dropped:
         problems.append(f"{source}: ... and {dropped} more bad rows")
+    if cut_row:
+        problems.append(f"{source}: last row has no newline (cut by a killed run?); skipped")
     if full_bad and not parsed:
         raise AutotuneLogError(f"{source}: no usable rows ({len(rows) - 1} rows, first problem: "
                                f"{problems[0].split(': ', 1)[1]})")

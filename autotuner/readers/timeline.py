@@ -44,9 +44,11 @@ Fused responses
 """
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import re
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -449,33 +451,52 @@ def _group(ops: list[TensorOp]) -> list[FusedResponse]:
 # --------------------------------------------------------------------------- file + samples
 
 
+def _open_timeline(p: Path):
+    """Binary file object for ``p``: gzip-decompressed when it starts with the gzip magic."""
+    f = open(p, "rb")
+    if f.peek(2)[:2] == b"\x1f\x8b":
+        return gzip.GzipFile(fileobj=f, mode="rb"), f, True
+    return f, f, False
+
+
 def read_timeline(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> Timeline:
-    """Read a Horovod timeline file (UTF-8 JSON, see module docstring).
+    """Read a Horovod timeline file (UTF-8 JSON, see module docstring), plain or gzipped
+    (recognised by the gzip magic bytes, e.g. ``autotuner validate --keep-timelines`` files).
 
     The first 64 KiB are checked before the rest is read, so a large non-timeline file fails
     fast. Raises :class:`TimelineError` (one line, naming the file) when the file cannot be
-    read, is over ``max_bytes`` bytes, is not UTF-8, or is not a timeline.
+    read, is over ``max_bytes`` bytes (uncompressed), is not UTF-8, is a corrupt gzip file, or
+    is not a timeline.
     """
     p = Path(path)
     try:
-        with open(p, "rb") as f:
+        f, raw, gz = _open_timeline(p)
+        with raw, f:
             head = f.read(65536)
             stripped = head.lstrip(b" \t\r\n")
             if stripped.startswith(b"\xef\xbb\xbf"):
                 stripped = stripped[3:].lstrip(b" \t\r\n")
             if not head.strip():
-                size = p.stat().st_size
-                if size <= len(head):
+                if len(head) < 65536:
                     raise TimelineError(f"{p}: empty file, not a Horovod timeline")
             elif not stripped.startswith(b"["):
                 raise TimelineError(f"{p}: not a Horovod timeline (does not start with a JSON array '[')")
-            size = p.stat().st_size
+            if gz:
+                data = head + f.read(max_bytes + 1 - len(head))
+                size = len(data)
+            else:
+                size = p.stat().st_size
+                data = None
             if size > max_bytes:
-                raise TimelineError(f"{p}: {size} bytes is over the {max_bytes}-byte limit for a timeline")
-            f.seek(0)
-            data = f.read()
-    except OSError as e:
+                raise TimelineError(f"{p}: {size}{'+' if gz else ''} bytes is over the {max_bytes}-byte "
+                                    f"limit for a timeline")
+            if data is None:
+                f.seek(0)
+                data = f.read()
+    except OSError as e:  # gzip.BadGzipFile and EOFError-free OSErrors
         raise TimelineError(f"{p}: cannot read ({e.strerror or e})") from None
+    except (EOFError, zlib.error) as e:
+        raise TimelineError(f"{p}: cannot read (corrupt gzip data: {str(e) or 'cut short'})") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

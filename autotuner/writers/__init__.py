@@ -1,0 +1,1 @@
+"""Writers: each turns typed records into one artifact format on disk, atomically."""

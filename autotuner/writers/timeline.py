@@ -1,0 +1,64 @@
+"""Write timeline events in the byte layout of Horovod's ``TimelineWriter`` (v0.28.1).
+
+``horovod/common/timeline.cc``: ``WriteAtFileStart`` writes ``[`` + newline and the pid-0
+metadata; every metadata record is followed by ``,`` + newline, every event or marker by ``]``,
+which the next record overwrites with ``,``. So the file is ``[\\n{M},\\n{M},\\n{ev},{ev},...{ev}]``
+with ``, `` / ``: `` separators (the header's ``start_time_since_epoch_in_micros`` has no space
+after its colon). A name ending in ``.gz`` is written gzip-compressed. Writes are atomic
+(temporary file in the same folder, then ``os.replace``).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from pathlib import Path
+
+from ..readers.timeline import TimelineError
+
+
+def format_timeline(events: list[dict]) -> str:
+    """The file text for ``events`` (dicts in file order, keys in Horovod's order)."""
+    parts = ["[\n"]
+    for ev in events:
+        text = json.dumps(ev, ensure_ascii=False)
+        if ev.get("ph") == "M" and "start_time_since_epoch_in_micros" in (ev.get("args") or {}):
+            text = text.replace('"start_time_since_epoch_in_micros": ', '"start_time_since_epoch_in_micros":')
+        parts.append(text)
+        parts.append(",\n" if ev.get("ph") == "M" else ",")
+    if len(parts) > 1:
+        parts[-1] = "]" if parts[-1] == "," else "\n]"  # Horovod ends on an event: ``}]``
+    else:
+        parts.append("]")
+    return "".join(parts)
+
+
+def write_timeline(path: str | Path, events: list[dict]) -> Path:
+    """Write ``events`` to ``path`` (gzip when it ends in ``.gz``), atomically.
+
+    Raises :class:`TimelineError` (one line naming the file) when it cannot be written.
+    """
+    p = Path(path)
+    data = format_timeline(events).encode("utf-8")
+    if p.name.endswith(".gz"):
+        data = gzip.compress(data, mtime=0)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    except OSError as e:
+        raise TimelineError(f"{p}: cannot write ({e.strerror or e})") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, p)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise TimelineError(f"{p}: cannot write ({e.strerror or e})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
