@@ -394,7 +394,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50,
         for col in ("source", "fusion MiB", "cycle ms", "cache", "n", "measured ms", "predicted ms", "error %"):
             mt.add_column(col, justify="right")
         for _, r in ex.measured.iterrows():
-            mt.add_row(r["source"], f"{r['fusion_threshold_mb']:g}", f"{r['cycle_time_ms']:g}",
+            mt.add_row(r["source"], f"{r['fusion_threshold_mb']:.3g}", f"{r['cycle_time_ms']:.3g}",
                        "on" if r["cache"] else "off", str(r["n"]),
                        f"{r['measured_step_time_ms']:.1f}", f"{r['predicted_step_time_ms']:.1f}",
                        f"{r['error_percent']:+.1f}")
