@@ -161,6 +161,42 @@ def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int 
     return trials, top_distinct(trials, top, DEFAULTS_0_28)
 
 
+def read_validation_records(runs_dir: Path, env: str) -> list[tuple[str, dict]]:
+    """Every record of ``runs_dir/<env>/validation/*.jsonl`` as (file stem, record), read only.
+
+    Unreadable files and lines are skipped (a view must not fail on them, nor repair them: the
+    writer, :class:`autotuner.validation.TrialStore`, does that). [] when there is no folder.
+    """
+    import json
+
+    out: list[tuple[str, dict]] = []
+    for path in sorted((runs_dir / env / "validation").glob("*.jsonl")):
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict):
+                out.append((path.stem, rec))
+    return out
+
+
+def env_batch_size(runs_dir: Path, env: str) -> int | None:
+    """``batch_size`` (samples per GPU per step) from ``runs_dir/<env>/env.toml``, or None."""
+    import tomllib
+
+    try:
+        meta = tomllib.loads((runs_dir / env / "env.toml").read_text())
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return None
+    b = meta.get("batch_size")
+    return b if isinstance(b, int) and b > 0 else None
+
+
 def load_proposals(path: Path) -> list[Config]:
     """Configurations from a JSON file: a list of knob dicts, or ``suggest --json`` output.
 

@@ -1,4 +1,4 @@
-"""Command line: ``autotuner fit | simulate | suggest | validate | inspect | compare``. Thin: parse, call, print.
+"""Command line: ``autotuner fit | simulate | suggest | validate | inspect | compare | explore | scale``. Thin: parse, call, print.
 
 Every error we can name prints one line (``error: ...``) on stderr and exits with status 2.
 """
@@ -17,6 +17,7 @@ from rich.table import Table
 
 from .api import Scenario, ScenarioError, compare_timelines, fit_runs, make_scenario, write_simulated_timeline
 from .costmodel import CostModelError
+from .explore import ExploreError
 from .fit import FitError
 from .knobs import DEFAULTS_0_28, MIB, Config, KnobError, horovod_env, horovodrun_flags
 from .layout import LayoutError
@@ -32,7 +33,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 out = Console()
 err = Console(stderr=True)
 USER_ERRORS = (RunsError, FitError, LayoutError, ModelStoreError, ScenarioError, KnobError, CostModelError,
-               ValidationError, AutotuneLogError, TimelineError)
+               ValidationError, AutotuneLogError, TimelineError, ExploreError)
 DEFAULT_MODEL_DIR = Path("model")
 
 
@@ -315,6 +316,154 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
             t.add_row(m["first_tensor"].removeprefix("allreduce."), str(m["tensors"]), f"{m['bytes'] / MIB:.2f}", f(m["real_ms"]),
                       f(m["sim_ms"]), f(m["diff_ms"], "+.2f"), f(m["ratio"]))
         out.print(t)
+
+
+def _wide_console() -> Console:
+    """The terminal's console, or one 180 columns wide when stdout is not a terminal (wide tables stay readable)."""
+    return out if out.is_terminal else Console(width=180)
+
+
+@app.command("explore")
+def explore_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..., a layout .json, or pkg.mod:factory"),
+                env: Optional[str] = typer.Option(None, "--env", help="fitted environment (default: first by name)"),
+                compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="forward+backward ms for an uncalibrated model"),
+                out_dir: Path = typer.Option(Path("explore"), "--out", help="folder for the PNG and SVG plots"),
+                resolution: int = typer.Option(24, "--resolution", help="points per axis (threshold and cycle time)"),
+                suggest_pick: bool = typer.Option(True, "--suggest/--no-suggest", help="run suggest and mark its pick"),
+                pick_file: Optional[Path] = typer.Option(None, "--pick", help="mark this saved pick (suggest --json output) instead of running suggest"),
+                nodes: Optional[int] = typer.Option(None, "--nodes"),
+                gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),
+                bandwidth_gbps: Optional[float] = typer.Option(None, "--bandwidth-gbps", help="what-if link rate, Gbit/s"),
+                compression: str = typer.Option("none", "--compression", help="none | fp16"),
+                runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="measured validations: <runs>/<env>/validation"),
+                model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
+                as_json: bool = typer.Option(False, "--json", help="print the grid, marks and measured points as JSON")) -> None:
+    """Predicted step time over fusion threshold x cycle time per on/off combination; heatmaps + sensitivity."""
+    wide = _wide_console()
+    from .api import load_proposals, read_validation_records, suggest_configs
+    from .explore import explore
+    from .plots_explore import heatmaps, sensitivity_plot
+
+    if nodes is not None and nodes < 1 or gpus_per_node is not None and gpus_per_node < 1:
+        raise ExploreError(f"--nodes and --gpus-per-node must be >= 1, got {nodes} and {gpus_per_node}")
+    sc, _ = make_scenario(model_dir, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
+                          bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
+    t0 = time.perf_counter()
+    if pick_file is not None:
+        pick, suggest_pick = load_proposals(pick_file)[0], False
+    elif suggest_pick:
+        # one BLAS thread: the GP refits are small matrices, and on a shared machine threaded BLAS
+        # spin-waits (suggest 43 s wall vs 9 s single-threaded, 2 cores at load 6)
+        from threadpoolctl import threadpool_limits  # scikit-learn's dependency, so skopt's
+
+        with threadpool_limits(limits=1):
+            pick = suggest_configs(sc)[1][0].config
+    else:
+        pick = None
+    t_suggest = time.perf_counter() - t0
+    same_setup = nodes is None and gpus_per_node is None and bandwidth_gbps is None and compression == "none"
+    records = read_validation_records(runs_dir, sc.env) if same_setup else []
+    ex = explore(sc, resolution=resolution, suggested=pick, measured_records=records)
+    t1 = time.perf_counter()
+    files = heatmaps(ex, out_dir / f"explore-{sc.env}-{Path(sc.model).stem}") + \
+        sensitivity_plot(ex, out_dir / f"sensitivity-{sc.env}-{Path(sc.model).stem}")
+    t_plot = time.perf_counter() - t1
+    if as_json:
+        print(json.dumps(ex.to_dict() | {"files": [str(f) for f in files], "suggest_seconds": t_suggest}))
+        return
+    s = ex.scenario
+    wide.print(f"[bold]{s['model']}[/] on [bold]{s['env']}[/] ({s['nodes']}x{s['gpus_per_node']}, "
+              f"{s['bandwidth_gbps']:g} Gbit/s): {ex.evaluations} configurations simulated in {ex.seconds:.1f} s"
+              + (f", suggest {t_suggest:.1f} s" if suggest_pick else "") + f", plots {t_plot:.1f} s")
+    t = Table(title="per combination (grid minimum)")
+    for col in ("combination", "best step ms", "fusion MiB", "cycle ms", "fusion off, best ms"):
+        t.add_column(col, justify="right")
+    for label, g in ex.grid.groupby("combo", sort=False):
+        b = g.loc[g["step_time_ms"].idxmin()]
+        off = g[g["fusion_threshold_bytes"] == 0]["step_time_ms"].min()
+        t.add_row(label, f"{b['step_time_ms']:.1f}", f"{b['fusion_threshold_mb']:.3g}", f"{b['cycle_time_ms']:.3g}",
+                  f"{off:.1f}")
+    wide.print(t)
+    for m in ex.marks:
+        if m.kind != "autotune-start":
+            c = m.config
+            wide.print(f"{m.name}: {m.step_time_ms:.1f} ms ({c.fusion_threshold_mb:.3g} MiB, {c.cycle_time_ms:.3g} ms, "
+                      f"cache {'on' if c.cache_enabled else 'off'}, hierarchical {'on' if c.hierarchical_allreduce else 'off'})",
+                      highlight=False)
+    if len(ex.measured):
+        mt = Table(title=f"measured (runs/{sc.env}/validation) vs predicted now")
+        for col in ("source", "fusion MiB", "cycle ms", "cache", "n", "measured ms", "predicted ms", "error %"):
+            mt.add_column(col, justify="right")
+        for _, r in ex.measured.iterrows():
+            mt.add_row(r["source"], f"{r['fusion_threshold_mb']:.3g}", f"{r['cycle_time_ms']:.3g}",
+                       "on" if r["cache"] else "off", str(r["n"]),
+                       f"{r['measured_step_time_ms']:.1f}", f"{r['predicted_step_time_ms']:.1f}",
+                       f"{r['error_percent']:+.1f}")
+        wide.print(mt)
+    elif not same_setup:
+        wide.print("measured points: not overlaid (a what-if differs from the measured setup)")
+    wide.print("wrote " + ", ".join(str(f) for f in files), highlight=False, soft_wrap=True)
+
+
+@app.command("scale")
+def scale_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..., a layout .json, or pkg.mod:factory"),
+              nodes: str = typer.Option("1,2,4,8,16,32,64", "--nodes", help="comma-separated node counts"),
+              gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="GPUs (ranks) per node (default: the env's)"),
+              env: Optional[str] = typer.Option(None, "--env", help="fitted environment (default: first by name)"),
+              bandwidth_gbps: Optional[str] = typer.Option(None, "--bandwidth-gbps", help="comma-separated inter-node link rates, Gbit/s (default: the env's)"),
+              batch_size: Optional[int] = typer.Option(None, "--batch-size", help="samples per GPU per step (default: runs/<env>/env.toml batch_size)"),
+              compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="forward+backward ms for an uncalibrated model"),
+              compression: str = typer.Option("none", "--compression", help="none | fp16"),
+              out_dir: Path = typer.Option(Path("scale"), "--out", help="folder for the PNG and SVG plot"),
+              runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
+              model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
+              as_json: bool = typer.Option(False, "--json", help="print the table as JSON")) -> None:
+    """What-if at scale: step time, throughput, scaling efficiency per node count (best config and defaults)."""
+    wide = _wide_console()
+    from .api import env_batch_size
+    from .explore import parse_float_list, parse_int_list, scale
+    from .plots_explore import scale_plot
+
+    ns = parse_int_list(nodes, "--nodes")
+    bws = parse_float_list(bandwidth_gbps, "--bandwidth-gbps") if bandwidth_gbps is not None else None
+    if gpus_per_node is not None and gpus_per_node < 1:
+        raise ExploreError(f"--gpus-per-node must be >= 1, got {gpus_per_node}")
+    if batch_size is not None and batch_size < 1:
+        raise ExploreError(f"--batch-size must be >= 1, got {batch_size}")
+    sc, _ = make_scenario(model_dir, env, model, compression=compression, compute_ms=compute_ms)
+    batch = batch_size or env_batch_size(runs_dir, sc.env)
+    res = scale(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bws, batch_per_gpu=batch)
+    files = scale_plot(res, out_dir / f"scale-{sc.env}-{Path(sc.model).stem}")
+    if as_json:
+        print(json.dumps(res.to_dict() | {"files": [str(f) for f in files]}))
+        return
+    s = res.scenario
+    intra = (f"intra-node tier {s['intra_bandwidth_gbps']:.1f} Gbit/s (fitted)" if s["intra_bandwidth_gbps"]
+             else "intra-node tier not measured in this env: the inter-node tier is used for it")
+    wide.print(f"[bold]{s['model']}[/] scaled from [bold]{s['env']}[/]: per-GPU compute {s['compute_ms']:.1f} ms and "
+              f"batch {batch or '?'} fixed (weak scaling); {intra}; {res.evaluations} configurations simulated "
+              f"in {res.seconds:.1f} s", highlight=False)
+    thr_col = "samples/s" if batch else "GPU-steps/s"
+    for bw, g in res.table.groupby("bandwidth_gbps", sort=True):
+        t = Table(title=f"{bw:g} Gbit/s inter-node link")
+        for col in ("nodes", "GPUs", "best ms", f"best {thr_col}", "best eff.", "default ms", "default eff.",
+                    "speed-up", "fusion MiB (within 1%)", "cycle ms", "cache", "hier.", "hier. gain %"):
+            t.add_column(col, justify="right")
+        for _, r in g.iterrows():
+            thr = r["best_samples_per_s"] if batch else r["best_gpu_steps_per_s"]
+            t.add_row(str(r["nodes"]), str(r["ranks"]), f"{r['best_step_time_ms']:.1f}", f"{thr:.1f}",
+                      f"{r['best_efficiency']:.3f}", f"{r['default_step_time_ms']:.1f}", f"{r['default_efficiency']:.3f}",
+                      f"{r['speedup_vs_default']:.3f}x",
+                      f"{r['best_fusion_threshold_mb']:g} ({r['near_threshold_lo_mb']:g}-{r['near_threshold_hi_mb']:g})",
+                      f"{r['best_cycle_time_ms']:g}", "on" if r["best_cache"] else "off",
+                      "yes" if r["best_hierarchical_allreduce"] else "no",
+                      "-" if r["hier_gain_percent"] != r["hier_gain_percent"] else f"{r['hier_gain_percent']:+.1f}")
+        wide.print(t)
+    for f in res.findings:
+        wide.print(f, highlight=False, soft_wrap=True)
+    wide.print("efficiency = throughput(N) / (N/N0 x throughput(N0)), N0 = smallest node count; "
+              "defaults = Horovod 0.28 (128 MiB, 1 ms, cache on, flat)", highlight=False)
+    wide.print("wrote " + ", ".join(str(f) for f in files), highlight=False, soft_wrap=True)
 
 
 def main(argv: list[str] | None = None) -> int:

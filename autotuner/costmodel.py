@@ -16,7 +16,13 @@ bandwidth", busbw = algbw · 2(p-1)/p in NCCL-tests' terms). A fit of ``T(n) = a
 
 Hierarchical allreduce (Horovod ``NCCLHierarchicalAllreduce``, horovod/common/ops/
 nccl_operations.cc): intra-node reduce-scatter, device->host copy of ``n/L`` bytes, inter-node
-MPI allreduce of ``n/L`` bytes over the nodes, host->device copy, intra-node allgather.
+MPI allreduce of ``n/L`` bytes over the nodes, host->device copy, intra-node allgather. Every
+local rank does the cross-node allreduce of its own shard (``MPI_Allreduce`` on the CROSS
+communicator), concurrently; with one inter-node link per node (the assumption throughout:
+the inter tier is fitted per node link) the L shards share it, so the inter-node phase costs
+``2(N-1)·alpha + 2(N-1)/N · n / B``: hierarchical saves latency steps (``2(N-1)`` instead of
+``2(NL-1)``) and a little bandwidth (``(N-1)/N`` instead of ``(NL-1)/(NL)``), and pays the
+intra-node reduce-scatter, allgather and host copies.
 """
 from __future__ import annotations
 
@@ -167,8 +173,11 @@ class CostModel:
         if not hierarchical:
             return self.inter.allreduce_s(nbytes, N * L)
         shard = nbytes / L
+        # The L local ranks run their cross-node allreduces (one shard of n/L bytes each) at the
+        # same time over the node's one inter-node link: together n bytes per node, so the
+        # bandwidth term is that of n bytes on N nodes, the latency that of one ring of N.
         return (intra.reduce_scatter_s(nbytes, L) + 2 * shard / self.host_copy_Bps
-                + self.inter.allreduce_s(shard, N) + intra.reduce_scatter_s(nbytes, L))
+                + self.inter.allreduce_s(nbytes, N) + intra.reduce_scatter_s(nbytes, L))
 
     def to_dict(self) -> dict[str, Any]:
         return {

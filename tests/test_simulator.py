@@ -98,3 +98,15 @@ def test_early_hand_over_fuses_into_fewer_responses():
     early = simulate_step(sizes, frac, Workload(0.03, 0.06, host_backward_s=0.004, async_collectives=True),
                           Config(fusion_threshold_bytes=64 * MIB, cycle_time_ms=5), COST, Cluster(4, 1))
     assert len(early.responses) < len(late.responses)
+
+
+def test_hierarchical_shares_the_node_link():
+    inter, intra = Tier(50e-6, 1e9), Tier(5e-6, 50e9)
+    cost = CostModel(inter=inter, intra=intra, host_copy_Bps=1e12)
+    n = 64 * MIB
+    # 8 shards of n/8 cross the one link of each node at once: n bytes per node in all
+    hier = cost.allreduce_s(n, Cluster(4, 8), hierarchical=True)
+    expect = 2 * intra.reduce_scatter_s(n, 8) + 2 * (n / 8) / 1e12 + inter.allreduce_s(n, 4)
+    assert hier == pytest.approx(expect)
+    # bandwidth-bound: about the flat ring; latency-bound (small n): hierarchical wins
+    assert cost.allreduce_s(1024, Cluster(16, 8), True) < cost.allreduce_s(1024, Cluster(16, 8), False)

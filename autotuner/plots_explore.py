@@ -1,0 +1,211 @@
+"""Plots of the explorer and scale views (matplotlib, Agg backend; files only).
+
+Each function writes ``<stem>.png`` and ``<stem>.svg`` and returns both paths. Inputs are the
+results of :mod:`autotuner.explore`; nothing here simulates.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+from matplotlib.colors import Normalize  # noqa: E402
+
+from .explore import Combo, Exploration, Scaling  # noqa: E402
+from .knobs import MIB  # noqa: E402
+
+MARK_STYLE = {  # kind -> (marker, face colour, size, legend label)
+    "default": ("*", "white", 220, "Horovod 0.28 defaults"),
+    "autotune-start": ("^", "none", 70, "autotune start points"),
+    "suggest": ("X", "red", 120, "suggest pick"),
+    "grid-best": ("o", "lime", 90, "grid best"),
+}
+
+
+def _save(fig, stem: Path) -> list[Path]:
+    stem.parent.mkdir(parents=True, exist_ok=True)
+    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
+    fig.savefig(paths[0], dpi=110)
+    fig.savefig(paths[1])
+    plt.close(fig)
+    return paths
+
+
+def _edges(x: np.ndarray) -> np.ndarray:
+    """Cell edges for log-spaced centres ``x`` (shape (n,) -> (n + 1,))."""
+    lx = np.log(x)
+    mid = (lx[1:] + lx[:-1]) / 2
+    return np.exp(np.concatenate(([lx[0] - (mid[0] - lx[0])], mid, [lx[-1] + (lx[-1] - mid[-1])])))
+
+
+def heatmaps(ex: Exploration, stem: Path) -> list[Path]:
+    """One panel per on/off combination: step time (ms) over threshold (MiB, log) × cycle (ms, log).
+
+    A narrow strip left of each panel is threshold 0 (fusion off). All panels share one colour
+    scale (clipped at the 95th percentile, so the fused region keeps its detail). Marks:
+    Horovod's defaults, autotune's start points, the suggest pick, the grid's best; measured
+    validation trials as circles coloured by their measured time, labelled measured/predicted.
+    """
+    g = ex.grid
+    thr_mb = ex.thresholds_bytes[1:] / MIB
+    cyc = ex.cycles_ms
+    labels = list(dict.fromkeys(g["combo"]))
+    ncols = min(2, len(labels))
+    nrows = math.ceil(len(labels) / ncols)
+    vmin = float(g["step_time_ms"].min())
+    vmax = float(np.percentile(g["step_time_ms"], 95))
+    vmax = max(vmax, vmin * 1.001)
+    norm = Normalize(vmin, vmax)
+    fig = plt.figure(figsize=(6.2 * ncols + 1.2, 4.6 * nrows + 0.8))
+    outer = fig.add_gridspec(nrows, ncols + 1, width_ratios=[12] * ncols + [0.4], wspace=0.18, hspace=0.35,
+                             top=1 - 0.85 / fig.get_figheight(), bottom=0.95 / fig.get_figheight())
+    xe, ye = _edges(thr_mb), _edges(cyc)
+    best_ms = ex.best.step_time_ms
+    mesh = None
+    handles = {}
+    for k, label in enumerate(labels):
+        r, c = divmod(k, ncols)
+        inner = outer[r, c].subgridspec(1, 2, width_ratios=[1, 11], wspace=0.04)
+        ax_off = fig.add_subplot(inner[0])
+        ax = fig.add_subplot(inner[1], sharey=ax_off)
+        sub = g[g["combo"] == label]
+        z = sub.pivot(index="cycle_time_ms", columns="fusion_threshold_bytes", values="step_time_ms")
+        z = z.reindex(index=cyc, columns=ex.thresholds_bytes).to_numpy()
+        mesh = ax.pcolormesh(xe, ye, z[:, 1:], norm=norm, cmap="viridis_r", shading="flat")
+        ax_off.pcolormesh([0, 1], ye, z[:, :1], norm=norm, cmap="viridis_r", shading="flat")
+        zf = z[:, 1:]
+        levels = [(best_ms * f, t, col) for f, t, col in ((1.01, "+1%", "white"), (1.05, "+5%", "0.7"))
+                  if np.nanmin(zf) < best_ms * f < np.nanmax(zf)]
+        if levels:
+            cs = ax.contour(thr_mb, cyc, zf, levels=[lv for lv, _, _ in levels], colors=[c for _, _, c in levels],
+                            linewidths=0.8)
+            ax.clabel(cs, fmt={lv: t for lv, (_, t, _) in zip(cs.levels, levels)}, fontsize=6)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(xe[0], xe[-1])
+        ax.set_ylim(ye[0], ye[-1])
+        ax.tick_params(labelleft=False)
+        ax.set_xlabel("fusion threshold (MiB)")
+        ax_off.set_xlim(0, 1)
+        ax_off.set_xticks([0.5], ["off"])
+        if c == 0:
+            ax_off.set_ylabel("cycle time (ms)")
+        ax.set_title(f"{label}: min {np.nanmin(z):.1f} ms", fontsize=9)
+        combo = sub.iloc[0]
+        want = Combo(bool(combo["cache"]), bool(combo["hierarchical_allreduce"]))
+        for m in ex.marks:
+            if Combo.of(m.config) != want:
+                continue
+            mk, face, size, leg = MARK_STYLE[m.kind]
+            on_off = m.config.fusion_threshold_bytes == 0
+            a, x = (ax_off, 0.5) if on_off else (ax, m.config.fusion_threshold_mb)
+            h = a.scatter([x], [m.config.cycle_time_ms], marker=mk, s=size, facecolors=face,
+                          edgecolors="red" if m.kind == "autotune-start" else "black", linewidths=1.2, zorder=5)
+            handles.setdefault(leg, h)
+        meas = ex.measured
+        if len(meas):
+            mm = meas[(meas["cache"] == want.cache) & (meas["hierarchical_allreduce"] == want.hierarchical_allreduce)]
+            for _, row in mm.iterrows():
+                on_off = row["fusion_threshold_bytes"] == 0
+                a, x = (ax_off, 0.5) if on_off else (ax, row["fusion_threshold_mb"])
+                h = a.scatter([x], [row["cycle_time_ms"]], marker="o", s=60, c=[row["measured_step_time_ms"]],
+                              norm=norm, cmap="viridis_r", edgecolors="magenta", linewidths=1.5, zorder=6)
+                handles.setdefault("measured (validation), m/p = measured/predicted ms", h)
+                a.annotate(f"m {row['measured_step_time_ms']:.0f}\np {row['predicted_step_time_ms']:.0f}",
+                           (x, row["cycle_time_ms"]), xytext=(4, 3), textcoords="offset points", fontsize=6,
+                           color="magenta", zorder=7)
+    cax = fig.add_subplot(outer[:, -1])
+    fig.colorbar(mesh, cax=cax, extend="max", label="predicted step time (ms)")
+    s = ex.scenario
+    fig.suptitle(f"{s['model']} on {s['env']} ({s['nodes']}x{s['gpus_per_node']}, {s['bandwidth_gbps']:g} Gbit/s): "
+                 f"best {ex.best.step_time_ms:.1f} ms at {ex.best.config.fusion_threshold_mb:.3g} MiB, "
+                 f"{ex.best.config.cycle_time_ms:.3g} ms", fontsize=10)
+    fig.legend(list(handles.values()), list(handles.keys()), loc="lower center", ncol=min(5, len(handles)),
+               fontsize=7, frameon=False)
+    return _save(fig, stem)
+
+
+def sensitivity_plot(ex: Exploration, stem: Path) -> list[Path]:
+    """Step time vs each knob alone, the others at the grid's best (marked by a vertical line)."""
+    sens = ex.sensitivity
+    knobs = list(dict.fromkeys(sens["knob"]))
+    fig, axes = plt.subplots(1, len(knobs), figsize=(3.6 * len(knobs), 3.6), sharey=True)
+    best = ex.best.config
+    for ax, knob in zip(axes, knobs):
+        d = sens[sens["knob"] == knob]
+        if knob == "fusion_threshold_mb":
+            on = d[d["value"] > 0]
+            ax.plot(on["value"], on["step_time_ms"], "-", color="C0")
+            off = d[d["value"] == 0]["step_time_ms"]
+            if len(off):
+                ax.axhline(float(off.iloc[0]), color="C3", ls="--", lw=1, label=f"fusion off {float(off.iloc[0]):.0f} ms")
+                ax.legend(fontsize=7)
+            ax.set_xscale("log")
+            ax.set_xlabel("fusion threshold (MiB)")
+            if best.fusion_threshold_bytes > 0:
+                ax.axvline(best.fusion_threshold_mb, color="k", lw=0.8, ls=":")
+        elif knob == "cycle_time_ms":
+            ax.plot(d["value"], d["step_time_ms"], "-", color="C1")
+            ax.set_xscale("log")
+            ax.set_xlabel("cycle time (ms)")
+            ax.axvline(best.cycle_time_ms, color="k", lw=0.8, ls=":")
+        else:
+            ax.bar(["off", "on"], d["step_time_ms"], color=["C7", "C2"], width=0.5)
+            for x, y in enumerate(d["step_time_ms"]):
+                ax.annotate(f"{y:.1f}", (x, y), ha="center", va="bottom", fontsize=7)
+            ax.set_xlabel("response cache" if knob == "cache" else "hierarchical allreduce")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("predicted step time (ms)")
+    lo = float(sens["step_time_ms"].min())
+    hi = max(float(np.percentile(sens["step_time_ms"], 97)),
+             float(sens[sens["knob"] == "fusion_threshold_mb"]["step_time_ms"].max()))
+    axes[0].set_ylim(lo * 0.98, max(hi, lo * 1.02) * 1.02)
+    s = ex.scenario
+    fig.suptitle(f"{s['model']} on {s['env']}: one knob at a time, others at the grid best", fontsize=10)
+    fig.tight_layout()
+    return _save(fig, stem)
+
+
+def scale_plot(sc: Scaling, stem: Path) -> list[Path]:
+    """2×2: step time, scaling efficiency, best fusion threshold (band: within 1%), hierarchical gain,
+    each vs node count (log2), one colour per link rate; best solid, Horovod's defaults dashed."""
+    t = sc.table
+    fig, axs = plt.subplots(2, 2, figsize=(11, 7.5))
+    (a_t, a_e), (a_f, a_h) = axs
+    for i, (bw, g) in enumerate(t.groupby("bandwidth_gbps", sort=True)):
+        col = f"C{i}"
+        n = g["nodes"]
+        a_t.plot(n, g["best_step_time_ms"], "o-", color=col, label=f"{bw:g} Gbit/s best")
+        a_t.plot(n, g["default_step_time_ms"], "s--", color=col, alpha=0.7, label=f"{bw:g} Gbit/s defaults")
+        a_e.plot(n, g["best_efficiency"], "o-", color=col, label=f"{bw:g} Gbit/s best")
+        a_e.plot(n, g["default_efficiency"], "s--", color=col, alpha=0.7, label=f"{bw:g} Gbit/s defaults")
+        a_f.fill_between(n, g["near_threshold_lo_mb"].clip(lower=0.5), g["near_threshold_hi_mb"].clip(lower=0.5),
+                         color=col, alpha=0.15)
+        a_f.plot(n, g["best_fusion_threshold_mb"].clip(lower=0.5), "o-", color=col, label=f"{bw:g} Gbit/s")
+        h = g["best_hierarchical_allreduce"].to_numpy()
+        a_f.scatter(n[h], g["best_fusion_threshold_mb"].clip(lower=0.5)[h], s=90, facecolors="none",
+                    edgecolors="k", zorder=5, label="hierarchical is best" if i == 0 else None)
+        m = g["nodes"] > 1
+        a_h.plot(n[m], g["hier_gain_percent"][m], "o-", color=col, label=f"{bw:g} Gbit/s")
+    a_h.axhline(0, color="k", lw=0.8)
+    for a in axs.flat:
+        a.set_xscale("log", base=2)
+        a.set_xlabel("nodes")
+        a.grid(True, which="both", alpha=0.3)
+        a.legend(fontsize=7)
+    a_t.set_ylabel("predicted step time (ms)")
+    a_e.set_ylabel("scaling efficiency")
+    a_e.set_ylim(0, 1.05)
+    a_f.set_yscale("log", base=2)
+    a_f.set_ylabel("best fusion threshold (MiB; 0.5 = off)")
+    a_h.set_ylabel("hierarchical gain (%): best flat / best hier. - 1")
+    s = sc.scenario
+    gpn = int(t["gpus_per_node"].iloc[0])
+    fig.suptitle(f"{s['model']} scaled from {s['env']}: {gpn} GPU(s)/node, per-GPU compute fixed (weak scaling)",
+                 fontsize=10)
+    fig.tight_layout()
+    return _save(fig, stem)

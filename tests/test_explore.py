@@ -1,0 +1,176 @@
+"""Explorer view: the grid, marks, sensitivity, measured overlay; CLI end to end and bad input."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotuner.api import make_scenario, read_validation_records
+from autotuner.costmodel import Cluster
+from autotuner.explore import (ExploreError, combos, cycle_axis, explore, measured_points, sensitivity,
+                               step_times_ms, threshold_axis)
+from autotuner.knobs import DEFAULTS_0_28, MIB, Config
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ROOT / "model"
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "autotuner.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def assert_one_line_error(p, needle):
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and needle in lines[0], p.stderr
+    assert "Traceback" not in p.stderr
+
+
+@pytest.fixture(scope="module")
+def v100_resnet():
+    sc, _ = make_scenario(MODELS, "v100-16gbit", "resnet50")
+    return sc, explore(sc, resolution=8)
+
+
+def test_axes():
+    t = threshold_axis(10)
+    assert t.shape == (11,) and t[0] == 0 and t[1] == 64 * 1024 and t[-1] == 512 * MIB and np.all(np.diff(t) > 0)
+    c = cycle_axis(10)
+    assert c.shape == (10,) and c[0] == pytest.approx(0.1) and c[-1] == pytest.approx(100)
+
+
+def test_combinations_follow_the_cluster():
+    assert len(combos(Cluster(1, 2))) == 2 and not any(c.hierarchical_allreduce for c in combos(Cluster(1, 8)))
+    assert {(c.cache, c.hierarchical_allreduce) for c in combos(Cluster(4, 1))} == {
+        (True, False), (True, True), (False, False), (False, True)}
+
+
+def test_grid_minimum_beats_defaults_and_matches_the_simulator(v100_resnet):
+    sc, ex = v100_resnet
+    assert len(ex.grid) == 4 * 9 * 8  # combinations x (threshold 0 + 8) x 8 cycle times
+    default = next(m for m in ex.marks if m.kind == "default")
+    assert default.config == DEFAULTS_0_28
+    assert default.step_time_ms == pytest.approx(sc.simulate(DEFAULTS_0_28).step_time_ms)
+    assert ex.best.step_time_ms <= default.step_time_ms
+    assert ex.best.step_time_ms == pytest.approx(ex.grid["step_time_ms"].min())
+    assert ex.best.step_time_ms == pytest.approx(sc.simulate(ex.best.config).step_time_ms, rel=1e-12)
+    # every cell is a direct simulation of its configuration
+    row = ex.grid.iloc[37]
+    cfg = Config(fusion_threshold_bytes=int(row["fusion_threshold_bytes"]), cycle_time_ms=row["cycle_time_ms"],
+                 cache_capacity=1024 if row["cache"] else 0, hierarchical_allreduce=bool(row["hierarchical_allreduce"]))
+    assert row["step_time_ms"] == pytest.approx(sc.simulate(cfg).step_time_ms, rel=1e-12)
+
+
+def test_fusion_off_is_slower_for_resnet50_on_v100_16gbit(v100_resnet):
+    _, ex = v100_resnet
+    g = ex.grid[(ex.grid["combo"] == "cache on, flat")]
+    off = g[g["fusion_threshold_bytes"] == 0]["step_time_ms"].min()
+    fused = g[g["fusion_threshold_bytes"] > 0]["step_time_ms"].min()
+    assert off > fused * 1.05
+
+
+def test_marks_defaults_autotune_starts_and_suggest():
+    sc, _ = make_scenario(MODELS, "local-gloo-1gbit", "resnet50")
+    pick = Config(fusion_threshold_bytes=8 * MIB, cycle_time_ms=2.0)
+    ex = explore(sc, resolution=4, suggested=pick)
+    kinds = [m.kind for m in ex.marks]
+    assert kinds.count("default") == 1 and kinds.count("suggest") == 1 and kinds.count("grid-best") == 1
+    assert kinds.count("autotune-start") == 4 * 2  # four start points per combination (cache on/off)
+    s = next(m for m in ex.marks if m.kind == "suggest")
+    assert s.config == pick and s.step_time_ms == pytest.approx(sc.simulate(pick).step_time_ms)
+
+
+def test_sensitivity_passes_through_the_best(v100_resnet):
+    sc, ex = v100_resnet
+    s = ex.sensitivity
+    assert set(s["knob"]) == {"fusion_threshold_mb", "cycle_time_ms", "cache", "hierarchical_allreduce"}
+    at_best = s[(s["knob"] == "cache") & (s["value"] == float(ex.best.config.cache_enabled))]["step_time_ms"]
+    assert float(at_best.iloc[0]) == pytest.approx(ex.best.step_time_ms)
+    one_node, _ = make_scenario(MODELS, "local-gloo-1gbit", "resnet50")
+    assert "hierarchical_allreduce" not in set(sensitivity(one_node, DEFAULTS_0_28, points=4)["knob"])
+
+
+def test_measured_overlay_from_the_committed_validation():
+    sc, _ = make_scenario(MODELS, "local-gloo-1gbit", "resnet50")
+    recs = read_validation_records(ROOT / "runs", "local-gloo-1gbit")
+    m = measured_points(recs, sc)
+    assert set(m["source"]) >= {"fit-sweep", "holdout-sweep"}
+    assert len(m[m["source"] == "holdout-sweep"]) == 7 and set(m[m["source"] == "holdout-sweep"]["n"]) == {2}
+    r = m.iloc[0]
+    cfg = Config(fusion_threshold_bytes=int(r["fusion_threshold_bytes"]), cycle_time_ms=r["cycle_time_ms"])
+    assert r["predicted_step_time_ms"] == pytest.approx(sc.simulate(cfg).step_time_ms)
+    assert r["error_percent"] == pytest.approx((r["predicted_step_time_ms"] / r["measured_step_time_ms"] - 1) * 100)
+    # another model, failed or autotune trials are not overlaid
+    setup = {"env": "local-gloo-1gbit", "model": "resnet50", "np": 2}
+    ok = {"status": "ok", "kind": "proposal", "config": DEFAULTS_0_28.to_dict(), "measured_step_time_ms": 1.0,
+          "setup": setup}
+    bad = [ok | {"status": "failed"}, ok | {"kind": "autotune"}, ok | {"setup": setup | {"model": "vgg16"}},
+           ok | {"setup": setup | {"np": 4}}, ok | {"config": None}]
+    assert len(measured_points([("x", r) for r in bad], sc)) == 0
+    assert len(measured_points([("x", ok)], sc)) == 1
+
+
+def test_views_evaluate_only_through_the_evaluator():
+    sc, _ = make_scenario(MODELS, "local-gloo-1gbit", "resnet50")
+    seen = []
+
+    def counting(s, configs):
+        seen.append(len(configs))
+        return step_times_ms(s, configs)
+    ex = explore(sc, resolution=3, evaluate=counting)
+    assert sum(seen) == ex.evaluations
+
+
+def test_bad_resolution():
+    sc, _ = make_scenario(MODELS, "local-gloo-1gbit", "resnet50")
+    with pytest.raises(ExploreError):
+        explore(sc, resolution=1)
+
+
+def test_cli_explore_json_and_files(tmp_path):
+    p = run("explore", "--model", "resnet50", "--env", "v100-16gbit", "--resolution", "5", "--no-suggest", "--json",
+            "--out", str(tmp_path / "ex"))
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert set(d) >= {"scenario", "grid", "marks", "best", "sensitivity", "measured", "thresholds_bytes", "cycles_ms"}
+    assert len(d["grid"]) == 4 * 6 * 5 and d["thresholds_bytes"][0] == 0
+    assert set(d["grid"][0]) >= {"combo", "fusion_threshold_bytes", "fusion_threshold_mb", "cycle_time_ms", "cache",
+                                 "hierarchical_allreduce", "step_time_ms"}
+    assert d["best"]["step_time_ms"] == min(r["step_time_ms"] for r in d["grid"])
+    files = [Path(f) for f in d["files"]]
+    assert {f.suffix for f in files} == {".png", ".svg"} and len(files) == 4
+    for f in files:
+        assert f.exists() and f.stat().st_size > 1000
+    assert files[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_explore_overlays_measured_and_marks_suggest(tmp_path):
+    p = run("explore", "--model", "resnet50", "--env", "local-gloo-1gbit", "--resolution", "4", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    assert "measured" in p.stdout and "holdout" in p.stdout and "suggest pick" in p.stdout
+    assert len(list(tmp_path.glob("*.svg"))) == 2
+
+
+def test_cli_explore_marks_a_saved_suggest_pick(tmp_path):
+    pick = tmp_path / "pick.json"
+    pick.write_text(json.dumps({"proposals": [{"config": {"fusion_threshold_mb": 3, "cycle_time_ms": 7.0}}]}))
+    p = run("explore", "--model", "resnet50", "--env", "local-gloo-1gbit", "--resolution", "3", "--pick", str(pick),
+            "--json", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    s = [m for m in json.loads(p.stdout)["marks"] if m["kind"] == "suggest"]
+    assert len(s) == 1 and s[0]["config"]["fusion_threshold_bytes"] == 3 * MIB and s[0]["config"]["cycle_time_ms"] == 7.0
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--model", "resnet50", "--env", "nope"], "unknown env"),
+    (["--model", "nomodel"], "unknown model"),
+    (["--model", "resnet50", "--resolution", "1"], "resolution"),
+    (["--model", "resnet50", "--gpus-per-node", "0"], "must be >= 1"),
+    (["--model", "resnet50", "--bandwidth-gbps", "0"], "bandwidth must be > 0"),
+    (["--model", "resnet50", "--pick", "/nonexistent/pick.json"], "cannot read proposals"),
+])
+def test_cli_explore_bad_input(args, needle, tmp_path):
+    assert_one_line_error(run("explore", *args, "--no-suggest", "--out", str(tmp_path)), needle)
