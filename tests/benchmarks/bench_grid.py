@@ -58,7 +58,7 @@ def bench_regret(a) -> None:
     from autotuner.api import suggest_configs
     from autotuner.grid import best_of_grid, grid_step_times
 
-    print("| env | model | grid optimum (ms) | seed | Bayesian only (ms) | regret | + refinement (ms) | regret | suggest pick |")
+    print("| env | model | grid optimum (ms) | seed | Bayesian only (ms) | regret | + refinement (ms) | regret | best found |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     worst, worst_bo, walls = [], [], []
     for env in a.envs.split(","):
