@@ -146,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
                   "bytes_per_step": layout.total_bytes, "step_times_ms": [round(v, 3) for v in times_ms],
                   "median_step_time_ms": round(median, 3)}
         print(f"{RESULT_TAG} {json.dumps(result)}", flush=True)
+    # Horovod's timeline is written by a background thread; give it a moment to drain before
+    # shutdown, or the last step's records may be missing from the file.
+    time.sleep(0.5)
     hvd.shutdown()
     return 0
 

@@ -49,8 +49,11 @@ def test_replay_under_horovodrun_and_its_timeline_read_back(tmp_path):
     assert out.extra["bytes_per_step"] == layout.total_bytes
     timeline = read_timeline(tl)
     allreduces = [r for r in timeline.responses if r.op == "allreduce"]
-    # fusion off: one response per tensor per step, named and sized exactly as the layout says
-    assert len(allreduces) == layout.n_tensors * (steps + warmup)
+    # fusion off: one response per tensor per step, named and sized exactly as the layout says.
+    # Horovod's timeline writer is a background thread: the last step's records can be lost
+    # when the job ends (seen once in CI), so at least every step but the last must be there.
+    assert len(allreduces) % layout.n_tensors == 0
+    assert steps + warmup - 1 <= len(allreduces) // layout.n_tensors <= steps + warmup
     assert all(len(r.tensors) == 1 for r in allreduces)
     sizes = dict(zip(layout.names, layout.sizes_bytes.tolist()))
     for r in allreduces:
@@ -70,8 +73,9 @@ def test_fused_responses_with_a_large_threshold(tmp_path):
     assert res.returncode == 0, res.stderr[-2000:]
     allreduces = [r for r in read_timeline(tl).responses if r.op == "allreduce"]
     # a 50 ms cycle and a 30 ms step: each step's tensors go out in few, fused responses
-    assert sum(r.nbytes for r in allreduces) == 3 * layout.total_bytes
-    assert len(allreduces) < 3 * layout.n_tensors
+    total = sum(r.nbytes for r in allreduces)
+    assert total % layout.total_bytes == 0 and total // layout.total_bytes in (2, 3)  # see above
+    assert len(allreduces) < (total // layout.total_bytes) * layout.n_tensors
     assert max(len(r.tensors) for r in allreduces) > 1
 
 
