@@ -1,25 +1,13 @@
 """CLI end to end on the committed models, and bad input -> one line, exit 2."""
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_helpers import assert_one_line_error, run  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "autotuner.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
-
-
-def assert_one_line_error(p, needle):
-    assert p.returncode == 2, (p.stdout, p.stderr)
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and needle in lines[0], p.stderr
-    assert "Traceback" not in p.stderr
 
 
 def test_simulate_json_defaults():

@@ -1,7 +1,5 @@
 """Explorer view: the grid, marks, sensitivity, measured overlay; CLI end to end and bad input."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,20 +11,10 @@ from autotuner.explore import (ExploreError, combos, cycle_axis, explore, measur
                                step_times_ms, threshold_axis)
 from autotuner.knobs import DEFAULTS_0_28, MIB, Config
 
+from cli_helpers import assert_one_line_error, run  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "model"
-
-
-def run(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "autotuner.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
-
-
-def assert_one_line_error(p, needle):
-    assert p.returncode == 2, (p.stdout, p.stderr)
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and needle in lines[0], p.stderr
-    assert "Traceback" not in p.stderr
 
 
 @pytest.fixture(scope="module")

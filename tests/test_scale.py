@@ -1,7 +1,5 @@
 """Scale view: best config and defaults per node count and link rate; CLI end to end and bad input."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,20 +9,10 @@ from autotuner.api import env_batch_size, make_scenario
 from autotuner.explore import ExploreError, best_at_size, parse_float_list, parse_int_list, scale, what_if
 from autotuner.knobs import DEFAULTS_0_28
 
+from cli_helpers import assert_one_line_error, run  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ROOT / "model"
-
-
-def run(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "autotuner.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
-
-
-def assert_one_line_error(p, needle):
-    assert p.returncode == 2, (p.stdout, p.stderr)
-    lines = [l for l in p.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and needle in lines[0], p.stderr
-    assert "Traceback" not in p.stderr
 
 
 @pytest.fixture(scope="module")
