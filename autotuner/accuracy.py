@@ -5,6 +5,7 @@ Each :class:`Case` is one measured number next to its prediction. Used by the te
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,7 +95,7 @@ def _validation_cases(env, fenv) -> list[Case]:
         groups: dict[tuple, list[dict]] = {}
         for r in recs:
             if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):
-                groups.setdefault((r["setup"]["model"], r.get("label"), json_key(r["config"])), []).append(r)
+                groups.setdefault((r["setup"]["model"], r.get("label"), json.dumps(r["config"], sort_keys=True)), []).append(r)
         for (model, label, _), rs in groups.items():
             if model not in fenv.workloads:
                 continue
@@ -111,12 +112,6 @@ def _validation_cases(env, fenv) -> list[Case]:
                 out.append(Case(env.name, f"{tag}: responses per step", float(np.median(rps)),
                                 float(len(sim.responses)), src, fitted))
     return out
-
-
-def json_key(d: dict) -> str:
-    import json
-
-    return json.dumps(d, sort_keys=True)
 
 
 def markdown(cs: list[Case]) -> str:

@@ -167,7 +167,7 @@ def read_validation_records(runs_dir: Path, env: str) -> list[tuple[str, dict]]:
     Unreadable files and lines are skipped (a view must not fail on them, nor repair them: the
     writer, :class:`autotuner.validation.TrialStore`, does that). [] when there is no folder.
     """
-    import json
+    from .readers.runs import parse_records
 
     out: list[tuple[str, dict]] = []
     for path in sorted((runs_dir / env / "validation").glob("*.jsonl")):
@@ -175,13 +175,7 @@ def read_validation_records(runs_dir: Path, env: str) -> list[tuple[str, dict]]:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
-        for line in text.splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict):
-                out.append((path.stem, rec))
+        out += [(path.stem, rec) for rec in parse_records(text, path.name)[0]]
     return out
 
 
@@ -262,12 +256,12 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposa
         proposals = [t.config for t in best]
     vdir = runs_dir / setup.env / "validation"
     store = TrialStore(vdir / f"{name}.jsonl")
+    scratch = vdir / f".scratch-{name}"
     with _sigterm_as_exit():
-        recs, net_note, runner = _run_trials(setup, store, vdir / f".scratch-{name}", proposals, repeats=repeats,
+        recs, net_note, runner = _run_trials(setup, store, scratch, proposals, repeats=repeats,
                                              autotune=autotune, defaults=defaults, timeout_s=timeout_s,
                                              predict=predict, say=say,
                                              keep=vdir / "timelines" / name if keep_timelines else None)
-    scratch = vdir / f".scratch-{name}"
     for f in scratch.glob("*-autotune.csv"):
         shutil.copyfile(f, vdir / f"{name}-{f.name}")
     shutil.rmtree(scratch, ignore_errors=True)
@@ -322,8 +316,7 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
                 + (f" (predicted {rec['predicted_step_time_ms']:.1f})" if rec["predicted_step_time_ms"] else "")
                 + (f" - {rec['error']}" if rec["error"] else ""))
 
-        at_specs = [s for s in plan(proposals, repeats=repeats, autotune=autotune, defaults=defaults)
-                    if s.kind == "autotune"]
+        at_specs = plan([], repeats=1, autotune=True, defaults=False) if autotune else []
         recs = run_pending(at_specs, store, setup, runner, predict, net_note, done)
         at_recs = [r for r in recs if r["kind"] == "autotune" and r.get("autotune")]
         best = autotune_best_config(at_recs[-1]["autotune"]) if at_recs else None

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from .knobs import DEFAULTS_0_28, Config
+from .readers.runs import parse_records
 
 KINDS = ("default", "autotune", "autotune_best", "proposal")
 
@@ -130,20 +131,9 @@ class TrialStore:
                 f.flush()
                 os.fsync(f.fileno())
             raw = raw[:keep]
-        out = []
-        for n, line in enumerate(raw.decode("utf-8", "replace").splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                self.dropped.append(f"{self.path.name}:{n}: unreadable record skipped")
-                continue
-            if isinstance(rec, dict) and isinstance(rec.get("trial"), str):
-                out.append(rec)
-            else:
-                self.dropped.append(f"{self.path.name}:{n}: record without a trial id skipped")
-        return out
+        records, problems = parse_records(raw.decode("utf-8", "replace"), self.path.name)
+        self.dropped += problems
+        return records
 
     def append(self, rec: dict[str, Any]) -> None:
         """Write one record as one line, durably, in a single append."""
@@ -298,8 +288,9 @@ class TrialRunner:
 
     Attributes: setup; prefix (testbed argv prefix); scratch (folder for timelines and autotune
     logs); keep_timelines (folder where each trial's raw timeline is kept gzipped, or None); timeout_s (per fixed-configuration trial; the autotune run gets
-    ``timeout_s * autotune_timeout_factor``); autotune (settings template, its log_file is
-    replaced per trial).
+    ``timeout_s * autotune_timeout_factor``); autotune_warmup_samples, autotune_steps_per_sample,
+    autotune_max_samples (the shortened autotune, :class:`autotuner.launcher.AutotuneSettings`);
+    timeline (record a timeline for fixed-configuration trials).
     """
 
     setup: Setup
