@@ -29,6 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 GBIT = 1e9 / 8  # bytes per second in one Gbit/s
 
 
@@ -38,31 +40,63 @@ class CostModelError(ValueError):
 
 @dataclass(frozen=True)
 class Tier:
-    """One link tier of the alpha-beta model.
+    """One link tier of the alpha-beta model, optionally piecewise in message size.
 
     Attributes:
         alpha_s: per-step latency, seconds.
         bandwidth_Bps: effective per-link (bus) bandwidth, bytes/second.
+        large_from_bytes: messages of at least this many bytes (the whole collective's size)
+            use ``large_alpha_s`` / ``large_bandwidth_Bps`` instead, or None: one line for all
+            sizes. A size-dependent latency, as transports switch protocol with message size
+            (MPI eager/rendezvous; Gloo over TCP here: small messages pay rank skew and
+            queueing tails, large ones stream): fitted by :func:`autotuner.fit.fit_validation_env`.
+        large_alpha_s, large_bandwidth_Bps: the large-message segment (s, bytes/s).
     """
 
     alpha_s: float
     bandwidth_Bps: float
+    large_from_bytes: float | None = None
+    large_alpha_s: float = 0.0
+    large_bandwidth_Bps: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.alpha_s >= 0 and self.bandwidth_Bps > 0):
             raise CostModelError(f"tier needs alpha >= 0 and bandwidth > 0, got {self}")
+        if self.large_from_bytes is not None and not (
+                self.large_from_bytes > 0 and self.large_alpha_s >= 0 and self.large_bandwidth_Bps > 0):
+            raise CostModelError(f"tier's large-message segment needs size > 0, alpha >= 0 and bandwidth > 0, got {self}")
+
+    def _pick(self, nbytes, small, large):
+        if self.large_from_bytes is None:
+            return small
+        if np.ndim(nbytes) == 0:
+            return large if nbytes >= self.large_from_bytes else small
+        return np.where(np.asarray(nbytes) >= self.large_from_bytes, large, small)
 
     def allreduce_s(self, nbytes: float, p: int) -> float:
-        """Ring allreduce time (s) of ``nbytes`` on ``p`` ranks; 0 for p <= 1."""
+        """Ring allreduce time (s) of ``nbytes`` (scalar or array) on ``p`` ranks; 0 for p <= 1."""
         if p <= 1:
             return 0.0
-        return 2 * (p - 1) * self.alpha_s + 2 * (p - 1) / p * nbytes / self.bandwidth_Bps
+        small = 2 * (p - 1) * self.alpha_s + 2 * (p - 1) / p * nbytes / self.bandwidth_Bps
+        if self.large_from_bytes is None:
+            return small
+        large = 2 * (p - 1) * self.large_alpha_s + 2 * (p - 1) / p * nbytes / self.large_bandwidth_Bps
+        return self._pick(nbytes, small, large)
 
     def reduce_scatter_s(self, nbytes: float, p: int) -> float:
         """Ring reduce-scatter (= ring allgather) time (s) of ``nbytes`` on ``p`` ranks."""
         if p <= 1:
             return 0.0
-        return (p - 1) * self.alpha_s + (p - 1) / p * nbytes / self.bandwidth_Bps
+        small = (p - 1) * self.alpha_s + (p - 1) / p * nbytes / self.bandwidth_Bps
+        if self.large_from_bytes is None:
+            return small
+        large = (p - 1) * self.large_alpha_s + (p - 1) / p * nbytes / self.large_bandwidth_Bps
+        return self._pick(nbytes, small, large)
+
+    def scaled(self, s: float) -> "Tier":
+        """This tier with every bandwidth multiplied by ``s`` (a link-rate what-if)."""
+        return replace(self, bandwidth_Bps=self.bandwidth_Bps * s,
+                       large_bandwidth_Bps=self.large_bandwidth_Bps * s)
 
     @classmethod
     def from_linear(cls, a_s: float, b_s_per_byte: float, p: int) -> "Tier":
@@ -71,12 +105,27 @@ class Tier:
             raise CostModelError("an allreduce fit needs p >= 2 ranks")
         return cls(alpha_s=a_s / (2 * (p - 1)), bandwidth_Bps=2 * (p - 1) / (p * b_s_per_byte))
 
+    def with_large(self, from_bytes: float, a_s: float, b_s_per_byte: float, p: int) -> "Tier":
+        """This tier plus a large-message segment fitted as ``T(n) = a + b·n`` at ``p`` ranks."""
+        big = Tier.from_linear(a_s, b_s_per_byte, p)
+        return replace(self, large_from_bytes=float(from_bytes), large_alpha_s=big.alpha_s,
+                       large_bandwidth_Bps=big.bandwidth_Bps)
+
     def to_dict(self) -> dict[str, float]:
-        return {"alpha_us": self.alpha_s * 1e6, "bandwidth_gbps": self.bandwidth_Bps / GBIT}
+        d = {"alpha_us": self.alpha_s * 1e6, "bandwidth_gbps": self.bandwidth_Bps / GBIT}
+        if self.large_from_bytes is not None:
+            d.update(large_from_bytes=self.large_from_bytes, large_alpha_us=self.large_alpha_s * 1e6,
+                     large_bandwidth_gbps=self.large_bandwidth_Bps / GBIT)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Tier":
-        return cls(alpha_s=float(d["alpha_us"]) * 1e-6, bandwidth_Bps=float(d["bandwidth_gbps"]) * GBIT)
+        t = cls(alpha_s=float(d["alpha_us"]) * 1e-6, bandwidth_Bps=float(d["bandwidth_gbps"]) * GBIT)
+        if d.get("large_from_bytes") is not None:
+            t = replace(t, large_from_bytes=float(d["large_from_bytes"]),
+                        large_alpha_s=float(d["large_alpha_us"]) * 1e-6,
+                        large_bandwidth_Bps=float(d["large_bandwidth_gbps"]) * GBIT)
+        return t
 
 
 @dataclass(frozen=True)
@@ -112,6 +161,71 @@ class Negotiation:
 
 
 @dataclass(frozen=True)
+class HostPasses:
+    """Host (CPU) time around each response besides its collective, with a cache knee.
+
+    Horovod's CPU path (0.28.1 ``horovod/common/ops/gloo_operations.cc``
+    ``GlooAllreduce::Execute``) makes memory-bound passes over every response: MEMCPY_IN and
+    MEMCPY_OUT_FUSION_BUFFER for a fused one, ``ScaleBuffer`` (the postscale that turns the sum
+    into an average) between the collective and MEMCPY_OUT, which the timeline does not show,
+    then the callbacks and the next cycle's negotiation. Such passes run from the last-level
+    cache while the buffer fits and from DRAM when it does not, so their cost per byte rises
+    beyond a knee (measured on the 1 Gbit/s testbed: fused copies at ~13 GB/s up to 8-10 MiB,
+    5-6 GB/s at 20-90 MiB; docs/validation.md):
+
+    - ``memcpy_s(n)`` (fused responses only) = ``memcpy_s_per_byte·n +
+      memcpy_spill_s_per_byte·max(0, n - knee_bytes)``;
+    - ``gap_s(n)`` (every response) = ``gap_fixed_s + gap_s_per_byte·n +
+      gap_spill_s_per_byte·max(0, n - knee_bytes)``: the untimed time between one response's
+      end and the next one's start, charged half to each neighbour (one rank's timeline cannot
+      tell which of the two it belongs to), i.e. once per response.
+
+    Fitted by :func:`autotuner.fit.fit_host_passes` from timelines (seconds, bytes).
+    """
+
+    knee_bytes: float
+    memcpy_s_per_byte: float
+    memcpy_spill_s_per_byte: float = 0.0
+    gap_fixed_s: float = 0.0
+    gap_s_per_byte: float = 0.0
+    gap_spill_s_per_byte: float = 0.0
+
+    def __post_init__(self) -> None:
+        vals = (self.knee_bytes, self.memcpy_s_per_byte, self.memcpy_spill_s_per_byte,
+                self.gap_fixed_s, self.gap_s_per_byte, self.gap_spill_s_per_byte)
+        if not all(v >= 0 for v in vals):
+            raise CostModelError(f"host passes need non-negative terms, got {self}")
+
+    def memcpy_s(self, nbytes):
+        """MEMCPY_IN + MEMCPY_OUT time (s) of a fused response of ``nbytes`` (scalar or array)."""
+        return (self.memcpy_s_per_byte * nbytes
+                + self.memcpy_spill_s_per_byte * np.maximum(nbytes - self.knee_bytes, 0.0))
+
+    def gap_s(self, nbytes):
+        """Untimed host time (s) charged to a response of ``nbytes`` (scalar or array)."""
+        return (self.gap_fixed_s + self.gap_s_per_byte * nbytes
+                + self.gap_spill_s_per_byte * np.maximum(nbytes - self.knee_bytes, 0.0))
+
+    def to_dict(self) -> dict[str, float]:
+        return {"knee_mib": self.knee_bytes / 2**20,
+                "memcpy_ms_per_mib": self.memcpy_s_per_byte * 2**20 * 1e3,
+                "memcpy_spill_ms_per_mib": self.memcpy_spill_s_per_byte * 2**20 * 1e3,
+                "gap_fixed_ms": self.gap_fixed_s * 1e3,
+                "gap_ms_per_mib": self.gap_s_per_byte * 2**20 * 1e3,
+                "gap_spill_ms_per_mib": self.gap_spill_s_per_byte * 2**20 * 1e3}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "HostPasses":
+        ms_mib = 1e-3 / 2**20
+        return cls(knee_bytes=float(d["knee_mib"]) * 2**20,
+                   memcpy_s_per_byte=float(d["memcpy_ms_per_mib"]) * ms_mib,
+                   memcpy_spill_s_per_byte=float(d.get("memcpy_spill_ms_per_mib", 0)) * ms_mib,
+                   gap_fixed_s=float(d.get("gap_fixed_ms", 0)) * 1e-3,
+                   gap_s_per_byte=float(d.get("gap_ms_per_mib", 0)) * ms_mib,
+                   gap_spill_s_per_byte=float(d.get("gap_spill_ms_per_mib", 0)) * ms_mib)
+
+
+@dataclass(frozen=True)
 class Cluster:
     """Cluster shape: ``nodes`` × ``gpus_per_node`` ranks (local_size = gpus_per_node)."""
 
@@ -139,6 +253,8 @@ class CostModel:
         memcpy_Bps: fusion-buffer copy bandwidth (bytes/s), for MEMCPY_IN/OUT_FUSION_BUFFER.
         host_copy_Bps: device<->host copy bandwidth (bytes/s), hierarchical allreduce only.
         negotiation: per-cycle negotiation costs.
+        host: size-dependent host passes (:class:`HostPasses`), or None: then a fused response
+            pays ``2 · bytes / memcpy_Bps`` of copies and nothing else on the host.
     """
 
     inter: Tier
@@ -147,6 +263,18 @@ class CostModel:
     memcpy_Bps: float = 400e9
     host_copy_Bps: float = 10e9
     negotiation: Negotiation = field(default_factory=Negotiation)
+    host: HostPasses | None = None
+
+    def memcpy_s(self, nbytes):
+        """Fusion-buffer copy time (s) of a fused response of ``nbytes`` (scalar or array)."""
+        if self.host is None:
+            return 2 * nbytes / self.memcpy_Bps
+        return self.host.memcpy_s(nbytes)
+
+    def host_gap_s(self, nbytes):
+        """Untimed host time (s) charged to every response of ``nbytes``; 0.0 without
+        :attr:`host`."""
+        return 0.0 if self.host is None else self.host.gap_s(nbytes)
 
     def with_bandwidth(self, gbps: float) -> "CostModel":
         """What-if: the inter-node link at ``gbps`` Gbit/s, same efficiency and latency.
@@ -156,8 +284,7 @@ class CostModel:
         if not gbps > 0:
             raise CostModelError(f"bandwidth must be > 0 Gbit/s, got {gbps}")
         s = gbps / self.link_gbps
-        return replace(self, inter=replace(self.inter, bandwidth_Bps=self.inter.bandwidth_Bps * s),
-                       link_gbps=gbps)
+        return replace(self, inter=self.inter.scaled(s), link_gbps=gbps)
 
     def allreduce_s(self, nbytes: float, cluster: Cluster, hierarchical: bool) -> float:
         """Time (s) of one allreduce of ``nbytes`` (a fused response) on ``cluster``.
@@ -190,6 +317,7 @@ class CostModel:
                             "cache_ops": self.negotiation.cache_ops,
                             "nocache_ops": self.negotiation.nocache_ops,
                             "per_tensor_us": self.negotiation.per_tensor_s * 1e6},
+            **({"host_passes": self.host.to_dict()} if self.host else {}),
         }
 
     @classmethod
@@ -205,5 +333,6 @@ class CostModel:
                                     cache_ops=int(n.get("cache_ops", 1)),
                                     nocache_ops=int(n.get("nocache_ops", 4)),
                                     per_tensor_s=float(n.get("per_tensor_us", 5)) * 1e-6),
+            host=HostPasses.from_dict(d["host_passes"]) if d.get("host_passes") else None,
         )
 

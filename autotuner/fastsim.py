@@ -22,7 +22,8 @@ tables are computed with the reference's own functions, so a change there is pic
   ``[a, min(j, nxt[a]))``, which is exactly what :func:`~autotuner.simulator.fuse` returns;
 - collective time ``dur[h, a, b]`` of the response ``[a, b)`` from
   :meth:`~autotuner.costmodel.CostModel.allreduce_s` (hierarchical ``h``) × ``comm_scale``
-  + the fusion-buffer memcpy (MEMCPY_IN/OUT_FUSION_BUFFER) when ``b - a > 1``;
+  + the fusion-buffer memcpy (MEMCPY_IN/OUT_FUSION_BUFFER, ``CostModel.memcpy_s``) when
+  ``b - a > 1`` + the untimed host gap (``CostModel.host_gap_s``), as the reference adds them;
 - negotiation time per cycle from :meth:`~autotuner.costmodel.Negotiation.cycle_s` for each
   tensor count and cache state (off, on with misses, on with every tensor a hit).
 
@@ -190,7 +191,8 @@ class _Tables:
             d = np.asarray(cost.allreduce_s(nbytes, cluster, bool(h)), dtype=float) * workload.comm_scale
             dur[h] = d
         fused = (np.arange(T + 1)[None, :] - np.arange(T)[:, None]) > 1
-        dur[:, fused] += 2 * (cum[None, :] - cum[:, None])[:T][fused] / cost.memcpy_Bps
+        dur[:, fused] += cost.memcpy_s((cum[None, :] - cum[:, None])[:T][fused])
+        dur += cost.host_gap_s(nbytes)
         self.dur = dur.reshape(-1)  # flat index (h * T + a) * (T + 1) + b
 
     def _count_handed(self, s0: np.ndarray, c: np.ndarray) -> np.ndarray:

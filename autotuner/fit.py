@@ -23,13 +23,14 @@ Forms and choices:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.optimize import brentq, least_squares, minimize_scalar
 
-from .costmodel import Cluster, CostModel, Negotiation, Tier
+from .costmodel import Cluster, CostModel, HostPasses, Negotiation, Tier
 from .knobs import DEFAULTS_0_28, MIB, Config
 from .layout import Layout
 from .readers.layouts import load_layout
@@ -311,15 +312,113 @@ def _model_dict(env: EnvData, cluster: Cluster, cost: CostModel, fit_info: dict[
     }
 
 
+#: candidate knees (MiB) for the collective's large-message segment and the host passes' cache knee
+KNEES_MIB = (0.25, 0.5, 1, 2, 4, 8, 16)
+HOST_KNEES_MIB = (2, 4, 6, 8, 12, 16, 24, 32)
+
+
+def fit_piecewise(nbytes: np.ndarray, times_s: np.ndarray, weights: np.ndarray, counts: np.ndarray,
+                  knees_bytes=tuple(k * MIB for k in KNEES_MIB), min_side: int = 4):
+    """Two-segment alpha-beta fit: ``T = a1 + b1·n`` below a knee, ``a2 + b2·n`` from it on.
+
+    Each segment is :func:`fit_linear` on its samples (same weights); the knee is the
+    candidate (bytes) with the least count-weighted squared error in seconds (the time a step
+    actually pays: ``counts`` responses of each size were measured), among those
+    leaving at least ``min_side`` samples on each side. Returns ``(knee_bytes, small, large)``
+    or None when no candidate qualifies. Raises FitError as :func:`fit_linear`.
+    """
+    best = None
+    for k in knees_bytes:
+        lo, hi = nbytes < k, nbytes >= k
+        if lo.sum() < min_side or hi.sum() < min_side:
+            continue
+        fits = (fit_linear(nbytes[lo], times_s[lo], weights[lo]), fit_linear(nbytes[hi], times_s[hi], weights[hi]))
+        err = 0.0
+        for m, f in zip((lo, hi), fits):
+            err += float(np.sum(counts[m] * (f.a_s + f.b_s_per_byte * nbytes[m] - times_s[m]) ** 2))
+        if best is None or err < best[0]:
+            best = (err, float(k), *fits)
+    return None if best is None else best[1:]
+
+
+def fit_host_passes(memcpy: np.ndarray, gaps: np.ndarray,
+                    knees_bytes=tuple(k * MIB for k in HOST_KNEES_MIB)) -> tuple[HostPasses, float, dict[str, Any]]:
+    """Fit :class:`~autotuner.costmodel.HostPasses` and the per-cycle negotiation cost.
+
+    Args:
+        memcpy: shape (m, 2): bytes and seconds of MEMCPY_IN + MEMCPY_OUT per fused response.
+        gaps: shape (g, 3): bytes of responses A and B and the untimed seconds between them
+            (:class:`autotuner.timeline_compare.HostSamples`).
+    Model (units ms and MiB inside the fit, returned in s and bytes): ``memcpy(n) = m1·n +
+    m2·max(0, n - K)``; ``gap(A, B) = c0 + g1·(A + B)/2 + g2·(max(0, A - K) + max(0, B - K))/2``
+    (half of each gap to each neighbour). Plain least squares on absolute times, so the fit
+    follows the mean, tails included (the step pays the total, as for the collectives); all
+    terms >= 0. The knee K is the candidate with the least combined cost. ``c0`` is returned
+    as the negotiation cost of a cycle (the gap holds the cycle that negotiates B).
+    Returns ``(host, ctrl_op_s, info)``. Raises FitError with fewer than 3 samples of either.
+    """
+    if len(memcpy) < 3 or len(gaps) < 3:
+        raise FitError(f"host passes need >= 3 fused responses and >= 3 back-to-back pairs, got {len(memcpy)} and {len(gaps)}")
+    mn, mt = memcpy[:, 0] / MIB, memcpy[:, 1] * 1e3
+    ga, gb, gt = gaps[:, 0] / MIB, gaps[:, 1] / MIB, gaps[:, 2] * 1e3
+    best = None
+    for kb in knees_bytes:
+        k = kb / MIB
+        rm = least_squares(lambda c: c[0] * mn + c[1] * np.maximum(mn - k, 0) - mt, [0.2, 0.2],
+                           bounds=(0, np.inf))
+        rg = least_squares(lambda c: c[0] + c[1] * (ga + gb) / 2
+                           + c[2] * (np.maximum(ga - k, 0) + np.maximum(gb - k, 0)) / 2 - gt,
+                           [0.05, 0.05, 0.05], bounds=(0, np.inf))
+        cost = rm.cost + rg.cost
+        if best is None or cost < best[0]:
+            best = (cost, kb, rm.x, rg.x)
+    _, kb, m, g = best
+    ms_mib = 1e-3 / MIB
+    host = HostPasses(knee_bytes=kb, memcpy_s_per_byte=m[0] * ms_mib, memcpy_spill_s_per_byte=m[1] * ms_mib,
+                      gap_s_per_byte=g[1] * ms_mib, gap_spill_s_per_byte=g[2] * ms_mib)
+    info = {"n_memcpy": int(len(memcpy)), "n_gaps": int(len(gaps)), "knee_mib": kb / MIB,
+            "cycle_ms": float(g[0]), "gap_median_ms": float(np.median(gt))}
+    return host, float(g[0] * 1e-3), info
+
+
+def host_samples_for(env: EnvData, recs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Host samples from the kept timelines of ``recs`` (``validation/timelines/<source stem>/
+    <label>-r<repeat>.json.gz``, as ``validate --keep-timelines`` writes them). Returns
+    ``(memcpy (m, 2), gaps (g, 3), files used)``; records without a kept timeline are skipped."""
+    from .readers.timeline import TimelineError, read_timeline
+    from .timeline_compare import host_samples
+
+    folder = env.path / Path(env.meta["source"]).parent / "timelines" / Path(env.meta["source"]).stem
+    mem, gaps, used = [], [], []
+    for r in recs:
+        f = folder / f"{r['trial'].replace('/', '-')}.json.gz"
+        if not f.is_file():
+            continue
+        try:
+            hs = host_samples(read_timeline(f))
+        except TimelineError:
+            continue
+        mem += hs.memcpy
+        gaps += hs.gaps
+        used.append(str(f.relative_to(env.path)))
+    return np.array(mem, float).reshape(-1, 2), np.array(gaps, float).reshape(-1, 3), used
+
+
 def fit_validation_env(env: EnvData) -> dict[str, Any]:
     """Fit an environment measured here by ``autotuner validate`` (records with timeline summaries).
 
     - Collective cost: ``T(n) = a + b·n`` (:func:`fit_linear`, each sample's relative residual
       weighted by sqrt(its share of the total collective time: count x duration)) on the fused
       responses read from the trials' Horovod timelines (GLOO_ALLREDUCE span vs response bytes),
-      turned into a ring tier for the cluster's ranks.
+      turned into a ring tier for the cluster's ranks; then, where the samples allow, a
+      size-dependent latency: two such lines split at a knee (:func:`fit_piecewise`). On the
+      1 Gbit/s testbed small allreduces pay ~3.5 ms of rank skew and queueing each while
+      responses of 4 MiB and more stream with no measurable latency (docs/validation.md).
     - Fusion-buffer copy rate: 2 x bytes / (MEMCPY_IN + MEMCPY_OUT span) summed over fused
-      responses (the simulator charges ``2 · bytes / memcpy_Bps``).
+      responses (the simulator charges ``2 · bytes / memcpy_Bps``). Where the trials' raw
+      timelines are kept (``validate --keep-timelines``), size-dependent host passes and the
+      measured negotiation cost per cycle replace it (:func:`fit_host_passes`,
+      :func:`host_samples_for`).
     - Workload: the replay workload's emulated compute (``setup.compute_ms``, split 1/3 : 2/3 as
       :mod:`autotuner.replay` does) and ``setup.update_ms`` — known, not calibrated.
     Only records of status ``ok`` are used. Raises FitError when no record has timeline samples.
@@ -339,14 +438,34 @@ def fit_validation_env(env: EnvData) -> dict[str, Any]:
     nbytes, counts, times = rows[:, 0], rows[:, 1], rows[:, 2] * 1e-6
     # Each size's relative residual weighs by its share of all measured collective time, so the
     # line is right where the step's time goes (the many tiny tensors would dominate otherwise).
-    lin = fit_linear(nbytes, times, np.sqrt(counts * times / np.sum(counts * times)))
+    weights = np.sqrt(counts * times / np.sum(counts * times))
+    lin = fit_linear(nbytes, times, weights)
     tier = Tier.from_linear(lin.a_s, lin.b_s_per_byte, cluster.size)
+    pred = lin.a_s + lin.b_s_per_byte * nbytes
+    piece = fit_piecewise(nbytes, times, weights, counts)
+    piece_info = None
+    if piece is not None:
+        knee, small, large = piece
+        tier = Tier.from_linear(small.a_s, small.b_s_per_byte, cluster.size).with_large(
+            knee, large.a_s, large.b_s_per_byte, cluster.size)
+        pred = np.where(nbytes >= knee, large.a_s + large.b_s_per_byte * nbytes, small.a_s + small.b_s_per_byte * nbytes)
+        piece_info = {"knee_bytes": knee, "small": {"a_ms": small.a_s * 1e3, "b_ms_per_mib": small.b_s_per_byte * MIB * 1e3,
+                                                   "n_samples": small.n},
+                      "large": {"a_ms": large.a_s * 1e3, "b_ms_per_mib": large.b_s_per_byte * MIB * 1e3,
+                                "n_samples": large.n},
+                      "r2": r_squared(times, pred), "mape_percent": mape(times, pred)}
     mem = np.array([r["timeline"]["memcpy"] for r in recs if r["timeline"].get("memcpy")], dtype=float)
     memcpy_Bps = GPU_MEMCPY_BPS
     if len(mem) and mem[:, 1].sum() > 0:
         memcpy_Bps = float(2 * mem[:, 0].sum() / (mem[:, 1].sum() * 1e-6))
     cost = CostModel(inter=tier, link_gbps=float(meta["link_gbps"]), memcpy_Bps=memcpy_Bps,
                      negotiation=_negotiation_for(tier, cluster.size))
+    host_mem, host_gaps, host_files = host_samples_for(env, recs)
+    host_info = None
+    if len(host_mem) >= 3 and len(host_gaps) >= 3:
+        host, ctrl_op_s, host_info = fit_host_passes(host_mem, host_gaps)
+        host_info["timelines"] = host_files
+        cost = replace(cost, host=host, negotiation=replace(cost.negotiation, ctrl_op_s=ctrl_op_s))
     workloads: dict[str, Any] = {}
     for r in recs:
         st = r["setup"]
@@ -357,10 +476,9 @@ def fit_validation_env(env: EnvData) -> dict[str, Any]:
             "layout": st["model"], "forward_ms": wl.forward_s * 1e3, "backward_ms": wl.backward_s * 1e3,
             "update_ms": float(st.get("update_ms", 0.0)), "comm_scale": 1.0, "overlap": 1.0,
             "calibrated_on": f"not calibrated: replay workload's emulated compute ({st['compute_ms']} ms)"})
-    pred = lin.a_s + lin.b_s_per_byte * nbytes
     fit_info = {"form": "alpha-beta (ring)", "p": cluster.size, "a_ms": lin.a_s * 1e3,
                 "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2, "mape_percent": lin.mape,
-                "n_samples": lin.n, "n_trials": len(recs),
+                "n_samples": lin.n, "n_trials": len(recs), "piecewise": piece_info, "host_passes": host_info,
                 "trials": sorted({r["trial"] for r in recs}),
                 "samples": [{"bytes": float(n), "time_ms": float(t * 1e3), "count": int(c), "pred_ms": float(q * 1e3),
                              "model": m} for n, t, c, q, (_, m) in zip(nbytes, times, counts, pred, kept)]}

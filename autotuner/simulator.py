@@ -32,8 +32,11 @@ Semantics, each from Horovod's source (read at v0.28.1 and v0.20.3; cited, not c
   ``local_size · 8 · 64`` bytes (controller.cc ``TensorFusionThresholdBytes``,
   FUSION_BUFFER_ATOMIC_UNIT = 64, float64 size 8).
 - **Execution**: a fused response of more than one tensor pays MEMCPY_IN_FUSION_BUFFER and
-  MEMCPY_OUT_FUSION_BUFFER (2 · bytes / memcpy bandwidth) plus its collective, costed by the
-  :class:`~autotuner.costmodel.CostModel` and multiplied by the workload's ``comm_scale``.
+  MEMCPY_OUT_FUSION_BUFFER (:meth:`~autotuner.costmodel.CostModel.memcpy_s`: 2 · bytes / memcpy
+  bandwidth, or the size-dependent host passes where fitted) plus its collective, costed by the
+  :class:`~autotuner.costmodel.CostModel` and multiplied by the workload's ``comm_scale``; every
+  response also pays :meth:`~autotuner.costmodel.CostModel.host_gap_s` (the untimed host work
+  between responses, 0 unless fitted; :class:`~autotuner.costmodel.HostPasses`).
 - **Overlap** (:attr:`Workload.overlap`): with time-shared compute and communication, a
   collective running during backward pauses backward, delaying the gradients not yet ready.
 - **Step** = forward + max(backward end, last allreduce end) + update (``synchronize`` waits
@@ -119,7 +122,8 @@ class TracedResponse:
         ready_s: when its last tensor's data was ready (end of ``WAIT_FOR_DATA``, >= loop_s).
         start_s: start of its work (memcpy-in, else the collective); > ready_s only when an
             asynchronous (NCCL) collective queues behind the previous one (``QUEUE``).
-        duration_s: memcpy-in + collective + memcpy-out, = :attr:`Response.duration_s`.
+        duration_s: memcpy-in + collective + memcpy-out + the untimed host gap
+            (:meth:`~autotuner.costmodel.CostModel.host_gap_s`), = :attr:`Response.duration_s`.
         memcpy_s: memcpy-in + memcpy-out part of ``duration_s`` (0 for a single tensor).
     """
 
@@ -319,7 +323,6 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
     period = max(cycle, idle_neg)
     fwd, bwd = workload.forward_s, workload.backward_s
     ready_rel = fwd + bwd * frac
-    memcpy_Bps = cost.memcpy_Bps
     scale = workload.comm_scale
     cum = np.concatenate(([0], np.cumsum(wire)))
 
@@ -361,14 +364,15 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
             for a, b in fuse(wire[i:j], thr):
                 nbytes = int(cum[i + b] - cum[i + a])
                 dur = cost.allreduce_s(nbytes, cluster, hier) * scale
-                if b - a > 1:
-                    dur += 2 * nbytes / memcpy_Bps
+                mem = cost.memcpy_s(nbytes) if b - a > 1 else 0.0
+                dur += mem
+                dur += cost.host_gap_s(nbytes)
                 t_loop = t
                 t = max(t, float(ready_abs[i + b - 1]))  # WAIT_FOR_DATA on the ready events
                 start = max(t, stream_free)
                 if tracing:
                     t_resps.append(TracedResponse(i + a, i + b, nbytes, len(t_cycles) - 1, t_loop, t, start, dur,
-                                                  2 * nbytes / memcpy_Bps if b - a > 1 else 0.0))
+                                                  mem))
                 if measuring:
                     responses_step.append(Response(nbytes, b - a, start - step_start, dur))
                 comm += dur

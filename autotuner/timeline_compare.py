@@ -210,3 +210,41 @@ def compare(real: Timeline, sim: Timeline, *, skip_real: int = 1, skip_sim: int 
 def fmt_num(x: float | None, spec: str = ".2f") -> str:
     """``x`` formatted, or ``-`` for None / non-finite."""
     return "-" if x is None or not math.isfinite(x) else format(x, spec)
+
+
+@dataclass(frozen=True)
+class HostSamples:
+    """Host-side timings read off a timeline (seconds, bytes), for :func:`autotuner.fit.fit_host_passes`.
+
+    ``memcpy``: ``(nbytes, seconds)`` per fused response (MEMCPY_IN + MEMCPY_OUT spans).
+    ``gaps``: ``(nbytes_a, nbytes_b, seconds)`` per pair of back-to-back responses A, B in one
+    step: from A's collective end to B's first activity, minus A's MEMCPY_OUT (ScaleBuffer,
+    callbacks, the cycle that negotiates B: everything the timeline does not name). Only
+    pairs where every tensor of B was enqueued (its NEGOTIATE start on this rank) before A's
+    collective ended, so B waited on the host and not on backward.
+    """
+
+    memcpy: list[tuple[int, float]]
+    gaps: list[tuple[int, int, float]]
+
+
+def host_samples(tl: Timeline, *, op: str = "allreduce", skip: int = 1) -> HostSamples:
+    """Host-side samples of ``tl``'s complete steps after the first ``skip`` (see
+    :class:`HostSamples`). Raises :class:`TimelineError` as :func:`split_steps` does."""
+    st = split_steps(tl, op=op, skip=skip)
+    enq: dict[str, list[float]] = {}
+    for n in tl.negotiations:
+        enq.setdefault(n.tensor, []).append(n.start_us)
+    memcpy: list[tuple[int, float]] = []
+    gaps: list[tuple[int, int, float]] = []
+    for step in st.steps:
+        memcpy += [(r.nbytes, (r.memcpy_in_us + r.memcpy_out_us) * 1e-6) for r in step if len(r.tensors) > 1]
+        for a, b in zip(step, step[1:]):
+            a_end = a.start_us + a.duration_us
+            b_begin = b.start_us - b.memcpy_in_us
+            # the enqueue of B's tensors this step: the latest NEGOTIATE start before B began
+            last = max((max((t for t in enq.get(x, ()) if t <= b_begin), default=math.inf) for x in b.tensors),
+                       default=math.inf)
+            if last <= a_end:
+                gaps.append((a.nbytes, b.nbytes, (b_begin - a_end - a.memcpy_out_us) * 1e-6))
+    return HostSamples(memcpy, gaps)

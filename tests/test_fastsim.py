@@ -1,5 +1,6 @@
 """The fast batch simulator against the reference simulate_step, on random layouts and configs."""
 import ast
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -7,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from autotuner.costmodel import Cluster, CostModel, Negotiation, Tier
+from autotuner.costmodel import Cluster, CostModel, HostPasses, Negotiation, Tier
 from autotuner.fastsim import configs_to_arrays, fusion_plan, simulate_batch, simulate_configs
 from autotuner.knobs import MIB, Config, KnobError
 from autotuner.simulator import Workload, fuse, simulate_step
@@ -42,12 +43,23 @@ def workloads(draw):
 
 @st.composite
 def costs(draw):
-    tier = lambda: Tier(draw(st.floats(0.0, 1e-3)), draw(st.floats(1e8, 1e11)))  # noqa: E731
+    def tier():
+        t = Tier(draw(st.floats(0.0, 1e-3)), draw(st.floats(1e8, 1e11)))
+        if draw(st.booleans()):  # a size-dependent latency: a large-message segment
+            t = replace(t, large_from_bytes=draw(st.floats(1.0, 64 * MIB)), large_alpha_s=draw(st.floats(0.0, 1e-3)),
+                        large_bandwidth_Bps=draw(st.floats(1e8, 1e11)))
+        return t
+
+    host = None
+    if draw(st.booleans()):  # size-dependent host passes with a cache knee
+        host = HostPasses(knee_bytes=draw(st.floats(0.0, 64 * MIB)), memcpy_s_per_byte=draw(st.floats(0.0, 1e-9)),
+                          memcpy_spill_s_per_byte=draw(st.floats(0.0, 1e-9)), gap_fixed_s=draw(st.floats(0.0, 1e-3)),
+                          gap_s_per_byte=draw(st.floats(0.0, 1e-9)), gap_spill_s_per_byte=draw(st.floats(0.0, 1e-9)))
     neg = Negotiation(ctrl_op_s=draw(st.floats(0.0, 4e-3)), cache_ops=draw(st.integers(0, 2)),
                       nocache_ops=draw(st.integers(0, 5)), per_tensor_s=draw(st.floats(0.0, 1e-5)))
     return CostModel(inter=tier(), intra=tier() if draw(st.booleans()) else None,
                      memcpy_Bps=draw(st.floats(1e9, 5e11)), host_copy_Bps=draw(st.floats(1e9, 5e10)),
-                     negotiation=neg)
+                     negotiation=neg, host=host)
 
 
 @st.composite
