@@ -347,20 +347,26 @@ def fit_host_passes(memcpy: np.ndarray, gaps: np.ndarray,
 
     Args:
         memcpy: shape (m, 2): bytes and seconds of MEMCPY_IN + MEMCPY_OUT per fused response.
-        gaps: shape (g, 3): bytes of responses A and B and the untimed seconds between them
+        gaps: shape (g, 4): bytes of responses A and B, the untimed seconds between them and
+            whether B came in a new cycle (1) or in A's (0)
             (:class:`autotuner.timeline_compare.HostSamples`).
     Model (units ms and MiB inside the fit, returned in s and bytes): ``memcpy(n) = m1·n +
     m2·max(0, n - K)``; ``gap(A, B) = c0 + g1·(A + B)/2 + g2·(max(0, A - K) + max(0, B - K))/2``
-    (half of each gap to each neighbour). Plain least squares on absolute times, so the fit
-    follows the mean, tails included (the step pays the total, as for the collectives); all
-    terms >= 0. The knee K is the candidate with the least combined cost. ``c0`` is returned
-    as the negotiation cost of a cycle (the gap holds the cycle that negotiates B).
-    Returns ``(host, ctrl_op_s, info)``. Raises FitError with fewer than 3 samples of either.
+    (half of each gap to each neighbour: one rank's timeline cannot tell A's post-processing
+    from B's preparation). Plain least squares on absolute times, so the fit follows the mean,
+    tails included (the step pays the total, as for the collectives); all terms >= 0. The
+    knee K is the candidate with the least combined cost. ``c0``, the fixed host time between
+    two responses, is both the per-response fixed cost and the returned negotiation cost of a
+    cycle (controller.cc ``ComputeResponseList``: on this testbed a cycle's cache bit-vector
+    allreduce right after a collective costs no more than the same-cycle gap, so the two
+    cannot be told apart; the tiny-allreduce latency, 3.5 ms here, would be 40x too much).
+    Returns ``(host, ctrl_op_s, info)``.
+    Raises FitError with fewer than 3 samples of either kind.
     """
     if len(memcpy) < 3 or len(gaps) < 3:
         raise FitError(f"host passes need >= 3 fused responses and >= 3 back-to-back pairs, got {len(memcpy)} and {len(gaps)}")
     mn, mt = memcpy[:, 0] / MIB, memcpy[:, 1] * 1e3
-    ga, gb, gt = gaps[:, 0] / MIB, gaps[:, 1] / MIB, gaps[:, 2] * 1e3
+    ga, gb, gt, new = gaps[:, 0] / MIB, gaps[:, 1] / MIB, gaps[:, 2] * 1e3, gaps[:, 3]
     best = None
     for kb in knees_bytes:
         k = kb / MIB
@@ -375,16 +381,16 @@ def fit_host_passes(memcpy: np.ndarray, gaps: np.ndarray,
     _, kb, m, g = best
     ms_mib = 1e-3 / MIB
     host = HostPasses(knee_bytes=kb, memcpy_s_per_byte=m[0] * ms_mib, memcpy_spill_s_per_byte=m[1] * ms_mib,
-                      gap_s_per_byte=g[1] * ms_mib, gap_spill_s_per_byte=g[2] * ms_mib)
-    info = {"n_memcpy": int(len(memcpy)), "n_gaps": int(len(gaps)), "knee_mib": kb / MIB,
-            "cycle_ms": float(g[0]), "gap_median_ms": float(np.median(gt))}
+                      gap_fixed_s=g[0] * 1e-3, gap_s_per_byte=g[1] * ms_mib, gap_spill_s_per_byte=g[2] * ms_mib)
+    info = {"n_memcpy": int(len(memcpy)), "n_gaps": int(len(gaps)), "n_gaps_new_cycle": int(new.sum()),
+            "knee_mib": kb / MIB, "fixed_ms": float(g[0]), "gap_median_ms": float(np.median(gt))}
     return host, float(g[0] * 1e-3), info
 
 
 def host_samples_for(env: EnvData, recs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Host samples from the kept timelines of ``recs`` (``validation/timelines/<source stem>/
     <label>-r<repeat>.json.gz``, as ``validate --keep-timelines`` writes them). Returns
-    ``(memcpy (m, 2), gaps (g, 3), files used)``; records without a kept timeline are skipped."""
+    ``(memcpy (m, 2), gaps (g, 4), files used)``; records without a kept timeline are skipped."""
     from .readers.timeline import TimelineError, read_timeline
     from .timeline_compare import host_samples
 
@@ -395,13 +401,13 @@ def host_samples_for(env: EnvData, recs: list[dict[str, Any]]) -> tuple[np.ndarr
         if not f.is_file():
             continue
         try:
-            hs = host_samples(read_timeline(f))
+            hs = host_samples(read_timeline(f), cycle_time_ms=float(r["config"]["cycle_time_ms"]))
         except TimelineError:
             continue
         mem += hs.memcpy
         gaps += hs.gaps
         used.append(str(f.relative_to(env.path)))
-    return np.array(mem, float).reshape(-1, 2), np.array(gaps, float).reshape(-1, 3), used
+    return np.array(mem, float).reshape(-1, 2), np.array(gaps, float).reshape(-1, 4), used
 
 
 def fit_validation_env(env: EnvData) -> dict[str, Any]:

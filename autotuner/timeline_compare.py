@@ -217,34 +217,51 @@ class HostSamples:
     """Host-side timings read off a timeline (seconds, bytes), for :func:`autotuner.fit.fit_host_passes`.
 
     ``memcpy``: ``(nbytes, seconds)`` per fused response (MEMCPY_IN + MEMCPY_OUT spans).
-    ``gaps``: ``(nbytes_a, nbytes_b, seconds)`` per pair of back-to-back responses A, B in one
-    step: from A's collective end to B's first activity, minus A's MEMCPY_OUT (ScaleBuffer,
-    callbacks, the cycle that negotiates B: everything the timeline does not name). Only
-    pairs where every tensor of B was enqueued (its NEGOTIATE start on this rank) before A's
-    collective ended, so B waited on the host and not on backward.
+    ``gaps``: ``(nbytes_a, nbytes_b, seconds, new_cycle)`` per pair of back-to-back responses
+    A, B in one step: from A's collective end to B's first activity, minus A's MEMCPY_OUT
+    (ScaleBuffer, callbacks, and when ``new_cycle`` is 1 the cycle that negotiated B:
+    everything the timeline does not name). Kept only when the background loop went straight
+    from A to B: B in A's cycle (no CYCLE_START between them, ``new_cycle`` 0), or in the very
+    next cycle (one CYCLE_START, ``new_cycle`` 1) that did not sleep (A's collective lasted at
+    least the cycle time; operations.cc ``RunLoopOnce`` sleeps only what is left of the cycle).
+    Without CYCLE_START marks (``--timeline-mark-cycles``) only same-cycle pairs, told by B's
+    NEGOTIATE starting before A's collective ended, are kept.
     """
 
     memcpy: list[tuple[int, float]]
-    gaps: list[tuple[int, int, float]]
+    gaps: list[tuple[int, int, float, int]]
 
 
-def host_samples(tl: Timeline, *, op: str = "allreduce", skip: int = 1) -> HostSamples:
+def host_samples(tl: Timeline, *, cycle_time_ms: float | None = None, op: str = "allreduce",
+                 skip: int = 1) -> HostSamples:
     """Host-side samples of ``tl``'s complete steps after the first ``skip`` (see
-    :class:`HostSamples`). Raises :class:`TimelineError` as :func:`split_steps` does."""
+    :class:`HostSamples`); ``cycle_time_ms``: the run's cycle time (ms), None when unknown
+    (then next-cycle pairs are kept only after a collective of at least 50 ms). Raises
+    :class:`TimelineError` as :func:`split_steps` does."""
+    import bisect
+
     st = split_steps(tl, op=op, skip=skip)
+    marks = sorted(tl.cycle_starts_us)
+    min_a_us = (cycle_time_ms if cycle_time_ms is not None else 50.0) * 1e3
     enq: dict[str, list[float]] = {}
     for n in tl.negotiations:
         enq.setdefault(n.tensor, []).append(n.start_us)
     memcpy: list[tuple[int, float]] = []
-    gaps: list[tuple[int, int, float]] = []
+    gaps: list[tuple[int, int, float, int]] = []
     for step in st.steps:
         memcpy += [(r.nbytes, (r.memcpy_in_us + r.memcpy_out_us) * 1e-6) for r in step if len(r.tensors) > 1]
         for a, b in zip(step, step[1:]):
             a_end = a.start_us + a.duration_us
             b_begin = b.start_us - b.memcpy_in_us
-            # the enqueue of B's tensors this step: the latest NEGOTIATE start before B began
+            gap = (b_begin - a_end - a.memcpy_out_us) * 1e-6
+            if marks:
+                between = bisect.bisect_left(marks, b_begin) - bisect.bisect_right(marks, a_end)
+                if between == 0 or (between == 1 and a.duration_us >= min_a_us):
+                    gaps.append((a.nbytes, b.nbytes, gap, between))
+                continue
+            # no cycle marks: B was negotiated in A's cycle if its tensors' NEGOTIATE began before A ended
             last = max((max((t for t in enq.get(x, ()) if t <= b_begin), default=math.inf) for x in b.tensors),
                        default=math.inf)
             if last <= a_end:
-                gaps.append((a.nbytes, b.nbytes, (b_begin - a_end - a.memcpy_out_us) * 1e-6))
+                gaps.append((a.nbytes, b.nbytes, gap, 0))
     return HostSamples(memcpy, gaps)

@@ -52,7 +52,10 @@ def test_fit_writes_models(tmp_path):
     committed_local = json.loads((ROOT / "model" / "local-gloo-1gbit.json").read_text())["cost_model"]
     assert local["cost_model"]["inter"] == pytest.approx(committed_local["inter"], rel=1e-6)
     assert local["cost_model"]["memcpy_gbytes_per_s"] == pytest.approx(committed_local["memcpy_gbytes_per_s"], rel=1e-6)
-    assert local["fit"]["n_trials"] == 4 and local["fit"]["r2"] > 0.99
+    assert local["fit"]["n_trials"] == 6 and local["fit"]["r2"] > 0.99
+    # size-dependent latency and host passes come from the kept timelines of the fit sweep
+    assert local["cost_model"]["host_passes"] == pytest.approx(committed_local["host_passes"], rel=1e-6)
+    assert local["fit"]["piecewise"]["knee_bytes"] > 0 and len(local["fit"]["host_passes"]["timelines"]) == 6
 
 
 def test_missing_runs_dir(tmp_path):
