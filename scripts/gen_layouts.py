@@ -10,12 +10,18 @@ BasicBlock [2, 2, 2, 2]; resnet50 / resnet101 with Bottleneck [3, 4, 6, 3] /
 (1000 classes, 224x224 input).  Only trainable parameters are listed (no
 BatchNorm running statistics or other buffers).
 
-Output: ``autotuner/layouts/<name>.json`` with tensors in backward order
-(reverse of forward ``named_parameters()`` order) and a ``compute_share`` per
+Output: ``autotuner/layouts/<name>.json`` with tensors in backward order and a
+``compute_share`` per
 tensor: the layer's share of total backward FLOPs (batch 1, 224x224) is put on
 the layer's first tensor in backward order, 0.0 on its other tensors, so the
 cumulative sum up to tensor i is the fraction of backward done when tensor i's
 gradient is ready.
+
+Backward order: layers in reverse of forward ``named_parameters()`` order; within a layer,
+the order in which PyTorch's autograd accumulates the gradients in float32, as measured on a
+GPU with post-accumulate-grad hooks (``scripts/profile_gradient_readiness.py``, records in
+``runs/gpu-profiles/``): Linear (addmm) bias before weight, Conv and BatchNorm weight before
+bias. (Under bf16 autocast Linear's weight comes first too; the shipped layouts are float32.)
 
 Usage:  python scripts/gen_layouts.py [--out DIR]
 """
@@ -39,8 +45,9 @@ SOURCE = (
     "torchvision/models/resnet.py BasicBlock/Bottleneck v1.5 with stride on the "
     "3x3 conv2, for resnet18/50/101), ImageNet 1000 classes; parameters only "
     "(no BatchNorm running stats/buffers), exact named_parameters() names, "
-    "float32. Tensor order: backward = reverse of forward named_parameters() "
-    "order. compute_share: per-layer share of total backward FLOPs at 224x224 "
+    "float32. Tensor order: backward = layers in reverse of forward named_parameters() "
+    "order, within a layer as PyTorch accumulates float32 gradients (measured, "
+    "runs/gpu-profiles/): Linear bias then weight, Conv/BatchNorm weight then bias. compute_share: per-layer share of total backward FLOPs at 224x224 "
     "batch 1, put on the layer's first tensor in backward order (0.0 on its "
     "other tensors). Conv/Linear backward FLOPs = 2 x forward FLOPs (grad wrt "
     "input + grad wrt weight), forward FLOPs = 2*MACs "
@@ -54,7 +61,7 @@ SOURCE = (
 
 
 class _Builder:
-    """Collects layers in forward order: (param list, backward flops)."""
+    """Collects layers in forward order: (param list in backward order, backward flops)."""
 
     def __init__(self) -> None:
         self.layers: list[tuple[list[tuple[str, list[int]]], float]] = []
@@ -69,18 +76,18 @@ class _Builder:
         bwd = fwd if self._first() else 2 * fwd
         params = [(f"{prefix}.weight", [cout, cin, k, k])]
         if bias:
-            params.append((f"{prefix}.bias", [cout]))
+            params.append((f"{prefix}.bias", [cout]))  # weight, then bias (backward order)
         self.layers.append((params, bwd))
         return hout, wout
 
     def bn(self, prefix, c, h, w):
-        params = [(f"{prefix}.weight", [c]), (f"{prefix}.bias", [c])]
+        params = [(f"{prefix}.weight", [c]), (f"{prefix}.bias", [c])]  # backward order
         self.layers.append((params, BN_BWD_FLOPS_PER_ELEM * c * h * w))
 
     def linear(self, prefix, fin, fout):
         fwd = 2 * fin * fout
         bwd = fwd if self._first() else 2 * fwd
-        params = [(f"{prefix}.weight", [fout, fin]), (f"{prefix}.bias", [fout])]
+        params = [(f"{prefix}.bias", [fout]), (f"{prefix}.weight", [fout, fin])]  # backward order
         self.layers.append((params, bwd))
 
 
@@ -167,7 +174,7 @@ def layout(name: str) -> dict:
     total = math.fsum(f for _, f in b.layers)
     tensors = []
     for params, flops in reversed(b.layers):
-        for j, (pname, shape) in enumerate(reversed(params)):
+        for j, (pname, shape) in enumerate(params):  # each layer's list is in backward order
             share = _round_sig(flops / total) if j == 0 else 0.0
             tensors.append({"name": pname, "shape": shape, "dtype": DTYPE,
                             "compute_share": share})

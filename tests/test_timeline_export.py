@@ -29,6 +29,7 @@ REAL_FIXTURES = [FIX / "timeline-hvd0.28.1-gloo-2ranks-fusion-cycles.json",
                  FIX / "timeline-hvd0.28.1-gloo-2ranks-nofusion.json"]
 SWEEP = ROOT / "runs" / "local-gloo-1gbit" / "validation"
 REAL_P3 = SWEEP / "timelines" / "fit-sweep" / "proposal-3-r0.json.gz"  # fusion 24 MiB, cycle 15 ms
+AS_RECORDED = ROOT / "runs" / "local-gloo-1gbit" / "layouts" / "resnet50-as-recorded.json"
 
 # (env, knobs): Gloo fused / unfused / coordinator negotiation (cache off: X marks) / NCCL
 # (asynchronous collectives: WAIT_FOR_DATA and QUEUE activities)
@@ -276,12 +277,23 @@ def test_compare_real_fit_sweep_timeline_with_its_simulation(tmp_path):
     rec = [json.loads(l) for l in (SWEEP / "fit-sweep.jsonl").read_text().splitlines()]
     rec = next(x for x in rec if x["trial"] == "proposal-3/r0")
     c = rec["config"]
+    knobs = ["--fusion-threshold-mb", str(c["fusion_threshold_mb"]), "--cycle-time-ms", str(c["cycle_time_ms"])]
+    # the layout the run replayed (bias before weight in every layer, as shipped before the
+    # GPU-measured order): same tensors in the same order, so the same fused responses
     sim = tmp_path / "sim.json"
-    p = run("simulate", "--env", "local-gloo-1gbit", "--model", "resnet50",
-            "--fusion-threshold-mb", str(c["fusion_threshold_mb"]), "--cycle-time-ms", str(c["cycle_time_ms"]),
-            "--timeline", str(sim), "--timeline-steps", "3", "--json")
+    p = run("simulate", "--env", "local-gloo-1gbit", "--model", str(AS_RECORDED), "--compute-ms", "300",
+            *knobs, "--timeline", str(sim), "--timeline-steps", "3", "--json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["timeline"] == str(sim)
+    # the shipped layout (measured order) has the same step time; compare says fusion differs
+    shipped = tmp_path / "shipped.json"
+    p2 = run("simulate", "--env", "local-gloo-1gbit", "--model", "resnet50", *knobs,
+             "--timeline", str(shipped), "--timeline-steps", "3", "--json")
+    assert p2.returncode == 0, p2.stderr
+    assert json.loads(p2.stdout)["step_time_ms"] == pytest.approx(json.loads(p.stdout)["step_time_ms"], rel=1e-3)
+    p2 = run("compare", str(REAL_P3), str(shipped), "--json")
+    assert p2.returncode == 0, p2.stderr
+    assert any("fusion differs" in n for n in json.loads(p2.stdout)["notes"])
     p = run("compare", str(REAL_P3), str(sim), "--json")
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)

@@ -38,6 +38,30 @@ def layout_from_dict(d: dict, where: str = "<dict>") -> Layout:
         raise LayoutError(f"{where}: not a layout file ({type(e).__name__}: {e})") from None
 
 
+def _backward_params(module) -> list:
+    """``(name, parameter)`` of a ``torch.nn.Module`` in the order autograd accumulates them.
+
+    Layers in reverse of registration order (registration order stands in for forward
+    order). Within a layer, the order measured for float32 on an H100 and on this machine's
+    CPU (``runs/gpu-profiles/``, ``tests/test_layout_factory.py``): ``torch.nn.Linear`` (addmm)
+    accumulates bias before weight, which reverse registration order already gives;
+    convolutions and normalization layers (``_ConvNd``, ``_NormBase``, ``LayerNorm``,
+    ``GroupNorm``) accumulate weight before bias.
+    """
+    import torch.nn as nn
+
+    weight_first = (nn.modules.conv._ConvNd, nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
+    out = []
+    for prefix, mod in reversed(list(module.named_modules())):
+        own = [(f"{prefix}.{n}" if prefix else n, p)
+               for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
+        own.reverse()
+        if isinstance(mod, weight_first):
+            own.sort(key=lambda np_: not np_[0].endswith(".weight") and np_[0] != "weight")
+        out.extend(own)
+    return out
+
+
 def _from_module(spec: str) -> Layout:
     mod_name, _, attr = spec.partition(":")
     try:
@@ -46,12 +70,11 @@ def _from_module(spec: str) -> Layout:
         raise LayoutError(f"cannot import model factory {spec!r}: {e}") from None
     try:
         module = factory()
-        params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        params = _backward_params(module)
     except Exception as e:  # user code: report, do not trace back
         raise LayoutError(f"model factory {spec!r} failed: {type(e).__name__}: {e}") from None
     if not params:
         raise LayoutError(f"model factory {spec!r} returned a module without trainable parameters")
-    params.reverse()  # backward readiness order = reverse of forward registration order
     # Compute share proxy: proportional to parameter count (no FLOP count without an input shape).
     total = sum(p.numel() for _, p in params)
     return Layout(
@@ -67,8 +90,9 @@ def load_layout(spec: str) -> Layout:
     """Load a layout from a shipped name (``vgg16``), a JSON path, or ``pkg.mod:factory``.
 
     ``pkg.mod:factory`` calls ``factory()`` and introspects the returned ``torch.nn.Module``'s
-    ``named_parameters()`` (torch is needed only then); compute shares are then proportional
-    to parameter counts, an approximation documented in docs/simulator.md.
+    parameters (torch is needed only then) in backward order (:func:`_backward_params`);
+    compute shares are then proportional to parameter counts, an approximation documented in
+    docs/simulator.md.
     """
     if spec in shipped_models():
         text = resources.files("autotuner.layouts").joinpath(spec + ".json").read_text()
