@@ -22,3 +22,10 @@ def frozen_only() -> nn.Module:
 
 def broken() -> nn.Module:
     raise RuntimeError("cannot build")
+
+
+def tied() -> nn.Module:
+    emb = nn.Embedding(10, 4)
+    head = nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight  # tied weights: one parameter, two modules
+    return nn.Sequential(emb, nn.LayerNorm(4), head)

@@ -35,6 +35,14 @@ def test_factory_layout_order_is_the_real_backward_order():
     assert abs(sum(layout.compute_share) - 1.0) < 1e-9
 
 
+def test_tied_weights_count_once():
+    import factory_models
+
+    layout = load_layout("factory_models:tied")
+    assert sorted(layout.names) == sorted(n for n, _ in factory_models.tied().named_parameters())
+    assert layout.n_params == 10 * 4 + 4 + 4
+
+
 @pytest.mark.parametrize("spec, msg", [
     ("factory_models:frozen_only", "without trainable parameters"),
     ("factory_models:broken", "failed: RuntimeError: cannot build"),

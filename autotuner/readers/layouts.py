@@ -51,10 +51,13 @@ def _backward_params(module) -> list:
     import torch.nn as nn
 
     weight_first = (nn.modules.conv._ConvNd, nn.modules.batchnorm._NormBase, nn.LayerNorm, nn.GroupNorm)
+    # a parameter shared by several modules (tied weights) counts once, under its first name,
+    # as in named_parameters()
+    first_name = {id(p): n for n, p in module.named_parameters()}
     out = []
     for prefix, mod in reversed(list(module.named_modules())):
-        own = [(f"{prefix}.{n}" if prefix else n, p)
-               for n, p in mod.named_parameters(recurse=False) if p.requires_grad]
+        own = [(name, p) for n, p in mod.named_parameters(recurse=False)
+               if p.requires_grad and first_name.get(id(p)) == (name := f"{prefix}.{n}" if prefix else n)]
         own.reverse()
         if isinstance(mod, weight_first):
             own.sort(key=lambda np_: not np_[0].endswith(".weight") and np_[0] != "weight")
