@@ -2,14 +2,16 @@
 
 Public surface (everything else is internal):
 """
-from .api import Scenario, ScenarioError, fit_runs, make_scenario
-from .costmodel import Cluster, CostModel, Tier
-from .fastsim import simulate_batch, simulate_configs
+from .api import fit_runs, make_scenario
+from .errors import AutotunerError, ScenarioError
 from .knobs import DEFAULTS_0_20, DEFAULTS_0_28, Config, horovod_env, horovodrun_flags
-from .layout import Layout
+from .model.costmodel import Cluster, CostModel, Tier
+from .model.fastsim import simulate_batch, simulate_configs
+from .model.layout import Layout
+from .model.scenario import Scenario
+from .model.simulator import StepResult, Workload, simulate_step
 from .readers.layouts import load_layout
-from .simulator import StepResult, Workload, simulate_step
 
-__all__ = ["Scenario", "ScenarioError", "fit_runs", "make_scenario", "Cluster", "CostModel", "Tier",
+__all__ = ["AutotunerError", "Scenario", "ScenarioError", "fit_runs", "make_scenario", "Cluster", "CostModel", "Tier",
            "DEFAULTS_0_20", "DEFAULTS_0_28", "Config", "horovod_env", "horovodrun_flags", "Layout",
            "load_layout", "StepResult", "Workload", "simulate_step", "simulate_batch", "simulate_configs"]

@@ -7,56 +7,17 @@ simulator on it.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
-from .costmodel import Cluster, CostModel, CostModelError
-from .fit import fit_env
+from .errors import ScenarioError
+from .fit.fitters import fit_env
+from .fit.store import FittedEnv, load_env, write_model
 from .knobs import DEFAULTS_0_28, Config
-from .layout import Layout
-from .modelstore import FittedEnv, load_env, write_model
+from .model.costmodel import Cluster, CostModelError
+from .model.scenario import COMPRESSION_RATIO, Scenario
+from .model.simulator import StepResult, Workload
 from .readers.layouts import load_layout
 from .readers.runs import read_runs
-from .simulator import StepResult, Workload, simulate_step
-
-COMPRESSION_RATIO = {"none": 1.0, "fp16": 0.5}  # fp16 compression halves fp32 gradient bytes
-
-
-class ScenarioError(ValueError):
-    """A scenario cannot be built (unknown model for the env, bad what-if)."""
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """Everything the simulator needs besides the knobs."""
-
-    env: str
-    model: str
-    layout: Layout
-    workload: Workload
-    cost: CostModel
-    cluster: Cluster
-    compression: str = "none"
-
-    def simulate(self, config: Config, **kw) -> StepResult:
-        """:func:`simulate_step` on this scenario; ``kw`` passes ``trace``, ``measure_steps``, ..."""
-        return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction, self.workload, config,
-                             self.cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression], **kw)
-
-    def step_times(self, **knobs) -> np.ndarray:
-        """Step times (s) of many configurations at once (:func:`autotuner.fastsim.simulate_batch`).
-
-        ``knobs``: ``fusion_threshold_bytes``, ``cycle_time_ms``, ``cache_capacity``,
-        ``hierarchical_allreduce`` and optionally ``hierarchical_allgather``, arrays broadcast
-        together to one shape S (internal units: bytes, ms). Returns float64 seconds, shape S,
-        equal to :meth:`simulate`'s ``step_time_s`` for each configuration.
-        """
-        from .fastsim import simulate_batch
-
-        return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, self.workload, self.cost,
-                              self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression], **knobs)
 
 
 def make_scenario(model_dir: Path, env: str | None, model: str, *, nodes: int | None = None,
@@ -96,13 +57,13 @@ def make_scenario(model_dir: Path, env: str | None, model: str, *, nodes: int | 
 def write_simulated_timeline(sc: Scenario, fenv: FittedEnv, config: Config, path: Path, *,
                              steps: int = 2) -> tuple[Path, StepResult]:
     """Simulate ``steps`` measured steps of ``sc`` with a trace and write them as a Horovod
-    timeline (:mod:`autotuner.timeline_export`; gzip when ``path`` ends in ``.gz``).
+    timeline (:mod:`autotuner.views.timeline_export`; gzip when ``path`` ends in ``.gz``).
 
     The collective activity follows the env's backend (``cluster.backend`` in the model file).
     Returns (path, traced result). Raises ScenarioError for ``steps`` < 1, TimelineError when the
     file cannot be written.
     """
-    from .timeline_export import collective_activity, timeline_events
+    from .views.timeline_export import collective_activity, timeline_events
     from .writers.timeline import write_timeline
 
     if steps < 1:
@@ -115,12 +76,12 @@ def write_simulated_timeline(sc: Scenario, fenv: FittedEnv, config: Config, path
 
 
 def compare_timelines(real: Path, sim: Path, *, skip_real: int = 1, skip_sim: int = 0, top: int = 10) -> dict:
-    """Read two timelines (plain or gzipped) and compare them (:func:`autotuner.timeline_compare.compare`).
+    """Read two timelines (plain or gzipped) and compare them (:func:`autotuner.views.timeline_compare.compare`).
 
     Raises TimelineError (one line) for an unreadable file, a non-timeline or no complete step.
     """
     from .readers.timeline import read_timeline
-    from .timeline_compare import compare
+    from .views.timeline_compare import compare
 
     if skip_real < 0 or skip_sim < 0 or top < 0:
         raise ScenarioError("--skip-real, --skip-sim and --top must be >= 0")
@@ -133,7 +94,9 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
     Returns ([(model dict, json path, png path or None)], problems). Raises RunsError when
     nothing can be read.
     """
-    from .plots import bandwidth_plot  # matplotlib: imported only when plotting (keeps `suggest` start fast)
+    from .views.plots import (
+        bandwidth_plot,  # matplotlib: imported only when plotting (keeps `suggest` start fast)
+    )
 
     envs, problems = read_runs(runs_dir)
     fitted = []
@@ -152,9 +115,9 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
 
 def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0,
                     progress=None) -> tuple[list, list]:
-    """Bayesian search on ``sc``, refined on the fast batch simulator (see :func:`autotuner.search.search`);
+    """Bayesian search on ``sc``, refined on the fast batch simulator (see :func:`autotuner.search.bayes.search`);
     returns (all trials, top distinct)."""
-    from .search import search, top_distinct
+    from .search.bayes import search, top_distinct
 
     trials = search(lambda c: sc.simulate(c).step_time_s, DEFAULTS_0_28, multi_node=sc.cluster.nodes > 1,
                     n_calls=n_calls, seed=seed, progress=progress, batch_objective=sc.step_times)
@@ -165,7 +128,7 @@ def read_validation_records(runs_dir: Path, env: str) -> list[tuple[str, dict]]:
     """Every record of ``runs_dir/<env>/validation/*.jsonl`` as (file stem, record), read only.
 
     Unreadable files and lines are skipped (a view must not fail on them, nor repair them: the
-    writer, :class:`autotuner.validation.TrialStore`, does that). [] when there is no folder.
+    writer, :class:`autotuner.realrun.validation.TrialStore`, does that). [] when there is no folder.
     """
     from .readers.runs import parse_records
 
@@ -222,9 +185,9 @@ def load_proposals(path: Path) -> list[Config]:
 def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposals: list[Config] | None,
                    top: int = 1, repeats: int = 3, autotune: bool = True, defaults: bool = True,
                    timeout_s: float = 600.0, keep_timelines: bool = False, on_event=None):
-    """Real validation of ``setup`` (see :mod:`autotuner.validation`); returns (records, report path, verdict).
+    """Real validation of ``setup`` (see :mod:`autotuner.realrun.validation`); returns (records, report path, verdict).
 
-    Trials run in the emulated network of ``setup.bandwidth_gbit`` (:mod:`autotuner.testbed`;
+    Trials run in the emulated network of ``setup.bandwidth_gbit`` (:mod:`autotuner.realrun.testbed`;
     plain loopback, said in the report, when it cannot be built). Records are appended to
     ``runs_dir/<env>/validation/<name>.jsonl``; a re-run resumes. With ``keep_timelines`` each
     trial's raw timeline is kept gzipped in ``validation/timelines/<name>/``. ``on_event(str)`` gets
@@ -232,10 +195,10 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposa
     """
     import shutil
 
-    from .launcher import horovodrun_path
-    from .modelstore import ModelStoreError
-    from .validation import TrialStore, ValidationError
-    from .validation_report import write_report
+    from .fit.store import ModelStoreError
+    from .realrun.launcher import horovodrun_path
+    from .realrun.report import write_report
+    from .realrun.validation import TrialStore, ValidationError
 
     say = on_event or (lambda s: None)
     if horovodrun_path() is None:
@@ -301,8 +264,8 @@ def _sigterm_as_exit():
 def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, defaults, timeout_s, predict, say,
                 keep):
     """Run the autotune trial, then the interleaved fixed-configuration rounds, in the testbed."""
-    from .testbed import measure_bandwidth_gbit, shaped_network
-    from .validation import TrialRunner, autotune_best_config, plan, run_pending
+    from .realrun.testbed import measure_bandwidth_gbit, shaped_network
+    from .realrun.validation import TrialRunner, autotune_best_config, plan, run_pending
 
     with shaped_network(setup.bandwidth_gbit) as tb:
         measured = measure_bandwidth_gbit(tb) if tb.shaped else None

@@ -15,18 +15,25 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .api import Scenario, ScenarioError, compare_timelines, fit_runs, make_scenario, write_simulated_timeline
-from .costmodel import CostModelError
-from .explore import ExploreError
-from .fit import FitError
+from .api import (
+    Scenario,
+    ScenarioError,
+    compare_timelines,
+    fit_runs,
+    make_scenario,
+    write_simulated_timeline,
+)
+from .fit.fitters import FitError
+from .fit.store import ModelStoreError
 from .knobs import DEFAULTS_0_28, MIB, Config, KnobError, horovod_env, horovodrun_flags
-from .layout import LayoutError
-from .modelstore import ModelStoreError
+from .model.costmodel import CostModelError
+from .model.layout import LayoutError
 from .readers.autotune_log import AutotuneLogError
 from .readers.runs import RunsError
 from .readers.timeline import TimelineError
-from .validation import ValidationError
-from .search import search, top_distinct
+from .realrun.validation import ValidationError
+from .search.bayes import search, top_distinct
+from .views.explore import ExploreError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Predict and tune Horovod's knobs from measured bandwidth data.")
@@ -226,7 +233,7 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
     """Run real horovodrun trials: defaults, autotune, autotune's best, proposals; write a report."""
     from .api import load_proposals, run_validation
     from .readers.layouts import load_layout
-    from .validation import Setup
+    from .realrun.validation import Setup
 
     load_layout(model)  # fail fast on an unknown model
     if bandwidth_gbit is not None and not bandwidth_gbit > 0:
@@ -263,7 +270,7 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
             top: int = typer.Option(10, "--top", help="largest per-response differences to show"),
             as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Line a real timeline up against a simulated one: per step, by response size, per response."""
-    from .timeline_compare import fmt_num as f
+    from .views.timeline_compare import fmt_num as f
 
     d = compare_timelines(real, sim, skip_real=skip_real, skip_sim=skip_sim, top=top)
     if as_json:
@@ -341,8 +348,8 @@ def explore_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50,
     """Predicted step time over fusion threshold x cycle time per on/off combination; heatmaps + sensitivity."""
     wide = _wide_console()
     from .api import load_proposals, read_validation_records, suggest_configs
-    from .explore import explore
-    from .plots_explore import heatmaps, sensitivity_plot
+    from .views.explore import explore
+    from .views.plots_explore import heatmaps, sensitivity_plot
 
     if nodes is not None and nodes < 1 or gpus_per_node is not None and gpus_per_node < 1:
         raise ExploreError(f"--nodes and --gpus-per-node must be >= 1, got {nodes} and {gpus_per_node}")
@@ -354,7 +361,9 @@ def explore_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50,
     elif suggest_pick:
         # one BLAS thread: the GP refits are small matrices, and on a shared machine threaded BLAS
         # spin-waits (suggest 43 s wall vs 9 s single-threaded, 2 cores at load 6)
-        from threadpoolctl import threadpool_limits  # scikit-learn's dependency, so skopt's
+        from threadpoolctl import (
+            threadpool_limits,  # scikit-learn's dependency, so skopt's
+        )
 
         with threadpool_limits(limits=1):
             pick = suggest_configs(sc)[1][0].config
@@ -421,8 +430,8 @@ def scale_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50, .
     """What-if at scale: step time, throughput, scaling efficiency per node count (best config and defaults)."""
     wide = _wide_console()
     from .api import env_batch_size
-    from .explore import parse_float_list, parse_int_list, scale
-    from .plots_explore import scale_plot
+    from .views.plots_explore import scale_plot
+    from .views.scale import parse_float_list, parse_int_list, scale
 
     ns = parse_int_list(nodes, "--nodes")
     bws = parse_float_list(bandwidth_gbps, "--bandwidth-gbps") if bandwidth_gbps is not None else None

@@ -22,11 +22,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from .errors import KnobError
+
 MIB = 1024 * 1024
-
-
-class KnobError(ValueError):
-    """A knob value is out of range or malformed."""
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from autotuner.accuracy import cases
+from autotuner.views.accuracy import cases
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {(c.env, c.what): c for c in cases(ROOT / "runs", ROOT / "model")}

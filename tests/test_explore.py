@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from autotuner.api import make_scenario, read_validation_records
-from autotuner.costmodel import Cluster
-from autotuner.explore import (ExploreError, combos, cycle_axis, explore, measured_points, sensitivity,
+from autotuner.model.costmodel import Cluster
+from autotuner.views.explore import (ExploreError, combos, cycle_axis, explore, measured_points, sensitivity,
                                step_times_ms, threshold_axis)
 from autotuner.knobs import DEFAULTS_0_28, MIB, Config
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from autotuner.launcher import Job, horovodrun_path, replay_command, run_job
+from autotuner.realrun.launcher import Job, horovodrun_path, replay_command, run_job
 from autotuner.knobs import MIB, Config
 from autotuner.readers.layouts import load_layout
 from autotuner.readers.replay_output import parse_output

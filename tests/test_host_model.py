@@ -5,12 +5,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.costmodel import Cluster, CostModel, CostModelError, HostPasses, Tier
-from autotuner.fit import FitError, fit_host_passes, fit_piecewise
+from autotuner.model.costmodel import Cluster, CostModel, CostModelError, HostPasses, Tier
+from autotuner.errors import FitError
+from autotuner.fit.regression import fit_host_passes, fit_piecewise
 from autotuner.knobs import MIB, Config
 from autotuner.readers.timeline import read_timeline
-from autotuner.simulator import Workload, simulate_step
-from autotuner.timeline_compare import host_samples
+from autotuner.model.simulator import Workload, simulate_step
+from autotuner.readers.timeline_steps import host_samples
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMELINES = ROOT / "runs" / "local-gloo-1gbit" / "validation" / "timelines" / "fit-sweep"

@@ -3,7 +3,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from autotuner.layout import LayoutError  # noqa: E402
+from autotuner.model.layout import LayoutError  # noqa: E402
 from autotuner.readers.layouts import load_layout  # noqa: E402
 
 

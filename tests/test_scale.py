@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from autotuner.api import env_batch_size, make_scenario
-from autotuner.explore import ExploreError, best_at_size, parse_float_list, parse_int_list, scale, what_if
+from autotuner.errors import ExploreError
+from autotuner.views.scale import best_at_size, parse_float_list, parse_int_list, scale, what_if
 from autotuner.knobs import DEFAULTS_0_28
 
 from cli_helpers import assert_one_line_error, run  # noqa: E402

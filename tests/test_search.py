@@ -2,7 +2,7 @@
 import numpy as np
 
 from autotuner.knobs import DEFAULTS_0_28, MIB, Config
-from autotuner.search import search
+from autotuner.search.bayes import search
 
 
 def _f(fusion_bytes, cycle_ms, cache, hier):

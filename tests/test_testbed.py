@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from autotuner import testbed as tb
+from autotuner.realrun import testbed as tb
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE = ROOT / "autotuner" / "testbed.py"
+MODULE = ROOT / "autotuner" / "realrun" / "testbed.py"
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
                                 reason="needs root and iproute2 (ip, tc) to create network namespaces")

@@ -16,9 +16,10 @@ import pytest
 from autotuner.api import make_scenario, write_simulated_timeline
 from autotuner.knobs import MIB, Config
 from autotuner.readers.timeline import TimelineError, read_timeline
-from autotuner.simulator import simulate_step
-from autotuner.timeline_compare import compare, split_steps
-from autotuner.timeline_export import simulated_responses, timeline_events
+from autotuner.model.simulator import simulate_step
+from autotuner.readers.timeline_steps import split_steps
+from autotuner.views.timeline_compare import compare
+from autotuner.views.timeline_export import simulated_responses, timeline_events
 from autotuner.writers.timeline import format_timeline, write_timeline
 
 from conftest import ROOT

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from autotuner.knobs import DEFAULTS_0_28, MIB, Config
-from autotuner.validation import (Outcome, Setup, TrialStore, ValidationError, autotune_best_config, plan,
+from autotuner.realrun.validation import (Outcome, Setup, TrialStore, ValidationError, autotune_best_config, plan,
                                   run_pending)
-from autotuner.validation_report import table, verdict, write_report
+from autotuner.realrun.report import table, verdict, write_report
 
 P1 = Config(fusion_threshold_bytes=4 * MIB, cycle_time_ms=2.0)
 P2 = Config(fusion_threshold_bytes=0, cycle_time_ms=5.0)

@@ -35,10 +35,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-
-class AutotuneLogError(ValueError):
-    """The file is not a usable Horovod autotune log (one-line message naming the file)."""
-
+from ..errors import AutotuneLogError
 
 HEADER_0_20 = ("hierarchical_allreduce", "hierarchical_allgather", "cache_enabled", "cycle_time_ms",
                "tensor_fusion_threshold", "score")

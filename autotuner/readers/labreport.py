@@ -19,11 +19,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..errors import ReportError
+
 UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
-
-
-class ReportError(ValueError):
-    """A report has no usable content at all."""
 
 
 @dataclass(frozen=True)

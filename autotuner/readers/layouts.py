@@ -1,6 +1,6 @@
 """Load gradient layouts: shipped names, JSON files, or ``package.module:factory``.
 
-Raises :class:`autotuner.layout.LayoutError` with a one-line message for unknown names,
+Raises :class:`autotuner.model.layout.LayoutError` with a one-line message for unknown names,
 unreadable or malformed files, and factories that cannot be imported.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from ..layout import Layout, LayoutError
+from ..model.layout import Layout, LayoutError
 
-LAYOUT_SCHEMA = "autotuner.layout/1"
+LAYOUT_SCHEMA = "autotuner.model.layout/1"
 
 
 def shipped_models() -> list[str]:
@@ -22,7 +22,7 @@ def shipped_models() -> list[str]:
 
 
 def layout_from_dict(d: dict, where: str = "<dict>") -> Layout:
-    """Build a :class:`Layout` from the ``autotuner.layout/1`` JSON schema."""
+    """Build a :class:`Layout` from the ``autotuner.model.layout/1`` JSON schema."""
     try:
         tensors = d["tensors"]
         return Layout(

@@ -2,7 +2,7 @@
 
 Three forms are understood, checked in this order:
 
-1. The replay workload's summary (:mod:`autotuner.replay`): one line
+1. The replay workload's summary (:mod:`autotuner.realrun.replay`): one line
    ``AUTOTUNER_RESULT {json}`` with ``step_times_ms`` (list of ms, measured steps only).
 2. The protocol for a user's own script: one line per measured step,
    ``AUTOTUNER_STEP_TIME_MS <float>`` (ms, rank 0 only; print warm-up steps without it).
@@ -20,14 +20,12 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from ..errors import ReplayOutputError
+
 RESULT_TAG = "AUTOTUNER_RESULT"
 STEP_TAG = "AUTOTUNER_STEP_TIME_MS"
 _RANK_PREFIX = re.compile(r"^\[(\d+)\]<std(?:out|err)>:")  # horovodrun's per-rank line prefix
 _ITER = re.compile(r"^Iter #\d+: ([0-9.]+(?:[eE][-+]?\d+)?) img/sec per (?:GPU|CPU)\s*$")
-
-
-class ReplayOutputError(ValueError):
-    """No step time could be read from a command's output."""
 
 
 @dataclass(frozen=True)
@@ -90,4 +88,4 @@ def parse_output(text: str, batch_size: int | None = None) -> StepTimes:
         return StepTimes(times, tuple(iters), "synthetic_benchmark")
     raise ReplayOutputError(
         f"no step time in the output: print '{STEP_TAG} <ms>' per step, or the "
-        f"'{RESULT_TAG}' line of autotuner.replay, or pytorch_synthetic_benchmark's 'Iter #' lines")
+        f"'{RESULT_TAG}' line of autotuner.realrun.replay, or pytorch_synthetic_benchmark's 'Iter #' lines")

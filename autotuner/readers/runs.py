@@ -6,17 +6,21 @@ readable ``env.toml``, or a source file that is missing or has no usable table.
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .labreport import (BreakdownCell, ReportError, ResponseBucket, RunStepTime,
-                        parse_breakdown, parse_responses)
+import tomllib
 
-
-class RunsError(ValueError):
-    """The runs directory or an environment in it cannot be used."""
+from ..errors import RunsError
+from .labreport import (
+    BreakdownCell,
+    ReportError,
+    ResponseBucket,
+    RunStepTime,
+    parse_breakdown,
+    parse_responses,
+)
 
 
 @dataclass
@@ -38,7 +42,7 @@ class EnvData:
 
 
 def parse_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Trial records of ``autotuner validate`` (JSON Lines, :mod:`autotuner.validation`).
+    """Trial records of ``autotuner validate`` (JSON Lines, :mod:`autotuner.realrun.validation`).
 
     Returns (records, problems): a line that is not a JSON object with a ``trial`` key is
     skipped and reported as ``source:line: ...``.

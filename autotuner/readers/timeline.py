@@ -54,10 +54,7 @@ from pathlib import Path
 
 import pandas as pd
 
-
-class TimelineError(ValueError):
-    """The file is not a usable Horovod timeline (one-line message naming the file)."""
-
+from ..errors import TimelineError
 
 #: Bytes per element for ``DataType_Name`` strings (``horovod/common/message.cc``,
 #: ``DataType_Size``). bfloat16 is added for later Horovod versions.

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import tempfile
 from pathlib import Path
 
-from ..readers.timeline import TimelineError
+from ..errors import OutputError, TimelineError
+from .atomic import atomic_write_bytes
 
 
 def format_timeline(events: list[dict]) -> str:
@@ -44,21 +43,7 @@ def write_timeline(path: str | Path, events: list[dict]) -> Path:
     if p.name.endswith(".gz"):
         data = gzip.compress(data, mtime=0)
     try:
-        p.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    except OSError as e:
-        raise TimelineError(f"{p}: cannot write ({e.strerror or e})") from None
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, p)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise TimelineError(f"{p}: cannot write ({e.strerror or e})") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        atomic_write_bytes(p, data)
+    except OutputError as e:
+        raise TimelineError(str(e)) from None
     return p

@@ -7,8 +7,8 @@ Run by hand (not part of CI pass/fail):
 The process is pinned to one core (``os.sched_setaffinity``). Configurations are drawn at
 random from the search space (fusion 0-512 whole MiB, cycle 0.1-100 ms log-uniform, cache
 on/off, hierarchical allreduce on/off) with a seeded generator, all distinct. Reference: one
-:func:`autotuner.simulator.simulate_step` call per configuration. Fast:
-:func:`autotuner.fastsim.simulate_batch` with ``dedupe=False`` (every configuration simulated,
+:func:`autotuner.model.simulator.simulate_step` call per configuration. Fast:
+:func:`autotuner.model.fastsim.simulate_batch` with ``dedupe=False`` (every configuration simulated,
 no result reuse), in one batch. Each figure is the median over ``--repeat`` runs.
 """
 import argparse
@@ -44,9 +44,9 @@ def main() -> None:
     a = ap.parse_args()
     os.sched_setaffinity(0, {a.cpu})
     from autotuner.api import make_scenario
-    from autotuner.fastsim import simulate_batch
+    from autotuner.model.fastsim import simulate_batch
     from autotuner.knobs import Config
-    from autotuner.simulator import simulate_step
+    from autotuner.model.simulator import simulate_step
 
     print(f"# simulator throughput, env {a.env}, pinned to core {a.cpu} of {os.cpu_count()}, "
           f"python {platform.python_version()}, numpy {np.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")

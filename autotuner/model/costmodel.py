@@ -31,11 +31,9 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import CostModelError
+
 GBIT = 1e9 / 8  # bytes per second in one Gbit/s
-
-
-class CostModelError(ValueError):
-    """A cost model is malformed or asked for an impossible what-if."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,7 @@ class Tier:
             use ``large_alpha_s`` / ``large_bandwidth_Bps`` instead, or None: one line for all
             sizes. A size-dependent latency, as transports switch protocol with message size
             (MPI eager/rendezvous; Gloo over TCP here: small messages pay rank skew and
-            queueing tails, large ones stream): fitted by :func:`autotuner.fit.fit_validation_env`.
+            queueing tails, large ones stream): fitted by :func:`autotuner.fit.fitters.fit_validation_env`.
         large_alpha_s, large_bandwidth_Bps: the large-message segment (s, bytes/s).
     """
 
@@ -180,7 +178,7 @@ class HostPasses:
       end and the next one's start, charged half to each neighbour (one rank's timeline cannot
       tell which of the two it belongs to), i.e. once per response.
 
-    Fitted by :func:`autotuner.fit.fit_host_passes` from timelines (seconds, bytes).
+    Fitted by :func:`autotuner.fit.fitters.fit_host_passes` from timelines (seconds, bytes).
     """
 
     knee_bytes: float

@@ -9,12 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import LayoutError
+
 #: bytes per element of the dtypes a layout may use
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4}
-
-
-class LayoutError(ValueError):
-    """A layout is malformed (unknown dtype, negative share, empty, ...)."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""Exhaustive knob grids evaluated on the fast simulator (:mod:`autotuner.fastsim`).
+"""Exhaustive knob grids evaluated on the fast simulator (:mod:`autotuner.model.fastsim`).
 
 Every configuration of the grid is evaluated (exact shortcuts only: configurations the
-simulator cannot tell apart are simulated once, see :mod:`autotuner.fastsim`). Pure: no I/O.
+simulator cannot tell apart are simulated once, see :mod:`autotuner.model.fastsim`). Pure: no I/O.
 
 The default grid is issue 4's: fusion threshold 0-512 MiB in 1 MiB steps (513 values) ×
 cycle time 0.1-99.6 ms in 0.5 ms steps (200 values) × the on/off knobs (response cache
@@ -16,8 +16,8 @@ from itertools import product
 import numpy as np
 import pandas as pd
 
-from .api import Scenario
-from .knobs import DEFAULTS_0_28, MIB, Config
+from ..knobs import DEFAULTS_0_28, MIB, Config
+from ..model.scenario import Scenario
 
 #: fusion thresholds (MiB) of the default grid: 0, 1, ..., 512
 GRID_FUSION_MB = np.arange(0, 513, dtype=np.int64)

@@ -10,7 +10,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .costmodel import CostModel  # noqa: E402
+from ..model.costmodel import CostModel  # noqa: E402
+from ..writers.atomic import save_figure  # noqa: E402
 
 MIB = 1024 * 1024
 
@@ -40,6 +41,4 @@ def bandwidth_plot(model: dict[str, Any], path: Path) -> Path | None:
     ax.legend(fontsize=7)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save_figure(fig, path, dpi=110)

@@ -1,10 +1,11 @@
 """Plots of the explorer and scale views (matplotlib, Agg backend; files only).
 
 Each function writes ``<stem>.png`` and ``<stem>.svg`` and returns both paths. Inputs are the
-results of :mod:`autotuner.explore`; nothing here simulates.
+results of :mod:`autotuner.views.explore`; nothing here simulates.
 """
 from __future__ import annotations
 
+import io
 import math
 from pathlib import Path
 
@@ -15,8 +16,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
-from .explore import Combo, Exploration, Scaling  # noqa: E402
-from .knobs import MIB  # noqa: E402
+from ..knobs import MIB  # noqa: E402
+from ..writers.atomic import atomic_write_bytes  # noqa: E402
+from .explore import Combo, Exploration  # noqa: E402
+from .scale import Scaling  # noqa: E402
 
 MARK_STYLE = {  # kind -> (marker, face colour, size, legend label)
     "default": ("*", "white", 220, "Horovod 0.28 defaults"),
@@ -27,12 +30,19 @@ MARK_STYLE = {  # kind -> (marker, face colour, size, legend label)
 
 
 def _save(fig, stem: Path) -> list[Path]:
-    stem.parent.mkdir(parents=True, exist_ok=True)
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-    fig.savefig(paths[0], dpi=110)
-    fig.savefig(paths[1])
-    plt.close(fig)
+    try:
+        atomic_write_bytes(paths[0], _render(fig, "png", dpi=110))
+        atomic_write_bytes(paths[1], _render(fig, "svg"))
+    finally:
+        plt.close(fig)
     return paths
+
+
+def _render(fig, fmt: str, **kw) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, **kw)
+    return buf.getvalue()
 
 
 def _edges(x: np.ndarray) -> np.ndarray:

@@ -7,20 +7,16 @@ file of another schema.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .costmodel import Cluster, CostModel
-from .fit import MODEL_SCHEMA
-from .knobs import Config
-from .simulator import Workload
-
-
-class ModelStoreError(ValueError):
-    """A fitted model cannot be found or read."""
+from ..errors import ModelStoreError
+from ..knobs import Config
+from ..model.costmodel import Cluster, CostModel
+from ..model.simulator import Workload
+from ..writers.atomic import atomic_write_text
+from .fitters import MODEL_SCHEMA
 
 
 @dataclass(frozen=True)
@@ -33,21 +29,6 @@ class FittedEnv:
     measured_config: Config
     workloads: dict[str, tuple[str, Workload]]  # model -> (layout name, workload)
     raw: dict[str, Any]
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_model(model_dir: Path, d: dict[str, Any]) -> Path:

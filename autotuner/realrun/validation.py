@@ -31,14 +31,11 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .knobs import DEFAULTS_0_28, Config
-from .readers.runs import parse_records
+from ..errors import ValidationError
+from ..knobs import DEFAULTS_0_28, Config
+from ..readers.runs import parse_records
 
 KINDS = ("default", "autotune", "autotune_best", "proposal")
-
-
-class ValidationError(ValueError):
-    """A validation cannot be planned or its record file cannot be used."""
 
 
 @dataclass(frozen=True)
@@ -237,7 +234,7 @@ def summarize_timeline(path: Path, steps_run: int) -> dict[str, Any]:
     ``negotiation_us``: median NEGOTIATE_ALLREDUCE span per tensor (µs) or None.
     Raises TimelineError for an unreadable file.
     """
-    from .readers.timeline import read_timeline, samples
+    from ..readers.timeline import read_timeline, samples
 
     tl = read_timeline(path)
     df = samples(tl)
@@ -267,7 +264,7 @@ def autotune_best_config(log_summary: dict[str, Any]) -> Config | None:
 
 def summarize_autotune_log(path: Path) -> dict[str, Any]:
     """JSON-ready summary of an autotune log (samples, best row, finished). Raises AutotuneLogError."""
-    from .readers.autotune_log import read_autotune_log
+    from ..readers.autotune_log import read_autotune_log
 
     log = read_autotune_log(path)
 
@@ -284,12 +281,12 @@ def summarize_autotune_log(path: Path) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class TrialRunner:
-    """Runs one :class:`TrialSpec` for real with horovodrun (see :mod:`autotuner.launcher`).
+    """Runs one :class:`TrialSpec` for real with horovodrun (see :mod:`autotuner.realrun.launcher`).
 
     Attributes: setup; prefix (testbed argv prefix); scratch (folder for timelines and autotune
     logs); keep_timelines (folder where each trial's raw timeline is kept gzipped, or None); timeout_s (per fixed-configuration trial; the autotune run gets
     ``timeout_s * autotune_timeout_factor``); autotune_warmup_samples, autotune_steps_per_sample,
-    autotune_max_samples (the shortened autotune, :class:`autotuner.launcher.AutotuneSettings`);
+    autotune_max_samples (the shortened autotune, :class:`autotuner.realrun.launcher.AutotuneSettings`);
     timeline (record a timeline for fixed-configuration trials).
     """
 
@@ -314,8 +311,8 @@ class TrialRunner:
         return int(self.autotune_steps_per_sample * 5 * samples * 1.15) + 4
 
     def __call__(self, spec: TrialSpec) -> Outcome:
+        from ..readers.replay_output import ReplayOutputError, parse_output
         from .launcher import AutotuneSettings, Job, replay_command, run_job
-        from .readers.replay_output import ReplayOutputError, parse_output
 
         s = self.setup
         self.scratch.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ Semantics, each from Horovod's source (read at v0.28.1 and v0.20.3; cited, not c
   collective's end)`` and does not hold the loop. CPU collectives (Gloo/MPI) hold it. The next
   cycle starts at ``max(cycle_start + cycle_time, end of this cycle's work on the loop)``.
 - **Negotiation** (controller.cc ``ComputeResponseList``): a tensor enqueued before a cycle
-  starts is negotiated in that cycle. Cost per cycle from :class:`~autotuner.costmodel.Negotiation`:
+  starts is negotiated in that cycle. Cost per cycle from :class:`~autotuner.model.costmodel.Negotiation`:
   response-cache hits (cache capacity >= number of tensors, steady state) use bit-vector
   allreduces; otherwise requests are gathered at the coordinator (cost per tensor). A
   capacity below the tensor count thrashes the LRU cache every step (all misses).
@@ -32,11 +32,11 @@ Semantics, each from Horovod's source (read at v0.28.1 and v0.20.3; cited, not c
   ``local_size · 8 · 64`` bytes (controller.cc ``TensorFusionThresholdBytes``,
   FUSION_BUFFER_ATOMIC_UNIT = 64, float64 size 8).
 - **Execution**: a fused response of more than one tensor pays MEMCPY_IN_FUSION_BUFFER and
-  MEMCPY_OUT_FUSION_BUFFER (:meth:`~autotuner.costmodel.CostModel.memcpy_s`: 2 · bytes / memcpy
+  MEMCPY_OUT_FUSION_BUFFER (:meth:`~autotuner.model.costmodel.CostModel.memcpy_s`: 2 · bytes / memcpy
   bandwidth, or the size-dependent host passes where fitted) plus its collective, costed by the
-  :class:`~autotuner.costmodel.CostModel` and multiplied by the workload's ``comm_scale``; every
-  response also pays :meth:`~autotuner.costmodel.CostModel.host_gap_s` (the untimed host work
-  between responses, 0 unless fitted; :class:`~autotuner.costmodel.HostPasses`).
+  :class:`~autotuner.model.costmodel.CostModel` and multiplied by the workload's ``comm_scale``; every
+  response also pays :meth:`~autotuner.model.costmodel.CostModel.host_gap_s` (the untimed host work
+  between responses, 0 unless fitted; :class:`~autotuner.model.costmodel.HostPasses`).
 - **Overlap** (:attr:`Workload.overlap`): with time-shared compute and communication, a
   collective running during backward pauses backward, delaying the gradients not yet ready.
 - **Step** = forward + max(backward end, last allreduce end) + update (``synchronize`` waits
@@ -53,8 +53,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..knobs import Config
 from .costmodel import Cluster, CostModel
-from .knobs import Config
 
 FUSION_BUFFER_ATOMIC_UNIT = 64  # horovod/common/common.h
 FLOAT64_BYTES = 8
@@ -123,7 +123,7 @@ class TracedResponse:
         start_s: start of its work (memcpy-in, else the collective); > ready_s only when an
             asynchronous (NCCL) collective queues behind the previous one (``QUEUE``).
         duration_s: memcpy-in + collective + memcpy-out + the untimed host gap
-            (:meth:`~autotuner.costmodel.CostModel.host_gap_s`), = :attr:`Response.duration_s`.
+            (:meth:`~autotuner.model.costmodel.CostModel.host_gap_s`), = :attr:`Response.duration_s`.
         memcpy_s: memcpy-in + memcpy-out part of ``duration_s`` (0 for a single tensor).
     """
 
@@ -290,7 +290,7 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
     Args:
         sizes_bytes: shape (T,), bytes of each gradient in readiness order (uncompressed).
         ready_fraction: shape (T,), non-decreasing in [0, 1], backward fraction elapsed when
-            each gradient is ready (:attr:`autotuner.layout.Layout.ready_fraction`).
+            each gradient is ready (:attr:`autotuner.model.layout.Layout.ready_fraction`).
         workload: compute times (s) and comm scale.
         config: Horovod knobs.
         cost: collective cost model.

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .knobs import Config, horovod_env, horovodrun_flags
+from ..knobs import Config, horovod_env, horovodrun_flags
 
 
 def horovodrun_path() -> str | None:
@@ -60,7 +60,7 @@ class Job:
         autotune: autotune settings, or None.
         timeline: path for ``--timeline-filename`` (with ``--timeline-mark-cycles``), or None.
         gloo: pass ``--gloo`` (this machine has no MPI).
-        prefix: argv prefix (e.g. ``ip netns exec NS`` from :mod:`autotuner.testbed`).
+        prefix: argv prefix (e.g. ``ip netns exec NS`` from :mod:`autotuner.realrun.testbed`).
     """
 
     np: int
@@ -141,6 +141,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def replay_command(model: str, compute_ms: float, steps: int, warmup: int, update_ms: float = 0.0) -> tuple[str, ...]:
-    """The replay workload's command line (see :mod:`autotuner.replay`)."""
-    return (sys.executable, "-m", "autotuner.replay", "--model", model, "--compute-ms", f"{compute_ms:g}",
+    """The replay workload's command line (see :mod:`autotuner.realrun.replay`)."""
+    return (sys.executable, "-m", "autotuner.realrun.replay", "--model", model, "--compute-ms", f"{compute_ms:g}",
             "--update-ms", f"{update_ms:g}", "--steps", str(steps), "--warmup", str(warmup))

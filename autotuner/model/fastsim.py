@@ -1,8 +1,8 @@
-"""Fast batch simulator: :func:`~autotuner.simulator.simulate_step`'s step time for many configurations.
+"""Fast batch simulator: :func:`~autotuner.model.simulator.simulate_step`'s step time for many configurations.
 
 Pure and deterministic like the reference (no I/O, no randomness, no clocks); numpy only.
 :func:`simulate_batch` runs the reference's background-loop rules (module docstring of
-:mod:`autotuner.simulator`, with its Horovod sources: operations.cc ``RunLoopOnce``,
+:mod:`autotuner.model.simulator`, with its Horovod sources: operations.cc ``RunLoopOnce``,
 controller.cc ``ComputeResponseList`` / ``FuseResponses`` / ``TensorFusionThresholdBytes``,
 v0.20.3 operations.cc ``PerformOperation`` WAIT_FOR_DATA, ops/nccl_operations.cc and
 ops/gpu_operations.cc ``FinalizeGPUQueue``) in **lockstep** over configurations: configuration
@@ -12,19 +12,19 @@ of gradient tensors) whatever M is. Only the step time is computed (no responses
 overlap figures: use the reference for those).
 
 Arithmetic is done in the reference's order on float64, so step times agree with
-:func:`~autotuner.simulator.simulate_step` to rounding (tests/test_fastsim.py checks 1e-9
+:func:`~autotuner.model.simulator.simulate_step` to rounding (tests/test_fastsim.py checks 1e-9
 relative on random layouts, workloads and knobs; in practice they are equal). Per-layout
 tables are computed with the reference's own functions, so a change there is picked up:
 
 - fusion plan: ``nxt[a]`` = end of the greedy fused response that starts at tensor ``a`` when
   nothing limits it but the threshold (controller.cc ``FuseResponses``; a tensor larger than
   the threshold goes alone); inside a cycle that negotiated tensors ``[i, j)`` the response is
-  ``[a, min(j, nxt[a]))``, which is exactly what :func:`~autotuner.simulator.fuse` returns;
+  ``[a, min(j, nxt[a]))``, which is exactly what :func:`~autotuner.model.simulator.fuse` returns;
 - collective time ``dur[h, a, b]`` of the response ``[a, b)`` from
-  :meth:`~autotuner.costmodel.CostModel.allreduce_s` (hierarchical ``h``) × ``comm_scale``
+  :meth:`~autotuner.model.costmodel.CostModel.allreduce_s` (hierarchical ``h``) × ``comm_scale``
   + the fusion-buffer memcpy (MEMCPY_IN/OUT_FUSION_BUFFER, ``CostModel.memcpy_s``) when
   ``b - a > 1`` + the untimed host gap (``CostModel.host_gap_s``), as the reference adds them;
-- negotiation time per cycle from :meth:`~autotuner.costmodel.Negotiation.cycle_s` for each
+- negotiation time per cycle from :meth:`~autotuner.model.costmodel.Negotiation.cycle_s` for each
   tensor count and cache state (off, on with misses, on with every tensor a hit).
 
 Exact shortcuts (``dedupe=True``): configurations that the reference cannot tell apart are
@@ -43,8 +43,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..knobs import Config, KnobError
 from .costmodel import Cluster, CostModel
-from .knobs import Config, KnobError
 from .simulator import Workload, effective_threshold, hand_over_times
 
 #: configurations simulated together (bounds memory: ~25 arrays of this length, or an
@@ -83,13 +83,13 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
                    hierarchical_allreduce, hierarchical_allgather=False, compression_ratio: float = 1.0,
                    warmup_steps: int = 1, measure_steps: int = 2, loop_phase_s: float = 0.0,
                    dedupe: bool = True, chunk: int = DEFAULT_CHUNK) -> np.ndarray:
-    """Steady-state step time (s) of every configuration, as :func:`~autotuner.simulator.simulate_step`.
+    """Steady-state step time (s) of every configuration, as :func:`~autotuner.model.simulator.simulate_step`.
 
     Args:
         sizes_bytes: shape (T,), bytes of each gradient in readiness order (uncompressed).
-        ready_fraction: shape (T,), non-decreasing in [0, 1] (:attr:`autotuner.layout.Layout.ready_fraction`).
+        ready_fraction: shape (T,), non-decreasing in [0, 1] (:attr:`autotuner.model.layout.Layout.ready_fraction`).
         workload, cost, cluster, compression_ratio, warmup_steps, measure_steps, loop_phase_s:
-            as for :func:`~autotuner.simulator.simulate_step`.
+            as for :func:`~autotuner.model.simulator.simulate_step`.
         fusion_threshold_bytes: int bytes (before Horovod's rounding), >= 0.
         cycle_time_ms: float ms, > 0.
         cache_capacity: int entries, >= 0 (0 disables the cache).
@@ -293,7 +293,7 @@ class _Tables:
 
     @staticmethod
     def _slip(R, be, idx, start, dur, b, cols, stall, rate) -> None:
-        """Vectorized :func:`autotuner.simulator._slip` on the readiness of tensors ``>= b`` and on the
+        """Vectorized :func:`autotuner.model.simulator._slip` on the readiness of tensors ``>= b`` and on the
         backward end, in place, for the rows ``idx`` (``start``, ``dur``, ``b`` aligned with it) whose
         backward is still running at ``start``."""
         k = np.flatnonzero(be[idx] > start)

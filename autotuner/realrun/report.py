@@ -1,4 +1,4 @@
-"""Summaries, verdict, ``report.md`` and plots of a validation (records from :mod:`autotuner.validation`).
+"""Summaries, verdict, ``report.md`` and plots of a validation (records from :mod:`autotuner.realrun.validation`).
 
 Throughput is ``1 / step time``; a ratio "A vs B" is B's step time divided by A's (> 1: A is faster).
 Per configuration the step time is the median over repeats of each repeat's median step time;
@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from .modelstore import atomic_write_text
+from ..writers.atomic import atomic_write_text, save_figure
 
 
 @dataclass(frozen=True)
@@ -133,9 +133,7 @@ def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path) -> list[Pa
         ax.legend(fontsize=7)
         fig.tight_layout()
         p = Path(f"{stem}-predicted-vs-measured.png")
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        paths.append(p)
+        paths.append(save_figure(fig, p, dpi=110))
     if not ok.empty:
         fig, ax = plt.subplots(figsize=(max(5, 0.9 * len(ok) + 2), 4))
         x = range(len(ok))
@@ -148,9 +146,7 @@ def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path) -> list[Pa
         ax.set(ylabel="throughput (steps/s)", title="measured throughput per configuration (dots: repeats)")
         fig.tight_layout()
         p = Path(f"{stem}-throughput.png")
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        paths.append(p)
+        paths.append(save_figure(fig, p, dpi=110))
     return paths
 
 

@@ -1,0 +1,157 @@
+"""Replay workload: a training loop whose gradients have exactly a chosen layout.
+
+Run it under horovodrun, e.g.::
+
+    horovodrun -np 2 -H localhost:2 --gloo python -m autotuner.replay --model resnet50 \\
+        --compute-ms 300 --steps 10 --warmup 2
+
+Horovod sees the layout's real tensor names (``allreduce.<name>``), sizes, count and backward
+order, because each tensor is a real ``torch.nn.Parameter`` registered with
+``hvd.DistributedOptimizer``. Compute is emulated, not run: forward sleeps ``compute_ms / 3``
+and backward ``2 * compute_ms / 3`` (the split :mod:`autotuner.fit.fitters` assumes), handing tensor ``i``
+to Horovod when ``ready_fraction[i]`` of backward has elapsed (the layout's compute shares).
+Sleeping leaves the CPU to Horovod's background thread and Gloo, as a GPU computing would.
+
+Gradients are never zeroed: a stage's backward returns no gradient for its parameter, so
+``p.grad`` keeps its buffer and each step Horovod allreduces it in place (the buffer is allocated once, up front: horovod/torch/optimizer.py's hook asserts on
+``p.grad``). No per-step allocation or memory traffic is added to the step.
+
+Output (rank 0, stdout): one ``step N time_ms X`` line per step, then one line
+``AUTOTUNER_RESULT {json}`` that :func:`autotuner.readers.replay_output.parse_output` reads. Its keys:
+``model, ranks, steps, warmup, compute_ms, update_ms, bytes_per_step`` (bytes allreduced per
+step, all tensors), ``step_times_ms`` (list, measured steps only, ms), ``median_step_time_ms``.
+
+Errors: an unknown layout or bad argument exits with status 2 and one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+RESULT_TAG = "AUTOTUNER_RESULT"
+FORWARD_SHARE = 1.0 / 3.0  # same split as autotuner.fit.fitters (forward 1/3, backward 2/3)
+
+
+def _build(layout, backward_s: float):
+    """Parameters (backward order) and a forward function chaining one stage per tensor."""
+    import torch
+
+    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
+              "float64": torch.float64}
+    params = [torch.nn.Parameter(torch.zeros(shape, dtype=dtypes[dt]))
+              for shape, dt in zip(layout.shapes, layout.dtypes)]
+    for prm in params:  # the gradient buffer Horovod allreduces in place every step
+        prm.grad = torch.zeros_like(prm)
+    ready = list(layout.ready_fraction)
+    clock = {"t0": 0.0}
+
+    class Stage(torch.autograd.Function):
+        """Identity on the activation; its backward waits until this tensor's ready time."""
+
+        @staticmethod
+        def forward(ctx, x, weight, index):  # noqa: ARG004 - weight only links the graph
+            ctx.index = index
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, grad):
+            i = ctx.index
+            if i == 0:
+                clock["t0"] = time.perf_counter()
+            wait = clock["t0"] + ready[i] * backward_s - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+            return grad, None, None
+
+    def forward(x):
+        # Forward runs the stages in forward order (reverse of backward), so autograd's backward
+        # visits them in layout (backward) order.
+        for i in range(len(params) - 1, -1, -1):
+            x = Stage.apply(x, params[i], i)
+        return x.sum()
+
+    return params, forward
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m autotuner.replay", description=__doc__.split("\n")[0])
+    p.add_argument("--model", required=True, help="layout: shipped name, .json path or pkg.mod:factory")
+    p.add_argument("--compute-ms", type=float, default=300.0,
+                   help="forward+backward compute per step, ms (forward 1/3, backward 2/3)")
+    p.add_argument("--update-ms", type=float, default=0.0, help="optimizer update per step, ms")
+    p.add_argument("--steps", type=int, default=10, help="measured steps")
+    p.add_argument("--warmup", type=int, default=2, help="steps run before measuring")
+    args = p.parse_args(argv)
+    if args.compute_ms < 0 or args.update_ms < 0 or args.steps < 1 or args.warmup < 0:
+        print("error: --compute-ms/--update-ms must be >= 0, --steps >= 1, --warmup >= 0",
+              file=sys.stderr)
+        return 2
+
+    from ..readers.layouts import load_layout
+    try:
+        layout = load_layout(args.model)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    try:
+        import horovod.torch as hvd
+        import torch
+    except ImportError as e:
+        print(f"error: the replay workload needs torch and horovod ({e}); "
+              "run scripts/install_horovod.sh", file=sys.stderr)
+        return 2
+
+    hvd.init()
+    torch.set_num_threads(1)
+    forward_s = args.compute_ms * FORWARD_SHARE / 1e3
+    backward_s = args.compute_ms * (1 - FORWARD_SHARE) / 1e3
+    update_s = args.update_ms / 1e3
+    params, forward = _build(layout, backward_s)
+
+    class EmulatedUpdate(torch.optim.Optimizer):
+        """An optimizer whose step only waits ``update_ms`` (the update is emulated, not run)."""
+
+        def __init__(self, ps):
+            super().__init__(ps, {})
+
+        def step(self, closure=None):  # noqa: ARG002
+            if update_s > 0:
+                time.sleep(update_s)
+
+    opt = hvd.DistributedOptimizer(EmulatedUpdate(params),
+                                   named_parameters=list(zip(layout.names, params)))
+    x = torch.ones(1, requires_grad=True)
+    times_ms: list[float] = []
+    for step in range(args.warmup + args.steps):
+        t = time.perf_counter()
+        time.sleep(forward_s)
+        loss = forward(x)
+        loss.backward()
+        opt.step()
+        dt = (time.perf_counter() - t) * 1e3
+        if step >= args.warmup:
+            times_ms.append(dt)
+        if hvd.rank() == 0:
+            print(f"step {step} time_ms {dt:.3f}{' (warmup)' if step < args.warmup else ''}",
+                  flush=True)
+    if hvd.rank() == 0:
+        ordered = sorted(times_ms)
+        n = len(ordered)
+        median = ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
+        result = {"model": layout.name, "ranks": hvd.size(), "steps": args.steps,
+                  "warmup": args.warmup, "compute_ms": args.compute_ms, "update_ms": args.update_ms,
+                  "bytes_per_step": layout.total_bytes, "step_times_ms": [round(v, 3) for v in times_ms],
+                  "median_step_time_ms": round(median, 3)}
+        print(f"{RESULT_TAG} {json.dumps(result)}", flush=True)
+    # Horovod's timeline is written by a background thread; give it a moment to drain before
+    # shutdown, or the last step's records may be missing from the file.
+    time.sleep(0.5)
+    hvd.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

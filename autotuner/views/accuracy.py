@@ -1,0 +1,127 @@
+"""Accuracy checks: the fitted models against the measured runs they came from.
+
+Each :class:`Case` is one measured number next to its prediction. Used by the tests
+(tests/test_accuracy.py) and by ``python -m autotuner.accuracy`` (docs/accuracy.md).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..fit.store import load_env
+from ..knobs import MIB, Config
+from ..model.costmodel import Cluster
+from ..model.simulator import simulate_step
+from ..readers.layouts import load_layout
+from ..readers.runs import read_runs
+
+
+@dataclass(frozen=True)
+class Case:
+    """A measured quantity and its prediction; ``calibrated`` marks numbers used by the fit."""
+
+    env: str
+    what: str
+    measured: float
+    predicted: float
+    source: str
+    calibrated: bool = False
+
+    @property
+    def error_pct(self) -> float:
+        return (self.predicted - self.measured) / self.measured * 100
+
+
+def cases(runs_dir: Path, model_dir: Path) -> list[Case]:
+    envs, _ = read_runs(runs_dir)
+    out: list[Case] = []
+    for env in envs:
+        fenv = load_env(model_dir, env.name)
+        meta = env.meta
+        if meta["format"] == "responses":
+            steps = int(meta["steps"])
+            for run in meta["run"]:
+                layout_name, wl = fenv.workloads[run["model"]]
+                L = load_layout(layout_name)
+                cfg = Config(fusion_threshold_bytes=int(run["fusion_threshold_mb"] * MIB),
+                             cycle_time_ms=float(run["cycle_time_ms"]))
+                r = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, fenv.cluster)
+                st = next(s for s in env.step_times if s.run == run["id"])
+                tag = f"{run['model']} fusion {run['fusion_threshold_mb']} MB"
+                out.append(Case(env.name, f"{tag}: step time (ms)", st.step_ms, r.step_time_ms,
+                                f"{env.path.name}/{meta['source']}:{st.line}", bool(run.get("reference"))))
+                bks = [b for b in env.buckets if b.run == run["id"]]
+                sizes = np.array([x.nbytes for x in r.responses])
+                out.append(Case(env.name, f"{tag}: responses per step", sum(b.count for b in bks) / steps,
+                                float(len(sizes)), f"{env.path.name}/{meta['source']}:{bks[0].line}-{bks[-1].line}"))
+                for b in bks:
+                    n = int(((sizes > b.lo_bytes) & (sizes <= b.hi_bytes)).sum())
+                    out.append(Case(env.name, f"{tag}: responses per step in ({b.lo_bytes / MIB:g}, {b.hi_bytes / MIB:g}] MiB",
+                                    b.count / steps, float(n), f"{env.path.name}/{meta['source']}:{b.line}"))
+        elif meta["format"] == "breakdown":
+            cfg = Config(fusion_threshold_bytes=int(meta["fusion_threshold_mb"] * MIB),
+                         cycle_time_ms=float(meta["cycle_time_ms"]))
+            for col in meta["column"]:
+                cl = Cluster(col["nodes"], col["gpus_per_node"])
+                for m, (layout_name, wl) in fenv.workloads.items():
+                    cell = next((c for c in env.breakdown if c.model == m and c.column == col["key"] and c.row == "step"), None)
+                    if cell is None:
+                        continue
+                    L = load_layout(layout_name)
+                    r = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, cl)
+                    out.append(Case(env.name, f"{m} {col['key']}: step time (ms)", cell.value, r.step_time_ms,
+                                    f"{env.path.name}/{meta['source']}:{cell.line}", True))
+        elif meta["format"] == "validation":
+            out += _validation_cases(env, fenv)
+    return out
+
+
+def _validation_cases(env, fenv) -> list[Case]:
+    """Real trials of a ``validation`` env: the fit's own records (marked calibrated) and every
+    other ``validation/*.jsonl`` (held out: their configurations were not used by the fit).
+
+    Per configuration: measured = median over repeats of each trial's median step time.
+    """
+    from ..readers.runs import parse_records
+
+    out: list[Case] = []
+    files = sorted((env.path / "validation").glob("*.jsonl"))
+    for f in files:
+        fitted = f.resolve() == (env.path / env.meta["source"]).resolve()
+        recs, _ = parse_records(f.read_text(), f.name)
+        groups: dict[tuple, list[dict]] = {}
+        for r in recs:
+            if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):
+                groups.setdefault((r["setup"]["model"], r.get("label"), json.dumps(r["config"], sort_keys=True)), []).append(r)
+        for (model, label, _), rs in groups.items():
+            if model not in fenv.workloads:
+                continue
+            layout_name, wl = fenv.workloads[model]
+            L = load_layout(layout_name)
+            cfg = Config.from_dict(rs[0]["config"])
+            sim = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, fenv.cluster)
+            tag = f"{model} {label} ({cfg.fusion_threshold_mb:g} MiB, {cfg.cycle_time_ms:g} ms)"
+            src = f"{env.path.name}/validation/{f.name} ({len(rs)} trials)"
+            out.append(Case(env.name, f"{tag}: step time (ms)",
+                            float(np.median([r["measured_step_time_ms"] for r in rs])), sim.step_time_ms, src, fitted))
+            rps = [r["timeline"]["responses_per_step"] for r in rs if (r.get("timeline") or {}).get("responses_per_step")]
+            if rps:
+                out.append(Case(env.name, f"{tag}: responses per step", float(np.median(rps)),
+                                float(len(sim.responses)), src, fitted))
+    return out
+
+
+def markdown(cs: list[Case]) -> str:
+    lines = ["| env | quantity | measured | predicted | error | source | calibrated on it |",
+             "|---|---|---:|---:|---:|---|---|"]
+    for c in cs:
+        lines.append(f"| {c.env} | {c.what} | {c.measured:.2f} | {c.predicted:.2f} | {c.error_pct:+.1f}% | "
+                     f"{c.source} | {'yes' if c.calibrated else 'no'} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown(cases(Path("runs"), Path("model"))))

@@ -1,0 +1,261 @@
+"""Scaling what-ifs: step time, throughput and scaling efficiency per node count and link rate.
+
+Pure, like :mod:`autotuner.views.explore` (whose evaluator and tie rules it shares): a
+:class:`~autotuner.model.scenario.Scenario` in; pandas DataFrames and frozen dataclasses out.
+Units: step times in ms, link rates in Gbit/s (10**9 bit/s), throughput in steps/s and
+samples/s, fusion threshold in MiB in the ``*_mb`` columns.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ExploreError
+from ..knobs import DEFAULTS_0_28, MIB, Config
+from ..model.costmodel import Cluster
+from ..search.bayes import CACHE_ON
+from .explore import NEAR_REL, TIE_REL, Evaluator, _best, scenario_info, step_times_ms
+
+#: Scale view's search grid: whole-MiB thresholds (flag-expressible), cycle times (ms).
+SCALE_THRESHOLDS_MB: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+SCALE_CYCLES_MS: tuple[float, ...] = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+
+
+def what_if(sc, *, nodes: int, gpus_per_node: int | None = None, bandwidth_gbps: float | None = None):
+    """``sc`` on ``nodes`` × ``gpus_per_node`` ranks (default: sc's) with the inter-node link at
+    ``bandwidth_gbps`` (default: sc's). Kept fixed: the model's per-GPU compute (and so the
+    per-GPU batch: weak scaling), the tiers' latencies, the intra-node tier, the negotiation cost
+    per controller operation, the memcpy and host-copy rates. Raises ExploreError for nodes or
+    GPUs per node < 1 or a non-positive rate."""
+    from ..model.costmodel import CostModelError
+
+    try:
+        cl = Cluster(nodes, gpus_per_node or sc.cluster.gpus_per_node)
+        cost = sc.cost if bandwidth_gbps is None else sc.cost.with_bandwidth(bandwidth_gbps)
+    except CostModelError as e:
+        raise ExploreError(str(e)) from None
+    return replace(sc, cluster=cl, cost=cost)
+
+
+@dataclass(frozen=True)
+class BestAtSize:
+    """Search result for one (nodes, link rate): best overall, best flat, best hierarchical (ms)."""
+
+    config: Config
+    step_time_ms: float
+    flat: Config
+    flat_ms: float
+    hier: Config | None
+    hier_ms: float | None
+    near_thresholds_mb: tuple[int, int]  # smallest and largest grid threshold within NEAR_REL of best
+    evaluations: int
+
+
+def best_at_size(sc, *, evaluate: Evaluator = step_times_ms) -> BestAtSize:
+    """Best configuration of ``sc`` by a two-stage grid search.
+
+    Stage 1: :data:`SCALE_THRESHOLDS_MB` × :data:`SCALE_CYCLES_MS` with the response cache on,
+    for each hierarchical setting (off, and on when nodes > 1). Stage 2, around the best of
+    each hierarchical setting: threshold × {2^-½, 1, 2^½} (whole MiB) × cycle × {10^-⅙, 1,
+    10^⅙} × cache on/off (the cache's cost is a per-cycle negotiation term, nearly independent
+    of the other knobs, so it is searched only here). About 240 simulations per call.
+    Ties (to the µs) go to the configuration closest to Horovod's defaults.
+    """
+    hiers = (False, True) if sc.cluster.nodes > 1 else (False,)
+    configs = [Config(fusion_threshold_bytes=f * MIB, cycle_time_ms=c, cache_capacity=CACHE_ON,
+                      hierarchical_allreduce=h)
+               for h in hiers for f in SCALE_THRESHOLDS_MB for c in SCALE_CYCLES_MS]
+    ms = evaluate(sc, configs)
+    allc, allm = list(configs), list(ms)
+    per_h: dict[bool, tuple[Config, float]] = {}
+    for h in hiers:
+        idx = [i for i, c in enumerate(configs) if c.hierarchical_allreduce == h]
+        b, _ = _best([configs[i] for i in idx], ms[idx])
+        mb = b.fusion_threshold_bytes // MIB
+        fs = sorted({mb, *(max(1, min(512, round(mb * s))) for s in (2 ** -0.5, 2 ** 0.5))}) if mb else [0]
+        cs = sorted({b.cycle_time_ms, *(min(100.0, max(0.1, round(b.cycle_time_ms * s, 3)))
+                                        for s in (10 ** (-1 / 6), 10 ** (1 / 6)))})
+        extra = [replace(b, fusion_threshold_bytes=f * MIB, cycle_time_ms=c, cache_capacity=cap)
+                 for f in fs for c in cs for cap in (CACHE_ON, 0)]
+        extra = [c for c in extra if c != b]
+        em = evaluate(sc, extra) if extra else np.empty(0)
+        allc += extra
+        allm += list(em)
+        sub = [(c, m) for c, m in zip(allc, allm) if c.hierarchical_allreduce == h]
+        per_h[h] = _best([c for c, _ in sub], np.array([m for _, m in sub]))
+    best, best_ms = _best(allc, np.array(allm))
+    near = [c.fusion_threshold_bytes // MIB for c, m in zip(allc, allm)
+            if m <= best_ms * (1 + NEAR_REL) and c.cycle_time_ms == best.cycle_time_ms
+            and c.cache_capacity == best.cache_capacity and c.hierarchical_allreduce == best.hierarchical_allreduce]
+    flat, flat_ms = per_h[False]
+    hier, hier_ms = per_h.get(True, (None, None))
+    return BestAtSize(best, best_ms, flat, flat_ms, hier, hier_ms, (min(near), max(near)), len(allc))
+
+
+@dataclass(frozen=True)
+class Scaling:
+    """The scale view's result.
+
+    Attributes:
+        scenario: the base scenario (dict, :func:`scenario_info`).
+        table: one row per (bandwidth_gbps, nodes): ``nodes``, ``gpus_per_node``, ``ranks``,
+            ``bandwidth_gbps``; for ``best`` and ``default`` (Horovod 0.28 defaults):
+            ``*_step_time_ms``, ``*_steps_per_s``, ``*_samples_per_s`` (NaN without a batch
+            size), ``*_gpu_steps_per_s`` (steps/s × ranks, throughput in per-GPU batches),
+            ``*_efficiency`` (throughput(N) / (N/N0 · throughput(N0)), N0 = smallest node count,
+            same link rate); ``best_fusion_threshold_mb``, ``best_cycle_time_ms``, ``best_cache``,
+            ``best_hierarchical_allreduce``, ``near_threshold_lo_mb`` / ``_hi_mb`` (grid thresholds
+            within 1% of the best, other knobs at best), ``flat_step_time_ms``,
+            ``hier_step_time_ms`` (NaN on one node), ``hier_gain_percent`` (flat / hier - 1, %),
+            ``speedup_vs_default``.
+        findings: one sentence per link rate: where hierarchical allreduce starts to win, how the
+            best threshold moves.
+        batch_per_gpu: samples per GPU per step, or None.
+    """
+
+    scenario: dict[str, Any]
+    table: pd.DataFrame
+    findings: tuple[str, ...]
+    batch_per_gpu: int | None
+    evaluations: int
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.table.astype(object).where(self.table.notna(), None)
+        return {"scenario": self.scenario, "batch_per_gpu": self.batch_per_gpu,
+                "rows": t.to_dict(orient="records"), "findings": list(self.findings),
+                "evaluations": self.evaluations, "seconds": self.seconds}
+
+
+def parse_int_list(text: str, what: str) -> list[int]:
+    """``"1,2,4"`` -> [1, 2, 4]; each > 0, sorted, deduplicated. Raises ExploreError."""
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(p == "" for p in parts):
+        raise ExploreError(f"{what}: expected a comma-separated list of positive integers, got {text!r}")
+    try:
+        vals = [int(p) for p in parts]
+    except ValueError:
+        raise ExploreError(f"{what}: not an integer list: {text!r}") from None
+    if any(v < 1 for v in vals):
+        raise ExploreError(f"{what}: values must be >= 1, got {text!r}")
+    return sorted(set(vals))
+
+
+def parse_float_list(text: str, what: str) -> list[float]:
+    """``"1,10,25"`` -> [1.0, 10.0, 25.0]; each finite and > 0, sorted, deduplicated. Raises ExploreError."""
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(p == "" for p in parts):
+        raise ExploreError(f"{what}: expected a comma-separated list of positive numbers, got {text!r}")
+    try:
+        vals = [float(p) for p in parts]
+    except ValueError:
+        raise ExploreError(f"{what}: not a number list: {text!r}") from None
+    if any(not (np.isfinite(v) and v > 0) for v in vals):
+        raise ExploreError(f"{what}: values must be > 0, got {text!r}")
+    return sorted(set(vals))
+
+
+def scale(sc, nodes: Sequence[int], *, gpus_per_node: int | None = None,
+          bandwidths_gbps: Sequence[float] | None = None, batch_per_gpu: int | None = None,
+          evaluate: Evaluator = step_times_ms) -> Scaling:
+    """Best configuration and Horovod's defaults at each node count (and link rate).
+
+    Args:
+        sc: the base scenario; each point is :func:`what_if` of it.
+        nodes: node counts (each >= 1), evaluated in increasing order.
+        gpus_per_node: GPUs (ranks) per node for every point (default: the env's).
+        bandwidths_gbps: inter-node link rates, Gbit/s (default: the env's fitted rate only).
+        batch_per_gpu: samples per GPU per step, for samples/s (None: samples/s is NaN).
+
+    Raises:
+        ExploreError: empty node list, a node count or GPUs per node < 1, a rate <= 0,
+            batch_per_gpu < 1.
+    """
+    if not nodes:
+        raise ExploreError("the node list is empty")
+    if any(int(n) != n or n < 1 for n in nodes):
+        raise ExploreError(f"node counts must be integers >= 1, got {list(nodes)}")
+    if gpus_per_node is not None and gpus_per_node < 1:
+        raise ExploreError(f"GPUs per node must be >= 1, got {gpus_per_node}")
+    if batch_per_gpu is not None and batch_per_gpu < 1:
+        raise ExploreError(f"batch size per GPU must be >= 1, got {batch_per_gpu}")
+    bws = list(bandwidths_gbps) if bandwidths_gbps else [sc.cost.link_gbps]
+    if any(not b > 0 for b in bws):
+        raise ExploreError(f"bandwidths must be > 0 Gbit/s, got {bws}")
+    t0 = time.perf_counter()
+    ns = sorted(set(int(n) for n in nodes))
+    rows, n_eval = [], 0
+    for bw in bws:
+        for n in ns:
+            s = what_if(sc, nodes=n, gpus_per_node=gpus_per_node, bandwidth_gbps=bw)
+            b = best_at_size(s, evaluate=evaluate)
+            d_ms = float(evaluate(s, [DEFAULTS_0_28])[0])
+            n_eval += b.evaluations + 1
+            ranks = s.cluster.size
+            row = {"bandwidth_gbps": bw, "nodes": n, "gpus_per_node": s.cluster.gpus_per_node, "ranks": ranks}
+            for name, ms_ in (("best", b.step_time_ms), ("default", d_ms)):
+                sps = 1e3 / ms_
+                row |= {f"{name}_step_time_ms": ms_, f"{name}_steps_per_s": sps, f"{name}_gpu_steps_per_s": sps * ranks,
+                        f"{name}_samples_per_s": sps * ranks * batch_per_gpu if batch_per_gpu else np.nan}
+            row |= {"best_fusion_threshold_mb": b.config.fusion_threshold_bytes / MIB,
+                    "best_cycle_time_ms": b.config.cycle_time_ms, "best_cache": b.config.cache_capacity > 0,
+                    "best_hierarchical_allreduce": bool(b.config.hierarchical_allreduce),
+                    "near_threshold_lo_mb": b.near_thresholds_mb[0], "near_threshold_hi_mb": b.near_thresholds_mb[1],
+                    "flat_step_time_ms": b.flat_ms,
+                    "hier_step_time_ms": np.nan if b.hier_ms is None else b.hier_ms,
+                    "hier_gain_percent": np.nan if b.hier_ms is None else (b.flat_ms / b.hier_ms - 1) * 100,
+                    "speedup_vs_default": d_ms / b.step_time_ms}
+            rows.append(row)
+    t = pd.DataFrame(rows)
+    for name in ("best", "default"):
+        eff = np.empty(len(t))
+        for bw in bws:
+            m = (t["bandwidth_gbps"] == bw).to_numpy()
+            g = t[m]
+            n0, thr0 = g["nodes"].iloc[0], g[f"{name}_gpu_steps_per_s"].iloc[0]
+            eff[m] = g[f"{name}_gpu_steps_per_s"].to_numpy() / (g["nodes"].to_numpy() / n0 * thr0)
+        t[f"{name}_efficiency"] = eff
+    findings = tuple(_findings(t, bw, sc.cost.intra is not None) for bw in bws)
+    return Scaling(scenario_info(sc), t, findings, batch_per_gpu, n_eval, time.perf_counter() - t0)
+
+
+def _findings(t: pd.DataFrame, bw: float, intra_measured: bool) -> str:
+    """One sentence for link rate ``bw``: where hierarchical allreduce wins, how the best threshold moves."""
+    g = t[t["bandwidth_gbps"] == bw]
+    gpn = int(g["gpus_per_node"].iloc[0])
+    multi = g[g["nodes"] > 1]
+    wins = multi[multi["hier_gain_percent"] > TIE_REL * 100]
+    if multi.empty:
+        hier = "hierarchical allreduce: no multi-node size in the list"
+    elif wins.empty:
+        why = (" (1 GPU per node: no intra-node reduction to gain, only host copies to pay; try --gpus-per-node)"
+               if gpn == 1 else "" if intra_measured else
+               " (this env never measured an intra-node tier, so intra-node steps are costed at the inter-node "
+               "tier's rate and latency: the reduce-scatter and allgather cost about what they save)")
+        hier = f"hierarchical allreduce never wins by more than {TIE_REL:.1%} up to {int(multi['nodes'].max())} nodes{why}"
+    else:
+        win = (multi["hier_gain_percent"] > TIE_REL * 100).to_numpy()
+        ns = multi["nodes"].to_numpy()
+        gain = multi["hier_gain_percent"].to_numpy()
+        # the smallest size from which hierarchical wins at every larger size in the list
+        k = len(win)
+        while k > 0 and win[k - 1]:
+            k -= 1
+        if k < len(win):
+            hier = (f"hierarchical allreduce wins from {int(ns[k])} nodes on ({gain[k]:+.1f}% vs the best flat there, "
+                    f"{gain[-1]:+.1f}% at {int(ns[-1])})")
+        else:
+            hier = f"hierarchical allreduce does not win at the largest size ({gain[-1]:+.1f}% at {int(ns[-1])})"
+        other = [f"{int(n)} ({g:+.1f}%)" for n, g, w in zip(ns[:k], gain[:k], win[:k]) if w]
+        if other:
+            hier += "; it also wins at " + ", ".join(other)
+    thr = ", ".join(f"{int(n)}: {f:g} ({lo:g}-{hi:g})" for n, f, lo, hi in
+                    zip(g["nodes"], g["best_fusion_threshold_mb"], g["near_threshold_lo_mb"], g["near_threshold_hi_mb"]))
+    return f"{bw:g} Gbit/s, {gpn} GPU(s)/node: {hier}; best fusion threshold MiB by nodes (range within 1%) {thr}"
+
+
+__all__ = ["BestAtSize", "Scaling", "best_at_size", "parse_float_list", "parse_int_list", "scale", "what_if"]

@@ -1,0 +1,87 @@
+"""The one way this package writes a file: atomically, or not at all.
+
+Every output (fitted models, plots, timelines, reports) goes to a temporary file in the same
+folder, is flushed and fsynced, then renamed over the target with ``os.replace`` (atomic on
+POSIX), so an interrupted write (Ctrl-C, SIGTERM, a full disk) leaves the old file or none,
+never half of one. Errors become :class:`~autotuner.errors.OutputError` with one line naming
+the path. Append-only trial records are written elsewhere
+(:class:`autotuner.realrun.validation.TrialStore`, O_APPEND + fsync per record).
+"""
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+from pathlib import Path
+
+from ..errors import OutputError
+
+
+def _reason(e: OSError) -> str:
+    return e.strerror or str(e)
+
+
+def check_output_dir(path: Path, what: str = "--out") -> Path:
+    """Make sure ``path`` is (or can be made) a folder this process can write into.
+
+    Called before any work starts, so a bad ``--out`` fails in milliseconds, not after a fit.
+    Creates the folder (and its parents) when missing. Raises OutputError (one line) when
+    ``path`` or a parent is a file, or the folder is not writable.
+    """
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p, prefix=".write-check.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except FileExistsError:
+        raise OutputError(f"{what} {p}: not a directory") from None
+    except OSError as e:
+        raise OutputError(f"{what} {p}: cannot write there ({_reason(e)})") from None
+    return p
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (mode 0644); creates the parent folder.
+
+    Raises OutputError (one line naming ``path``) on any OS error; the target is untouched then.
+    """
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    except OSError as e:
+        raise OutputError(f"{p}: cannot write ({_reason(e)})") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600
+        os.replace(tmp, p)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise OutputError(f"{p}: cannot write ({_reason(e)})") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return p
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """:func:`atomic_write_bytes` of ``text`` encoded as UTF-8."""
+    return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def save_figure(fig, path: Path, **savefig_kw) -> Path:
+    """Render a matplotlib figure in memory (format from ``path``'s suffix), write it atomically
+    and close the figure. ``savefig_kw`` go to ``Figure.savefig`` (e.g. ``dpi=110``)."""
+    import matplotlib.pyplot as plt
+
+    p = Path(path)
+    buf = io.BytesIO()
+    try:
+        fig.savefig(buf, format=p.suffix.lstrip(".") or "png", **savefig_kw)
+    finally:
+        plt.close(fig)
+    return atomic_write_bytes(p, buf.getvalue())

@@ -1,0 +1,71 @@
+"""The package layout holds: the model core is pure, and layers import only downwards.
+
+docs/architecture.md draws the layers; these tests fail when an import breaks them.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PKG = Path(__file__).resolve().parents[1] / "autotuner"
+#: modules whose import means I/O, clocks, processes or global random state
+IMPURE = {"os", "io", "pathlib", "json", "tomllib", "gzip", "subprocess", "socket", "shutil", "tempfile",
+          "random", "time", "signal", "importlib", "matplotlib", "pandas", "rich", "typer"}
+#: what each layer may import inside the package (the layer itself always)
+ALLOWED = {
+    "model": {"knobs", "errors"},
+    "readers": {"knobs", "errors", "schemas", "model"},
+    "writers": {"knobs", "errors", "readers"},
+    "fit": {"knobs", "errors", "schemas", "model", "readers", "writers"},
+    "search": {"knobs", "errors", "model"},
+    "views": {"knobs", "errors", "schemas", "model", "readers", "writers", "search", "fit"},
+    "realrun": {"knobs", "errors", "schemas", "model", "readers", "writers", "search"},
+}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """(level, absolute-ish target) of every import in ``path``; relative ones resolved in the package."""
+    rel = path.relative_to(PKG).with_suffix("").parts
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out += [(0, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                out.append((0, node.module or ""))
+            else:
+                base = list(rel[:-1])[: len(rel) - node.level] if node.level > 1 else list(rel[:-1])
+                out.append((node.level, ".".join(["autotuner", *base, *(node.module or "").split(".")]).rstrip(".")))
+    return out
+
+
+@pytest.mark.parametrize("path", [*sorted((PKG / "model").glob("*.py")), PKG / "knobs.py", PKG / "errors.py"],
+                         ids=lambda p: str(p.relative_to(PKG)))
+def test_model_core_does_no_io(path):
+    for _, mod in _imports(path):
+        assert mod.split(".")[0] not in IMPURE, f"{path.name} imports {mod}"
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            assert node.func.id not in {"open", "print", "input", "exec", "eval", "__import__"}, \
+                f"{path.name} calls {node.func.id}()"
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layers_import_only_downwards(layer):
+    for path in sorted((PKG / layer).glob("*.py")):
+        for _, mod in _imports(path):
+            parts = mod.split(".")
+            if parts[0] != "autotuner" or len(parts) < 2:
+                continue
+            assert parts[1] in ALLOWED[layer] | {layer}, f"{layer}/{path.name} imports {mod}"
+
+
+def test_cli_reaches_the_library_only_through_api_and_views():
+    """cli.py parses, calls :mod:`autotuner.api` and renders: no fitting, searching or running here."""
+    banned = {"fit", "search", "realrun", "model"}
+    for _, mod in _imports(PKG / "cli.py"):
+        parts = mod.split(".")
+        if parts[0] == "autotuner" and len(parts) > 1:
+            assert parts[1] not in banned, f"cli.py imports {mod}"
