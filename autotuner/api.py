@@ -7,12 +7,14 @@ simulator on it.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
+from typing import Any, Mapping
 
 from .errors import ScenarioError
 from .fit.fitters import fit_env
 from .fit.store import FittedEnv, load_env, write_model
-from .knobs import DEFAULTS_0_28, Config
+from .knobs import DEFAULTS_0_28, Config, horovod_env, horovodrun_flags
 from .model.costmodel import Cluster, CostModelError
 from .model.scenario import COMPRESSION_RATIO, Scenario
 from .model.simulator import StepResult, Workload
@@ -114,14 +116,67 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
 
 
 def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0,
-                    progress=None) -> tuple[list, list]:
+                    progress=None, fixed: Mapping[str, Any] | None = None) -> tuple[list, list]:
     """Bayesian search on ``sc``, refined on the fast batch simulator (see :func:`autotuner.search.bayes.search`);
-    returns (all trials, top distinct)."""
-    from .search.bayes import search, top_distinct
+    returns (all trials, top distinct by :func:`autotuner.search.ranking.top_distinct`).
 
-    trials = search(lambda c: sc.simulate(c).step_time_s, DEFAULTS_0_28, multi_node=sc.cluster.nodes > 1,
-                    n_calls=n_calls, seed=seed, progress=progress, batch_objective=sc.step_times)
-    return trials, top_distinct(trials, top, DEFAULTS_0_28)
+    ``fixed``: knobs the search keeps (field name -> value, internal units); the reference the
+    proposals are ranked against is then Horovod's defaults with those knobs applied.
+    """
+    from .search.bayes import search
+    from .search.ranking import top_distinct
+
+    ref = replace(DEFAULTS_0_28, **(fixed or {}))
+    trials = search(lambda c: sc.simulate(c).step_time_s, ref, multi_node=sc.cluster.nodes > 1,
+                    n_calls=n_calls, seed=seed, progress=progress, batch_objective=sc.step_times, fixed=fixed)
+    return trials, top_distinct(trials, top, ref)
+
+
+def simulate_result(sc: Scenario, cfg: Config, r: StepResult | None = None) -> dict[str, Any]:
+    """JSON-ready result of one simulated configuration (``simulate --json``): the scenario,
+    the knobs, step time (ms), collectives (ms), overlap, the autotune score (bytes/µs) and
+    every fused response (bytes, tensors, start and duration in ms)."""
+    r = r or sc.simulate(cfg)
+    return {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
+            "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
+            "bandwidth_gbps": sc.cost.link_gbps, "compression": sc.compression, "config": cfg.to_dict(),
+            "step_time_ms": r.step_time_ms, "score_bytes_per_us": r.score_bytes_per_us,
+            "comm_ms": r.comm_s * 1e3, "overlap": r.overlap, "bytes_per_step": r.bytes_per_step,
+            "responses": [{"bytes": x.nbytes, "tensors": x.n_tensors, "start_ms": x.start_s * 1e3,
+                           "duration_ms": x.duration_s * 1e3} for x in r.responses]}
+
+
+def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, progress=None,
+            fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``autotuner suggest``: search, then the reference and the top proposals with their
+    predicted step time (ms), speed-up over the reference, autotune score, ``horovodrun`` flags
+    and ``HOROVOD_*`` variables. ``keep_defaults`` is True when no proposal is predicted faster
+    than the reference by more than :data:`autotuner.search.ranking.MIN_GAIN` (the tie rule:
+    then the first proposal is the reference itself). ``search_seconds``: wall time (s)."""
+    import time
+
+    from .search.ranking import MIN_GAIN
+
+    t0 = time.perf_counter()
+    trials, best = suggest_configs(sc, top=top, n_calls=n_calls, seed=seed, progress=progress, fixed=fixed)
+    wall = time.perf_counter() - t0
+    ref = replace(DEFAULTS_0_28, **(fixed or {}))
+    base = sc.simulate(ref)
+
+    def entry(c: Config) -> dict:
+        r = sc.simulate(c)
+        return {"config": c.to_dict(), "step_time_ms": r.step_time_ms,
+                "speedup_vs_default": base.step_time_s / r.step_time_s,
+                "score_bytes_per_us": r.score_bytes_per_us, "horovodrun_flags": horovodrun_flags(c),
+                "env_vars": horovod_env(c)}
+    res = {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
+           "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
+           "default": entry(ref), "proposals": [entry(t.config) for t in best],
+           "evaluations": len(trials), "search_seconds": wall}
+    res["keep_defaults"] = res["proposals"][0]["speedup_vs_default"] < 1 + MIN_GAIN
+    if fixed:
+        res["fixed"] = dict(fixed)
+    return res
 
 
 def read_validation_records(runs_dir: Path, env: str) -> list[tuple[str, dict]]:
@@ -180,6 +235,13 @@ def load_proposals(path: Path) -> list[Config]:
         except (TypeError, ValueError) as e:
             raise ScenarioError(f"{path}: proposal {i}: {e}") from None
     return out
+
+
+def validation_setup(**kw):
+    """A :class:`autotuner.realrun.validation.Setup` (what every trial of a validation shares)."""
+    from .realrun.validation import Setup
+
+    return Setup(**kw)
 
 
 def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposals: list[Config] | None,

@@ -1,74 +1,108 @@
-"""Command line: ``autotuner fit | simulate | suggest | validate | inspect | compare | explore | scale``. Thin: parse, call, print.
+"""Command line: ``autotuner fit | simulate | suggest | validate | inspect | compare | explore | scale``.
 
-Every error we can name prints one line (``error: ...``) on stderr and exits with status 2.
+Thin: parse (typer; the knob options are generated from :data:`autotuner.knobs.KNOBS`, the
+numeric options checked by :mod:`autotuner.options`), call :mod:`autotuner.api`, render (rich).
+
+Every error the tool can name is an :class:`~autotuner.errors.AutotunerError`: it prints one
+line (``error: ...``) on stderr and exits with status 2. Ctrl-C prints one line and exits 130.
 """
 from __future__ import annotations
 
+import functools
+import inspect as _inspect
 import json
 import sys
 import time
+import typing
 from pathlib import Path
-from typing import List, Optional
+from typing import Any, List, Optional
 
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from .api import (
-    Scenario,
-    ScenarioError,
-    compare_timelines,
-    fit_runs,
-    make_scenario,
-    write_simulated_timeline,
-)
-from .fit.fitters import FitError
-from .fit.store import ModelStoreError
-from .knobs import DEFAULTS_0_28, MIB, Config, KnobError, horovod_env, horovodrun_flags
-from .model.costmodel import CostModelError
-from .model.layout import LayoutError
-from .readers.autotune_log import AutotuneLogError
-from .readers.runs import RunsError
-from .readers.timeline import TimelineError
-from .realrun.validation import ValidationError
-from .search.bayes import search, top_distinct
-from .views.explore import ExploreError
+from . import options as opt
+from .api import compare_timelines, fit_runs, make_scenario, simulate_result, write_simulated_timeline
+from .errors import AutotunerError
+from .knobs import KNOB_BY_PARAM, KNOBS, MIB, config_from_values
+from .writers.atomic import check_output_dir
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Predict and tune Horovod's knobs from measured bandwidth data.")
 out = Console()
 err = Console(stderr=True)
-USER_ERRORS = (RunsError, FitError, LayoutError, ModelStoreError, ScenarioError, KnobError, CostModelError,
-               ValidationError, AutotuneLogError, TimelineError, ExploreError)
 DEFAULT_MODEL_DIR = Path("model")
+INTERRUPTED = "interrupted (anything already recorded is kept; re-run the same command to resume)"
 
 
-def _config(fusion_threshold_mb: Optional[float], cycle_time_ms: Optional[float], cache_capacity: Optional[int],
-            hierarchical_allreduce: Optional[bool], hierarchical_allgather: Optional[bool]) -> Config:
-    d = DEFAULTS_0_28
-    return Config(
-        fusion_threshold_bytes=d.fusion_threshold_bytes if fusion_threshold_mb is None else int(round(fusion_threshold_mb * MIB)),
-        cycle_time_ms=d.cycle_time_ms if cycle_time_ms is None else cycle_time_ms,
-        cache_capacity=d.cache_capacity if cache_capacity is None else cache_capacity,
-        hierarchical_allreduce=bool(hierarchical_allreduce),
-        hierarchical_allgather=bool(hierarchical_allgather)).validate()
+def knob_options(help_for: str):
+    """Decorator: one typer option per knob of :data:`autotuner.knobs.KNOBS` (the ``horovodrun``
+    flag as the option name, its unit and Horovod 0.28's default in the help). The command gets
+    ``knobs``: the options given, ``{param: value in flag units}`` (unset ones left out).
+    ``help_for`` says what the knobs mean for this command."""
+    def deco(fn):
+        sig = _inspect.signature(fn)
+        hints = typing.get_type_hints(fn)
+        params = [p.replace(annotation=hints.get(p.name, p.annotation)) for p in sig.parameters.values()
+                  if p.name != "knobs"]
+        for k in KNOBS:
+            if k.is_switch:
+                decl = f"{k.flag}/--no-{k.flag[2:]}"
+                o = typer.Option(None, decl, help=f"{k.doc}; {help_for} (default off)", show_default=False)
+                ann = Optional[bool]
+            else:
+                ann = Optional[float] if k.type is float or k.flag_scale != 1 else Optional[int]
+                o = typer.Option(None, k.flag, show_default=False,
+                                 help=f"{k.doc}; {k.flag_unit}, {k.low / k.flag_scale:.10g}-{k.high / k.flag_scale:.10g}; "
+                                      f"{help_for} (default {k.default / k.flag_scale:g})")
+            params.append(_inspect.Parameter(k.param, _inspect.Parameter.KEYWORD_ONLY, default=o, annotation=ann))
+
+        @functools.wraps(fn)
+        def wrapper(**kw):
+            given = {k.param: kw.pop(k.param) for k in KNOBS}
+            return fn(knobs={p: v for p, v in given.items() if v is not None}, **kw)
+
+        wrapper.__signature__ = sig.replace(parameters=params)
+        wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+        del wrapper.__wrapped__  # typer must read the generated signature, not fn's
+        return wrapper
+    return deco
 
 
-def _result_dict(sc: Scenario, cfg: Config, r) -> dict:
-    return {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
-            "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
-            "bandwidth_gbps": sc.cost.link_gbps, "compression": sc.compression, "config": cfg.to_dict(),
-            "step_time_ms": r.step_time_ms, "score_bytes_per_us": r.score_bytes_per_us,
-            "comm_ms": r.comm_s * 1e3, "overlap": r.overlap, "bytes_per_step": r.bytes_per_step,
-            "responses": [{"bytes": x.nbytes, "tensors": x.n_tensors, "start_ms": x.start_s * 1e3,
-                           "duration_ms": x.duration_s * 1e3} for x in r.responses]}
+def _fixed(knobs: dict[str, Any]) -> dict[str, Any]:
+    """Given knob options (flag units) as internal field values."""
+    cfg = config_from_values(knobs)
+    return {KNOB_BY_PARAM[p].field: getattr(cfg, KNOB_BY_PARAM[p].field) for p in knobs}
+
+
+MODEL_HELP = "vgg16, resnet50, ..., a layout .json, or pkg.mod:factory"
+ENV_HELP = "fitted environment (default: the one marked default)"
+COMPUTE_HELP = "forward+backward ms for an uncalibrated model"
+
+
+def _nodes_opt():
+    return typer.Option(None, "--nodes", help="what-if node count", callback=opt.checked(opt.Count, "--nodes"))
+
+
+def _gpus_opt(help: str = "what-if GPUs (ranks) per node"):
+    return typer.Option(None, "--gpus-per-node", help=help, callback=opt.checked(opt.GpusPerNode, "--gpus-per-node"))
+
+
+def _bw_opt():
+    return typer.Option(None, "--bandwidth-gbps", help="what-if link rate, Gbit/s",
+                        callback=opt.checked(opt.LinkGbit, "--bandwidth-gbps"))
+
+
+def _compute_opt():
+    return typer.Option(None, "--compute-ms", help=COMPUTE_HELP, callback=opt.checked(opt.Millis, "--compute-ms"))
 
 
 @app.command()
 def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each with env.toml)"),
         model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--out", help="where model/<env>.json goes")) -> None:
     """Fit a cost model per environment under RUNS_DIR; write model/<env>.json and a plot."""
+    check_output_dir(model_dir, "--out")
     fitted, problems = fit_runs(runs_dir, model_dir)
     for p in problems:
         err.print(f"[yellow]warning:[/] {p}", highlight=False)
@@ -91,40 +125,43 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
                       f"samples; with per-model comm scale R² {f['r2_with_comm_scale']:.4f}, "
                       f"MAPE {f['mape_percent_with_comm_scale']:.1f}%", highlight=False)
         out.print(f"wrote {path}" + (f" and {png}" if png else ""), highlight=False)
+    if problems:
+        err.print(f"[yellow]warning:[/] {len(problems)} problem(s) above: what they name was dropped from the fit",
+                  highlight=False)
     if not fitted:
-        raise FitError("no environment could be fitted")
+        raise AutotunerError("no environment could be fitted")
 
 
 @app.command()
-def simulate(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..., a layout .json, or pkg.mod:factory"),
-             env: Optional[str] = typer.Option(None, "--env", help="fitted environment (default: first by name)"),
-             fusion_threshold_mb: Optional[float] = typer.Option(None, "--fusion-threshold-mb", help="MiB (default 128)"),
-             cycle_time_ms: Optional[float] = typer.Option(None, "--cycle-time-ms", help="ms (default 1)"),
-             cache_capacity: Optional[int] = typer.Option(None, "--cache-capacity", help="entries (default 1024; 0 = off)"),
-             hierarchical_allreduce: bool = typer.Option(False, "--hierarchical-allreduce/--no-hierarchical-allreduce"),
-             hierarchical_allgather: bool = typer.Option(False, "--hierarchical-allgather/--no-hierarchical-allgather"),
-             nodes: Optional[int] = typer.Option(None, "--nodes"),
-             gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),
-             bandwidth_gbps: Optional[float] = typer.Option(None, "--bandwidth-gbps", help="what-if link rate, Gbit/s"),
+@knob_options("the configuration to simulate")
+def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
+             env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
+             nodes: Optional[int] = _nodes_opt(),
+             gpus_per_node: Optional[int] = _gpus_opt(),
+             bandwidth_gbps: Optional[float] = _bw_opt(),
              compression: str = typer.Option("none", "--compression", help="none | fp16"),
-             compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="forward+backward ms for an uncalibrated model"),
+             compute_ms: Optional[float] = _compute_opt(),
              model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
              timeline: Optional[Path] = typer.Option(None, "--timeline",
                                                      help="also write the simulated steps as a Horovod timeline "
                                                           "(Chrome trace JSON; .gz = gzipped)"),
-             timeline_steps: int = typer.Option(2, "--timeline-steps", help="steady-state steps in the timeline"),
-             as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+             timeline_steps: int = typer.Option(2, "--timeline-steps", help="steady-state steps in the timeline",
+                                                callback=opt.checked(opt.Count, "--timeline-steps")),
+             as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+             knobs: dict = None) -> None:
     """Simulate one configuration (unset knobs take Horovod 0.28's defaults)."""
-    cfg = _config(fusion_threshold_mb, cycle_time_ms, cache_capacity, hierarchical_allreduce, hierarchical_allgather)
+    cfg = config_from_values(knobs)
+    if timeline is not None:
+        check_output_dir(timeline.parent, "--timeline")
     sc, fenv = make_scenario(model_dir, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
                              bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
     r = sc.simulate(cfg)
-    d = _result_dict(sc, cfg, r)
+    d = simulate_result(sc, cfg, r)
     if timeline is not None:
         path, _ = write_simulated_timeline(sc, fenv, cfg, timeline, steps=timeline_steps)
         d["timeline"] = str(path)
     if as_json:
-        print(json.dumps(d))
+        print(json.dumps(d, allow_nan=False))
         return
     out.print(f"[bold]{sc.model}[/] (layout {sc.layout.name}, {sc.layout.n_tensors} tensors, "
               f"{sc.layout.total_bytes / MIB:.1f} MiB) on [bold]{sc.env}[/] "
@@ -144,54 +181,43 @@ def simulate(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..
 
 
 @app.command()
-def suggest(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..., a layout .json, or pkg.mod:factory"),
-            env: Optional[str] = typer.Option(None, "--env", help="fitted environment (default: first by name)"),
-            top: int = typer.Option(3, "--top", min=1, help="proposals to show"),
-            n_calls: int = typer.Option(24, "--n-calls", min=1, help="Bayesian-optimization proposals"),
+@knob_options("kept fixed by the search (the others are searched)")
+def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
+            env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
+            top: int = typer.Option(3, "--top", help="proposals to show", callback=opt.checked(opt.Count, "--top")),
+            n_calls: int = typer.Option(24, "--n-calls", help="Bayesian-optimization proposals",
+                                        callback=opt.checked(opt.Count, "--n-calls")),
             seed: int = typer.Option(0, "--seed"),
-            nodes: Optional[int] = typer.Option(None, "--nodes"),
-            gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),
-            bandwidth_gbps: Optional[float] = typer.Option(None, "--bandwidth-gbps"),
-            compression: str = typer.Option("none", "--compression"),
-            compute_ms: Optional[float] = typer.Option(None, "--compute-ms"),
+            nodes: Optional[int] = _nodes_opt(),
+            gpus_per_node: Optional[int] = _gpus_opt(),
+            bandwidth_gbps: Optional[float] = _bw_opt(),
+            compression: str = typer.Option("none", "--compression", help="none | fp16"),
+            compute_ms: Optional[float] = _compute_opt(),
             model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
-            as_json: bool = typer.Option(False, "--json")) -> None:
+            as_json: bool = typer.Option(False, "--json"),
+            knobs: dict = None) -> None:
     """Search the knobs with Bayesian optimization; print the best settings and their flags."""
+    from .api import suggest as run_suggest
+
+    fixed = _fixed(knobs)
     sc, _ = make_scenario(model_dir, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
                           bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
-    default = DEFAULTS_0_28
-    objective = lambda c: sc.simulate(c).step_time_s  # noqa: E731
-    t0 = time.perf_counter()
     with Progress(TextColumn("searching"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as prog:
         task = prog.add_task("search", total=None)
-        trials = search(objective, default, multi_node=sc.cluster.nodes > 1, n_calls=n_calls, seed=seed,
-                        batch_objective=sc.step_times,
-                        progress=lambda done, total: prog.update(task, completed=done, total=total))
-    wall = time.perf_counter() - t0
-    base = sc.simulate(default)
-    best = top_distinct(trials, top, default)
-
-    def entry(c: Config) -> dict:
-        r = sc.simulate(c)
-        return {"config": c.to_dict(), "step_time_ms": r.step_time_ms,
-                "speedup_vs_default": base.step_time_s / r.step_time_s,
-                "score_bytes_per_us": r.score_bytes_per_us, "horovodrun_flags": horovodrun_flags(c),
-                "env_vars": horovod_env(c)}
-    res = {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
-           "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
-           "default": entry(default), "proposals": [entry(t.config) for t in best],
-           "evaluations": len(trials), "search_seconds": wall}
+        res = run_suggest(sc, top=top, n_calls=n_calls, seed=seed, fixed=fixed,
+                          progress=lambda done, total: prog.update(task, completed=done, total=total))
     if as_json:
-        print(json.dumps(res))
+        print(json.dumps(res, allow_nan=False))
         return
     out.print(f"[bold]{sc.model}[/] (layout {sc.layout.name}) on [bold]{sc.env}[/] "
               f"({sc.cluster.nodes}x{sc.cluster.gpus_per_node}, {sc.cost.link_gbps:g} Gbit/s): "
-              f"{len(trials)} configurations simulated in {wall:.1f} s")
+              f"{res['evaluations']} configurations simulated in {res['search_seconds']:.1f} s")
     t = Table(title="proposals (predicted)")
     for col in ("", "fusion MiB", "cycle ms", "cache", "hier. allreduce", "step ms", "speed-up", "score B/µs"):
         t.add_column(col, justify="right")
-    rows = [("default (0.28)", res["default"])] + [(f"#{i + 1}", p) for i, p in enumerate(res["proposals"])]
+    ref = "reference (0.28 + fixed)" if fixed else "default (0.28)"
+    rows = [(ref, res["default"])] + [(f"#{i + 1}", p) for i, p in enumerate(res["proposals"])]
     for name, p in rows:
         c = p["config"]
         t.add_row(name, f"{c['fusion_threshold_mb']:g}", f"{c['cycle_time_ms']:.2f}", "on" if c["cache_capacity"] else "off",
@@ -199,46 +225,49 @@ def suggest(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ...
                   f"{p['speedup_vs_default']:.3f}x", f"{p['score_bytes_per_us']:.1f}")
     out.print(t)
     b = res["proposals"][0]
-    if b["speedup_vs_default"] < 1.005:
-        out.print("No configuration is predicted more than 0.5% faster than Horovod's defaults here: "
-                  "keep the defaults (the proposals tie with them).", highlight=False)
+    if res["keep_defaults"]:
+        out.print("No configuration is predicted meaningfully faster than the reference here: keep it "
+                  "(the proposals tie with it).", highlight=False)
     out.print("horovodrun flags:  " + " ".join(b["horovodrun_flags"]), highlight=False)
     out.print("environment:       " + " ".join(f"{k}={v}" for k, v in b["env_vars"].items()), highlight=False)
 
 
 @app.command()
-def validate(env: str = typer.Option(..., "--env", help="environment name: results go to runs/<env>/validation/"),
+def validate(env: str = typer.Option(..., "--env", help="environment name: results go to runs/<env>/validation/",
+                                     callback=opt.checked(opt.PlainName, "--env")),
              model: str = typer.Option(..., "--model", help="layout the replay workload (or your command) trains"),
              command: Optional[List[str]] = typer.Argument(None, help="after --: your own training command "
                                                            "(prints 'AUTOTUNER_STEP_TIME_MS <ms>' per step)"),
-             np_: int = typer.Option(2, "--np", min=1, help="ranks"),
+             np_: int = typer.Option(2, "--np", help="ranks", callback=opt.checked(opt.Count, "--np")),
              hosts: str = typer.Option("", "--hosts", help="horovodrun -H (default localhost:<np>)"),
              bandwidth_gbit: Optional[float] = typer.Option(None, "--bandwidth-gbit",
-                                                            help="emulated link, Gbit/s (root only; else plain loopback)"),
-             compute_ms: float = typer.Option(300.0, "--compute-ms", help="replay: forward+backward compute per step, ms"),
-             steps: int = typer.Option(6, "--steps", min=1, help="measured steps per trial"),
-             warmup: int = typer.Option(2, "--warmup", min=0, help="warm-up steps per trial"),
-             repeats: int = typer.Option(3, "--repeats", min=1, help="repeats of each fixed configuration"),
-             top: int = typer.Option(1, "--top", min=1, help="proposals from suggest to validate"),
+                                                            help="emulated link, Gbit/s (root only; else plain loopback)",
+                                                            callback=opt.checked(opt.LinkGbit, "--bandwidth-gbit")),
+             compute_ms: float = typer.Option(300.0, "--compute-ms", help="replay: forward+backward compute per step, ms",
+                                             callback=opt.checked(opt.Millis, "--compute-ms")),
+             steps: int = typer.Option(6, "--steps", help="measured steps per trial", callback=opt.checked(opt.Count, "--steps")),
+             warmup: int = typer.Option(2, "--warmup", help="warm-up steps per trial", callback=opt.checked(opt.Index, "--warmup")),
+             repeats: int = typer.Option(3, "--repeats", help="repeats of each fixed configuration",
+                                         callback=opt.checked(opt.Count, "--repeats")),
+             top: int = typer.Option(1, "--top", help="proposals from suggest to validate", callback=opt.checked(opt.Count, "--top")),
              proposals_file: Optional[Path] = typer.Option(None, "--proposals", help="JSON list of configs (or suggest --json)"),
              autotune: bool = typer.Option(True, "--autotune/--no-autotune", help="run Horovod autotune and its best config"),
              defaults: bool = typer.Option(True, "--defaults/--no-defaults", help="run Horovod's defaults"),
-             name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)"),
-             timeout_s: float = typer.Option(600.0, "--timeout", help="seconds per trial before it is killed"),
+             name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)",
+                                                callback=opt.checked(opt.PlainName, "--name")),
+             timeout_s: float = typer.Option(600.0, "--timeout", help="seconds per trial before it is killed",
+                                             callback=opt.checked(opt.Seconds, "--timeout")),
              keep_timelines: bool = typer.Option(False, "--keep-timelines", help="keep each trial's timeline (gzipped)"),
-             batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1,
-                                                      help="images per rank per step (for img/sec output)"),
+             batch_size: Optional[int] = typer.Option(None, "--batch-size",
+                                                      help="images per rank per step (for img/sec output)",
+                                                      callback=opt.checked(opt.Count, "--batch-size")),
              runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
              model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir")) -> None:
     """Run real horovodrun trials: defaults, autotune, autotune's best, proposals; write a report."""
-    from .api import load_proposals, run_validation
-    from .readers.layouts import load_layout
-    from .realrun.validation import Setup
+    from .api import load_layout, load_proposals, run_validation, validation_setup
 
     load_layout(model)  # fail fast on an unknown model
-    if bandwidth_gbit is not None and not bandwidth_gbit > 0:
-        raise ValidationError(f"--bandwidth-gbit must be > 0, got {bandwidth_gbit}")
-    setup = Setup(env=env, model=model, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, compute_ms=compute_ms,
+    setup = validation_setup(env=env, model=model, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, compute_ms=compute_ms,
                   steps=steps, warmup=warmup, command=tuple(command or ()), batch_size=batch_size)
     proposals = load_proposals(proposals_file) if proposals_file else None
     recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dir, name=name or Path(model).stem,
@@ -253,8 +282,8 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
 def inspect(path: Path = typer.Argument(..., help="a Horovod autotune log CSV (--autotune-log-file)"),
             model: Optional[str] = typer.Option(None, "--model", help="layout, to turn the score into a time per step")) -> None:
     """Explain a Horovod autotune log: trials, best row, whether tuning finished, the score."""
+    from .api import load_layout
     from .readers.autotune_log import explain, read_autotune_log
-    from .readers.layouts import load_layout
 
     log = read_autotune_log(path)
     nbytes = load_layout(model).total_bytes if model else None
@@ -265,16 +294,19 @@ def inspect(path: Path = typer.Argument(..., help="a Horovod autotune log CSV (-
 @app.command()
 def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.json or .json.gz)"),
             sim: Path = typer.Argument(..., help="a simulated one (autotuner simulate --timeline), or another real one"),
-            skip_real: int = typer.Option(1, "--skip-real", help="first complete steps of REAL to skip (warm-up)"),
-            skip_sim: int = typer.Option(0, "--skip-sim", help="first complete steps of SIM to skip"),
-            top: int = typer.Option(10, "--top", help="largest per-response differences to show"),
+            skip_real: int = typer.Option(1, "--skip-real", help="first complete steps of REAL to skip (warm-up)",
+                                          callback=opt.checked(opt.Index, "--skip-real")),
+            skip_sim: int = typer.Option(0, "--skip-sim", help="first complete steps of SIM to skip",
+                                         callback=opt.checked(opt.Index, "--skip-sim")),
+            top: int = typer.Option(10, "--top", help="largest per-response differences to show",
+                                    callback=opt.checked(opt.Index, "--top")),
             as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """Line a real timeline up against a simulated one: per step, by response size, per response."""
     from .views.timeline_compare import fmt_num as f
 
     d = compare_timelines(real, sim, skip_real=skip_real, skip_sim=skip_sim, top=top)
     if as_json:
-        print(json.dumps(d))
+        print(json.dumps(d, allow_nan=False))
         return
     rs, ss = d["real"], d["sim"]
     out.print(f"[bold]real[/] {rs['source']}: {rs['steps_used']} step(s) used of {rs['steps_found']} "
@@ -331,32 +363,36 @@ def _wide_console() -> Console:
 
 
 @app.command("explore")
-def explore_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..., a layout .json, or pkg.mod:factory"),
-                env: Optional[str] = typer.Option(None, "--env", help="fitted environment (default: first by name)"),
-                compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="forward+backward ms for an uncalibrated model"),
+@knob_options("a configuration to mark, instead of suggest's pick")
+def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
+                env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
+                compute_ms: Optional[float] = _compute_opt(),
                 out_dir: Path = typer.Option(Path("explore"), "--out", help="folder for the PNG and SVG plots"),
-                resolution: int = typer.Option(64, "--resolution", help="points per axis (threshold and cycle time)"),
+                resolution: int = typer.Option(64, "--resolution", help="points per axis (threshold and cycle time)",
+                                               callback=opt.checked(opt.Resolution, "--resolution")),
                 suggest_pick: bool = typer.Option(True, "--suggest/--no-suggest", help="run suggest and mark its pick"),
                 pick_file: Optional[Path] = typer.Option(None, "--pick", help="mark this saved pick (suggest --json output) instead of running suggest"),
-                nodes: Optional[int] = typer.Option(None, "--nodes"),
-                gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node"),
-                bandwidth_gbps: Optional[float] = typer.Option(None, "--bandwidth-gbps", help="what-if link rate, Gbit/s"),
+                nodes: Optional[int] = _nodes_opt(),
+                gpus_per_node: Optional[int] = _gpus_opt(),
+                bandwidth_gbps: Optional[float] = _bw_opt(),
                 compression: str = typer.Option("none", "--compression", help="none | fp16"),
                 runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="measured validations: <runs>/<env>/validation"),
                 model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
-                as_json: bool = typer.Option(False, "--json", help="print the grid, marks and measured points as JSON")) -> None:
+                as_json: bool = typer.Option(False, "--json", help="print the grid, marks and measured points as JSON"),
+                knobs: dict = None) -> None:
     """Predicted step time over fusion threshold x cycle time per on/off combination; heatmaps + sensitivity."""
     wide = _wide_console()
     from .api import load_proposals, read_validation_records, suggest_configs
     from .views.explore import explore
     from .views.plots_explore import heatmaps, sensitivity_plot
 
-    if nodes is not None and nodes < 1 or gpus_per_node is not None and gpus_per_node < 1:
-        raise ExploreError(f"--nodes and --gpus-per-node must be >= 1, got {nodes} and {gpus_per_node}")
+    check_output_dir(out_dir, "--out")
     sc, _ = make_scenario(model_dir, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
                           bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
     t0 = time.perf_counter()
-    if pick_file is not None:
+    if knobs:
+        pick, suggest_pick = config_from_values(knobs), False
+    elif pick_file is not None:
         pick, suggest_pick = load_proposals(pick_file)[0], False
     elif suggest_pick:
         # one BLAS thread: the GP refits are small matrices, and on a shared machine threaded BLAS
@@ -378,7 +414,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50,
         sensitivity_plot(ex, out_dir / f"sensitivity-{sc.env}-{Path(sc.model).stem}")
     t_plot = time.perf_counter() - t1
     if as_json:
-        print(json.dumps(ex.to_dict() | {"files": [str(f) for f in files], "suggest_seconds": t_suggest}))
+        print(json.dumps(ex.to_dict() | {"files": [str(f) for f in files], "suggest_seconds": t_suggest}, allow_nan=False))
         return
     s = ex.scenario
     wide.print(f"[bold]{s['model']}[/] on [bold]{s['env']}[/] ({s['nodes']}x{s['gpus_per_node']}, "
@@ -415,13 +451,14 @@ def explore_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50,
 
 
 @app.command("scale")
-def scale_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50, ..., a layout .json, or pkg.mod:factory"),
+def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
               nodes: str = typer.Option("1,2,4,8,16,32,64", "--nodes", help="comma-separated node counts"),
-              gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", help="GPUs (ranks) per node (default: the env's)"),
-              env: Optional[str] = typer.Option(None, "--env", help="fitted environment (default: first by name)"),
+              gpus_per_node: Optional[int] = _gpus_opt("GPUs (ranks) per node (default: the env's)"),
+              env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
               bandwidth_gbps: Optional[str] = typer.Option(None, "--bandwidth-gbps", help="comma-separated inter-node link rates, Gbit/s (default: the env's)"),
-              batch_size: Optional[int] = typer.Option(None, "--batch-size", help="samples per GPU per step (default: runs/<env>/env.toml batch_size)"),
-              compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="forward+backward ms for an uncalibrated model"),
+              batch_size: Optional[int] = typer.Option(None, "--batch-size", help="samples per GPU per step (default: runs/<env>/env.toml batch_size)",
+                                                       callback=opt.checked(opt.Count, "--batch-size")),
+              compute_ms: Optional[float] = _compute_opt(),
               compression: str = typer.Option("none", "--compression", help="none | fp16"),
               out_dir: Path = typer.Option(Path("scale"), "--out", help="folder for the PNG and SVG plot"),
               runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
@@ -435,16 +472,13 @@ def scale_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50, .
 
     ns = parse_int_list(nodes, "--nodes")
     bws = parse_float_list(bandwidth_gbps, "--bandwidth-gbps") if bandwidth_gbps is not None else None
-    if gpus_per_node is not None and gpus_per_node < 1:
-        raise ExploreError(f"--gpus-per-node must be >= 1, got {gpus_per_node}")
-    if batch_size is not None and batch_size < 1:
-        raise ExploreError(f"--batch-size must be >= 1, got {batch_size}")
+    check_output_dir(out_dir, "--out")
     sc, _ = make_scenario(model_dir, env, model, compression=compression, compute_ms=compute_ms)
     batch = batch_size or env_batch_size(runs_dir, sc.env)
     res = scale(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bws, batch_per_gpu=batch)
     files = scale_plot(res, out_dir / f"scale-{sc.env}-{Path(sc.model).stem}")
     if as_json:
-        print(json.dumps(res.to_dict() | {"files": [str(f) for f in files]}))
+        print(json.dumps(res.to_dict() | {"files": [str(f) for f in files]}, allow_nan=False))
         return
     s = res.scenario
     intra = (f"intra-node tier {s['intra_bandwidth_gbps']:.1f} Gbit/s (fitted)" if s["intra_bandwidth_gbps"]
@@ -475,24 +509,36 @@ def scale_cmd(model: str = typer.Option(..., "--model", help="vgg16, resnet50, .
     wide.print("wrote " + ", ".join(str(f) for f in files), highlight=False, soft_wrap=True)
 
 
+def _one_line(msg: str) -> str:
+    return " ".join(str(msg).split())
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 for user errors, one line on stderr)."""
+    """Entry point; returns the exit status: 0, 2 for any user error (one line on stderr),
+    130 after Ctrl-C (one line on stderr; typer turns KeyboardInterrupt into exit code 130)."""
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors click (typer 0.29)
+
     try:
-        app(args=argv, standalone_mode=False)
-    except USER_ERRORS as e:
-        err.print(f"error: {e}", highlight=False, markup=False, soft_wrap=True)
+        rv = app(args=argv, standalone_mode=False, prog_name="autotuner")
+    except AutotunerError as e:
+        err.print(f"error: {_one_line(e)}", highlight=False, markup=False, soft_wrap=True)
         return 2
-    except (typer.Exit, SystemExit) as e:
-        return int(getattr(e, "exit_code", getattr(e, "code", 0)) or 0)
+    except NoArgsIsHelpError as e:
+        e.show()
+        return 0
+    except ClickException as e:  # usage errors: unknown option, missing value, not a number
+        cmd = e.ctx.command_path + ": " if getattr(e, "ctx", None) is not None else ""
+        err.print(f"error: {cmd}{_one_line(e.format_message())}", highlight=False, markup=False, soft_wrap=True)
+        return 2
     except (typer.Abort, KeyboardInterrupt):
-        err.print("interrupted (anything already recorded is kept; re-run the same command to resume)")
+        err.print(INTERRUPTED, highlight=False, markup=False)
         return 130
-    except Exception as e:  # click usage errors (typer may vendor click: duck-typed)
-        if callable(getattr(e, "show", None)) and isinstance(getattr(e, "exit_code", None), int):
-            e.show()
-            return e.exit_code
-        raise
-    return 0
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    if rv == 130:
+        err.print(INTERRUPTED, highlight=False, markup=False)
+        return 130
+    return rv if isinstance(rv, int) else 0
 
 
 if __name__ == "__main__":

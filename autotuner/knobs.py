@@ -1,87 +1,215 @@
-"""The one table of Horovod knobs: names, units, bounds, defaults, flags, env vars.
+"""The one table of Horovod knobs: everything about a knob is said once, in :data:`KNOBS`.
 
-Everything else (the CLI options, the search space, ``horovodrun`` flags, ``HOROVOD_*``
-environment variables, the docs) is derived from :data:`KNOBS` and :class:`Config`.
+Derived from the table, nowhere spelled by hand:
 
-Internal units: fusion threshold in **bytes**, cycle time in **milliseconds**. Conversions
-happen only at the edges, here.
+- :class:`Config` (its fields, defaults, coercion and validation: type, finite, bounds);
+- the command-line options of ``simulate``, ``suggest`` and ``explore`` (:mod:`autotuner.cli`);
+- ``horovodrun`` flags and ``HOROVOD_*`` environment variables, both ways
+  (:func:`horovodrun_flags`, :func:`horovod_env`, :func:`config_from_flags`,
+  :func:`config_from_env`);
+- the search space and the grid axes (:mod:`autotuner.search`, :mod:`autotuner.views.explore`);
+- the knob table in docs/knobs.md (:func:`markdown_table`, ``python scripts/gen_knob_table.py``;
+  ``tests/test_knobs.py`` fails when the file is stale).
 
-Sources:
-- flags and env vars: ``horovod/runner/launch.py`` and
-  ``horovod/runner/common/util/config_parser.py`` (Horovod 0.28.1): ``--fusion-threshold-mb``
-  is an integer number of MiB, set as ``HOROVOD_FUSION_THRESHOLD`` = MB * 1024 * 1024 bytes;
-  ``--cycle-time-ms`` -> ``HOROVOD_CYCLE_TIME`` (ms, float); ``--cache-capacity`` ->
-  ``HOROVOD_CACHE_CAPACITY``; ``--hierarchical-allreduce`` -> ``HOROVOD_HIERARCHICAL_ALLREDUCE=1``;
-  ``--hierarchical-allgather`` -> ``HOROVOD_HIERARCHICAL_ALLGATHER=1``.
-- defaults: Horovod 0.28.1 ``horovod/common/operations.cc`` / ``global_state.h``: fusion
-  threshold 128 MiB, cycle time 1 ms (HOROVOD_CYCLE_TIME default 1 since 0.21.0), cache
-  capacity 1024. Horovod 0.20.x: 64 MiB and 5 ms (lab report 000, ``runs/v100-16gbit``).
+Internal units: fusion threshold in **bytes**, cycle time in **milliseconds**, cache capacity
+in entries. A knob's flag may use another unit (the threshold's flag takes MiB): the
+conversion is the knob's ``flag_scale`` (internal units per flag unit), applied here only.
+
+Sources (Horovod 0.28.1):
+- flags and variables: ``horovod/runner/launch.py`` (the flags) and
+  ``horovod/runner/common/util/config_parser.py`` (``set_env_from_args``: the threshold flag is
+  an integer number of MiB, set as bytes = MB * 1024 * 1024; the cycle time is a float in ms;
+  the hierarchical switches set ``1``);
+- defaults: ``horovod/common/operations.cc`` and ``horovod/common/global_state.h`` (fusion
+  threshold 128 MiB, cycle time 1 ms since 0.21.0, cache capacity 1024, hierarchical off);
+  Horovod 0.20.x: 64 MiB and 5 ms (lab report 000, ``runs/v100-16gbit``);
+- hierarchical allreduce only takes effect on more than one node: ``operations.cc`` turns it
+  off when ``size == local_size``; hierarchical allgather only changes allgather operations
+  (``ops/mpi_operations.cc`` ``MPIHierarchicalAllgather``), which gradient allreduce does not issue.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+import math
+from dataclasses import dataclass, field, fields, make_dataclass, replace
+from typing import Any, Iterable, Mapping
 
 from .errors import KnobError
 
 MIB = 1024 * 1024
+#: Horovod versions with their own defaults; "0.28" is the last release and the default.
+VERSIONS = ("0.28", "0.20")
+
+
+def mib_to_bytes(mib: float) -> int:
+    """MiB (2**20 bytes) to whole bytes, rounded to the nearest byte (the one conversion)."""
+    return int(round(float(mib) * MIB))
 
 
 @dataclass(frozen=True)
 class Knob:
-    """One Horovod knob. ``unit`` is the internal unit of :class:`Config`'s field."""
+    """One Horovod knob; every other spelling of it is derived from these fields.
+
+    Attributes:
+        field: :class:`Config` attribute name; its value is in ``unit``.
+        type: ``int``, ``float`` or ``bool`` (the internal value's type).
+        unit: internal unit (``bytes``, ``ms``, ``entries``, ``on/off``).
+        flag: the ``horovodrun`` flag (also this tool's option name).
+        env: the ``HOROVOD_*`` environment variable (its value is in ``unit``).
+        flag_unit: the unit of the flag's value (``MiB`` for the threshold).
+        flag_scale: internal units per flag unit (``MIB`` for the threshold, else 1).
+        flag_int: the flag takes whole numbers only (the threshold's flag: an int).
+        low, high: accepted range, internal units (validation, search and grid bounds).
+        defaults: default per Horovod version (keys of :data:`VERSIONS`), internal units.
+        space: how search and grids cover it: ``"flag-int"`` (every whole flag unit from low to
+            high), ``"log"`` (log-uniform), ``"on-off"`` (0 or the default), ``"switch"``
+            (False/True), ``None`` (not searched).
+        multi_node_only: takes effect only with more than one node.
+        doc: one line for humans.
+        source: where Horovod defines its effect.
+    """
 
     field: str
+    type: type
+    unit: str
     flag: str
     env: str
-    unit: str
+    flag_unit: str
+    flag_scale: int
+    flag_int: bool
     low: float
     high: float
+    defaults: Mapping[str, Any]
+    space: str | None
+    multi_node_only: bool
     doc: str
+    source: str
+
+    @property
+    def param(self) -> str:
+        """Python identifier of the command-line option (``fusion_threshold_mb``)."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def is_switch(self) -> bool:
+        return self.type is bool
+
+    @property
+    def default(self) -> Any:
+        """Horovod 0.28's default, internal units."""
+        return self.defaults["0.28"]
+
+    def check(self, value: Any, where: str = "") -> Any:
+        """``value`` coerced to :attr:`type`, or KnobError (one line) when it is not a finite
+        number in [low, high] (a switch: a bool or 0/1). ``where`` prefixes the message."""
+        pre = f"{where}: " if where else ""
+        if self.is_switch:
+            if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
+                return bool(value)
+            raise KnobError(f"{pre}{self.field} must be true or false, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+            raise KnobError(f"{pre}{self.field} must be a number, got {value!r}")
+        try:
+            x = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise KnobError(f"{pre}{self.field} must be a number, got {value!r}") from None
+        if not math.isfinite(x) or not self.low <= x <= self.high:
+            raise KnobError(f"{pre}{self.field} must be in {self.low:g}..{self.high:g} {self.unit}, got {value!r}")
+        if self.type is int:
+            if x != int(x):
+                raise KnobError(f"{pre}{self.field} must be a whole number of {self.unit}, got {value!r}")
+            return int(x)
+        return x
+
+    def from_flag(self, value: Any) -> Any:
+        """A flag value (flag units; a switch: present = True) to internal units, checked.
+        Raises KnobError naming the flag."""
+        if self.is_switch:
+            return self.check(value, self.flag)
+        try:
+            x = float(value)
+        except (TypeError, ValueError, OverflowError):
+            raise KnobError(f"{self.flag}: not a number: {value!r}") from None
+        if not math.isfinite(x) or not self.low <= x * self.flag_scale <= self.high:
+            raise KnobError(f"{self.flag} must be in {self.low / self.flag_scale:g}..{self.high / self.flag_scale:g} "
+                            f"{self.flag_unit}, got {value!r}")
+        v = int(round(x * self.flag_scale)) if self.type is int else x * self.flag_scale
+        return self.check(v, self.flag)
+
+    def to_flag(self, value: Any) -> list[str]:
+        """The flag spelling of an internal value: ``[flag, value]``, ``[flag]`` for a switch that
+        is on, ``[]`` for a switch that is off or a value the flag cannot spell (a threshold that
+        is not a whole MiB: give it through :attr:`env`)."""
+        if self.is_switch:
+            return [self.flag] if value else []
+        x = value / self.flag_scale
+        if self.flag_int:
+            if value % self.flag_scale:
+                return []
+            return [self.flag, str(int(value) // self.flag_scale)]
+        return [self.flag, _fmt_num(round(x, 3))]
+
+    def from_env(self, text: str) -> Any:
+        """An environment variable's value (internal units; a switch: ``0``/``1``) to a checked value.
+        Raises KnobError naming the variable."""
+        try:
+            x = float(text)
+        except (TypeError, ValueError, OverflowError):
+            raise KnobError(f"{self.env}: not a number: {text!r}") from None
+        return self.check(int(x) if self.is_switch and x in (0, 1) else x, self.env)
+
+    def to_env(self, value: Any) -> str:
+        """The environment variable's value for an internal value."""
+        if self.is_switch:
+            return "1" if value else "0"
+        if self.type is int:
+            return str(int(value))
+        return _fmt_num(round(value, 3))
+
+
+def _fmt_num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 KNOBS: tuple[Knob, ...] = (
-    Knob("fusion_threshold_bytes", "--fusion-threshold-mb", "HOROVOD_FUSION_THRESHOLD", "bytes",
-         0, 512 * MIB, "tensor fusion threshold; 0 disables fusion"),
-    Knob("cycle_time_ms", "--cycle-time-ms", "HOROVOD_CYCLE_TIME", "ms",
-         0.1, 100.0, "background loop cycle time"),
-    Knob("cache_capacity", "--cache-capacity", "HOROVOD_CACHE_CAPACITY", "entries",
-         0, 1 << 20, "response cache capacity; 0 disables the cache"),
-    Knob("hierarchical_allreduce", "--hierarchical-allreduce", "HOROVOD_HIERARCHICAL_ALLREDUCE",
-         "bool", 0, 1, "intra-node reduce-scatter + inter-node allreduce + intra-node allgather"),
-    Knob("hierarchical_allgather", "--hierarchical-allgather", "HOROVOD_HIERARCHICAL_ALLGATHER",
-         "bool", 0, 1, "hierarchical allgather (affects allgather ops only)"),
+    Knob("fusion_threshold_bytes", int, "bytes", "--fusion-threshold-mb", "HOROVOD_FUSION_THRESHOLD", "MiB", MIB, True,
+         0, 512 * MIB, {"0.28": 128 * MIB, "0.20": 64 * MIB}, "flag-int", False,
+         "tensor fusion threshold: the most bytes fused into one response; 0 disables fusion",
+         "horovod/common/fusion_buffer_manager.cc, controller.cc FuseResponses"),
+    Knob("cycle_time_ms", float, "ms", "--cycle-time-ms", "HOROVOD_CYCLE_TIME", "ms", 1, False,
+         0.1, 100.0, {"0.28": 1.0, "0.20": 5.0}, "log", False,
+         "background loop cycle time: the least time between two negotiations",
+         "horovod/common/operations.cc RunLoopOnce"),
+    Knob("cache_capacity", int, "entries", "--cache-capacity", "HOROVOD_CACHE_CAPACITY", "entries", 1, True,
+         0, 1 << 20, {"0.28": 1024, "0.20": 1024}, "on-off", False,
+         "response cache capacity; 0 disables the cache (every tensor is negotiated each step)",
+         "horovod/common/response_cache.cc"),
+    Knob("hierarchical_allreduce", bool, "on/off", "--hierarchical-allreduce", "HOROVOD_HIERARCHICAL_ALLREDUCE", "",
+         1, True, 0, 1, {"0.28": False, "0.20": False}, "switch", True,
+         "intra-node reduce-scatter + inter-node allreduce + intra-node allgather (NCCL + MPI)",
+         "horovod/common/ops/nccl_operations.cc NCCLHierarchicalAllreduce"),
+    Knob("hierarchical_allgather", bool, "on/off", "--hierarchical-allgather", "HOROVOD_HIERARCHICAL_ALLGATHER", "",
+         1, True, 0, 1, {"0.28": False, "0.20": False}, None, True,
+         "hierarchical allgather (allgather operations only; not searched: gradients are allreduced)",
+         "horovod/common/ops/mpi_operations.cc MPIHierarchicalAllgather"),
 )
-KNOB_BY_FIELD = {k.field: k for k in KNOBS}
+KNOB_BY_FIELD: dict[str, Knob] = {k.field: k for k in KNOBS}
+KNOB_BY_PARAM: dict[str, Knob] = {k.param: k for k in KNOBS}
 
 
-@dataclass(frozen=True)
-class Config:
-    """A Horovod knob setting, in internal units (bytes, ms).
+class _ConfigMethods:
+    """Methods of :class:`Config` (the fields come from :data:`KNOBS`)."""
 
-    Raises :class:`KnobError` (from :meth:`validate`) for values out of :data:`KNOBS` bounds.
-    The cycle-time lower bound 0.1 ms is the search bound; :meth:`validate` accepts any
-    cycle time > 0.
-    """
-
-    fusion_threshold_bytes: int = 128 * MIB
-    cycle_time_ms: float = 1.0
-    cache_capacity: int = 1024
-    hierarchical_allreduce: bool = False
-    hierarchical_allgather: bool = False
+    def __post_init__(self) -> None:
+        for k in KNOBS:
+            object.__setattr__(self, k.field, k.check(getattr(self, k.field)))
 
     def validate(self) -> "Config":
-        if self.fusion_threshold_bytes < 0:
-            raise KnobError(f"fusion threshold must be >= 0 bytes, got {self.fusion_threshold_bytes}")
-        if not self.cycle_time_ms > 0:
-            raise KnobError(f"cycle time must be > 0 ms, got {self.cycle_time_ms}")
-        if self.cache_capacity < 0:
-            raise KnobError(f"cache capacity must be >= 0, got {self.cache_capacity}")
+        """Kept for callers: a :class:`Config` is validated when it is built."""
         return self
 
     @property
     def fusion_threshold_mb(self) -> float:
-        """Fusion threshold in MiB (what ``--fusion-threshold-mb`` calls MB)."""
+        """Fusion threshold in MiB (what ``horovodrun`` calls MB)."""
         return self.fusion_threshold_bytes / MIB
 
     @property
@@ -89,27 +217,46 @@ class Config:
         return self.cache_capacity > 0
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """Internal field names and values, plus ``fusion_threshold_mb``."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["fusion_threshold_mb"] = self.fusion_threshold_mb
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Config":
-        """Build from a dict with internal field names (``fusion_threshold_mb`` also accepted)."""
-        kw = {k: d[k] for k in KNOB_BY_FIELD if k in d}
+    def from_dict(cls, d: Mapping[str, Any], where: str = "") -> "Config":
+        """Build from internal field names (``fusion_threshold_mb`` also accepted); missing knobs
+        take Horovod 0.28's defaults. Raises KnobError (one line, prefixed with ``where``)."""
+        if not isinstance(d, Mapping):
+            raise KnobError(f"{where + ': ' if where else ''}a configuration must be an object, got {d!r}")
+        kw = {k.field: k.check(d[k.field], where) for k in KNOBS if k.field in d}
         if "fusion_threshold_bytes" not in kw and "fusion_threshold_mb" in d:
-            kw["fusion_threshold_bytes"] = int(round(float(d["fusion_threshold_mb"]) * MIB))
-        cfg = cls(**kw)
-        return replace(cfg, fusion_threshold_bytes=int(cfg.fusion_threshold_bytes),
-                       cycle_time_ms=float(cfg.cycle_time_ms), cache_capacity=int(cfg.cache_capacity),
-                       hierarchical_allreduce=bool(cfg.hierarchical_allreduce),
-                       hierarchical_allgather=bool(cfg.hierarchical_allgather)).validate()
+            kw["fusion_threshold_bytes"] = KNOB_BY_FIELD["fusion_threshold_bytes"].from_flag(d["fusion_threshold_mb"])
+        return cls(**kw)
 
 
-#: Horovod 0.28.x defaults (the last release); see module docstring for sources.
-DEFAULTS_0_28 = Config()
-#: Horovod 0.20.x defaults (64 MiB, 5 ms), used by lab report 000.
-DEFAULTS_0_20 = Config(fusion_threshold_bytes=64 * MIB, cycle_time_ms=5.0)
+#: A Horovod knob setting, in internal units (bytes, ms, entries); fields, defaults (Horovod
+#: 0.28) and validation come from :data:`KNOBS`. Construction raises :class:`KnobError` for a
+#: value that is not finite, out of its knob's range, or of the wrong kind.
+Config = make_dataclass(
+    "Config", [(k.field, k.type, field(default=k.default)) for k in KNOBS], bases=(_ConfigMethods,), frozen=True,
+    namespace={"__doc__": "A Horovod knob setting in internal units (bytes, ms, entries); see autotuner.knobs.KNOBS.",
+               "__module__": __name__})
+
+
+def defaults_for(version: str | None) -> Config:
+    """Horovod's defaults for ``version`` ("0.20.3" -> the 0.20 defaults); None or an unknown
+    version -> 0.28's (the last release)."""
+    v = ".".join(str(version or "").split(".")[:2])
+    key = v if v in VERSIONS else "0.28"
+    return Config(**{k.field: k.defaults[key] for k in KNOBS})
+
+
+#: Horovod 0.28.x defaults (the last release).
+DEFAULTS_0_28 = defaults_for("0.28")
+#: Horovod 0.20.x defaults (64 MiB, 5 ms), used by lab reports 000 and 001.
+DEFAULTS_0_20 = defaults_for("0.20")
+#: the cache capacity meaning "cache on" in searches and grids (Horovod's default)
+CACHE_ON = KNOB_BY_FIELD["cache_capacity"].default
 
 #: Autotune's four initial (cycle time ms, fusion threshold MiB) points, read off the real
 #: Horovod 0.28.1 autotune log in ``../shared/examples`` (rows 1-4 of each categorical block)
@@ -119,39 +266,80 @@ AUTOTUNE_START_POINTS: tuple[tuple[float, int], ...] = ((5.0, 4), (50.0, 32), (2
 
 def autotune_start_configs(base: Config = DEFAULTS_0_28) -> list[Config]:
     """Autotune's four start points as :class:`Config` (other knobs from ``base``)."""
-    return [replace(base, cycle_time_ms=c, fusion_threshold_bytes=m * MIB)
-            for c, m in AUTOTUNE_START_POINTS]
+    return [replace(base, cycle_time_ms=c, fusion_threshold_bytes=m * MIB) for c, m in AUTOTUNE_START_POINTS]
 
 
-def _fmt_num(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+def config_from_values(values: Mapping[str, Any], base: Config = DEFAULTS_0_28, where: str = "") -> Config:
+    """``base`` with the knobs in ``values`` replaced; keys are option names in flag units
+    (``fusion_threshold_mb``, as on the command line and in env.toml) or internal field names.
+    None values are ignored. Raises KnobError (one line, prefixed with ``where``)."""
+    kw = {}
+    for key, v in values.items():
+        if v is None:
+            continue
+        if key in KNOB_BY_PARAM:
+            k = KNOB_BY_PARAM[key]
+            try:
+                kw[k.field] = k.from_flag(v)
+            except KnobError as e:
+                raise KnobError(f"{where}: {e}" if where else str(e)) from None
+        elif key in KNOB_BY_FIELD:
+            kw[key] = KNOB_BY_FIELD[key].check(v, where)
+    return replace(base, **kw)
 
 
 def horovodrun_flags(cfg: Config) -> list[str]:
-    """``horovodrun`` flags for ``cfg``.
-
-    ``--fusion-threshold-mb`` takes an integer number of MiB; a threshold that is not a whole
-    MiB cannot be spelled as a flag, so it is left out here and must be given through
-    :func:`horovod_env` (``HOROVOD_FUSION_THRESHOLD`` in bytes).
-    """
-    flags: list[str] = []
-    if cfg.fusion_threshold_bytes % MIB == 0:
-        flags += ["--fusion-threshold-mb", str(cfg.fusion_threshold_bytes // MIB)]
-    flags += ["--cycle-time-ms", _fmt_num(round(cfg.cycle_time_ms, 3))]
-    flags += ["--cache-capacity", str(cfg.cache_capacity)]
-    if cfg.hierarchical_allreduce:
-        flags.append("--hierarchical-allreduce")
-    if cfg.hierarchical_allgather:
-        flags.append("--hierarchical-allgather")
-    return flags
+    """``horovodrun`` flags for ``cfg`` (a threshold that is not a whole MiB has no flag: it is
+    left out here and must be given through :func:`horovod_env`)."""
+    return [s for k in KNOBS for s in k.to_flag(getattr(cfg, k.field))]
 
 
 def horovod_env(cfg: Config) -> dict[str, str]:
     """The equivalent ``HOROVOD_*`` environment variables (threshold in bytes, cycle in ms)."""
-    return {
-        "HOROVOD_FUSION_THRESHOLD": str(int(cfg.fusion_threshold_bytes)),
-        "HOROVOD_CYCLE_TIME": _fmt_num(round(cfg.cycle_time_ms, 3)),
-        "HOROVOD_CACHE_CAPACITY": str(int(cfg.cache_capacity)),
-        "HOROVOD_HIERARCHICAL_ALLREDUCE": "1" if cfg.hierarchical_allreduce else "0",
-        "HOROVOD_HIERARCHICAL_ALLGATHER": "1" if cfg.hierarchical_allgather else "0",
-    }
+    return {k.env: k.to_env(getattr(cfg, k.field)) for k in KNOBS}
+
+
+def config_from_flags(argv: Iterable[str], base: Config = DEFAULTS_0_28) -> Config:
+    """Parse the knob flags in a ``horovodrun`` argument list (other arguments are ignored).
+    Raises KnobError for a flag without a value or with a bad one."""
+    args = list(argv)
+    by_flag = {k.flag: k for k in KNOBS}
+    kw: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        k = by_flag.get(args[i])
+        if k is not None and k.is_switch:
+            kw[k.field] = True
+        elif k is not None:
+            if i + 1 >= len(args):
+                raise KnobError(f"{k.flag}: missing value")
+            kw[k.field] = k.from_flag(args[i + 1])
+            i += 1
+        i += 1
+    return replace(base, **kw)
+
+
+def config_from_env(env: Mapping[str, str], base: Config = DEFAULTS_0_28) -> Config:
+    """The knobs set in an environment (``HOROVOD_*`` variables; others ignored). Raises KnobError."""
+    return replace(base, **{k.field: k.from_env(env[k.env]) for k in KNOBS if k.env in env})
+
+
+def markdown_table() -> str:
+    """The knob table as Markdown (docs/knobs.md is this text; ``python scripts/gen_knob_table.py``)."""
+    def show(k: Knob, v: Any) -> str:
+        if k.is_switch:
+            return "off" if not v else "on"
+        return f"{v / k.flag_scale:g} {k.flag_unit}"
+
+    rows = ["| knob | horovodrun flag | environment variable | env unit | range | default 0.28 | default 0.20 "
+            "| searched | what it does | Horovod source |", "|---|---|---|---|---|---|---|---|---|---|"]
+    space = {"flag-int": "every whole MiB", "log": "log-uniform", "on-off": "off / default", "switch": "off / on",
+             None: "no"}
+    for k in KNOBS:
+        rng = "off / on" if k.is_switch else f"{k.low / k.flag_scale:.10g}-{k.high / k.flag_scale:.10g} {k.flag_unit}"
+        searched = space[k.space] + (" (more than one node)" if k.multi_node_only and k.space else "")
+        rows.append(f"| `{k.field}` | `{k.flag}` | `{k.env}` | {k.unit} | {rng} | {show(k, k.defaults['0.28'])} | "
+                    f"{show(k, k.defaults['0.20'])} | {searched} | {k.doc} | `{k.source}` |")
+    return ("# Horovod knobs\n\nGenerated from `autotuner/knobs.py` by `python scripts/gen_knob_table.py`;"
+            " `tests/test_knobs.py` fails when this file is stale.\n\n" + "\n".join(rows) + "\n")
+

@@ -23,15 +23,16 @@ Forms and choices:
 """
 from __future__ import annotations
 
+from collections import ChainMap
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
 from ..errors import FitError
-from ..knobs import DEFAULTS_0_28, MIB, Config
+from ..knobs import DEFAULTS_0_28, MIB, Config, config_from_values, defaults_for
 from ..model.costmodel import Cluster, CostModel, Negotiation, Tier
 from ..model.layout import Layout
 from ..model.simulator import Workload, simulate_step
@@ -90,11 +91,15 @@ def calibrate_compute(layout: Layout, measured_ms: float, comm_scale: float, ove
     return float(brentq(f, lo, hi, xtol=1e-7))
 
 
-def _run_config(meta: dict[str, Any], run: dict[str, Any]) -> Config:
-    get = lambda k, d: run.get(k, meta.get(k, d))  # noqa: E731
-    return Config(fusion_threshold_bytes=int(get("fusion_threshold_mb", 64) * MIB),
-                  cycle_time_ms=float(get("cycle_time_ms", 5.0)),
-                  cache_capacity=int(get("cache_capacity", 1024))).validate()
+def run_config(meta: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> Config:
+    """The knobs of one measured run: the run's own values, else the environment's, else the
+    defaults of the env's ``horovod_version`` (:func:`autotuner.knobs.defaults_for`). Keys are
+    option names in flag units (``fusion_threshold_mb``, ``cycle_time_ms``, ...). Raises KnobError."""
+    return config_from_values(ChainMap(dict(run or {}), dict(meta)), defaults_for(meta.get("horovod_version")),
+                              where=str(meta.get("name", "env.toml")))
+
+
+_run_config = run_config
 
 
 def _negotiation_for(tier: Tier, p: int) -> Negotiation:

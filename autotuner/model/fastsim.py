@@ -43,7 +43,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..knobs import Config, KnobError
+from ..errors import KnobError
+from ..knobs import KNOB_BY_FIELD, Config
 from .costmodel import Cluster, CostModel
 from .simulator import Workload, effective_threshold, hand_over_times
 
@@ -113,12 +114,11 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
         np.asarray(hierarchical_allgather, dtype=bool))
     shape = thr.shape
     thr, cyc_ms, cap, hier = (x.reshape(-1) for x in (thr, cyc_ms, cap, hier))
-    if np.any(thr < 0):
-        raise KnobError(f"fusion threshold must be >= 0 bytes, got {thr[thr < 0][0]}")
-    if not np.all(cyc_ms > 0):
-        raise KnobError(f"cycle time must be > 0 ms, got {cyc_ms[~(cyc_ms > 0)][0]}")
-    if np.any(cap < 0):
-        raise KnobError(f"cache capacity must be >= 0, got {cap[cap < 0][0]}")
+    for name, arr in (("fusion_threshold_bytes", thr), ("cycle_time_ms", cyc_ms), ("cache_capacity", cap)):
+        k = KNOB_BY_FIELD[name]  # the knob table's range, as Config's validation
+        bad = ~(np.isfinite(arr) & (arr >= k.low) & (arr <= k.high))
+        if np.any(bad):
+            raise KnobError(f"{name} must be in {k.low:g}..{k.high:g} {k.unit}, got {arr[bad][0]}")
     if chunk < 1:
         raise ValueError("chunk must be >= 1")
     sim = _Tables(sizes_bytes, ready_fraction, workload, cost, cluster, compression_ratio)

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..errors import ValidationError
-from ..knobs import DEFAULTS_0_28, Config
+from ..knobs import CACHE_ON, DEFAULTS_0_28, Config, config_from_values
 from ..readers.runs import parse_records
 
 KINDS = ("default", "autotune", "autotune_best", "proposal")
@@ -255,11 +255,10 @@ def autotune_best_config(log_summary: dict[str, Any]) -> Config | None:
     b = log_summary.get("best") if log_summary else None
     if not b:
         return None
-    return Config(fusion_threshold_bytes=int(round(b["fusion_threshold_mb"] * 1024 * 1024)),
-                  cycle_time_ms=float(b["cycle_time_ms"]),
-                  cache_capacity=DEFAULTS_0_28.cache_capacity if b["cache_enabled"] else 0,
-                  hierarchical_allreduce=bool(b["hierarchical_allreduce"]),
-                  hierarchical_allgather=bool(b["hierarchical_allgather"]))
+    return config_from_values({"fusion_threshold_mb": b["fusion_threshold_mb"], "cycle_time_ms": b["cycle_time_ms"],
+                               "cache_capacity": CACHE_ON if b["cache_enabled"] else 0,
+                               "hierarchical_allreduce": bool(b["hierarchical_allreduce"]),
+                               "hierarchical_allgather": bool(b["hierarchical_allgather"])})
 
 
 def summarize_autotune_log(path: Path) -> dict[str, Any]:

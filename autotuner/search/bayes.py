@@ -2,7 +2,7 @@
 
 The objective is any callable ``Config -> step time (s)``: the simulator here, a real
 ``horovodrun`` trial later. The space comes from the knob table (:mod:`autotuner.knobs`):
-fusion threshold 0-512 whole MiB (``--fusion-threshold-mb`` takes an integer), cycle time
+fusion threshold 0-512 whole MiB (its horovodrun flag takes an integer), cycle time
 0.1-100 ms (log-uniform), response cache on (capacity 1024) / off, and hierarchical
 allreduce only when the cluster has more than one node (Horovod ignores it otherwise,
 operations.cc). Hierarchical allgather is not searched: it only changes allgather ops
@@ -30,51 +30,83 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 from dataclasses import replace
-from typing import Callable
+from itertools import product
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from skopt import Optimizer
 from skopt.space import Categorical, Integer, Real
 from skopt.utils import cook_estimator
 
-from ..knobs import KNOB_BY_FIELD, MIB, Config, autotune_start_configs
+from ..knobs import KNOBS, Config, Knob, autotune_start_configs
 from .ranking import Trial, top_distinct  # noqa: F401 (re-exported)
 
-CACHE_ON = 1024
+
+def searched_knobs(multi_node: bool, fixed: Mapping[str, Any] = {}) -> list[Knob]:
+    """The knobs a search varies: those with a search ``space`` in :data:`autotuner.knobs.KNOBS`,
+    less the multi-node-only ones on one node and the ``fixed`` ones (field names)."""
+    return [k for k in KNOBS if k.space and k.field not in fixed and (multi_node or not k.multi_node_only)]
 
 
-def _space(multi_node: bool) -> list:
-    fk, ck = KNOB_BY_FIELD["fusion_threshold_bytes"], KNOB_BY_FIELD["cycle_time_ms"]
-    dims = [Integer(int(fk.low // MIB), int(fk.high // MIB), name="fusion_threshold_mb"),
-            Real(ck.low, ck.high, prior="log-uniform", name="cycle_time_ms"),
-            Categorical([True, False], name="cache")]
-    if multi_node:
-        dims.append(Categorical([False, True], name="hierarchical_allreduce"))
-    return dims
+def _dimension(k: Knob):
+    if k.space == "flag-int":  # whole flag units: what horovodrun can spell
+        return Integer(int(k.low // k.flag_scale), int(k.high // k.flag_scale), name=k.param)
+    if k.space == "log":
+        return Real(k.low, k.high, prior="log-uniform", name=k.param)
+    if k.space == "on-off":
+        return Categorical([True, False], name=k.field)
+    return Categorical([False, True], name=k.field)
 
 
-def _to_config(x: list, multi_node: bool) -> Config:
-    return Config(fusion_threshold_bytes=int(x[0]) * MIB, cycle_time_ms=float(x[1]),
-                  cache_capacity=CACHE_ON if x[2] else 0,
-                  hierarchical_allreduce=bool(x[3]) if multi_node else False)
+def _space(knobs: list[Knob]) -> list:
+    return [_dimension(k) for k in knobs]
 
 
-def _to_point(c: Config, multi_node: bool) -> list:
-    x = [int(min(512, round(c.fusion_threshold_bytes / MIB))), float(min(max(c.cycle_time_ms, 0.1), 100.0)),
-         c.cache_capacity > 0]
-    if multi_node:
-        x.append(bool(c.hierarchical_allreduce))
+def _to_config(x: list, knobs: list[Knob], base: Config) -> Config:
+    kw = {}
+    for k, v in zip(knobs, x):
+        if k.space == "flag-int":
+            kw[k.field] = int(v) * k.flag_scale
+        elif k.space == "log":
+            kw[k.field] = float(v)
+        elif k.space == "on-off":
+            kw[k.field] = k.default if v else 0
+        else:
+            kw[k.field] = bool(v)
+    return replace(base, **kw)
+
+
+def _to_point(c: Config, knobs: list[Knob]) -> list:
+    x: list = []
+    for k in knobs:
+        v = getattr(c, k.field)
+        if k.space == "flag-int":
+            x.append(int(min(k.high // k.flag_scale, round(v / k.flag_scale))))
+        elif k.space == "log":
+            x.append(float(min(max(v, k.low), k.high)))
+        else:
+            x.append(bool(v))
     return x
+
+
+def _combos(knobs: list[Knob], base: Config) -> list[dict[str, Any]]:
+    """Every setting of the searched on/off knobs (cache on first, switches off first); the
+    knobs not searched keep ``base``'s value."""
+    axes = [[(k.field, v) for v in ((k.default, 0) if k.space == "on-off" else (False, True))]
+            for k in knobs if k.space in ("on-off", "switch")]
+    return [dict(c) for c in product(*axes)]
 
 
 def search(objective: Callable[[Config], float], default: Config, *, multi_node: bool,
            n_calls: int = 24, seed: int | None = 0, progress: Callable[[int, int], None] | None = None,
-           batch_objective: Callable[..., np.ndarray] | None = None, refine_rounds: int = 4) -> list[Trial]:
+           batch_objective: Callable[..., np.ndarray] | None = None, refine_rounds: int = 4,
+           fixed: Mapping[str, Any] | None = None) -> list[Trial]:
     """Run the controls, then ``n_calls`` Bayesian-optimization proposals; return all trials.
 
     Args:
         objective: Config -> step time in seconds (lower is better).
-        default: Horovod's defaults (evaluated as a control, origin "default").
+        default: the reference configuration (Horovod's defaults, with any ``fixed`` knobs
+            applied by the caller), evaluated first as a control of origin "default".
         multi_node: whether hierarchical allreduce takes effect (nodes > 1).
         n_calls: proposals asked from the optimizer after the controls.
         seed: seeds the optimizer's own generator (no global random state).
@@ -83,11 +115,16 @@ def search(objective: Callable[[Config], float], default: Config, *, multi_node:
             ``cycle_time_ms``, ``cache_capacity``, ``hierarchical_allreduce``; broadcastable) ->
             step times (s) of the same shape; enables the refinement (module docstring).
         refine_rounds: most coordinate rounds of the refinement.
+        fixed: knobs the search must not change (field name -> value, internal units); every
+            trial has them.
     """
+    fixed = dict(fixed or {})
+    default = replace(default, **fixed)
+    knobs = searched_knobs(multi_node, fixed)
     with _one_blas_thread():
-        trials = _bayes(objective, default, multi_node=multi_node, n_calls=n_calls, seed=seed, progress=progress)
+        trials = _bayes(objective, default, knobs=knobs, n_calls=n_calls, seed=seed, progress=progress)
     if batch_objective is not None:
-        trials += _refine(min(trials, key=lambda t: t.step_time_s), batch_objective, multi_node, refine_rounds)
+        trials += _refine(min(trials, key=lambda t: t.step_time_s), batch_objective, knobs, default, refine_rounds)
     return trials
 
 
@@ -99,25 +136,32 @@ def _one_blas_thread():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _bayes(objective, default: Config, *, multi_node: bool, n_calls: int, seed, progress) -> list[Trial]:
-    space = _space(multi_node)
+def _bayes(objective, default: Config, *, knobs: list[Knob], n_calls: int, seed, progress) -> list[Trial]:
+    space = _space(knobs)
     gp = cook_estimator("GP", space=space, random_state=seed, n_restarts_optimizer=0)
     opt = Optimizer(space, base_estimator=gp, n_initial_points=8, acq_func="EI",
                     acq_optimizer="sampling", acq_optimizer_kwargs={"n_points": 2000}, random_state=seed)
-    combos = [(cache, h) for cache in (CACHE_ON, 0) for h in ((False, True) if multi_node else (False,))]
-    controls = [(default, "default")] + [
-        (replace(c, cache_capacity=cache, hierarchical_allreduce=h), "autotune-start")
-        for cache, h in combos for c in autotune_start_configs(default)]
+    searched = {k.field for k in knobs}
+    starts = [replace(c, **{f: getattr(default, f) for f in ("fusion_threshold_bytes", "cycle_time_ms")
+                            if f not in searched}) for c in autotune_start_configs(default)]
+    controls = [(default, "default")]
+    for combo in _combos(knobs, default):
+        for c in starts:
+            cfg = replace(c, **combo)
+            if all(cfg != x for x, _ in controls):
+                controls.append((cfg, "autotune-start"))
     total = len(controls) + n_calls
     trials: list[Trial] = []
     for cfg, origin in controls:
         trials.append(Trial(cfg, objective(cfg), origin))
         if progress:
             progress(len(trials), total)
-    opt.tell([_to_point(t.config, multi_node) for t in trials], [t.step_time_s for t in trials])  # one fit
+    if not knobs:  # everything fixed: nothing to search
+        return trials
+    opt.tell([_to_point(t.config, knobs) for t in trials], [t.step_time_s for t in trials])  # one fit
     for _ in range(n_calls):
         x = opt.ask()
-        cfg = _to_config(x, multi_node)
+        cfg = _to_config(x, knobs, default)
         y = objective(cfg)
         trials.append(Trial(cfg, y, "search"))
         opt.tell(x, y)
@@ -126,13 +170,21 @@ def _bayes(objective, default: Config, *, multi_node: bool, n_calls: int, seed, 
     return trials
 
 
-#: refinement sweeps: 1,000 log-spaced cycle times rounded to what ``--cycle-time-ms`` spells (3 decimals)
-CYCLE_SWEEP_MS = np.unique(np.round(np.geomspace(KNOB_BY_FIELD["cycle_time_ms"].low, KNOB_BY_FIELD["cycle_time_ms"].high, 1000), 3))
-FUSION_SWEEP_MIB = np.arange(int(KNOB_BY_FIELD["fusion_threshold_bytes"].low // MIB),
-                             int(KNOB_BY_FIELD["fusion_threshold_bytes"].high // MIB) + 1)
+def _sweep_values(k: Knob) -> np.ndarray:
+    """A refinement sweep (internal units): every whole flag unit (threshold: 0-512 MiB), or
+    1,000 log-spaced values rounded to what the flag spells (cycle time: 3 decimals)."""
+    if k.space == "flag-int":
+        return np.arange(int(k.low // k.flag_scale), int(k.high // k.flag_scale) + 1) * k.flag_scale
+    return np.unique(np.round(np.geomspace(k.low, k.high, 1000), 3))
 
 
-def _refine(start: Trial, batch: Callable[..., np.ndarray], multi_node: bool, rounds: int) -> list[Trial]:
+def _coord(k: Knob, v) -> np.ndarray:
+    """Where a value sits on its sweep, for "closest to the current value" among ties."""
+    return np.log1p(np.asarray(v) / k.flag_scale) if k.space == "flag-int" else np.log(np.asarray(v, dtype=float))
+
+
+def _refine(start: Trial, batch: Callable[..., np.ndarray], knobs: list[Knob], base: Config,
+            rounds: int) -> list[Trial]:
     """Coordinate refinement of ``start`` with a batch objective (module docstring).
 
     A move needs a strict improvement of more than 1 ns; among equally good values the one
@@ -140,39 +192,44 @@ def _refine(start: Trial, batch: Callable[..., np.ndarray], multi_node: bool, ro
     """
     cur, y = start.config, start.step_time_s
     out: list[Trial] = []
-    combos = [(cache, h) for cache in (CACHE_ON, 0) for h in ((False, True) if multi_node else (False,))]
+    combos = _combos(knobs, base)
+    numeric = [k for k in knobs if k.space in ("flag-int", "log")]
 
-    def knobs(c: Config) -> dict:
-        return {"fusion_threshold_bytes": c.fusion_threshold_bytes, "cycle_time_ms": c.cycle_time_ms,
-                "cache_capacity": c.cache_capacity, "hierarchical_allreduce": c.hierarchical_allreduce}
+    def args(c: Config) -> dict:
+        return {f: getattr(c, f) for f in ("fusion_threshold_bytes", "cycle_time_ms", "cache_capacity",
+                                           "hierarchical_allreduce")}
+
+    def combo_of(c: Config) -> dict:
+        return {f: (getattr(c, f) if not isinstance(v, int) or isinstance(v, bool) or getattr(c, f) == 0 else v)
+                for f, v in combos[0].items()}
 
     for _ in range(rounds):
         moved = False
-        sweeps = [("fusion_threshold_bytes", FUSION_SWEEP_MIB * MIB, np.log1p(FUSION_SWEEP_MIB)),
-                  ("cycle_time_ms", CYCLE_SWEEP_MS, np.log(CYCLE_SWEEP_MS)),
-                  ("combo", np.arange(len(combos)), np.arange(len(combos)))]
-        for name, values, coord in sweeps:
-            k = knobs(cur)
-            if name == "combo":
-                k["cache_capacity"] = np.array([c for c, _ in combos])
-                k["hierarchical_allreduce"] = np.array([h for _, h in combos])
-                key = (CACHE_ON if cur.cache_capacity > 0 else 0, cur.hierarchical_allreduce and multi_node)
-                here = combos.index(key) if key in combos else 0
+        for k in [*numeric, None]:
+            a = args(cur)
+            if k is None:
+                if len(combos) < 2:
+                    continue
+                for f in combos[0]:
+                    a[f] = np.array([c[f] for c in combos])
+                here_c = combo_of(cur)
+                here = combos.index(here_c) if here_c in combos else 0
+                coord = np.arange(len(combos))
             else:
-                k[name] = values
-                here = np.log1p(cur.fusion_threshold_bytes / MIB) if name == "fusion_threshold_bytes" else np.log(cur.cycle_time_ms)
-            ys = np.asarray(batch(**k), dtype=float)
+                values = _sweep_values(k)
+                a[k.field] = values
+                here, coord = _coord(k, getattr(cur, k.field)), _coord(k, values)
+            ys = np.asarray(batch(**a), dtype=float)
             best = ys.min()
             if not best < y - 1e-9:
                 continue
             cand = np.flatnonzero(ys <= best + 1e-9)
             i = int(cand[np.argmin(np.abs(coord[cand] - here))])
-            if name == "combo":
-                cur = replace(cur, cache_capacity=combos[i][0], hierarchical_allreduce=combos[i][1])
-            elif name == "fusion_threshold_bytes":
-                cur = replace(cur, fusion_threshold_bytes=int(values[i]))
+            if k is None:
+                cur = replace(cur, **combos[i])
             else:
-                cur = replace(cur, cycle_time_ms=float(values[i]))
+                v = values[i]
+                cur = replace(cur, **{k.field: int(v) if k.type is int else float(v)})
             y = float(ys[i])
             out.append(Trial(cur, y, "refine"))
             moved = True

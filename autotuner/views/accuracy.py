@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..fit.fitters import run_config
 from ..fit.store import load_env
 from ..knobs import MIB, Config
 from ..model.costmodel import Cluster
@@ -46,8 +47,7 @@ def cases(runs_dir: Path, model_dir: Path) -> list[Case]:
             for run in meta["run"]:
                 layout_name, wl = fenv.workloads[run["model"]]
                 L = load_layout(layout_name)
-                cfg = Config(fusion_threshold_bytes=int(run["fusion_threshold_mb"] * MIB),
-                             cycle_time_ms=float(run["cycle_time_ms"]))
+                cfg = run_config(meta, run)
                 r = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, fenv.cluster)
                 st = next(s for s in env.step_times if s.run == run["id"])
                 tag = f"{run['model']} fusion {run['fusion_threshold_mb']} MB"
@@ -62,8 +62,7 @@ def cases(runs_dir: Path, model_dir: Path) -> list[Case]:
                     out.append(Case(env.name, f"{tag}: responses per step in ({b.lo_bytes / MIB:g}, {b.hi_bytes / MIB:g}] MiB",
                                     b.count / steps, float(n), f"{env.path.name}/{meta['source']}:{b.line}"))
         elif meta["format"] == "breakdown":
-            cfg = Config(fusion_threshold_bytes=int(meta["fusion_threshold_mb"] * MIB),
-                         cycle_time_ms=float(meta["cycle_time_ms"]))
+            cfg = run_config(meta)
             for col in meta["column"]:
                 cl = Cluster(col["nodes"], col["gpus_per_node"])
                 for m, (layout_name, wl) in fenv.workloads.items():

@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ExploreError
-from ..knobs import DEFAULTS_0_28, KNOB_BY_FIELD, MIB, Config, autotune_start_configs
+from ..knobs import CACHE_ON, DEFAULTS_0_28, KNOB_BY_FIELD, MIB, Config, autotune_start_configs
 from ..model.costmodel import Cluster
-from ..search.bayes import CACHE_ON, Trial, top_distinct
+from ..search.ranking import Trial, top_distinct
 
 #: ``(scenario, configs) -> step times in ms, shape (len(configs),)``.
 Evaluator = Callable[[Any, Sequence[Config]], np.ndarray]

@@ -15,9 +15,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ExploreError
-from ..knobs import DEFAULTS_0_28, MIB, Config
+from ..knobs import CACHE_ON, DEFAULTS_0_28, MIB, Config
 from ..model.costmodel import Cluster
-from ..search.bayes import CACHE_ON
 from .explore import NEAR_REL, TIE_REL, Evaluator, _best, scenario_info, step_times_ms
 
 #: Scale view's search grid: whole-MiB thresholds (flag-expressible), cycle times (ms).

@@ -1,0 +1,55 @@
+"""The command line's numeric options, checked by pydantic at the edge (one line per failure).
+
+Each kind of option is one annotated type (finite, with its range); :func:`checked` turns it
+into a typer callback, so a bad value stops the command before any work with
+``error: --nodes: 0: must be >= 1`` (exit status 2, :func:`autotuner.cli.main`). The knob
+options are generated from :data:`autotuner.knobs.KNOBS` and checked there.
+
+Bounds that are not physics are sanity limits, chosen so that a typo fails fast instead of
+running for hours: at most 100,000 nodes and 1,024 GPUs per node; link rates up to 10 Tbit/s;
+compute up to one hour per step.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Callable
+
+from pydantic import Field, TypeAdapter
+from pydantic import ValidationError as PydanticValidationError
+
+from .errors import AutotunerError
+
+#: whole nodes, ranks, steps, repeats, ... (>= 1)
+Count = Annotated[int, Field(ge=1, le=100_000)]
+GpusPerNode = Annotated[int, Field(ge=1, le=1024)]
+#: a count that may be 0 (warm-up steps, steps to skip)
+Index = Annotated[int, Field(ge=0, le=100_000)]
+#: a link rate in Gbit/s (10**9 bit/s)
+LinkGbit = Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)]
+#: a duration in ms (compute time per step)
+Millis = Annotated[float, Field(gt=0, le=3_600_000, allow_inf_nan=False)]
+#: a duration in s (timeouts)
+Seconds = Annotated[float, Field(gt=0, le=7 * 86_400, allow_inf_nan=False)]
+#: a name that becomes a file or folder name (environment, record file): letters, digits,
+#: ``.``, ``_`` and ``-``, not starting with ``.`` (so no path separators, no ``..``)
+PlainName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")]
+#: explorer points per axis
+Resolution = Annotated[int, Field(ge=2, le=512)]
+
+_ADAPTERS: dict[Any, TypeAdapter] = {}
+
+
+def check(kind: Any, value: Any, name: str) -> Any:
+    """``value`` validated as ``kind``; raises :class:`AutotunerError` ``name: value: reason``."""
+    if value is None:
+        return None
+    ad = _ADAPTERS.setdefault(kind, TypeAdapter(kind))
+    try:
+        return ad.validate_python(value)
+    except PydanticValidationError as e:
+        msg = e.errors()[0]["msg"]
+        raise AutotunerError(f"{name}: {value!r}: {msg[0].lower() + msg[1:]}") from None
+
+
+def checked(kind: Any, name: str) -> Callable[[Any], Any]:
+    """A typer callback that validates one option as ``kind`` (see :func:`check`)."""
+    return lambda value: check(kind, value, name)
