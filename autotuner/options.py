@@ -46,8 +46,21 @@ def check(kind: Any, value: Any, name: str) -> Any:
     try:
         return ad.validate_python(value)
     except PydanticValidationError as e:
-        msg = e.errors()[0]["msg"]
-        raise AutotunerError(f"{name}: {value!r}: {msg[0].lower() + msg[1:]}") from None
+        raise AutotunerError(f"{name}: {value!r}: {_reason(e.errors()[0])}") from None
+
+
+def _reason(err: dict) -> str:
+    """pydantic's first error as a short phrase (``must be >= 1``)."""
+    ctx, kind = err.get("ctx") or {}, err.get("type", "")
+    for key, op in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
+        if key in ctx:
+            return f"must be {op} {ctx[key]}"
+    if kind == "finite_number":
+        return "must be a finite number"
+    if kind == "string_pattern_mismatch":
+        return "must be a plain name (letters, digits, '.', '_', '-'; no path separators, not starting with '.')"
+    msg = err.get("msg", "invalid")
+    return msg[0].lower() + msg[1:]
 
 
 def checked(kind: Any, name: str) -> Callable[[Any], Any]:

@@ -82,7 +82,7 @@ def test_unknown_model():
 
 
 def test_negative_threshold():
-    assert_one_line_error(run("simulate", "--model", "resnet50", "--fusion-threshold-mb", "-1"), "fusion threshold must be >= 0")
+    assert_one_line_error(run("simulate", "--model", "resnet50", "--fusion-threshold-mb", "-1"), "--fusion-threshold-mb must be in 0..512 MiB")
 
 
 def test_unknown_env():

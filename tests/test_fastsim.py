@@ -64,7 +64,7 @@ def costs(draw):
 @st.composite
 def configs(draw, T: int, total: int):
     thr = draw(st.one_of(st.just(0), st.integers(0, 2 * total), st.integers(0, 512).map(lambda m: m * MIB)))
-    cyc = draw(st.one_of(st.sampled_from([0.1, 1.0, 5.0, 100.0]), st.floats(0.05, 100.0)))
+    cyc = draw(st.one_of(st.sampled_from([0.1, 1.0, 5.0, 100.0]), st.floats(0.1, 100.0)))
     cap = draw(st.sampled_from([0, 1024, T, max(T - 1, 0), 1]))
     return Config(fusion_threshold_bytes=thr, cycle_time_ms=cyc, cache_capacity=cap,
                   hierarchical_allreduce=draw(st.booleans()), hierarchical_allgather=draw(st.booleans()))

@@ -344,5 +344,5 @@ def test_simulate_timeline_bad_input_one_line_errors(tmp_path):
     assert_one_line_error(run("simulate", "--model", "resnet50", "--timeline", str(blocker / "sim.json")),
                           "cannot write")
     assert_one_line_error(run("simulate", "--model", "resnet50", "--timeline", str(tmp_path / "s.json"),
-                              "--timeline-steps", "0"), "timeline steps")
+                              "--timeline-steps", "0"), "--timeline-steps: 0: must be >= 1")
     assert not (tmp_path / "s.json").exists()

@@ -35,7 +35,7 @@ def check_output_dir(path: Path, what: str = "--out") -> Path:
         os.close(fd)
         os.unlink(tmp)
     except FileExistsError:
-        raise OutputError(f"{what} {p}: not a directory") from None
+        raise OutputError(f"{what} {p}: cannot write there (a file is in the way, not a directory)") from None
     except OSError as e:
         raise OutputError(f"{what} {p}: cannot write there ({_reason(e)})") from None
     return p
