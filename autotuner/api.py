@@ -16,10 +16,11 @@ from .fit.fitters import fit_env
 from .fit.store import FittedEnv, load_env, write_model
 from .knobs import DEFAULTS_0_28, Config, horovod_env, horovodrun_flags
 from .model.costmodel import Cluster, CostModelError
-from .model.scenario import COMPRESSION_RATIO, Scenario
+from .model.scenario import COMPRESSION_RATIO, Compression, Scenario  # noqa: F401 (Compression: for the CLI)
 from .model.simulator import StepResult, Workload
 from .readers.layouts import load_layout
 from .readers.runs import read_runs
+from .writers.atomic import check_output_dir
 
 
 def make_scenario(model_dir: Path, env: str | None, model: str, *, nodes: int | None = None,
@@ -280,6 +281,7 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposa
         _, best = suggest_configs(sc, top=top)
         proposals = [t.config for t in best]
     vdir = runs_dir / setup.env / "validation"
+    check_output_dir(vdir, "--runs-dir")
     store = TrialStore(vdir / f"{name}.jsonl")
     scratch = vdir / f".scratch-{name}"
     with _sigterm_as_exit():

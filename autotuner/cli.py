@@ -23,7 +23,14 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import options as opt
-from .api import compare_timelines, fit_runs, make_scenario, simulate_result, write_simulated_timeline
+from .api import (
+    Compression,
+    compare_timelines,
+    fit_runs,
+    make_scenario,
+    simulate_result,
+    write_simulated_timeline,
+)
 from .errors import AutotunerError
 from .knobs import KNOB_BY_PARAM, KNOBS, MIB, config_from_values
 from .writers.atomic import check_output_dir
@@ -139,7 +146,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
              nodes: Optional[int] = _nodes_opt(),
              gpus_per_node: Optional[int] = _gpus_opt(),
              bandwidth_gbps: Optional[float] = _bw_opt(),
-             compression: str = typer.Option("none", "--compression", help="none | fp16"),
+             compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
              compute_ms: Optional[float] = _compute_opt(),
              model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
              timeline: Optional[Path] = typer.Option(None, "--timeline",
@@ -191,7 +198,7 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
             nodes: Optional[int] = _nodes_opt(),
             gpus_per_node: Optional[int] = _gpus_opt(),
             bandwidth_gbps: Optional[float] = _bw_opt(),
-            compression: str = typer.Option("none", "--compression", help="none | fp16"),
+            compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
             compute_ms: Optional[float] = _compute_opt(),
             model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
             as_json: bool = typer.Option(False, "--json"),
@@ -375,7 +382,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                 nodes: Optional[int] = _nodes_opt(),
                 gpus_per_node: Optional[int] = _gpus_opt(),
                 bandwidth_gbps: Optional[float] = _bw_opt(),
-                compression: str = typer.Option("none", "--compression", help="none | fp16"),
+                compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
                 runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="measured validations: <runs>/<env>/validation"),
                 model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
                 as_json: bool = typer.Option(False, "--json", help="print the grid, marks and measured points as JSON"),
@@ -459,7 +466,7 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
               batch_size: Optional[int] = typer.Option(None, "--batch-size", help="samples per GPU per step (default: runs/<env>/env.toml batch_size)",
                                                        callback=opt.checked(opt.Count, "--batch-size")),
               compute_ms: Optional[float] = _compute_opt(),
-              compression: str = typer.Option("none", "--compression", help="none | fp16"),
+              compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
               out_dir: Path = typer.Option(Path("scale"), "--out", help="folder for the PNG and SVG plot"),
               runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
               model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
@@ -516,7 +523,10 @@ def _one_line(msg: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status: 0, 2 for any user error (one line on stderr),
     130 after Ctrl-C (one line on stderr; typer turns KeyboardInterrupt into exit code 130)."""
-    from typer._click.exceptions import ClickException, NoArgsIsHelpError  # typer vendors click (typer 0.29)
+    from typer._click.exceptions import (  # typer vendors click (typer 0.29)
+        ClickException,
+        NoArgsIsHelpError,
+    )
 
     try:
         rv = app(args=argv, standalone_mode=False, prog_name="autotuner")

@@ -7,6 +7,7 @@ workload, and the what-ifs (nodes, GPUs per node, link rate, compression).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 import numpy as np
 
@@ -15,7 +16,18 @@ from .costmodel import Cluster, CostModel
 from .layout import Layout
 from .simulator import StepResult, Workload, simulate_step
 
-COMPRESSION_RATIO = {"none": 1.0, "fp16": 0.5}  # fp16 compression halves fp32 gradient bytes
+
+
+class Compression(StrEnum):
+    """Gradient compression of ``hvd.DistributedOptimizer`` (``horovod/torch/compression.py``):
+    none, or fp16 (fp32 gradients cast to fp16 before the allreduce: half the bytes)."""
+
+    none = "none"
+    fp16 = "fp16"
+
+
+#: bytes on the wire per fp32 gradient byte
+COMPRESSION_RATIO = {Compression.none: 1.0, Compression.fp16: 0.5}
 
 
 @dataclass(frozen=True)
