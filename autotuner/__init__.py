@@ -1,17 +1,26 @@
 """autotuner: predict and tune Horovod's knobs from measured bandwidth data.
 
-Public surface (everything else is internal):
+Public surface (everything else is internal), imported on first use so that
+``import autotuner`` and the command line start fast (numpy, scipy and skopt load only
+when a name that needs them is used).
 """
-from .api import fit_runs, make_scenario
-from .errors import AutotunerError, ScenarioError
-from .knobs import DEFAULTS_0_20, DEFAULTS_0_28, Config, horovod_env, horovodrun_flags
-from .model.costmodel import Cluster, CostModel, Tier
-from .model.fastsim import simulate_batch, simulate_configs
-from .model.layout import Layout
-from .model.scenario import Scenario
-from .model.simulator import StepResult, Workload, simulate_step
-from .readers.layouts import load_layout
+from importlib import import_module
 
-__all__ = ["AutotunerError", "Scenario", "ScenarioError", "fit_runs", "make_scenario", "Cluster", "CostModel", "Tier",
-           "DEFAULTS_0_20", "DEFAULTS_0_28", "Config", "horovod_env", "horovodrun_flags", "Layout",
-           "load_layout", "StepResult", "Workload", "simulate_step", "simulate_batch", "simulate_configs"]
+_EXPORTS = {
+    "fit_runs": ".api", "make_scenario": ".api",
+    "AutotunerError": ".errors", "ScenarioError": ".errors",
+    "DEFAULTS_0_20": ".knobs", "DEFAULTS_0_28": ".knobs", "Config": ".knobs", "KNOBS": ".knobs",
+    "horovod_env": ".knobs", "horovodrun_flags": ".knobs",
+    "Cluster": ".model.costmodel", "CostModel": ".model.costmodel", "Tier": ".model.costmodel",
+    "simulate_batch": ".model.fastsim", "simulate_configs": ".model.fastsim",
+    "Layout": ".model.layout", "Scenario": ".model.scenario",
+    "StepResult": ".model.simulator", "Workload": ".model.simulator", "simulate_step": ".model.simulator",
+    "load_layout": ".readers.layouts",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'autotuner' has no attribute {name!r}")
+    return getattr(import_module(_EXPORTS[name], __name__), name)

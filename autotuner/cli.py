@@ -8,22 +8,38 @@ line (``error: ...``) on stderr and exits with status 2. Ctrl-C prints one line 
 """
 from __future__ import annotations
 
-import functools
-import inspect as _inspect
-import json
+import os
+import signal
 import sys
-import time
-import typing
-from pathlib import Path
-from typing import Any, List, Optional
 
-import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+INTERRUPTED = "interrupted (anything already recorded is kept; re-run the same command to resume)"
 
-from . import options as opt
-from .api import (
+
+def _interrupted_while_loading(signum, frame):  # Ctrl-C before main() runs: nothing started yet
+    os.write(2, (INTERRUPTED + "\n").encode())
+    os._exit(130)
+
+
+# only when run as the program (not imported by a test or a library user), and not when the caller ignores SIGINT
+if (__name__ == "__main__" or os.path.basename(sys.argv[0]) == "autotuner") and \
+        signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupted_while_loading)
+
+import functools  # noqa: E402
+import inspect as _inspect  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+import typing  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any, List, Optional  # noqa: E402
+
+import typer  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from . import options as opt  # noqa: E402
+from .api import (  # noqa: E402
     Compression,
     compare_timelines,
     fit_runs,
@@ -31,18 +47,15 @@ from .api import (
     simulate_result,
     write_simulated_timeline,
 )
-from .errors import AutotunerError
-from .knobs import KNOB_BY_PARAM, KNOBS, MIB, config_from_values
-from .writers.atomic import check_output_dir
+from .errors import AutotunerError  # noqa: E402
+from .knobs import KNOB_BY_PARAM, KNOBS, MIB, config_from_values  # noqa: E402
+from .writers.atomic import check_output_dir  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Predict and tune Horovod's knobs from measured bandwidth data.")
 out = Console()
 err = Console(stderr=True)
 DEFAULT_MODEL_DIR = Path("model")
-INTERRUPTED = "interrupted (anything already recorded is kept; re-run the same command to resume)"
-
-
 def knob_options(help_for: str):
     """Decorator: one typer option per knob of :data:`autotuner.knobs.KNOBS` (the ``horovodrun``
     flag as the option name, its unit and Horovod 0.28's default in the help). The command gets
@@ -133,7 +146,7 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
                       f"MAPE {f['mape_percent_with_comm_scale']:.1f}%", highlight=False)
         out.print(f"wrote {path}" + (f" and {png}" if png else ""), highlight=False)
     if problems:
-        err.print(f"[yellow]warning:[/] {len(problems)} problem(s) above: what they name was dropped from the fit",
+        err.print(f"[yellow]warning:[/] {len(problems)} input problem(s) above (each names what was dropped or repaired)",
                   highlight=False)
     if not fitted:
         raise AutotunerError("no environment could be fitted")
@@ -541,12 +554,12 @@ def main(argv: list[str] | None = None) -> int:
         err.print(f"error: {cmd}{_one_line(e.format_message())}", highlight=False, markup=False, soft_wrap=True)
         return 2
     except (typer.Abort, KeyboardInterrupt):
-        err.print(INTERRUPTED, highlight=False, markup=False)
+        err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
         return 130
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     if rv == 130:
-        err.print(INTERRUPTED, highlight=False, markup=False)
+        err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
         return 130
     return rv if isinstance(rv, int) else 0
 
