@@ -428,7 +428,8 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     t_suggest = time.perf_counter() - t0
     same_setup = nodes is None and gpus_per_node is None and bandwidth_gbps is None and compression == "none"
     records = read_validation_records(runs_dir, sc.env) if same_setup else []
-    ex = explore(sc, resolution=resolution, suggested=pick, measured_records=records)
+    ex = explore(sc, resolution=resolution, suggested=pick, measured_records=records,
+                 pick_label="given configuration" if knobs else "suggest pick")
     t1 = time.perf_counter()
     files = heatmaps(ex, out_dir / f"explore-{sc.env}-{Path(sc.model).stem}") + \
         sensitivity_plot(ex, out_dir / f"sensitivity-{sc.env}-{Path(sc.model).stem}")

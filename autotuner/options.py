@@ -33,7 +33,7 @@ Seconds = Annotated[float, Field(gt=0, le=7 * 86_400, allow_inf_nan=False)]
 #: ``.``, ``_`` and ``-``, not starting with ``.`` (so no path separators, no ``..``)
 PlainName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")]
 #: explorer points per axis
-Resolution = Annotated[int, Field(ge=2, le=512)]
+Resolution = Annotated[int, Field(ge=2, le=200)]
 
 _ADAPTERS: dict[Any, TypeAdapter] = {}
 

@@ -179,14 +179,15 @@ def scenario_info(sc) -> dict[str, Any]:
 
 def explore(sc, *, resolution: int = 24, suggested: Config | None = None,
             measured_records: Iterable[tuple[str, dict]] = (), evaluate: Evaluator = step_times_ms,
-            sensitivity_points: int = 48) -> Exploration:
+            sensitivity_points: int = 48, pick_label: str = "suggest pick") -> Exploration:
     """Predicted step time over fusion threshold × cycle time for every on/off combination.
 
     Args:
         sc: the scenario (:func:`autotuner.api.make_scenario`).
         resolution: points per axis (R): thresholds 0 + R log-spaced in [64 KiB, 512 MiB],
             cycle times R log-spaced in [0.1, 100] ms. Simulations: combos · (R + 1) · R.
-        suggested: the ``suggest`` pick to mark (None: not marked).
+        suggested: the ``suggest`` pick (or any configuration) to mark (None: not marked).
+        pick_label: its name in the marks and the plots' legends.
         measured_records: (source name, validation record) pairs (:func:`measured_points`).
         evaluate: the grid evaluator (default :func:`step_times_ms`).
         sensitivity_points: points per continuous knob in the sensitivity curves.
@@ -212,7 +213,7 @@ def explore(sc, *, resolution: int = 24, suggested: Config | None = None,
         for i, c in enumerate(autotune_start_configs(DEFAULTS_0_28), 1):
             marked.append((f"autotune start {i} ({cb.label})", "autotune-start", cb.apply(c)))
     if suggested is not None:
-        marked.append(("suggest pick", "suggest", suggested))
+        marked.append((pick_label, "suggest", suggested))
     mark_ms = evaluate(sc, [c for _, _, c in marked])
     marks = [Mark(n, k, c, float(m)) for (n, k, c), m in zip(marked, mark_ms)]
     best = Mark("grid best", "grid-best", best_cfg, best_ms)

@@ -115,7 +115,7 @@ def heatmaps(ex: Exploration, stem: Path) -> list[Path]:
             a, x = (ax_off, 0.5) if on_off else (ax, m.config.fusion_threshold_mb)
             h = a.scatter([x], [m.config.cycle_time_ms], marker=mk, s=size, facecolors=face,
                           edgecolors="red" if m.kind == "autotune-start" else "black", linewidths=1.2, zorder=5)
-            handles.setdefault(leg, h)
+            handles.setdefault(m.name if m.kind == "suggest" else leg, h)
         meas = ex.measured
         if len(meas):
             mm = meas[(meas["cache"] == want.cache) & (meas["hierarchical_allreduce"] == want.hierarchical_allreduce)]
