@@ -39,7 +39,7 @@ from skopt.space import Categorical, Integer, Real
 from skopt.utils import cook_estimator
 
 from ..knobs import KNOBS, Config, Knob, autotune_start_configs
-from .ranking import Trial, top_distinct  # noqa: F401 (re-exported)
+from .ranking import Origin, Trial, top_distinct  # noqa: F401 (re-exported)
 
 
 def searched_knobs(multi_node: bool, fixed: Mapping[str, Any] = {}) -> list[Knob]:
@@ -144,12 +144,12 @@ def _bayes(objective, default: Config, *, knobs: list[Knob], n_calls: int, seed,
     searched = {k.field for k in knobs}
     starts = [replace(c, **{f: getattr(default, f) for f in ("fusion_threshold_bytes", "cycle_time_ms")
                             if f not in searched}) for c in autotune_start_configs(default)]
-    controls = [(default, "default")]
+    controls = [(default, Origin.default)]
     for combo in _combos(knobs, default):
         for c in starts:
             cfg = replace(c, **combo)
             if all(cfg != x for x, _ in controls):
-                controls.append((cfg, "autotune-start"))
+                controls.append((cfg, Origin.autotune_start))
     total = len(controls) + n_calls
     trials: list[Trial] = []
     for cfg, origin in controls:
@@ -163,7 +163,7 @@ def _bayes(objective, default: Config, *, knobs: list[Knob], n_calls: int, seed,
         x = opt.ask()
         cfg = _to_config(x, knobs, default)
         y = objective(cfg)
-        trials.append(Trial(cfg, y, "search"))
+        trials.append(Trial(cfg, y, Origin.search))
         opt.tell(x, y)
         if progress:
             progress(len(trials), total)
@@ -231,7 +231,7 @@ def _refine(start: Trial, batch: Callable[..., np.ndarray], knobs: list[Knob], b
                 v = values[i]
                 cur = replace(cur, **{k.field: int(v) if k.type is int else float(v)})
             y = float(ys[i])
-            out.append(Trial(cur, y, "refine"))
+            out.append(Trial(cur, y, Origin.refine))
             moved = True
         if not moved:
             break

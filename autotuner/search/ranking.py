@@ -6,8 +6,19 @@ and by the views.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 from ..knobs import DEFAULTS_0_28, MIB, Config
+
+
+class Origin(StrEnum):
+    """Where a trial came from: the reference (Horovod's defaults), one of autotune's start
+    points, a Bayesian-optimization proposal, or a move of the batch refinement."""
+
+    default = "default"
+    autotune_start = "autotune-start"
+    search = "search"
+    refine = "refine"
 
 
 @dataclass(frozen=True)
@@ -16,7 +27,7 @@ class Trial:
 
     config: Config
     step_time_s: float
-    origin: str  # "default" | "autotune-start" | "search" | "refine"
+    origin: "Origin"
 
 
 def _distance(c: Config, ref: Config) -> float:

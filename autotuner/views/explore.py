@@ -25,7 +25,7 @@ import pandas as pd
 from ..errors import ExploreError
 from ..knobs import CACHE_ON, DEFAULTS_0_28, KNOB_BY_FIELD, MIB, Config, autotune_start_configs
 from ..model.costmodel import Cluster
-from ..search.ranking import Trial, top_distinct
+from ..search.ranking import MIN_GAIN, Trial, top_distinct
 
 #: ``(scenario, configs) -> step times in ms, shape (len(configs),)``.
 Evaluator = Callable[[Any, Sequence[Config]], np.ndarray]
@@ -33,8 +33,7 @@ Evaluator = Callable[[Any, Sequence[Config]], np.ndarray]
 #: Smallest non-zero fusion threshold on the explorer's axis (64 KiB); the largest is the knob
 #: table's bound, 512 MiB.
 MIN_THRESHOLD_BYTES = 64 * 1024
-#: Two configurations closer than this (relative) are a tie (hierarchical "wins" only beyond it).
-TIE_REL = 0.005
+TIE_REL = MIN_GAIN  # a gain under the search's tie rule is no gain (hierarchical "wins" only beyond it)
 #: Thresholds within this (relative) of the best step time count as "as good" in the scale view.
 NEAR_REL = 0.01
 
