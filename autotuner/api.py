@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -94,9 +95,14 @@ def compare_timelines(real: Path, sim: Path, *, skip_real: int = 1, skip_sim: in
 def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Path | None]], list[str]]:
     """Fit every environment under ``runs_dir``; write model JSON + bandwidth PNG per env.
 
-    Returns ([(model dict, json path, png path or None)], problems). Raises RunsError when
-    nothing can be read.
+    Returns ([(model dict, json path, png path or None)], problems). ``problems`` names every
+    environment, run, row, record or timeline left out, and each environment that could not be
+    fitted ("not fitted": a fit error, or a model :func:`autotuner.fit.store.write_model`
+    refuses, e.g. one holding a non-finite number); the others are still fitted. Files are
+    written only inside ``model_dir``. Raises RunsError when nothing can be read, OutputError
+    when a file cannot be written.
     """
+    from .errors import OutputError
     from .views.plots import (
         bandwidth_plot,  # matplotlib: imported only when plotting (keeps `suggest` start fast)
     )
@@ -104,32 +110,37 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
     envs, problems = read_runs(runs_dir)
     fitted = []
     for env in envs:
-        problems += env.problems
         try:
             d = fit_env(env)
-        except ValueError as e:
-            problems.append(f"{env.name}: not fitted ({e})")
+            path = write_model(model_dir, d)
+        except OutputError:
+            raise
+        except (ValueError, ArithmeticError) as e:  # AutotunerError; numbers the fit cannot handle
+            problems += env.problems
+            problems.append(f"{env.name}: not fitted ({e if isinstance(e, ValueError) else type(e).__name__})")
             continue
-        path = write_model(model_dir, d)
+        problems += env.problems
         png = bandwidth_plot(d, model_dir / f"{d['env']}-bandwidth.png")
         fitted.append((d, path, png))
     return fitted, problems
 
 
 def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0,
-                    progress=None, fixed: Mapping[str, Any] | None = None) -> tuple[list, list]:
-    """Bayesian search on ``sc``, refined on the fast batch simulator (see :func:`autotuner.search.bayes.search`);
-    returns (all trials, top distinct by :func:`autotuner.search.ranking.top_distinct`).
+                    progress=None, fixed: Mapping[str, Any] | None = None, strategy=None) -> tuple[list, list]:
+    """Search ``sc`` with ``strategy`` (default: Bayesian optimization refined on the batch
+    simulator, :class:`autotuner.search.bayes.BayesStrategy` with ``n_calls``, ``seed`` and
+    ``progress``); returns (all trials, top distinct by :func:`autotuner.search.ranking.top_distinct`).
 
     ``fixed``: knobs the search keeps (field name -> value, internal units); the reference the
     proposals are ranked against is then Horovod's defaults with those knobs applied.
     """
-    from .search.bayes import search
+    from .search.bayes import BayesStrategy
     from .search.ranking import top_distinct
 
-    ref = replace(DEFAULTS_0_28, **(fixed or {}))
-    trials = search(lambda c: sc.simulate(c).step_time_s, ref, multi_node=sc.cluster.nodes > 1,
-                    n_calls=n_calls, seed=seed, progress=progress, batch_objective=sc.step_times, fixed=fixed)
+    fixed = dict(fixed or {})
+    ref = replace(DEFAULTS_0_28, **fixed)
+    strategy = strategy or BayesStrategy(n_calls=n_calls, seed=seed, progress=progress)
+    trials = strategy.trials(sc, ref, fixed)
     return trials, top_distinct(trials, top, ref)
 
 
@@ -147,19 +158,37 @@ def simulate_result(sc: Scenario, cfg: Config, r: StepResult | None = None) -> d
                            "duration_ms": x.duration_s * 1e3} for x in r.responses]}
 
 
+class SearchStrategy(StrEnum):
+    """The search strategies ``suggest`` offers (:class:`autotuner.search.ranking.Strategy`)."""
+
+    bayes = "bayes"
+    grid = "grid"
+
+
 def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, progress=None,
-            fixed: Mapping[str, Any] | None = None) -> dict[str, Any]:
+            fixed: Mapping[str, Any] | None = None, strategy: str = "bayes") -> dict[str, Any]:
     """``autotuner suggest``: search, then the reference and the top proposals with their
     predicted step time (ms), speed-up over the reference, autotune score, ``horovodrun`` flags
     and ``HOROVOD_*`` variables. ``keep_defaults`` is True when no proposal is predicted faster
     than the reference by more than :data:`autotuner.search.ranking.MIN_GAIN` (the tie rule:
-    then the first proposal is the reference itself). ``search_seconds``: wall time (s)."""
+    then the first proposal is the reference itself). ``search_seconds``: wall time (s).
+    ``strategy``: ``bayes`` (default, ~30 simulations + batch refinement) or ``grid`` (every
+    configuration of :mod:`autotuner.search.grid`, ~10^5-10^6 batch simulations). Raises
+    ScenarioError for another strategy."""
     import time
 
     from .search.ranking import MIN_GAIN
 
     t0 = time.perf_counter()
-    trials, best = suggest_configs(sc, top=top, n_calls=n_calls, seed=seed, progress=progress, fixed=fixed)
+    strat = None
+    if strategy == "grid":
+        from .search.grid import GridStrategy
+
+        strat = GridStrategy()
+    elif strategy != "bayes":
+        raise ScenarioError(f"unknown search strategy {strategy!r}; use bayes or grid")
+    trials, best = suggest_configs(sc, top=top, n_calls=n_calls, seed=seed, progress=progress, fixed=fixed,
+                                   strategy=strat)
     wall = time.perf_counter() - t0
     ref = replace(DEFAULTS_0_28, **(fixed or {}))
     base = sc.simulate(ref)
@@ -175,66 +204,97 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
            "default": entry(ref), "proposals": [entry(t.config) for t in best],
            "evaluations": len(trials), "search_seconds": wall}
     res["keep_defaults"] = res["proposals"][0]["speedup_vs_default"] < 1 + MIN_GAIN
+    res["strategy"] = str(strategy)
     if fixed:
         res["fixed"] = dict(fixed)
     return res
 
 
-def read_validation_records(runs_dir: Path, env: str) -> list[tuple[str, dict]]:
+def read_validation_records(runs_dir: Path, env: str, problems: list[str] | None = None) -> list[tuple[str, dict]]:
     """Every record of ``runs_dir/<env>/validation/*.jsonl`` as (file stem, record), read only.
 
-    Unreadable files and lines are skipped (a view must not fail on them, nor repair them: the
-    writer, :class:`autotuner.realrun.validation.TrialStore`, does that). [] when there is no folder.
+    Records are checked by :class:`autotuner.schemas.Record`. Unreadable files and lines, and
+    records that do not match, are skipped (a view must not fail on them, nor repair them: the
+    writer, :class:`autotuner.realrun.validation.TrialStore`, does that) and named in
+    ``problems`` when a list is given (``file:line: field: value: reason``). [] when there is
+    no folder, or when ``env`` is not a plain name.
     """
     from .readers.runs import parse_records
+    from .schemas import is_plain_name
 
+    notes = problems if problems is not None else []
     out: list[tuple[str, dict]] = []
+    if not is_plain_name(env):
+        return out
     for path in sorted((runs_dir / env / "validation").glob("*.jsonl")):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+        except OSError as e:
+            notes.append(f"{path}: cannot read ({e.strerror or e}); skipped")
             continue
-        out += [(path.stem, rec) for rec in parse_records(text, path.name)[0]]
+        recs, bad = parse_records(text, path.name)
+        notes += bad
+        out += [(path.stem, rec) for rec in recs]
     return out
 
 
 def env_batch_size(runs_dir: Path, env: str) -> int | None:
-    """``batch_size`` (samples per GPU per step) from ``runs_dir/<env>/env.toml``, or None."""
-    import tomllib
+    """``batch_size`` (samples per GPU per step) from ``runs_dir/<env>/env.toml``, or None when
+    there is no such file (or ``env`` is not a plain name) or it sets none.
 
-    try:
-        meta = tomllib.loads((runs_dir / env / "env.toml").read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+    Raises RunsError or SchemaError (one line) for an env.toml that cannot be read or does not
+    match its schema (:func:`autotuner.readers.runs.read_env_meta`).
+    """
+    from .readers.runs import read_env_meta
+    from .schemas import is_plain_name
+
+    if not is_plain_name(env) or not (runs_dir / env / "env.toml").is_file():
         return None
-    b = meta.get("batch_size")
-    return b if isinstance(b, int) and b > 0 else None
+    return read_env_meta(runs_dir / env)[1].batch_size
 
 
 def load_proposals(path: Path) -> list[Config]:
     """Configurations from a JSON file: a list of knob dicts, or ``suggest --json`` output.
 
-    Raises ScenarioError (one line) for an unreadable file or a malformed entry.
+    The file is checked by :mod:`autotuner.schemas` (:data:`~autotuner.schemas.ProposalList` or
+    :class:`~autotuner.schemas.SuggestOutput`; each entry :class:`~autotuner.schemas.Knobs`, or a
+    ``suggest --json`` entry whose ``config`` is one: unknown knob names fail, values are checked
+    by the knob table). Raises ScenarioError (one line: file, proposal, field, value, reason)
+    for an unreadable file or a malformed entry.
     """
     import json
 
+    from .schemas import Knobs, ProposalEntry, ProposalList, SuggestOutput, check
+
     try:
-        d = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise ScenarioError(f"{path}: cannot read proposals ({e})") from None
+        d = json.loads(path.read_bytes().decode("utf-8"))
+    except OSError as e:
+        raise ScenarioError(f"{path}: cannot read proposals ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(f"{path}: cannot read proposals (not UTF-8, byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise ScenarioError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
-    items = d.get("proposals") if isinstance(d, dict) else d
-    if not isinstance(items, list) or not items:
-        raise ScenarioError(f"{path}: expected a non-empty list of configurations or suggest --json output")
+    except RecursionError:
+        raise ScenarioError(f"{path}: not a proposals file (nested too deeply)") from None
+    if isinstance(d, dict):
+        items = check(SuggestOutput, d, str(path), ScenarioError).proposals
+    elif isinstance(d, list):
+        items = check(ProposalList, d, str(path), ScenarioError)
+    else:
+        raise ScenarioError(f"{path}: expected a non-empty list of configurations or suggest --json output, "
+                            f"got a JSON {type(d).__name__}")
     out = []
     for i, it in enumerate(items, 1):
-        it = it.get("config", it) if isinstance(it, dict) else it
-        if not isinstance(it, dict):
-            raise ScenarioError(f"{path}: proposal {i} is not an object")
+        where = f"{path}: proposal {i}"
+        if isinstance(it, dict) and "config" in it:
+            check(ProposalEntry, it, where, ScenarioError)
+            it = it["config"]
+        else:
+            check(Knobs, it, where, ScenarioError)
         try:
             out.append(Config.from_dict(it))
         except (TypeError, ValueError) as e:
-            raise ScenarioError(f"{path}: proposal {i}: {e}") from None
+            raise ScenarioError(f"{where}: {e}") from None
     return out
 
 

@@ -41,6 +41,7 @@ from rich.table import Table  # noqa: E402
 from . import options as opt  # noqa: E402
 from .api import (  # noqa: E402
     Compression,
+    SearchStrategy,
     compare_timelines,
     fit_runs,
     make_scenario,
@@ -208,6 +209,9 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
             n_calls: int = typer.Option(24, "--n-calls", help="Bayesian-optimization proposals",
                                         callback=opt.checked(opt.Count, "--n-calls")),
             seed: int = typer.Option(0, "--seed"),
+            strategy: SearchStrategy = typer.Option(SearchStrategy.bayes, "--strategy",
+                                                    help="bayes: Bayesian optimization + batch refinement (seconds); "
+                                                         "grid: every configuration of the exhaustive grid (minutes)"),
             nodes: Optional[int] = _nodes_opt(),
             gpus_per_node: Optional[int] = _gpus_opt(),
             bandwidth_gbps: Optional[float] = _bw_opt(),
@@ -225,7 +229,7 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     with Progress(TextColumn("searching"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as prog:
         task = prog.add_task("search", total=None)
-        res = run_suggest(sc, top=top, n_calls=n_calls, seed=seed, fixed=fixed,
+        res = run_suggest(sc, top=top, n_calls=n_calls, seed=seed, fixed=fixed, strategy=strategy,
                           progress=lambda done, total: prog.update(task, completed=done, total=total))
     if as_json:
         print(json.dumps(res, allow_nan=False))

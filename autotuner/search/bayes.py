@@ -29,7 +29,7 @@ tiny (at most a few dozen points) and OpenBLAS threads only spin on a shared mac
 from __future__ import annotations
 
 from contextlib import nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from itertools import product
 from typing import Any, Callable, Mapping
 
@@ -238,4 +238,20 @@ def _refine(start: Trial, batch: Callable[..., np.ndarray], knobs: list[Knob], b
     return out
 
 
-__all__ = ["Trial", "search", "top_distinct"]
+@dataclass(frozen=True)
+class BayesStrategy:
+    """:class:`~autotuner.search.ranking.Strategy` of :func:`search` on a scenario: the
+    reference simulator as objective, the batch simulator for the refinement."""
+
+    n_calls: int = 24
+    seed: int | None = 0
+    refine_rounds: int = 4
+    progress: Callable[[int, int], None] | None = None
+
+    def trials(self, sc, reference: Config, fixed: Mapping[str, Any]) -> list[Trial]:
+        return search(lambda c: sc.simulate(c).step_time_s, reference, multi_node=sc.cluster.nodes > 1,
+                      n_calls=self.n_calls, seed=self.seed, progress=self.progress, batch_objective=sc.step_times,
+                      refine_rounds=self.refine_rounds, fixed=fixed)
+
+
+__all__ = ["BayesStrategy", "Trial", "search", "top_distinct"]

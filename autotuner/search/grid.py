@@ -12,17 +12,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import product
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
-from ..knobs import DEFAULTS_0_28, MIB, Config
+from ..knobs import CACHE_ON, KNOB_BY_FIELD, MIB, Config, config_from_values
 from ..model.scenario import Scenario
+from .ranking import Origin, Trial
 
-#: fusion thresholds (MiB) of the default grid: 0, 1, ..., 512
-GRID_FUSION_MB = np.arange(0, 513, dtype=np.int64)
-#: cycle times (ms) of the default grid: 0.1, 0.6, ..., 99.6
-GRID_CYCLE_MS = np.round(0.1 + 0.5 * np.arange(200), 6)
+_FUSION, _CYCLE = KNOB_BY_FIELD["fusion_threshold_bytes"], KNOB_BY_FIELD["cycle_time_ms"]
+#: fusion thresholds (MiB) of the default grid: every whole MiB of the knob's range, 0, 1, ..., 512
+GRID_FUSION_MB = np.arange(int(_FUSION.low // _FUSION.flag_scale), int(_FUSION.high // _FUSION.flag_scale) + 1,
+                           dtype=np.int64)
+#: cycle times (ms) of the default grid: 0.5 ms steps over the knob's range, 0.1, 0.6, ..., 99.6
+GRID_CYCLE_MS = np.round(np.arange(_CYCLE.low, _CYCLE.high, 0.5), 6)
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class Combo:
 
 #: cache on (capacity 1024, Horovod's default) / off × hierarchical allreduce × allgather
 ALL_COMBOS: tuple[Combo, ...] = tuple(
-    Combo(cache, har, hag) for cache, har, hag in product((DEFAULTS_0_28.cache_capacity, 0), (False, True), (False, True)))
+    Combo(cache, har, hag) for cache, har, hag in product((CACHE_ON, 0), (False, True), (False, True)))
 
 COLUMNS = ["fusion_threshold_mb", "cycle_time_ms", "cache_capacity", "hierarchical_allreduce",
            "hierarchical_allgather", "step_time_ms"]
@@ -84,10 +88,44 @@ def best_of_grid(df: pd.DataFrame) -> tuple[Config, float]:
     """The fastest row of a :func:`grid_step_times` frame: (config, step time ms); ties go to the
     first row (lowest combo index, threshold, cycle time)."""
     r = df.iloc[int(np.argmin(df["step_time_ms"].to_numpy()))]
-    cfg = Config(fusion_threshold_bytes=int(round(r.fusion_threshold_mb * MIB)), cycle_time_ms=float(r.cycle_time_ms),
-                 cache_capacity=int(r.cache_capacity), hierarchical_allreduce=bool(r.hierarchical_allreduce),
-                 hierarchical_allgather=bool(r.hierarchical_allgather))
-    return cfg, float(r.step_time_ms)
+    return _row_config(r), float(r.step_time_ms)
 
 
-__all__ = ["grid_step_times", "best_of_grid", "Combo", "ALL_COMBOS", "GRID_FUSION_MB", "GRID_CYCLE_MS", "COLUMNS"]
+def _row_config(r) -> Config:
+    return config_from_values({"fusion_threshold_mb": r.fusion_threshold_mb, "cycle_time_ms": r.cycle_time_ms,
+                               "cache_capacity": r.cache_capacity, "hierarchical_allreduce": r.hierarchical_allreduce,
+                               "hierarchical_allgather": r.hierarchical_allgather})
+
+
+@dataclass(frozen=True)
+class GridStrategy:
+    """:class:`~autotuner.search.ranking.Strategy` that simulates every configuration of the
+    grid (default: :data:`GRID_FUSION_MB` × :data:`GRID_CYCLE_MS` × the on/off combinations,
+    hierarchical ones only on more than one node). Knobs in ``fixed`` take their one value."""
+
+    fusion_mb: tuple[float, ...] | None = None
+    cycle_ms: tuple[float, ...] | None = None
+
+    def trials(self, sc: Scenario, reference: Config, fixed: Mapping[str, Any]) -> list[Trial]:
+        f = np.asarray(self.fusion_mb if self.fusion_mb is not None else GRID_FUSION_MB, dtype=float)
+        c = np.asarray(self.cycle_ms if self.cycle_ms is not None else GRID_CYCLE_MS, dtype=float)
+        if "fusion_threshold_bytes" in fixed:
+            f = np.array([fixed["fusion_threshold_bytes"] / MIB])
+        if "cycle_time_ms" in fixed:
+            c = np.array([fixed["cycle_time_ms"]])
+        combos: list[Combo] = []
+        for cb in ALL_COMBOS:
+            if cb.hierarchical_allgather or (cb.hierarchical_allreduce and sc.cluster.nodes == 1):
+                continue  # no effect on gradient allreduce / on one node (knobs.py)
+            cb = Combo(fixed.get("cache_capacity", cb.cache_capacity),
+                       fixed.get("hierarchical_allreduce", cb.hierarchical_allreduce),
+                       fixed.get("hierarchical_allgather", False))
+            if cb not in combos:
+                combos.append(cb)
+        df = grid_step_times(sc, f, c, combos)
+        ref = Trial(reference, sc.simulate(reference).step_time_s, Origin.default)
+        return [ref] + [Trial(_row_config(r), r.step_time_ms * 1e-3, Origin.search)
+                        for r in df.nsmallest(64, "step_time_ms", keep="first").itertuples(index=False)]
+
+
+__all__ = ["GridStrategy", "grid_step_times", "best_of_grid", "Combo", "ALL_COMBOS", "GRID_FUSION_MB", "GRID_CYCLE_MS", "COLUMNS"]

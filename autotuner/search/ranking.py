@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any, Mapping, Protocol
 
 from ..knobs import DEFAULTS_0_28, MIB, Config
 
@@ -19,6 +20,19 @@ class Origin(StrEnum):
     autotune_start = "autotune-start"
     search = "search"
     refine = "refine"
+
+
+class Strategy(Protocol):
+    """A search strategy: every strategy (:class:`autotuner.search.bayes.BayesStrategy`,
+    :class:`autotuner.search.grid.GridStrategy`) evaluates configurations of a scenario and
+    returns them as trials; :func:`top_distinct` ranks them the same way for all.
+
+    ``trials(sc, reference, fixed)``: ``reference`` is the configuration the proposals are
+    compared with (Horovod's defaults with the ``fixed`` knobs applied), returned as a trial of
+    origin ``default``; ``fixed`` maps field names to values (internal units) every trial keeps.
+    """
+
+    def trials(self, sc: Any, reference: Config, fixed: Mapping[str, Any]) -> list["Trial"]: ...
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,42 @@
+"""Search strategies share one interface and one ranking; fixed knobs stay fixed."""
+from __future__ import annotations
+
+import pytest
+
+from autotuner.api import make_scenario, suggest, suggest_configs
+from autotuner.knobs import DEFAULTS_0_28, MIB
+from autotuner.search.grid import GridStrategy
+from autotuner.search.ranking import Origin
+
+from tests.cli_helpers import ROOT
+
+MODEL_DIR = ROOT / "model"
+
+
+@pytest.fixture(scope="module")
+def sc():
+    return make_scenario(MODEL_DIR, "local-gloo-1gbit", "resnet50")[0]
+
+
+def test_fixed_knobs_are_kept_by_every_proposal(sc):
+    fixed = {"cache_capacity": 0, "cycle_time_ms": 10.0}
+    trials, best = suggest_configs(sc, top=3, n_calls=6, fixed=fixed)
+    assert best and all(t.config.cache_capacity == 0 and t.config.cycle_time_ms == 10.0 for t in best)
+    ref = [t for t in trials if t.origin == Origin.default]
+    assert len(ref) == 1 and ref[0].config.cache_capacity == 0 and ref[0].config.cycle_time_ms == 10.0
+
+
+def test_grid_strategy_finds_at_least_what_bayes_finds_on_its_grid(sc):
+    grid = GridStrategy(fusion_mb=tuple(range(0, 65, 4)), cycle_ms=(1.0, 2.0, 5.0, 10.0, 20.0))
+    _, g = suggest_configs(sc, top=1, strategy=grid)
+    res = suggest(sc, top=1, n_calls=6)
+    assert g[0].step_time_s <= sc.simulate(DEFAULTS_0_28).step_time_s
+    assert g[0].config.fusion_threshold_bytes % (4 * MIB) == 0
+    assert res["strategy"] == "bayes" and res["proposals"][0]["horovodrun_flags"]
+
+
+def test_grid_strategy_with_every_knob_fixed_returns_that_configuration(sc):
+    fixed = {"fusion_threshold_bytes": 8 * MIB, "cycle_time_ms": 5.0, "cache_capacity": 1024}
+    trials, best = suggest_configs(sc, top=2, fixed=fixed, strategy=GridStrategy())
+    assert {(t.config.fusion_threshold_bytes, t.config.cycle_time_ms, t.config.cache_capacity) for t in best} == \
+        {(8 * MIB, 5.0, 1024)}
