@@ -103,8 +103,9 @@ class Knob:
         number in [low, high] (a switch: a bool or 0/1). ``where`` prefixes the message."""
         pre = f"{where}: " if where else ""
         if self.is_switch:
-            if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
-                return bool(value)
+            if not isinstance(value, (str, bytes)) and hasattr(value, "__float__"):  # bool, numpy bool, 0/1
+                if float(value) in (0.0, 1.0):
+                    return bool(value)
             raise KnobError(f"{pre}{self.field} must be true or false, got {value!r}")
         if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
             raise KnobError(f"{pre}{self.field} must be a number, got {value!r}")
