@@ -99,10 +99,11 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
     environment, run, row, record or timeline left out, and each environment that could not be
     fitted ("not fitted": a fit error, or a model :func:`autotuner.fit.store.write_model`
     refuses, e.g. one holding a non-finite number); the others are still fitted. Files are
-    written only inside ``model_dir``. Raises RunsError when nothing can be read, OutputError
-    when a file cannot be written.
+    written only inside ``model_dir``. Raises RunsError when nothing can be read, FitError (one
+    line naming every problem) when no environment could be fitted, OutputError when a file
+    cannot be written.
     """
-    from .errors import OutputError
+    from .errors import FitError, OutputError
     from .views.plots import (
         bandwidth_plot,  # matplotlib: imported only when plotting (keeps `suggest` start fast)
     )
@@ -122,6 +123,8 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
         problems += env.problems
         png = bandwidth_plot(d, model_dir / f"{d['env']}-bandwidth.png")
         fitted.append((d, path, png))
+    if not fitted:  # one line, naming every problem, and nothing written
+        raise FitError(f"no environment could be fitted: {'; '.join(problems)}")
     return fitted, problems
 
 
@@ -349,6 +352,8 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposa
                                              autotune=autotune, defaults=defaults, timeout_s=timeout_s,
                                              predict=predict, say=say,
                                              keep=vdir / "timelines" / name if keep_timelines else None)
+    for n in store.dropped:  # damaged-store notes: on stderr as well as in the report
+        say(f"note: {n}")
     for f in scratch.glob("*-autotune.csv"):
         shutil.copyfile(f, vdir / f"{name}-{f.name}")
     shutil.rmtree(scratch, ignore_errors=True)

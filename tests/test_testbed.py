@@ -23,7 +23,10 @@ import importlib.util, sys, time
 spec = importlib.util.spec_from_file_location("testbed", {str(MODULE)!r})
 tb = importlib.util.module_from_spec(spec); sys.modules["testbed"] = tb; spec.loader.exec_module(tb)
 """
+# SIGINT is reset because a shell starts background jobs with it ignored, and the child would inherit that.
 HOLD = LOAD + """
+import signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
 with tb.shaped_network(1.0) as bed:
     print(bed.netns, flush=True)
     time.sleep(60)

@@ -16,6 +16,15 @@ P1 = Config(fusion_threshold_bytes=4 * MIB, cycle_time_ms=2.0)
 P2 = Config(fusion_threshold_bytes=0, cycle_time_ms=5.0)
 
 
+def _r(trial, **kw):
+    """The least a stored record holds (autotuner.schemas.Record): trial, status, setup."""
+    return {"trial": trial, "status": "ok", "setup": {"env": "e", "model": "tiny"}, **kw}
+
+
+def _line(trial, **kw) -> bytes:
+    return json.dumps(_r(trial, **kw)).encode()
+
+
 def test_plan_runs_autotune_first_then_interleaved_rounds():
     specs = plan([P1, P2], repeats=2, autotune=True, autotune_best=P2)
     assert [s.trial for s in specs] == [
@@ -31,16 +40,59 @@ def test_plan_runs_autotune_first_then_interleaved_rounds():
 
 def test_store_keeps_complete_lines_and_drops_a_cut_one(tmp_path):
     store = TrialStore(tmp_path / "v.jsonl")
-    store.append({"trial": "a/r0", "x": 1})
-    store.append({"trial": "b/r0", "x": 2})
+    store.append(_r("a/r0", x=1))
+    store.append(_r("b/r0", x=2))
     with open(store.path, "ab") as f:
         f.write(b'{"trial": "c/r0", "x"')  # a kill in the middle of a write
     recs = store.records()
     assert [r["trial"] for r in recs] == ["a/r0", "b/r0"]
     assert store.dropped and "cut last line" in store.dropped[0]
     assert store.path.read_bytes().endswith(b"}\n")  # the cut line is gone from the file
-    store.append({"trial": "c/r0", "x": 3})
+    store.append(_r("c/r0", x=3))
     assert [r["trial"] for r in TrialStore(store.path).records()] == ["a/r0", "b/r0", "c/r0"]
+
+
+def test_store_keeps_a_complete_last_record_without_its_newline(tmp_path):
+    store = TrialStore(tmp_path / "v.jsonl")
+    store.append(_r("a/r0"))
+    with open(store.path, "ab") as f:
+        f.write(_line("b/r0"))  # whole, only the newline is missing
+    assert [r["trial"] for r in store.records()] == ["a/r0", "b/r0"]
+    assert store.path.read_bytes().endswith(_line("b/r0") + b"\n")  # newline added, nothing cut
+    assert store.dropped == ["v.jsonl: added the missing newline after the last record"]
+    store.append(_r("c/r0"))
+    assert [r["trial"] for r in TrialStore(store.path).records()] == ["a/r0", "b/r0", "c/r0"]
+
+
+@pytest.mark.parametrize("tail", [b"[1, 2]", b'"trial"', b"12", b"{\"trial\": \"b/r0\"} x", b"\xff\xfe"])
+def test_store_drops_a_last_line_that_is_not_a_json_object(tmp_path, tail):
+    store = TrialStore(tmp_path / "v.jsonl")
+    store.append(_r("a/r0"))
+    before = store.path.read_bytes()
+    with open(store.path, "ab") as f:
+        f.write(tail)
+    assert [r["trial"] for r in store.records()] == ["a/r0"]
+    assert store.path.read_bytes() == before
+    assert store.dropped == [f"v.jsonl: dropped a cut last line ({len(tail)} bytes)"]
+
+
+def test_append_never_glues_a_record_onto_a_line_without_end(tmp_path):
+    store = TrialStore(tmp_path / "v.jsonl")
+    store.path.write_bytes(_line("a/r0"))
+    store.append(_r("b/r0"))
+    assert [r["trial"] for r in store.records()] == ["a/r0", "b/r0"] and store.dropped == []
+
+
+def test_each_damage_note_is_reported_once(tmp_path):
+    """run_validation calls run_pending twice (autotune, then the rounds), each reads the store twice."""
+    store = TrialStore(tmp_path / "v.jsonl")
+    setup = Setup(env="e", model="tiny")
+    store.path.write_bytes(_line("x/r0") + b'\nnot json\n{"no": "trial"}\n{"trial": "y/r0", "x"')
+    trial = lambda s: Outcome("ok", step_times_ms=[10.0])  # noqa: E731
+    run_pending(plan([], repeats=1, autotune=True, defaults=False), store, setup, trial, lambda c: None, "plain")
+    run_pending(plan([P1], repeats=1, autotune=False), store, setup, trial, lambda c: None, "plain")
+    assert len(store.dropped) == 3 and store.dropped[0] == "v.jsonl: dropped a cut last line (21 bytes)"
+    assert store.dropped[1].startswith("v.jsonl:2: ") and store.dropped[2].startswith("v.jsonl:3: ")
 
 
 def test_resume_runs_only_missing_trials_of_the_same_setup(tmp_path):

@@ -1,20 +1,26 @@
 """Start real ``horovodrun`` jobs: the only code in autotuner that launches training processes.
 
-Every command is an argument list (never a shell string). A job runs in its own session so that a
-timeout or Ctrl-C kills horovodrun and every rank it started (the whole process group).
+Every command is an argument list (never a shell string). A job never outlives the process that started it
+(:class:`OwnedProcess`): it runs in its own session, which is killed (SIGTERM, then SIGKILL) on every exit of
+:func:`run_argv`; a guard process does the same if the parent dies without cleaning up (even by SIGKILL); and on
+Linux horovodrun gets a parent-death SIGKILL. Horovod starts each rank under a middleman in a session of its
+own (horovod/runner/common/util/safe_shell_exec.py), so the ranks are found by a token in their environment.
 """
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..knobs import Config, horovod_env, horovodrun_flags
+from .testbed import die_with_parent
 
 
 def horovodrun_path() -> str | None:
@@ -106,38 +112,229 @@ class JobResult:
     timed_out: bool
 
 
+JOB_TOKEN_VAR = "AUTOTUNER_JOB_TOKEN"
+_GRACE_S = 5.0  # SIGTERM -> SIGKILL; Horovod's own (horovod/runner/common/util/safe_shell_exec.py) is also 5 s
+
+# The guard: a small process beside each job (one per job, in its own session, SIGINT ignored).  Its stdin is a
+# pipe whose only writer is the parent, so it reads EOF when the parent closes it or dies in any way (SIGKILL
+# included).  Then it sends SIGTERM to the job's process group and to every process whose environment holds the
+# job's token (Horovod's per-rank middlemen and ranks run in sessions of their own), waits until they are gone
+# (at most `grace` s; a zombie does not count), and sends SIGKILL to whatever is left.  argv: pgid, token, grace.
+_GUARD = r"""
+import os, signal, sys, time
+pgid, token, grace = int(sys.argv[1]), os.fsencode(sys.argv[2]), float(sys.argv[3])
+class Stop(Exception):
+    pass
+def stop(signum, frame):
+    raise Stop
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+for s in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, stop)
+try:
+    while os.read(0, 64):
+        pass
+except (Stop, OSError):
+    pass
+for s in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_IGN)
+def members():
+    # live (not zombie) processes in the group or carrying the token; None where there is no /proc
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return None
+    found = []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/" + name + "/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            if fields[0] in (b"Z", b"X"):
+                continue
+            if int(fields[2]) != pgid:
+                with open("/proc/" + name + "/environ", "rb") as f:
+                    if token not in f.read().split(b"\0"):
+                        continue
+            found.append(int(name))
+        except (OSError, IndexError, ValueError):
+            pass
+    return found
+def send(sig):
+    # signal every member (sig 0: none); True while any is alive
+    pids = members()
+    if pids is None:
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            pass
+        return True
+    for pid in pids if sig else ():
+        try:
+            os.kill(pid, sig)
+        except OSError:
+            pass
+    return bool(pids)
+if send(signal.SIGTERM):
+    deadline = time.monotonic() + grace
+    while send(0):
+        if time.monotonic() > deadline:
+            send(signal.SIGKILL)
+            break
+        time.sleep(0.05)
+"""
+
+
+class OwnedProcess:
+    """A child process tree that cannot outlive this process: the one way autotuner starts a job.
+
+    The child runs in a new session (its own process group) with ``JOB_TOKEN_VAR`` set to a token unique to it,
+    which its descendants inherit.  It dies with this process in three ways:
+
+    - :meth:`stop` (called on every exit of :func:`run_argv`: normal return, timeout, exception, Ctrl-C, and
+      SIGTERM where the caller turns it into SystemExit, as ``autotuner validate`` does) sends SIGTERM to the
+      group and to every process carrying the token, then SIGKILL after ``grace_s`` seconds;
+    - the guard (``_GUARD``, a process of its own) does the same when this process dies without running
+      :meth:`stop` (SIGKILL, os._exit, a crash);
+    - on Linux the child also gets a parent-death SIGKILL (:func:`autotuner.realrun.testbed.die_with_parent`).
+
+    What can escape: a descendant that both leaves the process group (setsid/setpgid) and clears its
+    environment, or a process on another host (``-H`` with remote hosts: Horovod's ssh ends them).  If the guard
+    cannot start, only :meth:`stop` and the death signal remain.  Output is read by two threads (:meth:`output`).
+    Raises OSError (FileNotFoundError when ``argv[0]`` is missing) if the child cannot start.
+    """
+
+    def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
+                 grace_s: float = _GRACE_S):
+        self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
+        self.grace_s = grace_s
+        env = dict(os.environ if env is None else env)
+        env[JOB_TOKEN_VAR] = self.token
+        self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     start_new_session=True, preexec_fn=die_with_parent())
+        self.guard: subprocess.Popen | None = None
+        self._w: int | None = None
+        self._stopped = False
+        # Read both pipes in threads: the job is over when its first process exits, not when the last holder
+        # of its output pipes (a leftover it started) closes them.
+        self._chunks: tuple[list[bytes], list[bytes]] = ([], [])
+        self._readers = [threading.Thread(target=_read_all, args=(f, buf), daemon=True)
+                         for f, buf in zip((self.proc.stdout, self.proc.stderr), self._chunks)]
+        for t in self._readers:
+            t.start()
+        try:
+            r, self._w = os.pipe()
+            try:
+                self.guard = subprocess.Popen(
+                    [sys.executable, "-I", "-S", "-c", _GUARD, str(self.proc.pid), f"{JOB_TOKEN_VAR}={self.token}",
+                     str(grace_s)], stdin=r, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    start_new_session=True)
+            finally:
+                os.close(r)
+        except OSError:  # no guard (out of processes?): stop() kills the group itself, the death signal stays
+            self.guard = None
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """Kill the job's group and token carriers (SIGTERM, then SIGKILL after ``grace_s``); idempotent.
+
+        Waits for the guard to finish (at most ``grace_s + 5`` s), reaping the child meanwhile; kills the group
+        itself if the guard did not start or did not finish.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._w is not None:
+            os.close(self._w)
+            self._w = None
+        if self.guard is not None:
+            deadline = time.monotonic() + self.grace_s + 5
+            while self.guard.poll() is None and time.monotonic() < deadline:
+                self.proc.poll()  # reap the child as soon as it is gone
+                time.sleep(0.02)
+            if self.guard.poll() is None:
+                self.guard.kill()
+                self.guard.wait()
+            if self.proc.poll() is None:
+                _kill_group(self.proc, 0.0)
+        else:
+            _kill_group(self.proc, self.grace_s)
+
+    def output(self, timeout_s: float = 5.0) -> tuple[str, str]:
+        """(stdout, stderr) read so far, decoded as UTF-8 (bad bytes replaced); call after :meth:`stop`.
+
+        Waits up to ``timeout_s`` seconds for the pipes to reach EOF (a survivor may hold them open).
+        """
+        deadline = time.monotonic() + timeout_s
+        for t in self._readers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        return tuple(b"".join(list(buf)).decode("utf-8", "replace") for buf in self._chunks)
+
+    def __enter__(self) -> "OwnedProcess":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+        self.output()
+        self.proc.wait()
+        for t, f in zip(self._readers, (self.proc.stdout, self.proc.stderr)):
+            if not t.is_alive():  # else a survivor holds the pipe: closing it would wait for that reader
+                f.close()
+
+
+def _read_all(f, buf: list[bytes]) -> None:
+    try:
+        while chunk := f.read1(1 << 16):
+            buf.append(chunk)
+    except (OSError, ValueError):
+        pass
+
+
+def run_argv(argv: list[str], timeout_s: float, *, env: dict[str, str] | None = None, cwd: Path | None = None,
+             grace_s: float = _GRACE_S) -> JobResult:
+    """Run ``argv`` as an :class:`OwnedProcess` until it ends or ``timeout_s`` seconds pass; nothing it started
+    is left running when this returns or raises.
+
+    Raises FileNotFoundError (``argv[0]`` missing); re-raises KeyboardInterrupt/SystemExit after the kill.
+    """
+    t0 = time.monotonic()
+    with OwnedProcess(argv, env=env, cwd=cwd, grace_s=grace_s) as job:
+        try:
+            job.proc.wait(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        job.stop()  # also after a normal end: its leftovers (a daemonised child, a resource tracker) go too
+        out, err = job.output()
+    return JobResult(job.proc.returncode, out, err, time.monotonic() - t0, timed_out)
+
+
 def run_job(job: Job, timeout_s: float, cwd: Path | None = None) -> JobResult:
-    """Run ``job`` to completion or until ``timeout_s`` seconds, then kill its process group.
+    """Run ``job`` (:func:`run_argv`): to completion, or until ``timeout_s`` seconds, then kill all of it.
 
     Raises FileNotFoundError (horovodrun missing) and re-raises KeyboardInterrupt after killing the job.
     """
-    t0 = time.monotonic()
-    proc = subprocess.Popen(job.argv(), env=job.env(), cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout_s)
-        return JobResult(proc.returncode, out, err, time.monotonic() - t0, False)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        out, err = proc.communicate()
-        return JobResult(proc.returncode, out, err, time.monotonic() - t0, True)
-    except BaseException:
-        _kill_group(proc)
-        proc.communicate()
-        raise
+    return run_argv(job.argv(), timeout_s, env=job.env(), cwd=cwd)
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
+    """Without a guard: SIGTERM to ``proc``'s process group, SIGKILL to it after ``grace_s`` seconds or once
+    ``proc`` has exited, whichever comes first (0: SIGKILL at once); then reap ``proc``."""
+    for sig in ((signal.SIGTERM, signal.SIGKILL) if grace_s > 0 else (signal.SIGKILL,)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
+            break
+        except PermissionError:
+            pass
         try:
-            proc.wait(timeout=5)
-            return
+            proc.wait(timeout=grace_s if sig == signal.SIGTERM else 5.0)
         except subprocess.TimeoutExpired:
-            continue
+            pass
 
 
 def replay_command(model: str, compute_ms: float, steps: int, warmup: int, update_ms: float = 0.0) -> tuple[str, ...]:

@@ -21,11 +21,13 @@ Cleanup: the namespace is deleted on every exit from :func:`shaped_network` (nor
 SIGTERM/SIGHUP, which inside the context raise ``SystemExit(128 + signal)`` so that ``finally`` runs).  A SIGKILL
 cannot be caught; :func:`cleanup_stale`, called on every entry, deletes ``autotuner-<pid>-*`` namespaces whose
 pid is gone.  Processes still running inside a deleted namespace keep it alive until they exit (ip-netns(8)).
+Every command started here gets a parent-death SIGKILL on Linux (:func:`die_with_parent`).
 
 Nothing here does I/O at import time; every command is an argument list, never a shell string.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import os
@@ -100,8 +102,49 @@ def htb_rate(bandwidth_gbit: float) -> str:
     return f"{kbit}kbit"
 
 
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+@functools.lru_cache(maxsize=1)
+def _prctl():
+    """libc's ``prctl`` through ctypes on Linux, else None (looked up once, on first use)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        fn = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None] | None:
+    """A ``preexec_fn`` for :class:`subprocess.Popen` that makes the child get ``sig`` when its parent dies.
+
+    Linux only (prctl(2) ``PR_SET_PDEATHSIG``; kept across execve(2) of a binary that is not set-user-ID);
+    None elsewhere.  The signal comes when the *thread* that started the child exits, so start children from a
+    thread that outlives them (the main thread does).  If the parent is already gone when the child runs the
+    hook, the child sends ``sig`` to itself.  Defined here because this module must stay stdlib-only and
+    loadable by path (tests/test_testbed.py); :mod:`autotuner.realrun.launcher` uses it too.
+    """
+    prctl, parent = _prctl(), os.getpid()
+    if prctl is None:
+        return None
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died between fork and prctl: nobody else will send it
+            os.kill(os.getpid(), sig)
+
+    return preexec
+
+
 def _run(argv: list[str], check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=check, capture_output=True, text=True, timeout=_CMD_TIMEOUT_S)
+    return subprocess.run(argv, check=check, capture_output=True, text=True, timeout=_CMD_TIMEOUT_S,
+                          preexec_fn=die_with_parent())
 
 
 def list_namespaces() -> list[str]:
@@ -276,7 +319,7 @@ def measure_bandwidth_gbit(testbed: Testbed, nbytes: int = 200_000_000, *, max_s
     Raises RuntimeError if the probe fails, subprocess.TimeoutExpired if it hangs (> max_seconds + 10 s).
     """
     argv = testbed.wrap([sys.executable, "-I", "-c", _PROBE, str(int(nbytes)), str(float(max_seconds))])
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=max_seconds + 10)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=max_seconds + 10, preexec_fn=die_with_parent())
     if proc.returncode != 0:
         raise RuntimeError(f"bandwidth probe failed (exit {proc.returncode}): {' '.join(proc.stderr.split())[-300:]}")
     return float(proc.stdout.strip())

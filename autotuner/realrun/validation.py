@@ -3,7 +3,8 @@
 A validation is a list of trials (:class:`TrialSpec`), each one horovodrun job. Results are
 appended, one JSON object per line, to ``runs/<env>/validation/<name>.jsonl`` as soon as a trial
 finishes (:class:`TrialStore`: one ``write`` of a whole line on an ``O_APPEND`` descriptor, then
-``fsync``; a line cut by a kill is dropped on the next open). A re-run with the same
+``fsync``; a line cut by a kill is dropped on the next open, a whole last record that only lacks its
+newline is kept). A re-run with the same
 :class:`Setup` skips every trial already recorded, so a killed validation resumes where it stopped
 and never runs a finished trial twice. A rank that crashes or a job that hits its timeout is
 recorded as a failed trial and the batch goes on.
@@ -106,14 +107,27 @@ def plan(proposals: list[Config], *, repeats: int, autotune: bool, defaults: boo
 
 
 class TrialStore:
-    """Append-only JSONL record file of one validation (see the module docstring)."""
+    """Append-only JSONL record file of one validation (see the module docstring).
+
+    ``dropped``: one line per repair or skipped line, each noted once however often :meth:`records` runs.
+    """
 
     def __init__(self, path: Path):
         self.path = path
         self.dropped: list[str] = []
 
+    def _note(self, line: str) -> None:
+        if line not in self.dropped:
+            self.dropped.append(line)
+
     def records(self) -> list[dict[str, Any]]:
-        """Every complete record; a cut last line is removed from the file and reported in ``dropped``."""
+        """Every complete record (a JSON object with a ``trial`` id), in file order.
+
+        A last line without its newline is a whole record if it parses as a JSON object (only the newline is
+        missing): it is kept and the newline written. Otherwise it was cut by a kill mid-write: it is removed from
+        the file, so its trial runs again. Unreadable lines before the last are skipped, not removed.
+        Raises ValidationError if the file exists but cannot be read or repaired.
+        """
         try:
             raw = self.path.read_bytes()
         except FileNotFoundError:
@@ -122,26 +136,50 @@ class TrialStore:
             raise ValidationError(f"{self.path}: cannot read ({e.strerror})") from None
         if raw and not raw.endswith(b"\n"):
             keep = raw.rfind(b"\n") + 1
-            self.dropped.append(f"{self.path.name}: dropped a cut last line ({len(raw) - keep} bytes)")
-            with open(self.path, "r+b") as f:
-                f.truncate(keep)
-                f.flush()
-                os.fsync(f.fileno())
-            raw = raw[:keep]
+            try:
+                if _is_json_object(raw[keep:]):
+                    self._sync(lambda f: f.write(b"\n"))
+                    raw += b"\n"
+                    self._note(f"{self.path.name}: added the missing newline after the last record")
+                else:
+                    self._sync(lambda f: f.truncate(keep))
+                    self._note(f"{self.path.name}: dropped a cut last line ({len(raw) - keep} bytes)")
+                    raw = raw[:keep]
+            except OSError as e:
+                raise ValidationError(f"{self.path}: cannot repair the last line ({e.strerror})") from None
         records, problems = parse_records(raw.decode("utf-8", "replace"), self.path.name)
-        self.dropped += problems
+        for p in problems:
+            self._note(p)
         return records
 
+    def _sync(self, change: Callable[[Any], Any]) -> None:
+        """Apply ``change(file)`` at the end of the record file, then fsync it."""
+        with open(self.path, "r+b") as f:
+            f.seek(0, os.SEEK_END)
+            change(f)
+            f.flush()
+            os.fsync(f.fileno())
+
     def append(self, rec: dict[str, Any]) -> None:
-        """Write one record as one line, durably, in a single append."""
+        """Write one record as one line, durably, in one append (after a newline if the last line has none)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         data = (json.dumps(rec, separators=(",", ":"), allow_nan=False) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data  # never glue a record onto a line that has no end
             os.write(fd, data)
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def _is_json_object(line: bytes) -> bool:
+    try:
+        return isinstance(json.loads(line.decode("utf-8")), dict)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
 
 
 def matching(records: Iterable[dict[str, Any]], setup: Setup) -> list[dict[str, Any]]:
@@ -336,6 +374,8 @@ class TrialRunner:
             res = run_job(job, timeout)
         except FileNotFoundError as e:
             return Outcome("failed", error=f"cannot start horovodrun ({e.strerror}): run scripts/install_horovod.sh")
+        except OSError as e:
+            return Outcome("failed", error=f"cannot start horovodrun ({e.strerror or e})")
         out = Outcome("ok", wall_s=res.wall_s)
         if res.timed_out:
             out.status, out.error = "timeout", f"killed after {timeout:.0f} s timeout"
