@@ -1,14 +1,17 @@
 """Autotune-log reader on a real Horovod 0.28.1 log and variants derived from it."""
 import csv
 import io
+import math
+import re
 import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autotuner.knobs import CACHE_ON, MIB, Config
 from autotuner.readers.autotune_log import (HEADER_0_20, HEADER_0_26, AutotuneLog, AutotuneLogError,
-                                            explain, parse_autotune_log, read_autotune_log)
+                                            best_config, explain, parse_autotune_log, read_autotune_log)
 
 from conftest import ROOT
 
@@ -254,3 +257,85 @@ def test_truncated_real_log(cut):
         return
     assert not t.finished or cut >= len(TEXT) - 1
     assert len(t.samples) <= 24
+
+
+# ---------------------------------------------------------------- best row and bad numbers (issue 11)
+
+
+def test_best_config_of_the_real_log(log):
+    cfg = best_config(log)
+    assert cfg == Config(fusion_threshold_bytes=8 * MIB, cycle_time_ms=10.0, cache_capacity=CACHE_ON,
+                         hierarchical_allreduce=False, hierarchical_allgather=True)
+    assert best_config(parse_autotune_log(LINES[0], source="h.csv")) is None
+
+
+@pytest.mark.parametrize("row, shown", [("0,0,0, 1,1000,8,60", "cycle"), ("0,0,0, 1,10,100000,60", "fusion"),
+                                        ("0,0,0, 1,0.01,8,60", "cycle")])
+def test_best_row_out_of_range_is_an_autotune_log_error_naming_file_row_and_value(row, shown):
+    text = LINES[0] + "0,0,0, 0,5,4,46.8487\n" + row + "\n"
+    t = parse_autotune_log(text, source="x.csv")
+    assert t.best.line == 3
+    with pytest.raises(AutotuneLogError) as e:
+        best_config(t)
+    msg = str(e.value)
+    value = row.split(",")[4 if shown == "cycle" else 5]
+    assert msg.startswith("x.csv:3: best row") and shown in msg and value in msg and "\n" not in msg
+    notes = [ln for ln in explain(t, 10**6) if ln.startswith("Note: x.csv:3: best row")]
+    assert len(notes) == 1  # explain notes it instead of failing
+
+
+@pytest.mark.parametrize("cell, why", [("1e999", "not a finite"), ("nan", "not a finite"), ("-inf", "not a finite"),
+                                       ("1e300", "int64"), ("9" * 400, "not a finite")])
+def test_non_finite_or_huge_threshold_row_is_skipped_with_a_note(log, cell, why):
+    text = LINES[0] + "0,0,0, 0,5,4,46.8487\n" + f"0,0,0, 0,5,{cell},47\n"
+    t = parse_autotune_log(text, source="x.csv")
+    assert len(t.samples) == 1
+    assert any(p.startswith("x.csv:3: tensor_fusion_threshold is") and why in p for p in t.problems)
+    assert [s.fusion_threshold_bytes for s in t.samples] == [4 * MIB]
+
+
+def test_explain_with_extreme_scores_prints_no_inf_or_nan():
+    text = LINES[0] + "0,0,0, 0,5,4,1e-300\n0,0,0, 0,10,8,1e300\n"
+    lines = explain(parse_autotune_log(text, source="x.csv"), bytes_per_step=10**400)
+    assert not any(re.search(r"\b(inf|nan)\b", ln) for ln in lines)
+    assert any("no time per step can be derived" in ln for ln in lines)
+
+
+# ---------------------------------------------------------------- in-process fuzz (issue 11)
+
+_NUM_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_BAD_NUMBERS = ["1e999", "-1e999", "nan", "inf", "-inf", "1e308", "-1e308", "9" * 400, "-" + "9" * 30, "0", "-1",
+                "1.5", "99999999999999999999", "1e20", "-0", "1e-320", "1000", "0.01", "x", ""]
+
+
+@st.composite
+def _mutated_log(draw):
+    """The real log with 1-4 numbers replaced by huge, negative, non-finite or non-numeric values,
+    sometimes with a span cut out."""
+    text = TEXT
+    for _ in range(draw(st.integers(1, 4))):
+        spans = [m.span() for m in _NUM_RE.finditer(text)]
+        a, b = spans[draw(st.integers(0, len(spans) - 1))]
+        text = text[:a] + draw(st.sampled_from(_BAD_NUMBERS)) + text[b:]
+    if draw(st.booleans()):
+        i = draw(st.integers(0, len(text) - 1))
+        text = text[:i] + text[i + draw(st.integers(1, 40)):]
+    return text
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(_mutated_log(), st.sampled_from([None, 0, 203_304, 10**400]))
+def test_fuzz_mutated_log_only_autotune_log_error_escapes(text, nbytes):
+    """Only AutotuneLogError (one line) escapes parse, explain and best_config; rows kept hold
+    finite non-negative numbers whose byte threshold fits int64."""
+    try:
+        t = parse_autotune_log(text, source="f.csv")
+        lines = explain(t, nbytes)  # notes quote bad cells as they are; the summary shows no inf/nan
+        assert not any(re.search(r"\b(inf|nan)\b", ln) for ln in lines if not ln.startswith("Note:"))
+        best_config(t)
+    except AutotuneLogError as e:
+        assert "\n" not in str(e)
+        return
+    for s in t.samples:
+        assert all(math.isfinite(v) and v >= 0 for v in (s.cycle_time_ms, s.fusion_threshold_mb, s.score_bytes_per_us))
+        assert 0 <= s.fusion_threshold_bytes < 2**63

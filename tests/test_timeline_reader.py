@@ -1,6 +1,7 @@
 """Timeline reader on real Horovod 0.28.1 timelines (runs/local-gloo-1gbit/fixtures) and variants."""
 import json
 import math
+import re
 import time
 from collections import Counter
 
@@ -10,6 +11,7 @@ from hypothesis import strategies as st
 
 from autotuner.readers.timeline import (Timeline, TimelineError, parse_timeline, read_timeline,
                                         samples)
+from autotuner.readers.timeline_steps import host_samples
 
 from conftest import ROOT
 
@@ -365,3 +367,145 @@ def test_arbitrary_event_streams(events, closed):
         return
     for r in t.responses:
         assert r.nbytes == sum(r.tensor_nbytes) >= 0
+
+
+# ---------------------------------------------------------------- bad numbers (issue 11)
+
+
+def _one_op(pid=1, b=10, act_b=11, act_e=15, e=16, shape="[3, 5]", extra=()):
+    """A one-tensor timeline: process_name, ALLREDUCE B, MPI_ALLREDUCE B/E, ALLREDUCE E."""
+    return [{"name": "process_name", "ph": "M", "pid": pid, "args": {"name": f"allreduce.t{pid}"}},
+            {"ph": "B", "name": "ALLREDUCE", "ts": b, "pid": pid},
+            {"ph": "B", "name": "MPI_ALLREDUCE", "ts": act_b, "pid": pid},
+            {"ph": "E", "ts": act_e, "pid": pid},
+            {"ph": "E", "ts": e, "pid": pid, "args": {"dtype": "float64", "shape": shape}}, *extra]
+
+
+@pytest.mark.parametrize("bad", [10**400, -(10**400), float("inf"), float("-inf"), float("nan"), -5, 2.0**60,
+                                 "12", None])
+def test_bad_ts_drops_the_record_and_names_it(bad):
+    ev = _one_op(1) + _one_op(2, b=bad)
+    t = parse_timeline(json.dumps(ev, allow_nan=True), source="ts.json")
+    assert [r.tensors for r in t.responses] == [("allreduce.t1",)]
+    p = next(p for p in t.problems if "'ts' is" in p)
+    assert p.startswith("ts.json: record 6 at offset") and "not a time in 0..2**53" in p and "\n" not in p
+    assert len(samples(t)) == 1
+
+
+@pytest.mark.parametrize("shape", [f"[{10**400}]", "[1099511627776, 2]", "[1e999]", "[-1]", "[NaN]"],
+                         ids=["huge-int", "over-1TiB", "inf", "negative", "nan"])
+def test_huge_shape_never_overflows(shape):
+    ev = _one_op(1) + _one_op(2, shape=shape)
+    t = parse_timeline(json.dumps(ev, allow_nan=True), source="a.json")
+    assert [r.tensors for r in t.responses] == [("allreduce.t1",)]
+    assert samples(t)["nbytes"].tolist() == [3 * 5 * 8]
+    assert any("allreduce.t2" in p for p in t.problems)
+
+
+@pytest.mark.parametrize("value", [10**400, float("inf"), float("nan")], ids=["huge-int", "inf", "nan"])
+def test_huge_start_time_is_ignored(value):
+    ev = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"start_time_since_epoch_in_micros": value}}]
+    t = parse_timeline(json.dumps(ev + _one_op(1), allow_nan=True), source="a.json")
+    assert t.start_time_since_epoch_us is None and len(t.responses) == 1
+
+
+@pytest.mark.parametrize("where", ["activity", "op", "negotiation"])
+def test_negative_duration_drops_the_operation_and_counts_it(where):
+    bad = {"activity": {"act_b": 14, "act_e": 12}, "op": {"b": 30, "act_b": 31, "act_e": 32, "e": 20},
+           "negotiation": {}}[where]
+    ev = _one_op(1) + _one_op(2, **bad)
+    if where == "negotiation":
+        ev += [{"name": "process_name", "ph": "M", "pid": 3, "args": {"name": "allreduce.t3"}},
+               {"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 50, "pid": 3},
+               {"ph": "E", "ts": 40, "pid": 3}]
+    t = parse_timeline(json.dumps(ev), source="neg.json")
+    assert [r.tensors for r in t.responses] == ([("allreduce.t1",), ("allreduce.t2",)] if where == "negotiation"
+                                                else [("allreduce.t1",)])
+    assert t.negotiations == []
+    p = [p for p in t.problems if "ended before it began" in p]
+    assert len(p) == 1 and p[0].startswith("neg.json: 1 operation(s)") and "negative duration" in p[0]
+    assert all(r.duration_us >= 0 for r in t.responses)
+
+
+def test_negative_or_non_finite_dur_on_a_rank_ready_mark_is_dropped():
+    ev = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "allreduce.t1"}},
+          {"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 1, "pid": 1},
+          {"ph": "X", "name": "0", "ts": 2, "pid": 1, "dur": -3},
+          {"ph": "X", "name": "1", "ts": 2, "pid": 1, "dur": float("inf")},
+          {"ph": "X", "name": "1", "ts": 3, "pid": 1, "dur": 0},
+          {"ph": "E", "ts": 4, "pid": 1}]
+    t = parse_timeline(json.dumps(ev, allow_nan=True), source="x.json")
+    assert [n.ready for n in t.negotiations] == [((1, 3.0),)]
+    assert sum("'dur' is" in p for p in t.problems) == 2
+
+
+def test_a_file_whose_every_event_has_a_bad_time_is_one_line_error():
+    ev = _one_op(1, b=20, e=5) + _one_op(2, act_b=14, act_e=12)
+    with pytest.raises(TimelineError) as e:
+        parse_timeline(json.dumps(ev), source="all.json")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith("all.json: no usable event: 2 dropped")
+    assert "allreduce.t1, record 4: ALLREDUCE ended at 5 µs, before its start at 20 µs" in msg
+    ev = [{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "allreduce.t1"}},
+          {"ph": "B", "name": "ALLREDUCE", "ts": -1, "pid": 1}, {"ph": "E", "ts": 1e999, "pid": 1}]
+    with pytest.raises(TimelineError, match=r"^b.json: no usable event: 2 dropped .*\(first: record 1 at "
+                                            r"offset \d+ \('B'\), field 'ts', value -1\)$"):
+        parse_timeline(json.dumps(ev), source="b.json")
+
+
+def test_real_file_with_one_op_reversed_keeps_the_rest(unfused):
+    events = raw_events(NOFUSION)
+    # reverse the first GLOO_ALLREDUCE activity: its E now comes 1 s before its B
+    i = next(k for k, e in enumerate(events) if e["ph"] == "B" and e.get("name") == "GLOO_ALLREDUCE")
+    j = next(k for k in range(i + 1, len(events)) if events[k]["ph"] == "E" and events[k]["pid"] == events[i]["pid"])
+    events[j]["ts"] = events[i]["ts"] - 1_000_000
+    t = parse_timeline(json.dumps(events), source="r.json")
+    assert len(t.responses) == len(unfused.responses) - 1
+    assert any("1 operation(s) had an event that ended before it began" in p for p in t.problems)
+
+
+# ---------------------------------------------------------------- in-process fuzz (issue 11)
+
+_NUM_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_BAD_NUMBERS = ["1e999", "-1e999", "NaN", "Infinity", "-Infinity", "1e308", "-1e308", "9" * 400, "-" + "9" * 30,
+                "0", "-1", "-5", "1.5", "99999999999999999999", "1e20", "-0", "1e-320", '"7"', "null", "true"]
+_FIXTURE_TEXTS = [NOFUSION.read_text(), FUSION.read_text()]
+
+
+@st.composite
+def _mutated_fixture(draw):
+    """A real timeline with 1-4 of its numbers replaced by huge, negative, non-finite or
+    non-numeric values, sometimes with a span cut out."""
+    text = draw(st.sampled_from(_FIXTURE_TEXTS))
+    for _ in range(draw(st.integers(1, 4))):
+        spans = [m.span() for m in _NUM_RE.finditer(text)]
+        a, b = spans[draw(st.integers(0, len(spans) - 1))]
+        text = text[:a] + draw(st.sampled_from(_BAD_NUMBERS)) + text[b:]
+    if draw(st.booleans()):
+        i = draw(st.integers(0, len(text) - 1))
+        text = text[:i] + text[i + draw(st.integers(1, 60)):]
+    return text
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(_mutated_fixture())
+def test_fuzz_mutated_fixtures_only_timeline_error_escapes(text):
+    """Only TimelineError (one line) escapes the reader and what reads its result; whatever is
+    returned has no negative or non-finite time and int64 byte counts."""
+    try:
+        t = parse_timeline(text, source="f.json")
+        df = samples(t, None)
+        steps = None
+        try:
+            steps = host_samples(t, cycle_time_ms=5.0)
+        except TimelineError:
+            pass
+    except TimelineError as e:
+        assert "\n" not in str(e)
+        return
+    assert all(0 <= r.duration_us < math.inf and r.memcpy_in_us >= 0 and r.memcpy_out_us >= 0 for r in t.responses)
+    assert all(n.duration_us >= 0 for n in t.negotiations)
+    assert all(e >= s for o in t.tensor_ops for _, s, e in o.activities)
+    assert df["duration_s"].map(math.isfinite).all() and (df["nbytes"] >= 0).all()
+    if steps is not None:
+        assert all(math.isfinite(g[2]) for g in steps.gaps) and all(math.isfinite(m[1]) for m in steps.memcpy)

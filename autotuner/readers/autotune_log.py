@@ -35,7 +35,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import AutotuneLogError
+from ..errors import AutotuneLogError, KnobError
+from ..knobs import CACHE_ON, DEFAULTS_0_28, MIB, Config, config_from_values, mib_to_bytes
 
 HEADER_0_20 = ("hierarchical_allreduce", "hierarchical_allgather", "cache_enabled", "cycle_time_ms",
                "tensor_fusion_threshold", "score")
@@ -46,6 +47,9 @@ _BOOLS = ("hierarchical_allreduce", "hierarchical_allgather", "torus_allreduce",
 #: default settings logs ~21 x 16 rows of ~40 bytes.
 MAX_FILE_BYTES = 64 * 1024**2
 _MAX_PROBLEMS = 50
+#: Largest ``tensor_fusion_threshold`` accepted (MiB): Horovod holds the threshold in bytes as
+#: an ``int64_t`` (``ParameterManager::TensorFusionThresholdBytes``).
+MAX_FUSION_MB = (2**63 - 1) / MIB
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,8 @@ class AutotuneSample:
 
     @property
     def fusion_threshold_bytes(self) -> int:
-        return int(self.fusion_threshold_mb * 1024 * 1024)
+        """The threshold in bytes, rounded (:func:`autotuner.knobs.mib_to_bytes`)."""
+        return mib_to_bytes(self.fusion_threshold_mb)
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,8 @@ def _parse_float(cell: str, col: str) -> float:
         raise ValueError(f"{col} is {cell!r}, not a number") from None
     if not math.isfinite(v) or v < 0:
         raise ValueError(f"{col} is {cell!r}, not a finite non-negative number")
+    if col == "tensor_fusion_threshold" and v > MAX_FUSION_MB:
+        raise ValueError(f"{col} is {cell!r} MiB, over Horovod's int64 byte count")
     return v
 
 
@@ -219,6 +226,28 @@ def read_autotune_log(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> Auto
     return parse_autotune_log(text, source=str(p))
 
 
+def best_config(log: AutotuneLog, base: Config = DEFAULTS_0_28) -> Config | None:
+    """The configuration of ``log.best`` as a :class:`~autotuner.knobs.Config` (None without a
+    best row): its fusion threshold, cycle time and hierarchical switches; the cache at
+    :data:`~autotuner.knobs.CACHE_ON` when enabled, else 0; other knobs from ``base``.
+
+    Raises :class:`AutotuneLogError` (``source:line: ...``, naming the knob and the value) when
+    the row is outside the knob table's ranges (:data:`autotuner.knobs.KNOBS`), e.g. a cycle
+    time the user fixed above 100 ms.
+    """
+    b = log.best
+    if b is None:
+        return None
+    try:
+        return config_from_values({"fusion_threshold_mb": b.fusion_threshold_mb, "cycle_time_ms": b.cycle_time_ms,
+                                   "cache_capacity": CACHE_ON if b.cache_enabled else 0,
+                                   "hierarchical_allreduce": b.hierarchical_allreduce,
+                                   "hierarchical_allgather": b.hierarchical_allgather}, base)
+    except KnobError as e:
+        raise AutotuneLogError(f"{log.source}:{b.line}: best row is not a configuration autotuner can "
+                               f"use ({e})") from None
+
+
 def _fmt_sample(s: AutotuneSample) -> str:
     knobs = [f"fusion threshold {s.fusion_threshold_mb:g} MiB", f"cycle time {s.cycle_time_ms:g} ms",
              f"response cache {'on' if s.cache_enabled else 'off'}",
@@ -258,18 +287,25 @@ def explain(log: AutotuneLog, bytes_per_step: int | None = None) -> list[str]:
                    f"median of 5 measurements); trials ranged {min(scores):g} to {max(scores):g} MB/s. "
                    f"Higher is better.")
         worst = min(log.samples, key=lambda s: s.score_bytes_per_us)
-        if worst.score_bytes_per_us > 0:
+        if worst.score_bytes_per_us > 0 and math.isfinite(b.score_bytes_per_us / worst.score_bytes_per_us):
             out.append(f"The best trial was {b.score_bytes_per_us / worst.score_bytes_per_us:.2f}x "
                        f"the worst (line {worst.line}: {_fmt_sample(worst)}).")
         if bytes_per_step is not None:
-            if b.score_bytes_per_us > 0:
-                ms = bytes_per_step / b.score_bytes_per_us / 1000.0
+            try:
+                ms = bytes_per_step / b.score_bytes_per_us / 1000.0 if b.score_bytes_per_us > 0 else math.inf
+            except OverflowError:  # a byte count beyond float range
+                ms = math.inf
+            if math.isfinite(ms):
                 shown = f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
                 out.append(f"With {bytes_per_step} bytes allreduced per step, that score implies "
                            f"about {shown} ms per training step (wall time, compute included) "
                            f"at the best setting.")
             else:
-                out.append("The best score is 0, so no time per step can be derived.")
+                out.append(f"The best score is {b.score_bytes_per_us:g}, so no time per step can be derived.")
+        try:
+            best_config(log)
+        except AutotuneLogError as e:
+            out.append(f"Note: {e}; it cannot be simulated or replayed.")
     for p in log.problems:
         out.append(f"Note: {p}")
     return out

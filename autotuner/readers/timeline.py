@@ -69,6 +69,12 @@ _MAX_PROBLEMS = 50
 _MAX_RECORD_CHARS = 65536
 #: Files larger than this are refused by :func:`read_timeline` (bytes).
 MAX_FILE_BYTES = 1024**3
+#: Largest timestamp accepted (µs): Horovod writes ``ts`` as whole µs since the timeline started
+#: (never negative); above 2**53 a float64 no longer holds every whole µs (~285 years).
+MAX_TS_US = 2.0**53
+#: Largest tensor accepted (bytes, prod(shape) x dtype size): 1 TiB, over any GPU's memory (an
+#: H200 has 141 GB); keeps every response's byte count well inside int64 (:func:`samples`).
+MAX_TENSOR_BYTES = 1 << 40
 
 
 @dataclass(frozen=True)
@@ -235,16 +241,33 @@ class _Open:
     name: str
     start: float
     negotiation: bool
+    bad: str | None = None  # why the op is unusable (an event ended before it began), if it is
     ready: list = field(default_factory=list)
     activities: list = field(default_factory=list)  # [name, start, end, b_seq, e_seq]
     stack: list = field(default_factory=list)       # open activities
 
 
 def _num(v) -> float | None:
+    """``v`` as a finite float, or None (not a number, a bool, inf/nan, or an int too large)."""
     if isinstance(v, bool) or not isinstance(v, (int, float)):
         return None
-    f = float(v)
+    try:
+        f = float(v)
+    except OverflowError:  # an int beyond float range
+        return None
     return f if math.isfinite(f) else None
+
+
+def _ts(v) -> float | None:
+    """A record's ``ts`` (µs) when it is a number in 0..:data:`MAX_TS_US`, else None."""
+    f = _num(v)
+    return f if f is not None and 0 <= f <= MAX_TS_US else None
+
+
+def _shown(v) -> str:
+    """``v`` for a one-line message (long values cut)."""
+    r = repr(v)
+    return r if len(r) <= 40 else r[:37] + "..."
 
 
 def _parse_shape(s) -> tuple[int, ...] | None:
@@ -254,10 +277,20 @@ def _parse_shape(s) -> tuple[int, ...] | None:
         v = json.loads(s)
     except (ValueError, RecursionError):
         return None
-    if not isinstance(v, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                          for d in v):
+    if not isinstance(v, list) or not all(isinstance(d, int) and not isinstance(d, bool)
+                                          and 0 <= d <= MAX_TENSOR_BYTES for d in v):
         return None
     return tuple(v)
+
+
+def _nbytes(shape: tuple[int, ...], size: int) -> int | None:
+    """prod(shape) x ``size`` (bytes), or None when it is over :data:`MAX_TENSOR_BYTES`."""
+    n = size
+    for d in shape:
+        n *= d
+        if n > MAX_TENSOR_BYTES:
+            return None if all(shape) else 0
+    return n
 
 
 class _Problems:
@@ -277,6 +310,13 @@ def parse_timeline(text: str, source: str = "<timeline>") -> Timeline:
     Returns a :class:`Timeline` whose ``responses`` are the fused responses in start order
     (bytes, µs). Raises :class:`TimelineError` for an empty text, a text that is not a JSON
     array of event objects, or one with invalid JSON before its last record.
+
+    Bad values are dropped and counted in ``problems``, never passed on: a ``B``/``E``/``X``
+    record (or a CYCLE_START mark) whose ``ts`` is not a number in 0..:data:`MAX_TS_US`, an
+    ``X`` whose ``dur`` is not, an operation with any event that ends before it begins
+    (negative duration: the whole tensor operation or negotiation is dropped), a tensor over
+    :data:`MAX_TENSOR_BYTES`. When such drops leave no usable event at all, the file is
+    unusable: :class:`TimelineError` names the first bad record, field and value.
     """
     problems: list[str] = []
     probs = _Problems(problems, source)
@@ -288,7 +328,14 @@ def parse_timeline(text: str, source: str = "<timeline>") -> Timeline:
     start_epoch: float | None = None
     no_collective: dict[str, int] = {}
     no_args: dict[str, tuple[int, str]] = {}
+    backwards: list = [0, ""]  # operations dropped for a negative duration: [count, first example]
+    bad_times: list = [0, ""]  # records dropped for a missing/bad 'ts' or 'dur': [count, first example]
     n_records = 0
+
+    def bad_time(where: str, fld: str, value) -> None:
+        bad_times[0] += 1
+        bad_times[1] = bad_times[1] or f"{where}, field {fld!r}, value {_shown(value)}"
+        probs.add(f"{where}: {fld!r} is {_shown(value)}, not a time in 0..2**53 µs; skipped")
 
     gen = _iter_records(text, source, problems)
     while True:
@@ -300,7 +347,7 @@ def parse_timeline(text: str, source: str = "<timeline>") -> Timeline:
         n_records += 1
         ph = r["ph"]
         pid = r.get("pid")
-        ts = _num(r.get("ts"))
+        ts = _ts(r.get("ts"))
         if ph == "M":
             args = r.get("args")
             if r.get("name") == "process_name" and isinstance(args, dict) and isinstance(pid, int):
@@ -309,12 +356,19 @@ def parse_timeline(text: str, source: str = "<timeline>") -> Timeline:
                 elif pid == 0 and _num(args.get("start_time_since_epoch_in_micros")) is not None:
                     start_epoch = _num(args["start_time_since_epoch_in_micros"])
             continue
+        if ph not in ("B", "E", "X", "i"):
+            continue  # other phases (C, s, f, ...) are not written by Horovod; ignore silently
+        where = f"record {seq} at offset {off} ({ph!r})"
+        if ts is None:
+            if ph != "i" or r.get("name") == "CYCLE_START":
+                bad_time(where, "ts", r.get("ts", "<missing>"))
+            continue
         if ph == "i":
-            if r.get("name") == "CYCLE_START" and ts is not None:
+            if r.get("name") == "CYCLE_START":
                 cycles.append(ts)
             continue
-        if ts is None or not isinstance(pid, int):
-            probs.add(f"record {seq} at offset {off}: phase {ph!r} without numeric 'ts'/'pid'; skipped")
+        if not isinstance(pid, int):
+            probs.add(f"{where}: 'pid' is {_shown(pid)}, not an integer; skipped")
             continue
         tensor = names.get(pid)
         if tensor is None:
@@ -333,6 +387,10 @@ def parse_timeline(text: str, source: str = "<timeline>") -> Timeline:
             else:
                 cur.stack.append([name, ts, None, seq, None])
         elif ph == "X":
+            # Horovod writes "dur": 0 on rank-ready marks (Timeline::NegotiateRankReady)
+            if "dur" in r and (_num(r["dur"]) is None or not 0 <= r["dur"] <= MAX_TS_US):
+                bad_time(where, "dur", r["dur"])
+                continue
             if cur is not None and cur.negotiation:
                 try:
                     cur.ready.append((int(r.get("name")), ts))
@@ -345,10 +403,21 @@ def parse_timeline(text: str, source: str = "<timeline>") -> Timeline:
                 continue
             if cur.stack:
                 act = cur.stack.pop()
+                if ts < act[1]:
+                    cur.bad = cur.bad or (f"{tensor}, record {seq}: {act[0]} ended at {ts:.0f} µs, "
+                                          f"before its start at {act[1]:.0f} µs")
+                    continue
                 act[2], act[4] = ts, seq
                 cur.activities.append(act)
                 continue
             del open_[pid]
+            if ts < cur.start:
+                cur.bad = cur.bad or (f"{tensor}, record {seq}: {cur.name} ended at {ts:.0f} µs, "
+                                      f"before its start at {cur.start:.0f} µs")
+            if cur.bad:
+                backwards[0] += 1
+                backwards[1] = backwards[1] or cur.bad
+                continue
             if cur.negotiation:
                 negotiations.append(Negotiation(tensor=tensor, op=cur.name[len("NEGOTIATE_"):].lower(),
                                                 start_us=cur.start, duration_us=ts - cur.start,
@@ -361,8 +430,14 @@ def parse_timeline(text: str, source: str = "<timeline>") -> Timeline:
                 no_collective[op.op] = no_collective.get(op.op, 0) + 1
                 continue
             ops.append(op)
-        # other phases (C, s, f, ...) are not written by Horovod; ignore silently
 
+    if backwards[0]:
+        probs.add(f"{backwards[0]} operation(s) had an event that ended before it began (negative "
+                  f"duration; e.g. {backwards[1]}); dropped")
+    if (backwards[0] or bad_times[0]) and not (ops or negotiations or cycles or no_args or no_collective):
+        first = bad_times[1] or backwards[1]
+        raise TimelineError(f"{source}: no usable event: {backwards[0] + bad_times[0]} dropped for a bad "
+                            f"time or a negative duration, none left (first: {first})")
     if n_records == 0:
         problems.append(f"{source}: no events (timeline opened but nothing recorded)")
     for op_name, (count, example) in sorted(no_args.items()):
@@ -398,7 +473,10 @@ def _finish_op(tensor: str, cur: _Open, end: float, args, probs: _Problems,
     if dtype not in DTYPE_BYTES:
         probs.add(f"{tensor}: unknown dtype {dtype!r}; skipped")
         return None
-    nbytes = math.prod(shape) * DTYPE_BYTES[dtype]
+    nbytes = _nbytes(shape, DTYPE_BYTES[dtype])
+    if nbytes is None:
+        probs.add(f"{tensor}: shape {list(shape)} of {dtype} is over {MAX_TENSOR_BYTES} bytes; skipped")
+        return None
     acts = sorted(cur.activities, key=lambda a: a[3])
     coll = [a for a in acts if _COLLECTIVE_RE.match(a[0])]
     return TensorOp(
@@ -507,8 +585,14 @@ def samples(timeline: Timeline, op: str | None = "allreduce") -> pd.DataFrame:
 
     Columns: ``nbytes`` (int, bytes), ``duration_s`` (float, seconds; the collective
     activity's span, 1 µs resolution so tiny responses may read 0), ``n_tensors`` (int).
+    Raises :class:`TimelineError` when a response's byte count does not fit int64 (only a
+    hand-made timeline with millions of 1-TiB tensors in one response can do that).
     """
     rows = [(r.nbytes, r.duration_us / 1e6, len(r.tensors))
             for r in timeline.responses if op is None or r.op == op]
+    big = next((r for r in timeline.responses if r.nbytes >= 2**63), None)
+    if big is not None:
+        raise TimelineError(f"{timeline.source}: response at {big.start_us:.0f} µs has {big.nbytes} bytes, "
+                            f"over the int64 limit")
     df = pd.DataFrame(rows, columns=["nbytes", "duration_s", "n_tensors"])
     return df.astype({"nbytes": "int64", "duration_s": "float64", "n_tensors": "int64"})
