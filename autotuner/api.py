@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import ScenarioError
+from .errors import KnobError, ScenarioError
 from .fit.fitters import fit_env
 from .fit.store import FittedEnv, load_env, write_model
 from .knobs import DEFAULTS_0_28, Config, horovod_env, horovodrun_flags
@@ -37,8 +37,8 @@ def make_scenario(model_dir: Path, env: str | None, model: str, *, nodes: int | 
     if compression not in COMPRESSION_RATIO:
         raise ScenarioError(f"unknown compression {compression!r}; use one of {', '.join(COMPRESSION_RATIO)}")
     if model in fenv.workloads and compute_ms is None:
-        layout_name, wl = fenv.workloads[model]
-        layout = load_layout(layout_name)
+        wl = fenv.workloads[model][1]
+        layout = fenv.layout_for(model)  # a shipped layout or a file beside the model: never code
     else:
         layout = load_layout(model)
         if compute_ms is None:
@@ -411,7 +411,11 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
         at_specs = plan([], repeats=1, autotune=True, defaults=False) if autotune else []
         recs = run_pending(at_specs, store, setup, runner, predict, net_note, done)
         at_recs = [r for r in recs if r["kind"] == "autotune" and r.get("autotune")]
-        best = autotune_best_config(at_recs[-1]["autotune"]) if at_recs else None
+        try:
+            best = autotune_best_config(at_recs[-1]["autotune"]) if at_recs else None
+        except KnobError as e:  # e.g. a cycle time the user's autotune explored beyond the knob table
+            say(f"note: autotune's best configuration is outside the knob table ({e}); its fixed re-run is skipped")
+            best = None
         specs = plan(proposals, repeats=repeats, autotune=autotune, defaults=defaults, autotune_best=best)
         recs = run_pending(specs, store, setup, runner, predict, net_note, done)
     return recs, net_note, runner

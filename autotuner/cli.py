@@ -126,7 +126,7 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
     check_output_dir(model_dir, "--out")
     fitted, problems = fit_runs(runs_dir, model_dir)
     for p in problems:
-        err.print(f"[yellow]warning:[/] {p}", highlight=False)
+        err.print(f"warning: {p}", highlight=False, markup=False, soft_wrap=True)
     t = Table(title="fitted environments")
     for col in ("env", "form", "alpha (µs)", "busbw (Gbit/s)", "R²", "MAPE %", "models (compute ms, comm scale)"):
         t.add_column(col)
@@ -147,8 +147,8 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
                       f"MAPE {f['mape_percent_with_comm_scale']:.1f}%", highlight=False)
         out.print(f"wrote {path}" + (f" and {png}" if png else ""), highlight=False)
     if problems:
-        err.print(f"[yellow]warning:[/] {len(problems)} input problem(s) above (each names what was dropped or repaired)",
-                  highlight=False)
+        err.print(f"warning: {len(problems)} input problem(s) above (each names what was dropped or repaired)",
+                  highlight=False, markup=False, soft_wrap=True)
     if not fitted:
         raise AutotunerError("no environment could be fitted")
 
@@ -297,7 +297,7 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
     recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dir, name=name or Path(model).stem,
                                            proposals=proposals, top=top, repeats=repeats, autotune=autotune,
                                            defaults=defaults, timeout_s=timeout_s, keep_timelines=keep_timelines,
-                                           on_event=lambda line: err.print(line, highlight=False, markup=False))
+                                           on_event=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))
     out.print(f"{len(recs)} trials recorded; report: {report}", highlight=False)
     out.print(verdict, highlight=False)
 
@@ -338,7 +338,7 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
     out.print(f"[bold]sim[/]  {ss['source']}: {ss['steps_used']} step(s) used of {ss['steps_found']} "
               f"(skipped {ss['steps_skipped']}), {ss['tensors']} tensors", highlight=False)
     for n in d["notes"]:
-        err.print(f"[yellow]note:[/] {n}", highlight=False)
+        err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
     t = Table(title="per step (mean over the steps used)")
     for col in ("", "real", "sim", "sim / real"):
         t.add_column(col, justify="right")

@@ -17,21 +17,14 @@ from pydantic import Field, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from .errors import AutotunerError
+from .schemas import Count, GpusPerNode, LinkGbit, PlainName  # noqa: F401 (the files' bounds, shared)
 
-#: whole nodes, ranks, steps, repeats, ... (>= 1)
-Count = Annotated[int, Field(ge=1, le=100_000)]
-GpusPerNode = Annotated[int, Field(ge=1, le=1024)]
 #: a count that may be 0 (warm-up steps, steps to skip)
 Index = Annotated[int, Field(ge=0, le=100_000)]
-#: a link rate in Gbit/s (10**9 bit/s)
-LinkGbit = Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)]
 #: a duration in ms (compute time per step)
 Millis = Annotated[float, Field(gt=0, le=3_600_000, allow_inf_nan=False)]
 #: a duration in s (timeouts)
 Seconds = Annotated[float, Field(gt=0, le=7 * 86_400, allow_inf_nan=False)]
-#: a name that becomes a file or folder name (environment, record file): letters, digits,
-#: ``.``, ``_`` and ``-``, not starting with ``.`` (so no path separators, no ``..``)
-PlainName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,99}$")]
 #: explorer points per axis
 Resolution = Annotated[int, Field(ge=2, le=200)]
 
@@ -59,7 +52,7 @@ def _reason(err: dict) -> str:
         return "must be a finite number"
     if kind == "string_pattern_mismatch":
         return "must be a plain name (letters, digits, '.', '_', '-'; no path separators, not starting with '.')"
-    msg = err.get("msg", "invalid")
+    msg = err.get("msg", "invalid").removeprefix("Value error, ")
     return msg[0].lower() + msg[1:]
 
 

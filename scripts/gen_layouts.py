@@ -33,7 +33,7 @@ import json
 import math
 from pathlib import Path
 
-SCHEMA = "autotuner.model.layout/1"
+SCHEMA = "autotuner.layout/1"
 DTYPE = "float32"
 IMAGE = 224
 NUM_CLASSES = 1000

@@ -24,7 +24,7 @@ Output: ``DIR/profiles.json`` with, per (model, precision, batch size):
   - ``layout_check``: whether ``order`` and the shapes equal the shipped layout
     ``autotuner/layouts/<model>.json`` (tensor names, shapes, backward order), with the first
     mismatch if any;
-  - ``layout``: an ``autotuner.model.layout/1`` dict whose ``compute_share`` values are the measured
+  - ``layout``: an ``autotuner.layout/1`` dict whose ``compute_share`` values are the measured
     increments of ready time (share_i = (ready_i - ready_{i-1}) / ready_last), usable with
     ``--model FILE.json`` once written to a file.
 
@@ -43,7 +43,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYOUT_DIR = ROOT / "autotuner" / "layouts"
-SCHEMA = "autotuner.model.layout/1"
+SCHEMA = "autotuner.layout/1"
 PRECISIONS = ("fp32", "amp-bf16")
 
 

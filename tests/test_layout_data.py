@@ -36,7 +36,7 @@ def numel(t):
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_header(name):
     d = load(name)
-    assert d["schema"] == "autotuner.model.layout/1"
+    assert d["schema"] == "autotuner.layout/1"
     assert d["name"] == name
     assert d["order"] == "backward"
     assert "scripts/gen_layouts.py" in d["source"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections import ChainMap
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
@@ -36,11 +36,11 @@ from ..knobs import DEFAULTS_0_28, MIB, Config, config_from_values, defaults_for
 from ..model.costmodel import Cluster, CostModel, Negotiation, Tier
 from ..model.layout import Layout
 from ..model.simulator import Workload, simulate_step
-from ..readers.layouts import load_layout
+from ..readers.layouts import load_data_layout
 from ..readers.runs import EnvData
+from ..schemas import MODEL_SCHEMA, Format, is_plain_name
 from .regression import fit_host_passes, fit_linear, fit_piecewise, mape, r_squared
 
-MODEL_SCHEMA = "autotuner.model/1"
 FORWARD_FRACTION = 1 / 3
 #: V100 device-to-device copy bandwidth used for fusion-buffer copies (bytes/s): HBM2 peak
 #: 900 GB/s (NVIDIA V100 datasheet), each copy reads and writes, so ~400 GB/s effective.
@@ -112,6 +112,7 @@ def fit_responses_env(env: EnvData) -> dict[str, Any]:
     meta = env.meta
     runs = {r["id"]: r for r in meta.get("run", [])}
     cluster = Cluster(int(meta["nodes"]), int(meta["gpus_per_node"]))
+    _name_dropped_buckets(env, runs)
     rows = [b for b in env.buckets if b.run in runs and b.count > 0 and b.mean_ms > 0]
     if len(rows) < 2:
         raise FitError(f"{env.name}: fewer than 2 usable response buckets")
@@ -127,7 +128,9 @@ def fit_responses_env(env: EnvData) -> dict[str, Any]:
                 "count": b.count, "model": runs[b.run]["model"]} for b, n, t in zip(rows, nbytes, times)]
     workloads: dict[str, Any] = {}
     overlap = float(meta.get("overlap", 1.0))
-    models = sorted({r["model"] for r in runs.values()})
+    models = sorted({runs[b.run]["model"] for b in rows})
+    for m in sorted({r["model"] for r in runs.values()} - set(models)):
+        env.problems.append(f"{env.path.name}/{meta['source']}: model {m!r}: no usable response bucket: not fitted")
     scaled_pred = base.copy()
     for m in models:
         idx = np.array([runs[b.run]["model"] == m for b in rows])
@@ -142,7 +145,7 @@ def fit_responses_env(env: EnvData) -> dict[str, Any]:
         step = next((s for s in env.step_times if s.run == ref["id"]), None)
         if step is None:
             raise FitError(f"{env.name}: no step time for reference run {ref['id']}")
-        layout = load_layout(ref["layout"])
+        layout = _data_layout(env, ref["layout"], f"run {ref['id']!r} layout")
         hb = _host_backward_s(meta, m)
         compute = calibrate_compute(layout, step.step_ms, scale, overlap, _run_config(meta, ref), cost, cluster,
                                     hb, _async(meta))
@@ -155,6 +158,32 @@ def fit_responses_env(env: EnvData) -> dict[str, Any]:
                 "mape_percent_with_comm_scale": mape(times, scaled_pred),
                 "n_samples": lin.n, "samples": samples}
     return _model_dict(env, cluster, cost, fit_info, workloads, _run_config(meta, {}))
+
+
+def _data_layout(env: EnvData, ref: str, what: str) -> Layout:
+    """The layout env.toml names: shipped, or a .json file in the env's folder (never code)."""
+    return load_data_layout(ref, env.path, f"{env.path / 'env.toml'}: {what}")
+
+
+def _name_dropped_buckets(env: EnvData, runs: Mapping[str, Any]) -> None:
+    """Name in ``env.problems`` every response table that the fit cannot use: a run the report
+    has and env.toml does not list (a typo in either), a listed run without a table, a bucket
+    with no responses or no time."""
+    rel = f"{env.path.name}/{env.meta['source']}"
+    unknown: dict[str, list[int]] = {}
+    for b in env.buckets:
+        if b.run not in runs:
+            unknown.setdefault(b.run, []).append(b.line)
+        elif not (b.count > 0 and b.mean_ms > 0):
+            env.problems.append(f"{rel}:{b.line}: run {b.run}: bucket with count {b.count} and mean "
+                                f"{b.mean_ms} ms dropped")
+    for run, lines in unknown.items():
+        env.problems.append(f"{rel}:{lines[0]}: run {run!r} is not a [[run]] of {env.path.name}/env.toml: "
+                            f"its {len(lines)} bucket(s) dropped")
+    have = {b.run for b in env.buckets} | {s.run for s in env.step_times}  # the report reader names the rest
+    for run in runs:
+        if run not in have:
+            env.problems.append(f"{env.path.name}/env.toml: run {run!r}: not in {rel}")
 
 
 def _host_backward_s(meta: dict[str, Any], model: str) -> float | None:
@@ -196,8 +225,14 @@ def fit_breakdown_env(env: EnvData) -> dict[str, Any]:
         raise FitError(f"{env.name}: needs a 1x1 column (compute) and a multi-node column (network)")
     one = Cluster(1, 1)
     dummy = CostModel(inter=Tier(0.0, 1e12), link_gbps=1.0)
-    layouts = {m["model"]: load_layout(m["layout"]) for m in meta.get("model", [])}
+    layouts = {m["model"]: _data_layout(env, m["layout"], f"model {m['model']!r} layout")
+               for m in meta.get("model", [])}
     single_steps = _steps(env, single[0])
+    rel = f"{env.path.name}/{meta['source']}"
+    for m in sorted(set(single_steps) - set(layouts)):
+        env.problems.append(f"{rel}: model {m!r} is not a [[model]] of {env.path.name}/env.toml: dropped")
+    for m in sorted(set(layouts) - set(single_steps)):
+        env.problems.append(f"{env.path.name}/env.toml: model {m!r}: no {single[0]} step time in {rel}: dropped")
     # host-side backward (the report's "backward" row: loss.backward() returns once autograd has
     # launched every kernel and run every hook) of the multi-node column, where Horovod's hooks run;
     # one value per model, shared by every column like the compute time
@@ -276,8 +311,10 @@ def _model_dict(env: EnvData, cluster: Cluster, cost: CostModel, fit_info: dict[
 def host_samples_for(env: EnvData, recs: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Host samples from the kept timelines of ``recs`` (``validation/timelines/<source stem>/
     <label>-r<repeat>.json.gz``, as ``validate --keep-timelines`` writes them). Returns
-    ``(memcpy (m, 2), gaps (g, 4), files used)``; records without a kept timeline are skipped."""
-    from ..readers.timeline import TimelineError, read_timeline
+    ``(memcpy (m, 2), gaps (g, 4), files used)``; records without a kept timeline are skipped;
+    a kept timeline that cannot be read is skipped and named in ``env.problems``."""
+    from ..errors import AutotunerError
+    from ..readers.timeline import read_timeline
     from ..readers.timeline_steps import host_samples
 
     folder = env.path / Path(env.meta["source"]).parent / "timelines" / Path(env.meta["source"]).stem
@@ -288,7 +325,9 @@ def host_samples_for(env: EnvData, recs: list[dict[str, Any]]) -> tuple[np.ndarr
             continue
         try:
             hs = host_samples(read_timeline(f), cycle_time_ms=float(r["config"]["cycle_time_ms"]))
-        except TimelineError:
+        except AutotunerError as e:  # TimelineError, KnobError: named, not silently skipped
+            env.problems.append(f"{env.path.name}/{f.relative_to(env.path)}: kept timeline of trial {r['trial']} "
+                                f"dropped from the host-pass fit ({e})")
             continue
         mem += hs.memcpy
         gaps += hs.gaps
@@ -363,11 +402,18 @@ def fit_validation_env(env: EnvData) -> dict[str, Any]:
         st = r["setup"]
         if st.get("command"):
             continue  # a user's own command: its compute time is unknown
+        if not is_plain_name(st["model"]):  # e.g. pkg.mod:factory: a model file names shipped layouts only
+            if st["model"] not in workloads:
+                env.problems.append(f"{env.path.name}/{meta['source']}: trial {r['trial']}: model {st['model']!r} "
+                                    "is not a shipped layout name: no workload fitted for it")
+            workloads[st["model"]] = None
+            continue
         wl = workload_for(float(st["compute_ms"]) * 1e-3)
         workloads.setdefault(st["model"], {
             "layout": st["model"], "forward_ms": wl.forward_s * 1e3, "backward_ms": wl.backward_s * 1e3,
             "update_ms": float(st.get("update_ms", 0.0)), "comm_scale": 1.0, "overlap": 1.0,
             "calibrated_on": f"not calibrated: replay workload's emulated compute ({st['compute_ms']} ms)"})
+    workloads = {m: w for m, w in workloads.items() if w is not None}
     fit_info = {"form": "alpha-beta (ring)", "p": cluster.size, "a_ms": lin.a_s * 1e3,
                 "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2, "mape_percent": lin.mape,
                 "n_samples": lin.n, "n_trials": len(recs), "piecewise": piece_info, "host_passes": host_info,
@@ -377,13 +423,19 @@ def fit_validation_env(env: EnvData) -> dict[str, Any]:
     return _model_dict(env, cluster, cost, fit_info, workloads, DEFAULTS_0_28)
 
 
+#: one fitter per source format (env.toml ``format``)
+FITTERS: dict[Format, Callable[[EnvData], dict[str, Any]]] = {
+    Format.RESPONSES: fit_responses_env,
+    Format.BREAKDOWN: fit_breakdown_env,
+    Format.VALIDATION: fit_validation_env,
+}
+
+
 def fit_env(env: EnvData) -> dict[str, Any]:
-    """Fit one environment; returns the model dict. Raises FitError."""
-    fmt = env.meta["format"]
-    if fmt == "validation":
-        return fit_validation_env(env)
-    if fmt == "responses":
-        return fit_responses_env(env)
-    if fmt == "breakdown":
-        return fit_breakdown_env(env)
-    raise FitError(f"{env.name}: no fitter for format {fmt!r}")
+    """Fit one environment with the fitter of its format (:data:`FITTERS`); returns the model
+    dict (schema ``autotuner.model/1``). Raises FitError (or LayoutError, KnobError)."""
+    try:
+        fitter = FITTERS[Format(env.meta["format"])]
+    except (KeyError, ValueError):
+        raise FitError(f"{env.name}: no fitter for format {env.meta.get('format')!r}") from None
+    return fitter(env)

@@ -5,7 +5,9 @@ from the shipped JSON files, a user's JSON file or a user's ``torch.nn.Module``.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from numbers import Integral, Real
 
 import numpy as np
 
@@ -13,6 +15,9 @@ from ..errors import LayoutError
 
 #: bytes per element of the dtypes a layout may use
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4}
+#: the most bytes a layout may hold in all (8 PiB): byte counts stay exact in float64, which the
+#: simulator sums them in, and far from int64's overflow
+MAX_LAYOUT_BYTES = 2**53
 
 
 @dataclass(frozen=True)
@@ -25,7 +30,11 @@ class Layout:
         shapes: tensor shapes, length T.
         dtypes: dtype names, length T (keys of :data:`DTYPE_BYTES`).
         compute_share: shape (T,), fraction of backward compute that runs just before tensor i
-            is ready; non-negative, sums to 1.
+            is ready; finite, non-negative, with a positive sum (normalised by it).
+
+    Raises LayoutError (one line) for no tensors, lengths that differ, an unknown dtype, a
+    dimension that is not a whole number >= 1, more than :data:`MAX_LAYOUT_BYTES` bytes, or
+    shares that are negative, not finite or sum to 0.
     """
 
     name: str
@@ -43,8 +52,18 @@ class Layout:
         bad = [d for d in self.dtypes if d not in DTYPE_BYTES]
         if bad:
             raise LayoutError(f"layout {self.name!r}: unknown dtype {bad[0]!r}")
-        if any(s < 0 for s in self.compute_share) or sum(self.compute_share) <= 0:
-            raise LayoutError(f"layout {self.name!r}: compute shares must be >= 0 with a positive sum")
+        total = 0
+        for name, shape, dtype in zip(self.names, self.shapes, self.dtypes):
+            if not all(isinstance(d, Integral) and not isinstance(d, bool) and d >= 1 for d in shape):
+                raise LayoutError(f"layout {self.name!r}: tensor {name!r}: shape {list(shape)}: "
+                                  "dimensions must be whole numbers >= 1")
+            total += math.prod(int(d) for d in shape) * DTYPE_BYTES[dtype]
+            if total > MAX_LAYOUT_BYTES:
+                raise LayoutError(f"layout {self.name!r}: tensor {name!r}: shape {list(shape)}: the layout "
+                                  f"holds over {MAX_LAYOUT_BYTES} bytes")
+        if not all(isinstance(s, Real) and math.isfinite(s) and s >= 0 for s in self.compute_share) \
+                or not math.isfinite(sum(self.compute_share)) or sum(self.compute_share) <= 0:
+            raise LayoutError(f"layout {self.name!r}: compute shares must be finite and >= 0 with a positive sum")
 
     @property
     def n_tensors(self) -> int:

@@ -1,18 +1,31 @@
 """Load gradient layouts: shipped names, JSON files, or ``package.module:factory``.
 
-Raises :class:`autotuner.model.layout.LayoutError` with a one-line message for unknown names,
+Two entry points, by who names the layout:
+
+- :func:`load_layout` for the command line's ``--model`` (a shipped name, a JSON path, or
+  ``pkg.mod:factory``, which imports and calls user code: only an explicit option may do that);
+- :func:`load_data_layout` for a layout named inside a data file (env.toml, a model JSON): a
+  shipped name or a ``.json`` file under that file's folder, never code.
+
+Layout JSON files are checked by :class:`autotuner.schemas.LayoutFile`. Raises
+:class:`autotuner.model.layout.LayoutError` with a one-line message for unknown names,
 unreadable or malformed files, and factories that cannot be imported.
 """
 from __future__ import annotations
 
 import importlib
 import json
+import re
 from importlib import resources
 from pathlib import Path
 
 from ..model.layout import Layout, LayoutError
+from ..schemas import LAYOUT_SCHEMA, LayoutFile, LayoutRef, check
 
-LAYOUT_SCHEMA = "autotuner.model.layout/1"
+__all__ = ["LAYOUT_SCHEMA", "layout_from_dict", "load_data_layout", "load_layout", "shipped_models"]
+
+#: ``pkg.mod:factory``: a dotted module path and an attribute name, both Python identifiers
+_FACTORY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
 
 
 def shipped_models() -> list[str]:
@@ -22,7 +35,9 @@ def shipped_models() -> list[str]:
 
 
 def layout_from_dict(d: dict, where: str = "<dict>") -> Layout:
-    """Build a :class:`Layout` from the ``autotuner.model.layout/1`` JSON schema."""
+    """Build a :class:`Layout` from a parsed ``autotuner.layout/1`` JSON object
+    (:class:`autotuner.schemas.LayoutFile`). Raises LayoutError ``where: field: value: reason``."""
+    check(LayoutFile, d, where, LayoutError)
     try:
         tensors = d["tensors"]
         return Layout(
@@ -66,11 +81,15 @@ def _backward_params(module) -> list:
 
 
 def _from_module(spec: str) -> Layout:
+    if not _FACTORY.fullmatch(spec):
+        raise LayoutError(f"--model {spec!r}: not pkg.mod:factory (a dotted module path, ':', a function name)")
     mod_name, _, attr = spec.partition(":")
     try:
         factory = getattr(importlib.import_module(mod_name), attr)
-    except (ImportError, AttributeError) as e:
+    except (ImportError, AttributeError, ValueError, TypeError) as e:
         raise LayoutError(f"cannot import model factory {spec!r}: {e}") from None
+    if not callable(factory):
+        raise LayoutError(f"model factory {spec!r} is not callable")
     try:
         module = factory()
         params = _backward_params(module)
@@ -98,20 +117,57 @@ def load_layout(spec: str) -> Layout:
     docs/simulator.md.
     """
     if spec in shipped_models():
-        text = resources.files("autotuner.layouts").joinpath(spec + ".json").read_text()
-        return layout_from_dict(json.loads(text), spec)
+        return _shipped(spec)
     p = Path(spec)
     if spec.endswith(".json") or p.exists():
-        try:
-            d = json.loads(p.read_text())
-        except FileNotFoundError:
-            raise LayoutError(f"layout file not found: {spec}") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise LayoutError(f"cannot read layout file {spec}: {e}") from None
-        if not isinstance(d, dict):
-            raise LayoutError(f"{spec}: not a layout file (top level is not an object)")
-        return layout_from_dict(d, spec)
+        return _read_file(p, spec)
     if ":" in spec:
         return _from_module(spec)
     raise LayoutError(f"unknown model {spec!r}; known: {', '.join(shipped_models())} "
                       "(or a layout .json path, or package.module:factory)")
+
+
+def _shipped(name: str) -> Layout:
+    text = resources.files("autotuner.layouts").joinpath(name + ".json").read_text(encoding="utf-8")
+    return layout_from_dict(json.loads(text), name)
+
+
+def _read_file(p: Path, where: str) -> Layout:
+    """A layout JSON file; LayoutError for a missing, unreadable, non-UTF-8 or malformed file."""
+    try:
+        d = json.loads(p.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise LayoutError(f"layout file not found: {where}") from None
+    except OSError as e:
+        raise LayoutError(f"cannot read layout file {where}: {e.strerror or e}") from None
+    except UnicodeDecodeError as e:
+        raise LayoutError(f"{where}: not UTF-8 (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise LayoutError(f"{where}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
+    except RecursionError:
+        raise LayoutError(f"{where}: not a layout file (nested too deeply)") from None
+    return layout_from_dict(d, where)
+
+
+def load_data_layout(ref: str, base: Path, where: str) -> Layout:
+    """The layout a data file names (env.toml's ``layout``, a model JSON's workload ``layout``).
+
+    ``ref`` is a shipped layout name, or a relative ``.json`` path resolved under ``base`` (the
+    data file's folder; the resolved file must stay inside it, symbolic links included). Never
+    imports code: ``module:factory`` is refused. ``where`` names the data file and field for
+    errors. Raises LayoutError (one line).
+    """
+    check(LayoutRef, ref, where, LayoutError)
+    if ref in shipped_models():
+        return _shipped(ref)
+    if not ref.endswith(".json"):
+        raise LayoutError(f"{where}: {ref!r}: unknown layout; shipped: {', '.join(shipped_models())} "
+                          f"(or a .json file under {base})")
+    f = base / ref
+    try:
+        inside = f.resolve().is_relative_to(base.resolve())
+    except (OSError, RuntimeError):
+        inside = False
+    if not inside:
+        raise LayoutError(f"{where}: {ref!r}: resolves outside {base}")
+    return _read_file(f, str(f))

@@ -1,18 +1,22 @@
 """Read a ``runs/`` tree: one folder per environment with ``env.toml`` and its measurements.
 
-Raises :class:`RunsError` (one line) for a missing or empty runs dir, a folder without a
-readable ``env.toml``, or a source file that is missing or has no usable table.
+``env.toml`` is checked by :func:`autotuner.schemas.check_env_toml` and each validation record
+by :class:`autotuner.schemas.Record`; the checked dicts are handed on unchanged. Raises
+:class:`RunsError` (one line) for a missing or empty runs dir, a folder without a readable
+``env.toml``, or a source file that is missing or has no usable table, and
+:class:`SchemaError` (one line: file, field, value, reason) for an env.toml that does not
+match its schema.
 """
 from __future__ import annotations
 
 import json
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import tomllib
-
-from ..errors import RunsError
+from ..errors import AutotunerError, RunsError, SchemaError
+from ..schemas import EnvToml, Format, Record, check, check_env_toml
 from .labreport import (
     BreakdownCell,
     ReportError,
@@ -41,13 +45,18 @@ class EnvData:
         return str(self.path / self.meta["source"])
 
 
-def parse_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
+def parse_records(text: str, source: str, *, strict: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     """Trial records of ``autotuner validate`` (JSON Lines, :mod:`autotuner.realrun.validation`).
 
-    Returns (records, problems): a line that is not a JSON object with a ``trial`` key is
-    skipped and reported as ``source:line: ...``.
+    Returns (records, problems): a line that is not JSON, or not a record
+    (:class:`autotuner.schemas.Record`: a ``trial`` id, a ``status``, a ``setup``, finite
+    numbers, ...), is skipped and reported as ``source:line: field: value: reason``.
+
+    ``strict`` (a fit's own records): a JSON record that does not match raises SchemaError
+    (the first such line, and how many more) instead; a line that is not JSON (a write cut
+    short) is still skipped and reported.
     """
-    records, problems = [], []
+    records, problems, bad = [], [], []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -56,45 +65,62 @@ def parse_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[st
         except json.JSONDecodeError as e:
             problems.append(f"{source}:{n}: skipped unreadable record ({e.msg})")
             continue
-        if not isinstance(rec, dict) or not isinstance(rec.get("trial"), str):
-            problems.append(f"{source}:{n}: skipped record without a trial id")
+        try:
+            check(Record, rec, f"{source}:{n}")
+        except SchemaError as e:
+            bad.append(str(e))
+            problems.append(f"{e} (record skipped)")
             continue
         records.append(rec)
+    if strict and bad:
+        more = f" (and {len(bad) - 1} more bad record(s))" if len(bad) > 1 else ""
+        raise SchemaError(bad[0] + more)
     return records, problems
 
 
-def read_env(path: Path) -> EnvData:
-    """Read one environment folder."""
+def read_env_meta(path: Path) -> tuple[dict[str, Any], EnvToml]:
+    """``path/env.toml`` parsed and checked: (the parsed dict, unchanged; its schema object).
+
+    Raises RunsError when the file is missing or cannot be read or parsed (not UTF-8, not
+    TOML), SchemaError (``<file>: <field>: <value>: <reason>``) when it does not match
+    :data:`autotuner.schemas.ENV_SCHEMAS` for its ``format``.
+    """
     meta_path = path / "env.toml"
     try:
-        meta = tomllib.loads(meta_path.read_text())
+        meta = tomllib.loads(meta_path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise RunsError(f"{path}: no env.toml") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise RunsError(f"{meta_path}: cannot read ({e})") from None
-    for key in ("source", "format"):
-        if key not in meta:
-            raise RunsError(f"{meta_path}: missing key {key!r}")
-    name = meta.get("name", path.name)
-    env = EnvData(name=name, path=path, meta=meta)
+    except OSError as e:
+        raise RunsError(f"{meta_path}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise RunsError(f"{meta_path}: not UTF-8 (byte {e.start})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise RunsError(f"{meta_path}: not TOML ({e})") from None
+    return meta, check_env_toml(meta, str(meta_path))
+
+
+def read_env(path: Path) -> EnvData:
+    """Read one environment folder (see :func:`read_env_meta` for the errors)."""
+    meta_path = path / "env.toml"
+    meta, schema = read_env_meta(path)
+    env = EnvData(name=schema.name or path.name, path=path, meta=meta)
     src = path / meta["source"]
     try:
-        text = src.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RunsError(f"{src}: cannot read ({e})") from None
+        text = src.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise RunsError(f"{meta_path}: source: {meta['source']!r}: file not found ({src})") from None
+    except OSError as e:
+        raise RunsError(f"{src}: cannot read ({e.strerror or e})") from None
+    except UnicodeDecodeError as e:
+        raise RunsError(f"{src}: not UTF-8 (byte {e.start})") from None
     rel = f"{path.name}/{meta['source']}"
     try:
-        if meta["format"] == "responses":
+        if schema.format is Format.RESPONSES:
             env.buckets, env.step_times, env.problems = parse_responses(text, rel)
-        elif meta["format"] == "breakdown":
-            cols = [c["key"] for c in meta.get("column", [])]
-            if not cols:
-                raise RunsError(f"{meta_path}: format 'breakdown' needs [[column]] entries")
-            env.breakdown, env.problems = parse_breakdown(text, cols, rel)
-        elif meta["format"] == "validation":
-            env.records, env.problems = parse_records(text, rel)
+        elif schema.format is Format.BREAKDOWN:
+            env.breakdown, env.problems = parse_breakdown(text, [c.key for c in schema.column], rel)
         else:
-            raise RunsError(f"{meta_path}: unknown format {meta['format']!r}")
+            env.records, env.problems = parse_records(text, rel, strict=True)
     except ReportError as e:
         raise RunsError(str(e)) from None
     return env
@@ -118,7 +144,7 @@ def read_runs(root: Path) -> tuple[list[EnvData], list[str]]:
             continue
         try:
             envs.append(read_env(d))
-        except RunsError as e:
+        except AutotunerError as e:
             problems.append(f"skipped environment {d.name}: {e}")
     if not envs:
         detail = f" ({'; '.join(problems)})" if problems else ""

@@ -16,7 +16,6 @@ from ..fit.store import load_env
 from ..knobs import MIB, Config
 from ..model.costmodel import Cluster
 from ..model.simulator import simulate_step
-from ..readers.layouts import load_layout
 from ..readers.runs import read_runs
 
 
@@ -45,8 +44,8 @@ def cases(runs_dir: Path, model_dir: Path) -> list[Case]:
         if meta["format"] == "responses":
             steps = int(meta["steps"])
             for run in meta["run"]:
-                layout_name, wl = fenv.workloads[run["model"]]
-                L = load_layout(layout_name)
+                wl = fenv.workloads[run["model"]][1]
+                L = fenv.layout_for(run["model"])
                 cfg = run_config(meta, run)
                 r = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, fenv.cluster)
                 st = next(s for s in env.step_times if s.run == run["id"])
@@ -69,7 +68,7 @@ def cases(runs_dir: Path, model_dir: Path) -> list[Case]:
                     cell = next((c for c in env.breakdown if c.model == m and c.column == col["key"] and c.row == "step"), None)
                     if cell is None:
                         continue
-                    L = load_layout(layout_name)
+                    L = fenv.layout_for(m)
                     r = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, cl)
                     out.append(Case(env.name, f"{m} {col['key']}: step time (ms)", cell.value, r.step_time_ms,
                                     f"{env.path.name}/{meta['source']}:{cell.line}", True))
@@ -98,8 +97,8 @@ def _validation_cases(env, fenv) -> list[Case]:
         for (model, label, _), rs in groups.items():
             if model not in fenv.workloads:
                 continue
-            layout_name, wl = fenv.workloads[model]
-            L = load_layout(layout_name)
+            wl = fenv.workloads[model][1]
+            L = fenv.layout_for(model)
             cfg = Config.from_dict(rs[0]["config"])
             sim = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, fenv.cluster)
             tag = f"{model} {label} ({cfg.fusion_threshold_mb:g} MiB, {cfg.cycle_time_ms:g} ms)"

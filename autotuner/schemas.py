@@ -1,0 +1,568 @@
+"""Schemas of every file the tool reads or writes, checked at the edge.
+
+Files and their schemas (each a pydantic model; :func:`check` runs one):
+
+- ``runs/<env>/env.toml`` -> :class:`EnvToml`, per ``format`` (:class:`Format`):
+  :class:`ResponsesEnv`, :class:`BreakdownEnv`, :class:`ValidationEnv` (:data:`ENV_SCHEMAS`);
+- a gradient layout JSON (``autotuner.layout/1``) -> :class:`LayoutFile`;
+- a fitted model JSON (``autotuner.model/1``, what ``fit`` writes) -> :class:`ModelFile`;
+- a validation record (one JSON object per line of ``validation/*.jsonl``) -> :class:`Record`;
+- a proposals file -> :data:`ProposalList` (a list) or :class:`SuggestOutput`; each entry
+  :class:`Knobs`, or :class:`ProposalEntry` (a ``suggest --json`` entry holding ``config``).
+
+Why pydantic v2: one declaration both validates and coerces (type, finite, range, required),
+its errors carry the location of each failing field, which :func:`check` turns into the
+one-line message of the error contract (:mod:`autotuner.errors`), it is well kept, and it is
+already a dependency of the stack (typer requires it in this environment).
+
+Every number is finite; counts are whole numbers >= 1; shapes are whole numbers >= 1 whose byte
+count fits :data:`autotuner.model.layout.MAX_LAYOUT_BYTES`; shares and durations are >= 0; link
+rates are > 0. Bounds that are not physics are sanity limits, the same as the command line's
+(:mod:`autotuner.options`): at most 100,000 nodes and 1,024 GPUs per node, link rates up to
+10 Tbit/s. Knob values are checked by the knob table (:data:`autotuner.knobs.KNOBS`).
+
+Names that become file names (an environment's ``name``) must be plain names
+(:data:`PlainName`); files named inside a data file (``source``, a layout) must be relative
+paths inside the data file's folder (:data:`RelPath`, :data:`LayoutRef`), never
+``module:factory``: only the command line's ``--model pkg.mod:factory`` imports code.
+
+The readers validate, then hand the original (now checked) dicts on, so that what is computed
+from a valid file does not change.
+"""
+from __future__ import annotations
+
+import math
+import re
+from enum import StrEnum
+from typing import Annotated, Any, Literal, Mapping
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    create_model,
+    field_validator,
+    model_validator,
+)
+from pydantic import ValidationError as PydanticValidationError
+from pydantic_core import PydanticCustomError
+
+from .errors import AutotunerError, SchemaError
+from .knobs import KNOB_BY_FIELD, KNOB_BY_PARAM
+from .model.layout import DTYPE_BYTES, MAX_LAYOUT_BYTES
+
+LAYOUT_SCHEMA = "autotuner.layout/1"
+MODEL_SCHEMA = "autotuner.model/1"
+
+
+class Format(StrEnum):
+    """``format`` of an env.toml: what kind of measurements ``source`` holds."""
+
+    RESPONSES = "responses"    # per-run response-size tables (lab report 000)
+    BREAKDOWN = "breakdown"    # per-model tables, one column per cluster shape (lab report 001)
+    VALIDATION = "validation"  # ``autotuner validate`` records (JSON Lines)
+
+
+# --- the one-line error -------------------------------------------------------------------
+
+_ADAPTERS: dict[Any, TypeAdapter] = {}
+
+
+def field_path(loc: tuple) -> str:
+    """``('run', 0, 'model')`` -> ``run[0].model``; ``()`` -> ``(top level)``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    s = repr(value)
+    return s if len(s) <= limit else s[:limit - 3] + "..."
+
+
+def one_line(e: PydanticValidationError, where: str) -> str:
+    """``<where>: <field path>: <value>: <reason>`` for the first error of ``e``, plus
+    ``(and N more)``. A missing field's value reads ``(missing)``; a single value checked on its
+    own (no field path) gives ``<where>: <value>: <reason>``."""
+    errs = e.errors(include_url=False)
+    first = errs[0]
+    loc, value = tuple(first["loc"]), first.get("input")
+    ctx = first.get("ctx") or {}
+    if "at" in ctx:  # a list-level check that names the element (see _fail)
+        loc, value = loc + tuple(ctx["at"]), ctx.get("value")
+    shown = "(missing)" if first["type"] == "missing" else _short(value)
+    msg = str(first["msg"])
+    msg = re.sub(r"^(Value error|Assertion failed), ", "", msg)
+    msg = re.sub(r" or instance of \w+$", "", msg)
+    msg = msg[:1].lower() + msg[1:]
+    more = f" (and {len(errs) - 1} more)" if len(errs) > 1 else ""
+    if not loc and not isinstance(value, (Mapping, list, tuple)):  # a single value: ``where`` names it
+        return f"{where}: {shown}: {msg}{more}"
+    return f"{where}: {field_path(loc)}: {shown}: {msg}{more}"
+
+
+def check(schema: Any, data: Any, where: str, error: type[AutotunerError] = SchemaError) -> Any:
+    """``data`` validated as ``schema`` (a model class or any annotated type).
+
+    Raises ``error`` (a :class:`SchemaError` unless given) with one line:
+    ``<where>: <field path>: <value>: <reason>`` (the first error, plus ``(and N more)``).
+    """
+    ad = _ADAPTERS.get(schema)
+    if ad is None:
+        ad = _ADAPTERS.setdefault(schema, TypeAdapter(schema))
+    try:
+        return ad.validate_python(data)
+    except PydanticValidationError as e:
+        raise error(one_line(e, where)) from None
+
+
+def _fail(kind: str, message: str, at: tuple = (), value: Any = None) -> PydanticCustomError:
+    """An error a validator raises; ``at`` extends the field path to the element it names."""
+    return PydanticCustomError(kind, message, {"at": at, "value": value})
+
+
+def find_nonfinite(obj: Any, loc: tuple = ()) -> tuple[tuple, float] | None:
+    """(location, value) of the first float in ``obj`` (nested dicts and lists) that is NaN or
+    infinite, or None. :func:`field_path` renders the location."""
+    if isinstance(obj, float):
+        return None if math.isfinite(obj) else (loc, obj)
+    if isinstance(obj, Mapping):
+        items = ((loc + (k,), v) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple)):
+        items = ((loc + (i,), v) for i, v in enumerate(obj))
+    else:
+        return None
+    for p, v in items:
+        bad = find_nonfinite(v, p)
+        if bad:
+            return bad
+    return None
+
+
+# --- field types ----------------------------------------------------------------------------
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+#: a finite number >= 0 (durations, shares, byte counts)
+NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+#: a finite number > 0 (rates, scales)
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: whole nodes, ranks, steps (>= 1)
+Count = Annotated[int, Field(ge=1, le=100_000)]
+GpusPerNode = Annotated[int, Field(ge=1, le=1024)]
+Index = Annotated[int, Field(ge=0)]
+#: a link rate in Gbit/s (10**9 bit/s)
+LinkGbit = Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)]
+#: a duration in ms, up to one hour
+Millis = Annotated[float, Field(ge=0, le=3_600_000, allow_inf_nan=False)]
+Text = Annotated[str, Field(min_length=1)]
+
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,99}")
+
+
+def is_plain_name(s: Any) -> bool:
+    """True for a name that is safe as a file name: letters, digits, ``.``, ``_``, ``-``, not
+    starting with ``.`` (so no path separator, no ``..``, not absolute), 1-100 characters."""
+    return isinstance(s, str) and _PLAIN.fullmatch(s) is not None
+
+
+def _plain_name(s: str) -> str:
+    if not is_plain_name(s):
+        raise ValueError("must be a plain name (letters, digits, '.', '_', '-'; not starting with '.'; "
+                         "no path separators)")
+    return s
+
+
+def _rel_path(s: str) -> str:
+    parts = s.split("/")
+    if not s or s.startswith("/") or "\\" in s or "\0" in s or ":" in s or any(p in ("", ".", "..") for p in parts):
+        raise ValueError("must be a relative path inside the environment's folder (no '..', ':' or leading '/')")
+    return s
+
+
+def _layout_ref(s: str) -> str:
+    if ":" in s:
+        raise ValueError("a data file names a shipped layout or a .json file in its own folder, "
+                         "not module:factory (only the command line's --model imports code)")
+    _rel_path(s)
+    if not (s.endswith(".json") or is_plain_name(s)):
+        raise ValueError("must be a shipped layout name or a relative .json path")
+    return s
+
+
+#: a name that becomes a file name (see :func:`is_plain_name`)
+PlainName = Annotated[str, AfterValidator(_plain_name)]
+#: a relative path inside the data file's folder
+RelPath = Annotated[str, AfterValidator(_rel_path)]
+#: a layout named in a data file: a shipped name, or a ``.json`` path inside the file's folder
+LayoutRef = Annotated[str, AfterValidator(_layout_ref)]
+
+
+class _Schema(BaseModel):
+    """Strict (no str -> number, no float -> int, no 0/1 -> bool) and closed (unknown keys fail)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+# --- knobs (values checked by the knob table) ------------------------------------------------
+
+def _knob_type(key: str) -> Any:
+    k = KNOB_BY_PARAM.get(key) or KNOB_BY_FIELD[key]
+    conv = k.from_flag if key in KNOB_BY_PARAM else k.check
+
+    def checked(v: Any) -> Any:
+        conv(v)  # KnobError is a ValueError: pydantic reports it at this field
+        return v
+    return Annotated[bool if k.is_switch else Finite, AfterValidator(checked)]
+
+
+#: knob keys accepted in data files: option names in flag units (``fusion_threshold_mb``) and
+#: internal field names (``fusion_threshold_bytes``), as :func:`autotuner.knobs.config_from_values`
+KNOB_KEYS = tuple(sorted(set(KNOB_BY_PARAM) | set(KNOB_BY_FIELD)))
+#: a knob object (unknown keys fail); values checked by their knob
+Knobs = create_model("Knobs", __base__=_Schema, __doc__="Knob values by option or field name.",
+                     **{key: (_knob_type(key), None) for key in KNOB_KEYS})
+
+
+# --- env.toml -------------------------------------------------------------------------------
+
+class RunEntry(Knobs):
+    """``[[run]]`` of a ``responses`` env: one measured run (its knobs override the env's)."""
+
+    id: Text
+    model: Text
+    layout: LayoutRef | None = None
+    reference: bool = False
+
+
+class ColumnEntry(_Schema):
+    """``[[column]]`` of a ``breakdown`` env: one cluster shape, left to right."""
+
+    key: Text
+    nodes: Count
+    gpus_per_node: GpusPerNode
+    link_gbps: LinkGbit | None = None
+
+
+class ModelEntry(_Schema):
+    """``[[model]]`` of a ``breakdown`` env: a model of the report and its layout."""
+
+    model: Text
+    layout: LayoutRef
+
+
+def _unique(items: list, key: str, what: str) -> None:
+    seen: set = set()
+    for i, it in enumerate(items):
+        v = getattr(it, key)
+        if v in seen:
+            raise _fail("duplicate", f"duplicate {what}", (i, key), v)
+        seen.add(v)
+
+
+class EnvToml(Knobs):
+    """``env.toml``: what an environment's measurements are and how they were taken."""
+
+    name: PlainName | None = None
+    source: RelPath
+    format: Annotated[Format, Field(strict=False)]
+    default: bool = False
+    gpu: str | None = None
+    backend: str | None = None
+    horovod_version: Annotated[str, Field(pattern=r"^\d+(\.\d+)*$")] | None = None
+    nodes: Count | None = None
+    gpus_per_node: GpusPerNode | None = None
+    link_gbps: LinkGbit | None = None
+    overlap: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    #: latency of the inter-node tier (µs) for ``breakdown`` envs; up to 1 s
+    alpha_us: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] | None = None
+    steps: Annotated[int, Field(ge=1)] | None = None
+    batch_size: Count | None = None
+    host_backward_ms: dict[Text, Millis] | None = None
+    run: list[RunEntry] = []
+    column: list[ColumnEntry] = []
+    model: list[ModelEntry] = []
+
+    @field_validator("run")
+    @classmethod
+    def _runs_unique(cls, v: list[RunEntry]) -> list[RunEntry]:
+        _unique(v, "id", "run id")
+        return v
+
+    @field_validator("column")
+    @classmethod
+    def _columns_unique(cls, v: list[ColumnEntry]) -> list[ColumnEntry]:
+        _unique(v, "key", "column key")
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _models_unique(cls, v: list[ModelEntry]) -> list[ModelEntry]:
+        _unique(v, "model", "model")
+        return v
+
+
+class ResponsesEnv(EnvToml):
+    """A ``responses`` env: the cluster and every run of the report; a reference run names its layout."""
+
+    nodes: Count
+    gpus_per_node: GpusPerNode
+    link_gbps: LinkGbit
+    run: Annotated[list[RunEntry], Field(min_length=1)]
+
+    @field_validator("run")
+    @classmethod
+    def _reference_layouts(cls, v: list[RunEntry]) -> list[RunEntry]:
+        for i, r in enumerate(v):
+            if r.reference and r.layout is None:
+                raise _fail("missing", "a reference run needs a layout", (i, "layout"), None)
+        return v
+
+
+class BreakdownEnv(EnvToml):
+    """A ``breakdown`` env: the report's columns and models; a multi-node column needs a link rate
+    (its own ``link_gbps`` or the env's)."""
+
+    column: Annotated[list[ColumnEntry], Field(min_length=1)]
+    model: Annotated[list[ModelEntry], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _link_rates(self) -> BreakdownEnv:
+        for i, c in enumerate(self.column):
+            if c.nodes > 1 and c.link_gbps is None and self.link_gbps is None:
+                raise _fail("missing", "a multi-node column needs link_gbps (or link_gbps in the env)",
+                            ("column", i, "link_gbps"), None)
+        return self
+
+
+class ValidationEnv(EnvToml):
+    """A ``validation`` env: the testbed's cluster and link rate."""
+
+    nodes: Count
+    gpus_per_node: GpusPerNode
+    link_gbps: LinkGbit
+
+
+class _EnvHead(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    format: Format
+
+
+#: the schema of an env.toml by its ``format``
+ENV_SCHEMAS: dict[Format, type[EnvToml]] = {Format.RESPONSES: ResponsesEnv, Format.BREAKDOWN: BreakdownEnv,
+                                            Format.VALIDATION: ValidationEnv}
+
+
+def check_env_toml(data: Any, where: str) -> EnvToml:
+    """Validate a parsed env.toml: its ``format`` first, then that format's schema. Raises SchemaError."""
+    head = check(_EnvHead, data, where)
+    return check(ENV_SCHEMAS[head.format], data, where)
+
+
+# --- layout JSON ----------------------------------------------------------------------------
+
+Dim = Annotated[int, Field(ge=1, le=MAX_LAYOUT_BYTES)]
+
+
+class TensorEntry(_Schema):
+    """One tensor of a layout, in backward readiness order."""
+
+    name: Text
+    dtype: Literal[tuple(DTYPE_BYTES)] = "float32"  # type: ignore[valid-type]
+    shape: list[Dim]
+    compute_share: NonNeg = 0.0
+    #: measured: ms from the end of forward until the gradient is ready (runs/gpu-profiles)
+    ready_ms: NonNeg | None = None
+
+    @field_validator("shape")
+    @classmethod
+    def _bytes_fit(cls, v: list[int], info) -> list[int]:
+        nbytes = math.prod(v) * DTYPE_BYTES.get(info.data.get("dtype", "float32"), 8)
+        if nbytes > MAX_LAYOUT_BYTES:
+            raise ValueError(f"{nbytes} bytes is over the {MAX_LAYOUT_BYTES}-byte limit of a layout")
+        return v
+
+
+class LayoutFile(_Schema):
+    """A layout JSON (``autotuner.layout/1``); other top-level keys (``source``, ...) are kept."""
+
+    model_config = ConfigDict(extra="allow")
+    schema_: Literal[LAYOUT_SCHEMA] | None = Field(None, alias="schema")  # type: ignore[valid-type]
+    name: Text | None = None
+    order: Literal["backward"] | None = None
+    tensors: Annotated[list[TensorEntry], Field(min_length=1)]
+
+    @field_validator("tensors")
+    @classmethod
+    def _whole(cls, v: list[TensorEntry]) -> list[TensorEntry]:
+        _unique(v, "name", "tensor name")
+        total = sum(math.prod(t.shape) * DTYPE_BYTES[t.dtype] for t in v)
+        if total > MAX_LAYOUT_BYTES:
+            raise ValueError(f"{total} bytes in all is over the {MAX_LAYOUT_BYTES}-byte limit of a layout")
+        s = sum(t.compute_share for t in v)
+        if not (math.isfinite(s) and s > 0):
+            raise ValueError(f"compute shares must have a finite, positive sum, got {s}")
+        return v
+
+
+# --- fitted model JSON ----------------------------------------------------------------------
+
+class TierEntry(_Schema):
+    alpha_us: NonNeg
+    bandwidth_gbps: Positive
+    large_from_bytes: Positive | None = None
+    large_alpha_us: NonNeg | None = None
+    large_bandwidth_gbps: Positive | None = None
+
+    @model_validator(mode="after")
+    def _large_whole(self) -> TierEntry:
+        if self.large_from_bytes is not None:
+            for k in ("large_alpha_us", "large_bandwidth_gbps"):
+                if getattr(self, k) is None:
+                    raise _fail("missing", "needed with large_from_bytes", (k,), None)
+        return self
+
+
+class NegotiationEntry(_Schema):
+    ctrl_op_us: NonNeg = 100.0
+    cache_ops: Index = 1
+    nocache_ops: Index = 4
+    per_tensor_us: NonNeg = 5.0
+
+
+class HostPassesEntry(_Schema):
+    knee_mib: NonNeg
+    memcpy_ms_per_mib: NonNeg
+    memcpy_spill_ms_per_mib: NonNeg = 0.0
+    gap_fixed_ms: NonNeg = 0.0
+    gap_ms_per_mib: NonNeg = 0.0
+    gap_spill_ms_per_mib: NonNeg = 0.0
+
+
+class CostModelEntry(_Schema):
+    inter: TierEntry
+    intra: TierEntry | None = None
+    link_gbps: LinkGbit
+    memcpy_gbytes_per_s: Positive = 400.0
+    host_copy_gbytes_per_s: Positive = 10.0
+    negotiation: NegotiationEntry = NegotiationEntry()
+    host_passes: HostPassesEntry | None = None
+
+
+class ClusterEntry(_Schema):
+    nodes: Count
+    gpus_per_node: GpusPerNode
+    gpu: str | None = None
+    backend: str | None = None
+    horovod_version: str | None = None
+
+
+class WorkloadEntry(_Schema):
+    layout: LayoutRef
+    forward_ms: Millis
+    backward_ms: Millis
+    update_ms: Millis = 0.0
+    comm_scale: Positive = 1.0
+    overlap: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] = 1.0
+    host_backward_ms: Millis | None = None
+    async_collectives: bool = False
+    calibrated_on: str | None = None
+
+
+def _all_finite(v: Any) -> Any:
+    bad = find_nonfinite(v)
+    if bad:
+        raise _fail("finite_number", "not a finite number", bad[0], bad[1])
+    return v
+
+
+class ModelFile(_Schema):
+    """A fitted model (``autotuner.model/1``, written by ``fit``, read by every other command)."""
+
+    schema_: Literal[MODEL_SCHEMA] = Field(alias="schema")  # type: ignore[valid-type]
+    env: PlainName
+    default: bool = False
+    source: str | None = None
+    cluster: ClusterEntry
+    measured_config: Knobs
+    cost_model: CostModelEntry
+    fit: Annotated[dict[str, Any], AfterValidator(_all_finite)] = {}
+    workloads: dict[Text, WorkloadEntry]
+
+
+# --- validation records ---------------------------------------------------------------------
+
+class SetupEntry(_Schema):
+    """``setup`` of a record: what every trial of a validation shares (:class:`autotuner.realrun.validation.Setup`)."""
+
+    model_config = ConfigDict(extra="allow")
+    env: str
+    model: Text
+    np: Count = 2
+    hosts: str = ""
+    bandwidth_gbit: LinkGbit | None = None
+    compute_ms: Millis = 300.0
+    update_ms: Millis = 0.0
+    steps: Count = 6
+    warmup: Index = 0
+    command: list[str] = []
+    batch_size: Count | None = None
+
+
+class TimelineSummary(_Schema):
+    """``timeline`` of a record (:func:`autotuner.realrun.validation.summarize_timeline`)."""
+
+    model_config = ConfigDict(extra="allow")
+    #: ``[nbytes, count, median µs, mean µs]`` per response size
+    samples: list[Annotated[list[NonNeg], Field(min_length=4, max_length=4)]] = []
+    responses: Index | None = None
+    #: ``[bytes, µs]`` of fusion-buffer copies
+    memcpy: Annotated[list[NonNeg], Field(min_length=2, max_length=2)] | None = None
+    negotiation_us: NonNeg | None = None
+    responses_per_step: NonNeg | None = None
+    form: str | None = None
+    problems: list[str] = []
+
+
+class Record(_Schema):
+    """One trial of ``autotuner validate`` (one line of ``validation/*.jsonl``)."""
+
+    model_config = ConfigDict(extra="allow")
+    trial: Text
+    kind: str | None = None
+    label: str | None = None
+    repeat: Index | None = None
+    config: Knobs | None = None
+    status: Text
+    measured_step_time_ms: Positive | None = None
+    spread_ms: NonNeg | None = None
+    step_times_ms: list[NonNeg] = []
+    predicted_step_time_ms: NonNeg | None = None
+    score_bytes_per_us: NonNeg | None = None
+    timeline: TimelineSummary | None = None
+    autotune: dict[str, Any] | None = None
+    setup: SetupEntry
+    wall_s: NonNeg | None = None
+    error: str | None = None
+
+
+# --- proposals ------------------------------------------------------------------------------
+
+class ProposalEntry(_Schema):
+    """An entry of ``suggest --json``'s ``proposals``: its ``config`` (other keys are kept)."""
+
+    model_config = ConfigDict(extra="allow")
+    config: Knobs
+
+
+class SuggestOutput(_Schema):
+    """``suggest --json`` output, as a proposals file: its ``proposals`` (other keys are kept)."""
+
+    model_config = ConfigDict(extra="allow")
+    proposals: Annotated[list[Any], Field(min_length=1)]
+
+
+#: a proposals file that is a list: one entry per configuration
+ProposalList = Annotated[list[Any], Field(min_length=1)]
