@@ -89,7 +89,10 @@ def compare_timelines(real: Path, sim: Path, *, skip_real: int = 1, skip_sim: in
 
     if skip_real < 0 or skip_sim < 0 or top < 0:
         raise ScenarioError("--skip-real, --skip-sim and --top must be >= 0")
-    return compare(read_timeline(real), read_timeline(sim), skip_real=skip_real, skip_sim=skip_sim, top=top)
+    tr, ts = read_timeline(real), read_timeline(sim)
+    d = compare(tr, ts, skip_real=skip_real, skip_sim=skip_sim, top=top)
+    d["notes"] = [*tr.problems, *ts.problems, *d.get("notes", [])]  # what the reader dropped, named
+    return d
 
 
 def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Path | None]], list[str]]:

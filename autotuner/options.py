@@ -25,6 +25,11 @@ Index = Annotated[int, Field(ge=0, le=100_000)]
 Millis = Annotated[float, Field(gt=0, le=3_600_000, allow_inf_nan=False)]
 #: a duration in s (timeouts)
 Seconds = Annotated[float, Field(gt=0, le=7 * 86_400, allow_inf_nan=False)]
+#: a random seed (numpy's generators take 0..2**32 - 1)
+Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
+#: Bayesian-optimization proposals: each refits a Gaussian process on every point so far
+#: (cubic cost), so a few hundred is already minutes
+Calls = Annotated[int, Field(ge=1, le=500)]
 #: explorer points per axis
 Resolution = Annotated[int, Field(ge=2, le=200)]
 

@@ -408,6 +408,11 @@ def fit_validation_env(env: EnvData) -> dict[str, Any]:
                                     "is not a shipped layout name: no workload fitted for it")
             workloads[st["model"]] = None
             continue
+        if "compute_ms" not in st:
+            if st["model"] not in workloads:
+                env.problems.append(f"{env.path.name}/{meta['source']}: trial {r['trial']}: setup has no compute_ms: "
+                                    f"no workload fitted for {st['model']!r}")
+            continue
         wl = workload_for(float(st["compute_ms"]) * 1e-3)
         workloads.setdefault(st["model"], {
             "layout": st["model"], "forward_ms": wl.forward_s * 1e3, "backward_ms": wl.backward_s * 1e3,
