@@ -268,20 +268,11 @@ def load_proposals(path: Path) -> list[Config]:
     by the knob table). Raises ScenarioError (one line: file, proposal, field, value, reason)
     for an unreadable file or a malformed entry.
     """
-    import json
 
+    from .readers.files import read_json
     from .schemas import Knobs, ProposalEntry, ProposalList, SuggestOutput, check
 
-    try:
-        d = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as e:
-        raise ScenarioError(f"{path}: cannot read proposals ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise ScenarioError(f"{path}: cannot read proposals (not UTF-8, byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise ScenarioError(f"{path}: not JSON ({e.msg} at line {e.lineno})") from None
-    except RecursionError:
-        raise ScenarioError(f"{path}: not a proposals file (nested too deeply)") from None
+    d = read_json(path, ScenarioError, f"proposals {path}")
     if isinstance(d, dict):
         items = check(SuggestOutput, d, str(path), ScenarioError).proposals
     elif isinstance(d, list):

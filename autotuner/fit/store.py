@@ -19,6 +19,7 @@ from ..knobs import Config
 from ..model.costmodel import Cluster, CostModel
 from ..model.layout import Layout
 from ..model.simulator import Workload
+from ..readers.files import read_json
 from ..readers.layouts import load_data_layout
 from ..schemas import (
     MODEL_SCHEMA,
@@ -125,15 +126,5 @@ def load_env(model_dir: Path, env: str | None) -> FittedEnv:
     if name not in envs:
         raise ModelStoreError(f"unknown env {name!r}; fitted: {', '.join(envs)}")
     path = model_dir / f"{name}.json"
-    try:
-        d = json.loads(path.read_bytes().decode("utf-8"))
-    except OSError as e:
-        raise ModelStoreError(f"cannot read {path}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise ModelStoreError(f"{path}: not UTF-8 (byte {e.start}); re-run: autotuner fit runs/") from None
-    except json.JSONDecodeError as e:
-        raise ModelStoreError(f"{path}: not JSON ({e.msg} at line {e.lineno} column {e.colno}); "
-                              "re-run: autotuner fit runs/") from None
-    except RecursionError:
-        raise ModelStoreError(f"{path}: not a fitted model (nested too deeply)") from None
+    d = read_json(path, ModelStoreError, str(path))
     return env_from_dict(d, str(path), path)

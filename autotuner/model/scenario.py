@@ -17,7 +17,6 @@ from .layout import Layout
 from .simulator import StepResult, Workload, simulate_step
 
 
-
 class Compression(StrEnum):
     """Gradient compression of ``hvd.DistributedOptimizer`` (``horovod/torch/compression.py``):
     none, or fp16 (fp32 gradients cast to fp16 before the allreduce: half the bytes)."""

@@ -36,7 +36,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import AutotuneLogError, KnobError
-from ..knobs import CACHE_ON, DEFAULTS_0_28, MIB, Config, config_from_values, mib_to_bytes
+from ..knobs import (
+    CACHE_ON,
+    DEFAULTS_0_28,
+    MIB,
+    Config,
+    config_from_values,
+    mib_to_bytes,
+)
 
 HEADER_0_20 = ("hierarchical_allreduce", "hierarchical_allgather", "cache_enabled", "cycle_time_ms",
                "tensor_fusion_threshold", "score")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ..model.layout import Layout, LayoutError
 from ..schemas import LAYOUT_SCHEMA, LayoutFile, LayoutRef, check
+from .files import read_json
 
 __all__ = ["LAYOUT_SCHEMA", "layout_from_dict", "load_data_layout", "load_layout", "shipped_models"]
 
@@ -134,18 +135,7 @@ def _shipped(name: str) -> Layout:
 
 def _read_file(p: Path, where: str) -> Layout:
     """A layout JSON file; LayoutError for a missing, unreadable, non-UTF-8 or malformed file."""
-    try:
-        d = json.loads(p.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise LayoutError(f"layout file not found: {where}") from None
-    except OSError as e:
-        raise LayoutError(f"cannot read layout file {where}: {e.strerror or e}") from None
-    except UnicodeDecodeError as e:
-        raise LayoutError(f"{where}: not UTF-8 (byte {e.start})") from None
-    except json.JSONDecodeError as e:
-        raise LayoutError(f"{where}: not JSON ({e.msg} at line {e.lineno} column {e.colno})") from None
-    except RecursionError:
-        raise LayoutError(f"{where}: not a layout file (nested too deeply)") from None
+    d = read_json(p, LayoutError, f"layout file {where}")
     return layout_from_dict(d, where)
 
 

@@ -10,13 +10,13 @@ match its schema.
 from __future__ import annotations
 
 import json
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import AutotunerError, RunsError, SchemaError
 from ..schemas import EnvToml, Format, Record, check, check_env_toml
+from .files import read_text, read_toml
 from .labreport import (
     BreakdownCell,
     ReportError,
@@ -86,16 +86,9 @@ def read_env_meta(path: Path) -> tuple[dict[str, Any], EnvToml]:
     :data:`autotuner.schemas.ENV_SCHEMAS` for its ``format``.
     """
     meta_path = path / "env.toml"
-    try:
-        meta = tomllib.loads(meta_path.read_bytes().decode("utf-8"))
-    except FileNotFoundError:
-        raise RunsError(f"{path}: no env.toml") from None
-    except OSError as e:
-        raise RunsError(f"{meta_path}: cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise RunsError(f"{meta_path}: not UTF-8 (byte {e.start})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise RunsError(f"{meta_path}: not TOML ({e})") from None
+    if not meta_path.exists():
+        raise RunsError(f"{path}: no env.toml")
+    meta = read_toml(meta_path, RunsError)
     return meta, check_env_toml(meta, str(meta_path))
 
 
@@ -105,14 +98,9 @@ def read_env(path: Path) -> EnvData:
     meta, schema = read_env_meta(path)
     env = EnvData(name=schema.name or path.name, path=path, meta=meta)
     src = path / meta["source"]
-    try:
-        text = src.read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise RunsError(f"{meta_path}: source: {meta['source']!r}: file not found ({src})") from None
-    except OSError as e:
-        raise RunsError(f"{src}: cannot read ({e.strerror or e})") from None
-    except UnicodeDecodeError as e:
-        raise RunsError(f"{src}: not UTF-8 (byte {e.start})") from None
+    if not src.exists():
+        raise RunsError(f"{meta_path}: source: {meta['source']!r}: file not found ({src})")
+    text = read_text(src, RunsError)
     rel = f"{path.name}/{meta['source']}"
     try:
         if schema.format is Format.RESPONSES:

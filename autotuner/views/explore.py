@@ -23,7 +23,14 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ExploreError
-from ..knobs import CACHE_ON, DEFAULTS_0_28, KNOB_BY_FIELD, MIB, Config, autotune_start_configs
+from ..knobs import (
+    CACHE_ON,
+    DEFAULTS_0_28,
+    KNOB_BY_FIELD,
+    MIB,
+    Config,
+    autotune_start_configs,
+)
 from ..model.costmodel import Cluster
 from ..search.ranking import MIN_GAIN, Trial, top_distinct
 
