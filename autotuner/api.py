@@ -296,10 +296,18 @@ def load_proposals(path: Path) -> list[Config]:
 
 
 def validation_setup(**kw):
-    """A :class:`autotuner.realrun.validation.Setup` (what every trial of a validation shares)."""
-    from .realrun.validation import Setup
+    """A :class:`autotuner.schemas.Setup` (what every trial of a validation shares); ValidationError
+    (one line naming the field and value) for a value out of range."""
+    from pydantic import ValidationError as PydanticValidationError
 
-    return Setup(**kw)
+    from .errors import ValidationError
+    from .realrun.validation import Setup
+    from .schemas import one_line
+
+    try:
+        return Setup(**kw)
+    except PydanticValidationError as e:
+        raise ValidationError(one_line(e, "validate")) from None
 
 
 def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposals: list[Config] | None,

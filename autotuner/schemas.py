@@ -47,6 +47,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic import ValidationError as PydanticValidationError
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 from pydantic_core import PydanticCustomError
 
 from .errors import AutotunerError, SchemaError
@@ -494,10 +495,19 @@ class ModelFile(_Schema):
 
 # --- validation records ---------------------------------------------------------------------
 
-class SetupEntry(_Schema):
-    """``setup`` of a record: what every trial of a validation shares (:class:`autotuner.realrun.validation.Setup`)."""
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="ignore"))
+class Setup:
+    """What must be equal for two trials to be comparable (and for a resume to reuse records):
+    the ``setup`` of every validation record, and the runtime object of
+    :mod:`autotuner.realrun.validation` (one definition, validated when built or read).
 
-    model_config = ConfigDict(extra="allow")
+    Attributes: env, model (layout name), np (ranks), hosts (``-H``; empty = localhost),
+    bandwidth_gbit (testbed HTB rate, Gbit/s; None = no shaping), compute_ms/update_ms (replay
+    workload's emulated compute per step, ms), steps/warmup (measured and warm-up steps per
+    trial), command (a user's own training command instead of the replay workload, or empty),
+    batch_size (images per rank per step, to turn img/sec output into step times; or None).
+    """
+
     env: str
     model: Text
     np: Count = 2
@@ -506,9 +516,18 @@ class SetupEntry(_Schema):
     compute_ms: Millis = 300.0
     update_ms: Millis = 0.0
     steps: Count = 6
-    warmup: Index = 0
-    command: list[str] = []
+    warmup: Index = 2
+    command: tuple[str, ...] = ()
     batch_size: Count | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """As recorded: ``command`` a list, ``batch_size`` left out when None (records written
+        before it existed stay comparable)."""
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d["command"] = list(self.command)
+        if d["batch_size"] is None:
+            del d["batch_size"]
+        return d
 
 
 class TimelineSummary(_Schema):
@@ -543,7 +562,7 @@ class Record(_Schema):
     score_bytes_per_us: NonNeg | None = None
     timeline: TimelineSummary | None = None
     autotune: dict[str, Any] | None = None
-    setup: SetupEntry
+    setup: Setup
     wall_s: NonNeg | None = None
     error: str | None = None
 

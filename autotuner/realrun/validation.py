@@ -26,7 +26,7 @@ import json
 import os
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -35,39 +35,9 @@ import numpy as np
 from ..errors import ValidationError
 from ..knobs import CACHE_ON, DEFAULTS_0_28, Config, config_from_values
 from ..readers.runs import parse_records
+from ..schemas import Setup  # noqa: F401 (the setup of a validation, defined with its record schema)
 
 KINDS = ("default", "autotune", "autotune_best", "proposal")
-
-
-@dataclass(frozen=True)
-class Setup:
-    """What must be equal for two trials to be comparable (and for a resume to reuse records).
-
-    Attributes: env, model (layout name), np (ranks), hosts (``-H``; empty = localhost),
-    bandwidth_gbit (testbed HTB rate, Gbit/s; None = no shaping), compute_ms/update_ms (replay
-    workload's emulated compute per step, ms), steps/warmup (measured and warm-up steps per
-    trial), command (a user's own training command instead of the replay workload, or empty),
-    batch_size (images per rank per step, to turn img/sec output into step times; or None).
-    """
-
-    env: str
-    model: str
-    np: int = 2
-    hosts: str = ""
-    bandwidth_gbit: float | None = None
-    compute_ms: float = 300.0
-    update_ms: float = 0.0
-    steps: int = 6
-    warmup: int = 2
-    command: tuple[str, ...] = ()
-    batch_size: int | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["command"] = list(self.command)
-        if d["batch_size"] is None:
-            del d["batch_size"]  # records written before this field existed stay comparable
-        return d
 
 
 @dataclass(frozen=True)
