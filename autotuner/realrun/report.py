@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from ..writers.atomic import atomic_write_text, save_figure
+from .validation import TrialKind
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def best_proposal(t: pd.DataFrame) -> str | None:
     """Label of the tool's best proposal: the first-ranked one (``proposal-1``, ranked by
     predicted step time) that was measured successfully; None if none was. Picking the
     measured-fastest of several proposals instead would favour noise."""
-    p = t[(t["kind"] == "proposal") & (t["n_ok"] > 0)]
+    p = t[(t["kind"] == TrialKind.proposal) & (t["n_ok"] > 0)]
     if p.empty:
         return None
     return str(min(p["label"], key=lambda s: int(s.rsplit("-", 1)[-1]) if s.rsplit("-", 1)[-1].isdigit() else 0))
@@ -89,7 +90,7 @@ def verdict(t: pd.DataFrame) -> str:
     if best is None:
         return "verdict: no proposal was measured successfully"
     parts = []
-    for other, name in (("default", "Horovod defaults"), ("autotune_best", "autotune's best")):
+    for other, name in ((TrialKind.default, "Horovod defaults"), (TrialKind.autotune_best, "autotune's best")):
         r = ratio(t, best, other)
         parts.append(f"{r} vs {name}" if r else f"n/a vs {name}")
     return f"verdict: {best} measured throughput = " + "; ".join(parts) + " (range over repeats)"

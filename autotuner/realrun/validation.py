@@ -27,6 +27,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -37,7 +38,18 @@ from ..knobs import CACHE_ON, DEFAULTS_0_28, Config, config_from_values
 from ..readers.runs import parse_records
 from ..schemas import Setup  # noqa: F401 (the setup of a validation, defined with its record schema)
 
-KINDS = ("default", "autotune", "autotune_best", "proposal")
+
+class TrialKind(StrEnum):
+    """What a trial measures: Horovod's defaults, Horovod's autotune run, autotune's best
+    configuration re-run with fixed knobs, or one of the proposals."""
+
+    default = "default"
+    autotune = "autotune"
+    autotune_best = "autotune_best"
+    proposal = "proposal"
+
+
+KINDS = tuple(TrialKind)
 
 
 @dataclass(frozen=True)
@@ -63,14 +75,14 @@ def plan(proposals: list[Config], *, repeats: int, autotune: bool, defaults: boo
         raise ValidationError(f"repeats must be >= 1, got {repeats}")
     fixed: list[tuple[str, str, Config]] = []
     if defaults:
-        fixed.append(("default", "default", DEFAULTS_0_28))
+        fixed.append(("default", TrialKind.default, DEFAULTS_0_28))
     if autotune_best is not None:
-        fixed.append(("autotune_best", "autotune_best", autotune_best))
+        fixed.append(("autotune_best", TrialKind.autotune_best, autotune_best))
     for i, c in enumerate(proposals, 1):
-        fixed.append((f"proposal-{i}", "proposal", c))
+        fixed.append((f"proposal-{i}", TrialKind.proposal, c))
     if not fixed and not autotune:
         raise ValidationError("nothing to validate: no defaults, no autotune, no proposals")
-    specs = [TrialSpec("autotune/r0", "autotune", 0, None, "autotune")] if autotune else []
+    specs = [TrialSpec("autotune/r0", TrialKind.autotune, 0, None, "autotune")] if autotune else []
     for r in range(repeats):
         specs += [TrialSpec(f"{name}/r{r}", kind, r, cfg, name) for name, kind, cfg in fixed]
     return specs
@@ -327,7 +339,7 @@ class TrialRunner:
         tag = spec.trial.replace("/", "-")
         warmup, timeout = s.warmup, self.timeout_s
         at = None
-        if spec.kind == "autotune":
+        if spec.kind == TrialKind.autotune:
             log = scratch / f"{tag}-autotune.csv"
             log.unlink(missing_ok=True)
             at = AutotuneSettings(log, self.autotune_warmup_samples, self.autotune_steps_per_sample,
