@@ -324,7 +324,8 @@ def host_samples_for(env: EnvData, recs: list[dict[str, Any]]) -> tuple[np.ndarr
         if not f.is_file():
             continue
         try:
-            hs = host_samples(read_timeline(f), cycle_time_ms=float(r["config"]["cycle_time_ms"]))
+            cyc = (r.get("config") or {}).get("cycle_time_ms")  # unknown (None) when the record omits it
+            hs = host_samples(read_timeline(f), cycle_time_ms=None if cyc is None else float(cyc))
         except AutotunerError as e:  # TimelineError, KnobError: named, not silently skipped
             env.problems.append(f"{env.path.name}/{f.relative_to(env.path)}: kept timeline of trial {r['trial']} "
                                 f"dropped from the host-pass fit ({e})")
