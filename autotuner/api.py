@@ -295,6 +295,24 @@ def load_proposals(path: Path) -> list[Config]:
     return out
 
 
+def accuracy(runs_dir: Path, model_dir: Path, env: str | None = None) -> dict[str, Any]:
+    """Predicted vs measured for every committed measurement (``autotuner accuracy``).
+
+    Returns ``{"cases": [...], "summary": [...], "notes": [...]}``: each case is one measured
+    number (env, quantity, measured, predicted, error in percent, source file and line, and
+    ``used_by_fit``: whether the fit was calibrated on it); the summary gives per environment the
+    held-out step-time MAPE and worst case (:func:`autotuner.views.accuracy.summary`). Raises
+    RunsError for an unreadable runs dir, ScenarioError for an unknown env.
+    """
+    from .views.accuracy import cases, summary
+
+    notes: list[str] = []
+    cs = cases(runs_dir, model_dir, env, notes)
+    return {"cases": [{"env": c.env, "quantity": c.what, "measured": c.measured, "predicted": c.predicted,
+                       "error_percent": c.error_pct, "source": c.source, "used_by_fit": c.calibrated} for c in cs],
+            "summary": summary(cs), "notes": notes}
+
+
 def validation_setup(**kw):
     """A :class:`autotuner.schemas.Setup` (what every trial of a validation shares); ValidationError
     (one line naming the field and value) for a value out of range."""

@@ -534,6 +534,39 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     wide.print("wrote " + ", ".join(str(f) for f in files), highlight=False, soft_wrap=True)
 
 
+@app.command("accuracy")
+def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one environment (default: every one)"),
+                 runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="the measurements"),
+                 model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir", help="the fitted models"),
+                 as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+    """How much to trust the model: every measured number next to its prediction, and whether the fit used it."""
+    from .api import accuracy
+
+    d = accuracy(runs_dir, model_dir, env)
+    if as_json:
+        print(json.dumps(d, allow_nan=False))
+        return
+    wide = _wide_console()
+    t = Table(title="predicted vs measured")
+    for col in ("env", "quantity", "measured", "predicted", "error", "used by the fit", "source"):
+        t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+    for c in d["cases"]:
+        t.add_row(c["env"], c["quantity"], f"{c['measured']:.2f}", f"{c['predicted']:.2f}", f"{c['error_percent']:+.1f}%",
+                  "yes" if c["used_by_fit"] else "no (held out)", c["source"])
+    wide.print(t)
+    for s in d["summary"]:
+        if s["held_out"]:
+            w = s["held_out_worst"]
+            wide.print(f"{s['env']}: {s['held_out']} held-out step time(s), mean |error| {s['held_out_mape_percent']:.1f}%, "
+                       f"worst {w['error_percent']:+.1f}% ({w['quantity']}); {s['used_by_fit']} used by the fit",
+                       highlight=False, soft_wrap=True)
+        else:
+            wide.print(f"{s['env']}: no held-out step time: every one of its {s['step_time_rows']} step times was "
+                       "used by the fit, so they show the fit, not the prediction", highlight=False, soft_wrap=True)
+    for n in d["notes"]:
+        err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
+
+
 def _one_line(msg: str) -> str:
     return " ".join(str(msg).split())
 

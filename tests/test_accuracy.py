@@ -81,3 +81,23 @@ def test_local_testbed_response_counts_follow_the_fusion_threshold():
            and "holdout-sweep" in c.source]
     assert rps and all(abs(c.predicted - c.measured) <= max(1.0, 0.15 * c.measured) for c in rps), \
         [(c.what, c.measured, c.predicted) for c in rps]
+
+
+def test_accuracy_command_per_env_with_what_the_fit_used():
+    """`autotuner accuracy --env E --json`: the env's rows only, each saying whether the fit used it;
+    the summary's held-out MAPE is the mean of the held-out step-time errors."""
+    import json
+
+    from tests.cli_helpers import assert_one_line_error, run
+
+    p = run("accuracy", "--env", "local-gloo-1gbit", "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["cases"] and {c["env"] for c in d["cases"]} == {"local-gloo-1gbit"}
+    held = [abs(c["error_percent"]) for c in d["cases"]
+            if c["quantity"].endswith("step time (ms)") and not c["used_by_fit"]]
+    used = [c for c in d["cases"] if c["used_by_fit"]]
+    assert held and used and all("fit-sweep" in c["source"] for c in used)
+    (s,) = d["summary"]
+    assert s["held_out"] == len(held) and abs(s["held_out_mape_percent"] - sum(held) / len(held)) < 1e-9
+    assert_one_line_error(run("accuracy", "--env", "nope"), "no such environment")

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..fit.fitters import run_config
+from ..errors import ModelStoreError, ScenarioError
 from ..fit.store import load_env
 from ..knobs import MIB, Config
 from ..model.costmodel import Cluster
@@ -35,14 +36,30 @@ class Case:
         return (self.predicted - self.measured) / self.measured * 100
 
 
-def cases(runs_dir: Path, model_dir: Path) -> list[Case]:
-    envs, _ = read_runs(runs_dir)
+def cases(runs_dir: Path, model_dir: Path, env: str | None = None,
+          notes: list[str] | None = None) -> list[Case]:
+    """Every measured number of ``runs_dir`` (one env, or all) next to the prediction of its
+    fitted model in ``model_dir``. An environment without a fitted model is skipped and named
+    in ``notes``. Raises RunsError for an unreadable runs dir, ScenarioError for an unknown env."""
+    envs, problems = read_runs(runs_dir)
+    if notes is not None:
+        notes += problems
+    if env is not None:
+        if env not in {e.name for e in envs}:
+            raise ScenarioError(f"--env: {env!r}: no such environment in {runs_dir} "
+                                f"(known: {', '.join(sorted(e.name for e in envs))})")
+        envs = [e for e in envs if e.name == env]
     out: list[Case] = []
     for env in envs:
-        fenv = load_env(model_dir, env.name)
+        try:
+            fenv = load_env(model_dir, env.name)
+        except ModelStoreError as e:
+            if notes is not None:
+                notes.append(f"{env.name}: not compared ({e})")
+            continue
         meta = env.meta
         if meta["format"] == "responses":
-            steps = int(meta["steps"])
+            steps = int(meta.get("steps", 0)) or None  # responses per step need the report's step count
             for run in meta["run"]:
                 wl = fenv.workloads[run["model"]][1]
                 L = fenv.layout_for(run["model"])
@@ -54,6 +71,8 @@ def cases(runs_dir: Path, model_dir: Path) -> list[Case]:
                                 f"{env.path.name}/{meta['source']}:{st.line}", bool(run.get("reference"))))
                 bks = [b for b in env.buckets if b.run == run["id"]]
                 sizes = np.array([x.nbytes for x in r.responses])
+                if steps is None or not bks:
+                    continue
                 out.append(Case(env.name, f"{tag}: responses per step", sum(b.count for b in bks) / steps,
                                 float(len(sizes)), f"{env.path.name}/{meta['source']}:{bks[0].line}-{bks[-1].line}"))
                 for b in bks:
@@ -121,5 +140,19 @@ def markdown(cs: list[Case]) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
-    print(markdown(cases(Path("runs"), Path("model"))))
+
+def summary(cs: list[Case]) -> list[dict]:
+    """Per environment, the step-time rows in brief: how many, how many the fit used, and for
+    the held-out ones (not used by the fit: the honest test) the mean absolute error and the
+    worst case, in percent. ``None`` where there is no held-out step time."""
+    out = []
+    for env in dict.fromkeys(c.env for c in cs):
+        st = [c for c in cs if c.env == env and c.what.endswith("step time (ms)")]
+        held = [c for c in st if not c.calibrated]
+        worst = max(held, key=lambda c: abs(c.error_pct), default=None)
+        out.append({"env": env, "step_time_rows": len(st), "used_by_fit": len(st) - len(held),
+                    "held_out": len(held),
+                    "held_out_mape_percent": float(np.mean([abs(c.error_pct) for c in held])) if held else None,
+                    "held_out_worst": None if worst is None else {"quantity": worst.what,
+                                                                  "error_percent": worst.error_pct}})
+    return out
