@@ -69,3 +69,14 @@ def test_cli_reaches_the_library_only_through_api_and_views():
         parts = mod.split(".")
         if parts[0] == "autotuner" and len(parts) > 1:
             assert parts[1] not in banned, f"cli.py imports {mod}"
+
+
+def test_ci_runs_exactly_the_readmes_test_command():
+    """README section 2's one command is what .ci/run executes (issue 12: two commands in the README)."""
+    root = PKG.parent
+    readme = (root / "README.md").read_text()
+    section = readme.split("## 2. ", 1)[1].split("## ", 1)[0]
+    command = section.split("```bash\n", 1)[1].split("\n```", 1)[0].strip()
+    assert "install_horovod.sh" in command and "pytest" in command
+    ci_lines = [line.strip() for line in (root / ".ci" / "run").read_text().splitlines()]
+    assert command in ci_lines
