@@ -199,15 +199,15 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
     ref = replace(DEFAULTS_0_28, **(fixed or {}))
     base = sc.simulate(ref)
 
-    def entry(c: Config) -> dict:
-        r = sc.simulate(c)
+    def entry(c: Config, r: StepResult | None = None) -> dict:
+        r = r or sc.simulate(c)
         return {"config": c.to_dict(), "step_time_ms": r.step_time_ms,
                 "speedup_vs_default": base.step_time_s / r.step_time_s,
                 "score_bytes_per_us": r.score_bytes_per_us, "horovodrun_flags": horovodrun_flags(c),
                 "env_vars": horovod_env(c)}
     res = {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
            "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
-           "default": entry(ref), "proposals": [entry(t.config) for t in best],
+           "default": entry(ref, base), "proposals": [entry(t.config) for t in best],
            "evaluations": len(trials), "search_seconds": wall}
     res["keep_defaults"] = res["proposals"][0]["speedup_vs_default"] < 1 + MIN_GAIN
     res["strategy"] = str(strategy)

@@ -99,8 +99,6 @@ def run_config(meta: Mapping[str, Any], run: Mapping[str, Any] | None = None) ->
                               where=str(meta.get("name", "env.toml")))
 
 
-_run_config = run_config
-
 
 def _negotiation_for(tier: Tier, p: int) -> Negotiation:
     # one small controller collective ~ the fitted latency of a tiny allreduce on p ranks
@@ -147,7 +145,7 @@ def fit_responses_env(env: EnvData) -> dict[str, Any]:
             raise FitError(f"{env.name}: no step time for reference run {ref['id']}")
         layout = _data_layout(env, ref["layout"], f"run {ref['id']!r} layout")
         hb = _host_backward_s(meta, m)
-        compute = calibrate_compute(layout, step.step_ms, scale, overlap, _run_config(meta, ref), cost, cluster,
+        compute = calibrate_compute(layout, step.step_ms, scale, overlap, run_config(meta, ref), cost, cluster,
                                     hb, _async(meta))
         wl = workload_for(compute, scale, overlap, hb, _async(meta))
         workloads[m] = {"layout": ref["layout"], **_workload_json(wl),
@@ -157,7 +155,7 @@ def fit_responses_env(env: EnvData) -> dict[str, Any]:
                 "r2_with_comm_scale": r_squared(times, scaled_pred),
                 "mape_percent_with_comm_scale": mape(times, scaled_pred),
                 "n_samples": lin.n, "samples": samples}
-    return _model_dict(env, cluster, cost, fit_info, workloads, _run_config(meta, {}))
+    return _model_dict(env, cluster, cost, fit_info, workloads, run_config(meta, {}))
 
 
 def _data_layout(env: EnvData, ref: str, what: str) -> Layout:
@@ -217,7 +215,7 @@ def fit_breakdown_env(env: EnvData) -> dict[str, Any]:
     """Fit an environment whose data is per-cluster-shape step times (report 001 format)."""
     meta = env.meta
     cols = {c["key"]: c for c in meta["column"]}
-    cfg = _run_config(meta, {})
+    cfg = run_config(meta, {})
     single = [k for k, c in cols.items() if c["nodes"] * c["gpus_per_node"] == 1]
     multi_node = [k for k, c in cols.items() if c["nodes"] > 1]
     one_node = [k for k, c in cols.items() if c["nodes"] == 1 and c["gpus_per_node"] > 1]

@@ -95,7 +95,7 @@ def fit_host_passes(memcpy: np.ndarray, gaps: np.ndarray,
         memcpy: shape (m, 2): bytes and seconds of MEMCPY_IN + MEMCPY_OUT per fused response.
         gaps: shape (g, 4): bytes of responses A and B, the untimed seconds between them and
             whether B came in a new cycle (1) or in A's (0)
-            (:class:`autotuner.views.timeline_compare.HostSamples`).
+            (:class:`autotuner.readers.timeline_steps.HostSamples`).
     Model (units ms and MiB inside the fit, returned in s and bytes): ``memcpy(n) = m1·n +
     m2·max(0, n - K)``; ``gap(A, B) = c0 + g1·(A + B)/2 + g2·(max(0, A - K) + max(0, B - K))/2``
     (half of each gap to each neighbour: one rank's timeline cannot tell A's post-processing

@@ -178,7 +178,7 @@ class HostPasses:
       end and the next one's start, charged half to each neighbour (one rank's timeline cannot
       tell which of the two it belongs to), i.e. once per response.
 
-    Fitted by :func:`autotuner.fit.fitters.fit_host_passes` from timelines (seconds, bytes).
+    Fitted by :func:`autotuner.fit.regression.fit_host_passes` from timelines (seconds, bytes).
     """
 
     knee_bytes: float

@@ -44,7 +44,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import KnobError
-from ..knobs import KNOB_BY_FIELD, Config
+from ..knobs import KNOB_BY_FIELD
 from .costmodel import Cluster, CostModel
 from .simulator import Workload, effective_threshold, hand_over_times
 
@@ -158,8 +158,7 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
 def simulate_configs(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload: Workload, configs,
                      cost: CostModel, cluster: Cluster, **kw) -> np.ndarray:
     """:func:`simulate_batch` for a sequence of :class:`~autotuner.knobs.Config`: shape (len(configs),), s."""
-    cs = [c.validate() if isinstance(c, Config) else c for c in configs]
-    return simulate_batch(sizes_bytes, ready_fraction, workload, cost, cluster, **configs_to_arrays(cs), **kw)
+    return simulate_batch(sizes_bytes, ready_fraction, workload, cost, cluster, **configs_to_arrays(list(configs)), **kw)
 
 
 class _Tables:

@@ -309,7 +309,6 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
         raise ValueError("sizes_bytes and ready_fraction must be non-empty 1-D arrays of equal length")
     if measure_steps < 1 or warmup_steps < 0:
         raise ValueError("measure_steps must be >= 1 and warmup_steps >= 0")
-    config.validate()
     wire = np.maximum(1, np.round(sizes * compression_ratio)).astype(np.int64)
     T = int(wire.size)
     p = cluster.size

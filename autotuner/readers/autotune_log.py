@@ -34,6 +34,7 @@ import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 from ..errors import AutotuneLogError, KnobError
 from ..knobs import (
@@ -233,10 +234,20 @@ def read_autotune_log(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> Auto
     return parse_autotune_log(text, source=str(p))
 
 
+def row_config(row, base: Config = DEFAULTS_0_28) -> Config:
+    """The configuration of one autotune row (an :class:`AutotuneSample`, or a mapping with the same
+    fields, as ``validate`` records it): its fusion threshold, cycle time and hierarchical
+    switches; the cache at :data:`~autotuner.knobs.CACHE_ON` when enabled, else 0; other knobs
+    from ``base``. Raises KnobError when a value is outside the knob table."""
+    get = row.get if isinstance(row, Mapping) else (lambda k: getattr(row, k))
+    return config_from_values({"fusion_threshold_mb": get("fusion_threshold_mb"), "cycle_time_ms": get("cycle_time_ms"),
+                               "cache_capacity": CACHE_ON if get("cache_enabled") else 0,
+                               "hierarchical_allreduce": bool(get("hierarchical_allreduce")),
+                               "hierarchical_allgather": bool(get("hierarchical_allgather"))}, base)
+
+
 def best_config(log: AutotuneLog, base: Config = DEFAULTS_0_28) -> Config | None:
-    """The configuration of ``log.best`` as a :class:`~autotuner.knobs.Config` (None without a
-    best row): its fusion threshold, cycle time and hierarchical switches; the cache at
-    :data:`~autotuner.knobs.CACHE_ON` when enabled, else 0; other knobs from ``base``.
+    """:func:`row_config` of ``log.best`` (None without a best row).
 
     Raises :class:`AutotuneLogError` (``source:line: ...``, naming the knob and the value) when
     the row is outside the knob table's ranges (:data:`autotuner.knobs.KNOBS`), e.g. a cycle
@@ -246,10 +257,7 @@ def best_config(log: AutotuneLog, base: Config = DEFAULTS_0_28) -> Config | None
     if b is None:
         return None
     try:
-        return config_from_values({"fusion_threshold_mb": b.fusion_threshold_mb, "cycle_time_ms": b.cycle_time_ms,
-                                   "cache_capacity": CACHE_ON if b.cache_enabled else 0,
-                                   "hierarchical_allreduce": b.hierarchical_allreduce,
-                                   "hierarchical_allgather": b.hierarchical_allgather}, base)
+        return row_config(b, base)
     except KnobError as e:
         raise AutotuneLogError(f"{log.source}:{b.line}: best row is not a configuration autotuner can "
                                f"use ({e})") from None

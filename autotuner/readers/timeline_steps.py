@@ -56,7 +56,7 @@ def split_steps(tl: Timeline, *, op: str = "allreduce", skip: int = 0) -> Steps:
 
 @dataclass(frozen=True)
 class HostSamples:
-    """Host-side timings read off a timeline (seconds, bytes), for :func:`autotuner.fit.fitters.fit_host_passes`.
+    """Host-side timings read off a timeline (seconds, bytes), for :func:`autotuner.fit.regression.fit_host_passes`.
 
     ``memcpy``: ``(nbytes, seconds)`` per fused response (MEMCPY_IN + MEMCPY_OUT spans).
     ``gaps``: ``(nbytes_a, nbytes_b, seconds, new_cycle)`` per pair of back-to-back responses

@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..errors import ValidationError
-from ..knobs import CACHE_ON, DEFAULTS_0_28, Config, config_from_values
+from ..knobs import DEFAULTS_0_28, Config
 from ..readers.runs import parse_records
 from ..schemas import Setup  # noqa: F401 (the setup of a validation, defined with its record schema)
 
@@ -271,14 +271,13 @@ def summarize_timeline(path: Path, steps_run: int) -> dict[str, Any]:
 
 
 def autotune_best_config(log_summary: dict[str, Any]) -> Config | None:
-    """The configuration autotune settled on (its log's best row), as a :class:`Config`."""
+    """The configuration autotune settled on (the recorded summary's best row), as a
+    :class:`Config` (:func:`autotuner.readers.autotune_log.row_config`); KnobError when it is
+    outside the knob table."""
+    from ..readers.autotune_log import row_config
+
     b = log_summary.get("best") if log_summary else None
-    if not b:
-        return None
-    return config_from_values({"fusion_threshold_mb": b["fusion_threshold_mb"], "cycle_time_ms": b["cycle_time_ms"],
-                               "cache_capacity": CACHE_ON if b["cache_enabled"] else 0,
-                               "hierarchical_allreduce": bool(b["hierarchical_allreduce"]),
-                               "hierarchical_allgather": bool(b["hierarchical_allgather"])})
+    return row_config(b) if b else None
 
 
 def summarize_autotune_log(path: Path) -> dict[str, Any]:

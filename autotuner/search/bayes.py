@@ -12,7 +12,7 @@ issue, so it cannot change the predicted step.
 Horovod's defaults and autotune's four start points (for each categorical combination) are
 always evaluated first, as controls, and told to the optimizer.
 
-With a ``batch_objective`` (many configurations at once, e.g. :meth:`autotuner.api.Scenario.step_times`
+With a ``batch_objective`` (many configurations at once, e.g. :meth:`autotuner.model.scenario.Scenario.step_times`
 on the fast simulator), the Bayesian proposals are followed by a coordinate refinement of the
 best point: each knob in turn is swept over its whole range (every whole MiB 0-512; 1,000
 log-spaced cycle times 0.1-100 ms, rounded to 0.001 ms; every on/off combination) with the others fixed, moving to
@@ -199,9 +199,12 @@ def _refine(start: Trial, batch: Callable[..., np.ndarray], knobs: list[Knob], b
         return {f: getattr(c, f) for f in ("fusion_threshold_bytes", "cycle_time_ms", "cache_capacity",
                                            "hierarchical_allreduce")}
 
+    on_off = [k for k in knobs if k.space in ("on-off", "switch")]
+
     def combo_of(c: Config) -> dict:
-        return {f: (getattr(c, f) if not isinstance(v, int) or isinstance(v, bool) or getattr(c, f) == 0 else v)
-                for f, v in combos[0].items()}
+        """``c``'s on/off knobs as :func:`_combos` spells them (a cache that is on: the default capacity)."""
+        return {k.field: (k.default if getattr(c, k.field) else 0) if k.space == "on-off" else bool(getattr(c, k.field))
+                for k in on_off}
 
     for _ in range(rounds):
         moved = False

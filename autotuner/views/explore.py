@@ -1,6 +1,6 @@
 """Views of the knob space: the explorer grid, one-knob sensitivity, and scaling what-ifs.
 
-Pure: a :class:`~autotuner.api.Scenario` (and, for the measured overlay, already-read
+Pure: a :class:`~autotuner.model.scenario.Scenario` (and, for the measured overlay, already-read
 validation records) in; pandas DataFrames and frozen dataclasses out. No file I/O, no clocks
 except the wall time each view reports, no global random state. Plots are in
 :mod:`autotuner.views.plots_explore`, file reading in :mod:`autotuner.api`.
