@@ -3,10 +3,8 @@ huge, fractional or non-numeric values, ends in exit 0 or in exit 2 with one ``e
 never a traceback, never a hang (an alarm stops a call after 60 s), and ``--json`` output is
 strict JSON. ``validate`` is driven with process starts blocked (tests/fuzz/harness.py).
 """
-import importlib.util
 import json
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
@@ -14,18 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.cli_helpers import fuzz_harness
+
 ROOT = Path(__file__).resolve().parents[1]
-_PATH = ROOT / "tests" / "fuzz" / "harness.py"
-
-
-def _harness():
-    name = "autotuner_fuzz_harness"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _PATH)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
 
 
 SPECIAL = ["nan", "NaN", "inf", "-inf", "Infinity", "-0", "0", "-1", "1", "2", "0.5", "1e300", "-1e300", "1e309",
@@ -86,7 +75,7 @@ def _options(cmd: str):
 
 
 def _check(cmd: str, opts) -> None:
-    h = _harness()
+    h = fuzz_harness()
     single, lists, resolution = opts
     out = Path(tempfile.mkdtemp(prefix=f"autotuner-numeric-{cmd}-"))
     try:

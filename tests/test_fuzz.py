@@ -4,23 +4,13 @@ fuzz acceptance (the full run is ``python tests/fuzz/harness.py --cli 2000 --rea
 On failure the message lists each distinct failure with its exception, where it was raised and
 a reproducer (``python tests/fuzz/harness.py --cli-case I --seed 0`` replays one case).
 """
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import fuzz_harness
+
 _PATH = Path(__file__).resolve().parent / "fuzz" / "harness.py"
-
-
-def _harness():
-    name = "autotuner_fuzz_harness"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, _PATH)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
 
 
 @pytest.fixture(autouse=True)
@@ -29,20 +19,20 @@ def _cwd(monkeypatch):
 
 
 def test_cli_fuzz_short():
-    rep = _harness().run_cli(100, seed=0)
+    rep = fuzz_harness().run_cli(100, seed=0)
     assert rep.counts["total"] == 100
     assert rep.n_failures == 0, rep.summary()
 
 
 def test_reader_fuzz_short():
-    rep = _harness().run_readers(1000, seed=0)
+    rep = fuzz_harness().run_readers(1000, seed=0)
     assert rep.counts["total"] == 1000
     assert rep.n_failures == 0, rep.summary()
 
 
 def test_fuzz_cases_replay_identically(tmp_path):
     """A case is a function of (seed, index): the reproducer printed for a failure replays it."""
-    h = _harness()
+    h = fuzz_harness()
     a = [h.reader_case(0, i, tmp_path / "a")[::2] for i in range(20)]
     b = [h.reader_case(0, i, tmp_path / "b")[::2] for i in range(20)]
     assert [x[0] for x in a] == [x[0] for x in b] and [x[2] for x in a] == [x[2] for x in b]

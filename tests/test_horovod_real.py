@@ -4,38 +4,24 @@ Needs Horovod 0.28.1 built by scripts/install_horovod.sh (``.ci/run`` does it). 
 tests are skipped locally but fail under CI (CI=true), so a broken install cannot pass silently.
 """
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
-
-from autotuner.realrun.launcher import Job, horovodrun_path, replay_command, run_job
 from autotuner.knobs import MIB, Config
 from autotuner.readers.layouts import load_layout
 from autotuner.readers.replay_output import parse_output
 from autotuner.readers.timeline import read_timeline
+from autotuner.realrun.launcher import Job, replay_command, run_job
+from tests.cli_helpers import need_horovod
 
 TINY = str(Path(__file__).parent / "data" / "tiny_layout.json")
 
 
-def _need_horovod():
-    try:
-        import horovod.torch  # noqa: F401
-        ok = horovodrun_path() is not None
-    except ImportError:
-        ok = False
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail("Horovod is not installed in CI: scripts/install_horovod.sh did not run")
-        pytest.skip("Horovod not installed (run scripts/install_horovod.sh)")
-
-
 def test_replay_under_horovodrun_and_its_timeline_read_back(tmp_path):
-    _need_horovod()
+    need_horovod()
     layout = load_layout(TINY)
     steps, warmup = 3, 1
     tl = tmp_path / "timeline.json"
@@ -64,7 +50,7 @@ def test_replay_under_horovodrun_and_its_timeline_read_back(tmp_path):
 
 
 def test_fused_responses_with_a_large_threshold(tmp_path):
-    _need_horovod()
+    need_horovod()
     layout = load_layout(TINY)
     tl = tmp_path / "timeline.json"
     job = Job(np=2, command=replay_command(TINY, 30.0, 2, 1),
@@ -86,7 +72,7 @@ def _validate_argv(runs: Path, proposals: Path) -> list[str]:
 
 
 def test_validate_killed_mid_trial_resumes_without_losing_or_repeating(tmp_path):
-    _need_horovod()
+    need_horovod()
     proposals = tmp_path / "p.json"
     proposals.write_text(json.dumps([{"fusion_threshold_mb": 1, "cycle_time_ms": 2}]))
     runs = tmp_path / "runs"
@@ -118,7 +104,7 @@ def test_validate_killed_mid_trial_resumes_without_losing_or_repeating(tmp_path)
 
 
 def test_crashing_and_hanging_ranks_are_failed_trials_and_the_batch_goes_on(tmp_path):
-    _need_horovod()
+    need_horovod()
     proposals = tmp_path / "p.json"
     proposals.write_text(json.dumps([{"fusion_threshold_mb": 1, "cycle_time_ms": 2}]))
     runs = tmp_path / "runs"
@@ -138,7 +124,7 @@ def test_crashing_and_hanging_ranks_are_failed_trials_and_the_batch_goes_on(tmp_
 
 
 def test_a_hanging_job_is_killed_at_the_timeout(tmp_path):
-    _need_horovod()
+    need_horovod()
     job = Job(np=2, command=(sys.executable, "-c", "import time; time.sleep(120)"))
     t0 = time.monotonic()
     res = run_job(job, timeout_s=8)
@@ -148,7 +134,7 @@ def test_a_hanging_job_is_killed_at_the_timeout(tmp_path):
 
 
 def test_user_command_with_synthetic_benchmark_output_and_batch_size(tmp_path):
-    _need_horovod()
+    need_horovod()
     # a user's own script, printed the way horovod/examples/pytorch/pytorch_synthetic_benchmark.py does
     script = ("import horovod.torch as hvd, torch; hvd.init(); hvd.allreduce(torch.ones(4)); "
               "[print(f'Iter #{i}: {v} img/sec per CPU') for i, v in enumerate((100.0, 200.0))] "

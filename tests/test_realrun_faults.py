@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from autotuner.realrun import testbed as tb
-from autotuner.realrun.launcher import OwnedProcess, run_argv
+from autotuner.realrun.launcher import run_argv
+from tests.cli_helpers import need_horovod
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = str(Path(__file__).parent / "data" / "tiny_layout.json")
@@ -192,20 +193,6 @@ def test_die_with_parent_kills_a_plain_child(mark):
     assert left_after(mark, 5) == []
 
 
-def _need_horovod():
-    from autotuner.realrun.launcher import horovodrun_path
-
-    try:
-        import horovod.torch  # noqa: F401
-        ok = horovodrun_path() is not None
-    except ImportError:
-        ok = False
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail("Horovod is not installed in CI: scripts/install_horovod.sh did not run")
-        pytest.skip("Horovod not installed (run scripts/install_horovod.sh)")
-
-
 def _ranks(mark: str) -> int:
     return sum("autotuner.realrun.replay" in p and "horovodrun" not in p and "/bin/sh" not in p
                for p in marked(mark))
@@ -218,7 +205,7 @@ run_job(Job(np=2, command=replay_command({TINY!r}, 20.0, 10000, 1)), 300)
 
 
 def test_sigkilled_parent_leaves_no_horovodrun_and_no_rank(mark):
-    _need_horovod()
+    need_horovod()
     parent = subprocess.Popen([sys.executable, "-c", HOROVOD_PARENT], env=env_with(mark),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_until(lambda: _ranks(mark) == 2, 90, "2 replay ranks under horovodrun")
@@ -230,7 +217,7 @@ def test_sigkilled_parent_leaves_no_horovodrun_and_no_rank(mark):
 
 def test_sigkilled_validate_leaves_nothing_running(mark, tmp_path):
     """The issue's reproducer: ``autotuner validate`` SIGKILLed mid-trial (in the shaped testbed when root)."""
-    _need_horovod()
+    need_horovod()
     proposals = tmp_path / "p.json"
     proposals.write_text('[{"fusion_threshold_mb": 1, "cycle_time_ms": 2}]')
     shaped = tb.why_not_shaped() is None

@@ -16,7 +16,6 @@ import pytest
 from autotuner.api import make_scenario, write_simulated_timeline
 from autotuner.knobs import MIB, Config
 from autotuner.readers.timeline import TimelineError, read_timeline
-from autotuner.model.simulator import simulate_step
 from autotuner.readers.timeline_steps import split_steps
 from autotuner.views.timeline_compare import compare
 from autotuner.views.timeline_export import simulated_responses, timeline_events
