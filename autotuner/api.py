@@ -64,7 +64,7 @@ def write_simulated_timeline(sc: Scenario, fenv: FittedEnv, config: Config, path
     timeline (:mod:`autotuner.views.timeline_export`; gzip when ``path`` ends in ``.gz``).
 
     The collective activity follows the env's backend (``cluster.backend`` in the model file).
-    Returns (path, traced result). Raises ScenarioError for ``steps`` < 1, TimelineError when the
+    Returns (path, traced result). Raises ScenarioError for ``steps`` < 1, OutputError when the
     file cannot be written.
     """
     from .views.timeline_export import collective_activity, timeline_events

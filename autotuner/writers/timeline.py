@@ -4,8 +4,8 @@
 metadata; every metadata record is followed by ``,`` + newline, every event or marker by ``]``,
 which the next record overwrites with ``,``. So the file is ``[\\n{M},\\n{M},\\n{ev},{ev},...{ev}]``
 with ``, `` / ``: `` separators (the header's ``start_time_since_epoch_in_micros`` has no space
-after its colon). A name ending in ``.gz`` is written gzip-compressed. Writes are atomic
-(temporary file in the same folder, then ``os.replace``).
+after its colon). A name ending in ``.gz`` is written gzip-compressed, atomically
+(:mod:`autotuner.writers.atomic`).
 """
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import gzip
 import json
 from pathlib import Path
 
-from ..errors import OutputError, TimelineError
 from .atomic import atomic_write_bytes
 
 
@@ -36,14 +35,11 @@ def format_timeline(events: list[dict]) -> str:
 def write_timeline(path: str | Path, events: list[dict]) -> Path:
     """Write ``events`` to ``path`` (gzip when it ends in ``.gz``), atomically.
 
-    Raises :class:`TimelineError` (one line naming the file) when it cannot be written.
+    Raises :class:`~autotuner.errors.OutputError` (one line naming the file) when it cannot be
+    written (:func:`autotuner.writers.atomic.atomic_write_bytes`).
     """
     p = Path(path)
     data = format_timeline(events).encode("utf-8")
     if p.name.endswith(".gz"):
         data = gzip.compress(data, mtime=0)
-    try:
-        atomic_write_bytes(p, data)
-    except OutputError as e:
-        raise TimelineError(str(e)) from None
-    return p
+    return atomic_write_bytes(p, data)
