@@ -64,6 +64,9 @@ class Format(StrEnum):
     RESPONSES = "responses"    # per-run response-size tables (lab report 000)
     BREAKDOWN = "breakdown"    # per-model tables, one column per cluster shape (lab report 001)
     VALIDATION = "validation"  # ``autotuner validate`` records (JSON Lines)
+    SWEEP = "sweep"            # ``autotuner measure`` records (JSON Lines) and its kept timelines
+    NCCL_TESTS = "nccl-tests"  # nccl-tests ``all_reduce_perf`` output, one file per tier
+    TIMELINES = "timelines"    # any number of HOROVOD_TIMELINE files of a user's training job
 
 
 # --- the one-line error -------------------------------------------------------------------
@@ -346,6 +349,36 @@ class ValidationEnv(EnvToml):
     link_gbps: LinkGbit
 
 
+class SweepEnv(EnvToml):
+    """A ``sweep`` env (``autotuner measure``): ``source`` is the sweep's record file; the
+    cluster as measured (``nodes`` x ``gpus_per_node`` ranks) and the link rate."""
+
+    nodes: Count
+    gpus_per_node: GpusPerNode
+    link_gbps: LinkGbit
+
+
+class NcclTestsEnv(EnvToml):
+    """A ``nccl-tests`` env: ``source`` is ``all_reduce_perf``'s output across nodes (or on
+    one node when ``nodes`` is 1); ``intra_source`` the output on one node, if measured."""
+
+    nodes: Count
+    gpus_per_node: GpusPerNode
+    link_gbps: LinkGbit
+    intra_source: RelPath | None = None
+
+
+class TimelinesEnv(EnvToml):
+    """A ``timelines`` env: ``source`` is a glob (relative to the env folder) of
+    HOROVOD_TIMELINE files, e.g. ``"timelines/*.json*"``; the cluster they were recorded on."""
+
+    nodes: Count
+    gpus_per_node: GpusPerNode
+    link_gbps: LinkGbit
+    #: the training job's layout (shipped name or .json in the folder), optional
+    layout: LayoutRef | None = None
+
+
 class _EnvHead(BaseModel):
     model_config = ConfigDict(extra="allow")
     format: Format
@@ -353,7 +386,8 @@ class _EnvHead(BaseModel):
 
 #: the schema of an env.toml by its ``format``
 ENV_SCHEMAS: dict[Format, type[EnvToml]] = {Format.RESPONSES: ResponsesEnv, Format.BREAKDOWN: BreakdownEnv,
-                                            Format.VALIDATION: ValidationEnv}
+                                            Format.VALIDATION: ValidationEnv, Format.SWEEP: SweepEnv,
+                                            Format.NCCL_TESTS: NcclTestsEnv, Format.TIMELINES: TimelinesEnv}
 
 
 def check_env_toml(data: Any, where: str) -> EnvToml:

@@ -334,6 +334,37 @@ def host_samples_for(env: EnvData, recs: list[dict[str, Any]]) -> tuple[np.ndarr
     return np.array(mem, float).reshape(-1, 2), np.array(gaps, float).reshape(-1, 4), used
 
 
+def fit_collective_tier(nbytes: np.ndarray, counts: np.ndarray, times_s: np.ndarray,
+                        cluster: Cluster) -> tuple[Tier, Any, np.ndarray, dict[str, Any] | None]:
+    """The ring tier of measured collectives: ``T(n) = a + b·n`` (:func:`fit_linear`) and, where
+    the samples allow, two such lines split at a knee (:func:`fit_piecewise`).
+
+    Args: arrays of shape (k,): response bytes, how many responses of that size were measured,
+    their mean duration (s). Each size's relative residual weighs by its share of all measured
+    collective time (sqrt(count x time / total)), so the line is right where a step's time goes
+    (the many tiny tensors would dominate otherwise). Returns ``(tier, linear fit, predicted s
+    per sample, piecewise info or None)``. Raises FitError (fewer than 2 samples, times <= 0).
+    Shared by the ``validation``, ``sweep`` and ``timelines`` fitters.
+    """
+    weights = np.sqrt(counts * times_s / np.sum(counts * times_s))
+    lin = fit_linear(nbytes, times_s, weights)
+    tier = Tier.from_linear(lin.a_s, lin.b_s_per_byte, cluster.size)
+    pred = lin.a_s + lin.b_s_per_byte * nbytes
+    piece = fit_piecewise(nbytes, times_s, weights, counts)
+    piece_info = None
+    if piece is not None:
+        knee, small, large = piece
+        tier = Tier.from_linear(small.a_s, small.b_s_per_byte, cluster.size).with_large(
+            knee, large.a_s, large.b_s_per_byte, cluster.size)
+        pred = np.where(nbytes >= knee, large.a_s + large.b_s_per_byte * nbytes, small.a_s + small.b_s_per_byte * nbytes)
+        piece_info = {"knee_bytes": knee, "small": {"a_ms": small.a_s * 1e3, "b_ms_per_mib": small.b_s_per_byte * MIB * 1e3,
+                                                   "n_samples": small.n},
+                      "large": {"a_ms": large.a_s * 1e3, "b_ms_per_mib": large.b_s_per_byte * MIB * 1e3,
+                                "n_samples": large.n},
+                      "r2": r_squared(times_s, pred), "mape_percent": mape(times_s, pred)}
+    return tier, lin, pred, piece_info
+
+
 def fit_validation_env(env: EnvData) -> dict[str, Any]:
     """Fit an environment measured here by ``autotuner validate`` (records with timeline summaries).
 
@@ -366,24 +397,7 @@ def fit_validation_env(env: EnvData) -> dict[str, Any]:
     if len(rows) < 2:
         raise FitError(f"{env.name}: fewer than 2 usable timeline samples")
     nbytes, counts, times = rows[:, 0], rows[:, 1], rows[:, 2] * 1e-6
-    # Each size's relative residual weighs by its share of all measured collective time, so the
-    # line is right where the step's time goes (the many tiny tensors would dominate otherwise).
-    weights = np.sqrt(counts * times / np.sum(counts * times))
-    lin = fit_linear(nbytes, times, weights)
-    tier = Tier.from_linear(lin.a_s, lin.b_s_per_byte, cluster.size)
-    pred = lin.a_s + lin.b_s_per_byte * nbytes
-    piece = fit_piecewise(nbytes, times, weights, counts)
-    piece_info = None
-    if piece is not None:
-        knee, small, large = piece
-        tier = Tier.from_linear(small.a_s, small.b_s_per_byte, cluster.size).with_large(
-            knee, large.a_s, large.b_s_per_byte, cluster.size)
-        pred = np.where(nbytes >= knee, large.a_s + large.b_s_per_byte * nbytes, small.a_s + small.b_s_per_byte * nbytes)
-        piece_info = {"knee_bytes": knee, "small": {"a_ms": small.a_s * 1e3, "b_ms_per_mib": small.b_s_per_byte * MIB * 1e3,
-                                                   "n_samples": small.n},
-                      "large": {"a_ms": large.a_s * 1e3, "b_ms_per_mib": large.b_s_per_byte * MIB * 1e3,
-                                "n_samples": large.n},
-                      "r2": r_squared(times, pred), "mape_percent": mape(times, pred)}
+    tier, lin, pred, piece_info = fit_collective_tier(nbytes, counts, times, cluster)
     mem = np.array([r["timeline"]["memcpy"] for r in recs if r["timeline"].get("memcpy")], dtype=float)
     memcpy_Bps = GPU_MEMCPY_BPS
     if len(mem) and mem[:, 1].sum() > 0:
@@ -427,11 +441,29 @@ def fit_validation_env(env: EnvData) -> dict[str, Any]:
     return _model_dict(env, cluster, cost, fit_info, workloads, DEFAULTS_0_28)
 
 
+def _fit_sweep_env(env: EnvData) -> dict[str, Any]:
+    from .sweep import fit_sweep_env  # imported when used: the module builds on this one
+    return fit_sweep_env(env)
+
+
+def _fit_nccl_tests_env(env: EnvData) -> dict[str, Any]:
+    from .nccl_tests import fit_nccl_tests_env
+    return fit_nccl_tests_env(env)
+
+
+def _fit_timelines_env(env: EnvData) -> dict[str, Any]:
+    from .timelines import fit_timelines_env
+    return fit_timelines_env(env)
+
+
 #: one fitter per source format (env.toml ``format``)
 FITTERS: dict[Format, Callable[[EnvData], dict[str, Any]]] = {
     Format.RESPONSES: fit_responses_env,
     Format.BREAKDOWN: fit_breakdown_env,
     Format.VALIDATION: fit_validation_env,
+    Format.SWEEP: _fit_sweep_env,
+    Format.NCCL_TESTS: _fit_nccl_tests_env,
+    Format.TIMELINES: _fit_timelines_env,
 }
 
 
