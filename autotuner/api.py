@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .errors import KnobError, ScenarioError
 from .fit.fitters import fit_env
@@ -24,15 +24,23 @@ from .readers.runs import read_runs
 from .writers.atomic import check_output_dir
 
 
-def make_scenario(model_dir: Path, env: str | None, model: str, *, nodes: int | None = None,
+def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, model: str, *, nodes: int | None = None,
                   gpus_per_node: int | None = None, bandwidth_gbps: float | None = None,
                   compression: str = "none", compute_ms: float | None = None) -> tuple[Scenario, FittedEnv]:
-    """Build a scenario from ``model_dir/<env>.json`` and a model name/path/factory.
+    """Build a scenario from ``<env>.json`` in ``model_dir`` (one folder, or several searched in
+    order; None: :func:`autotuner.paths.model_search_path`) and a model name/path/factory.
 
     A model calibrated in the env uses its workload (and the layout its run used); another
-    layout needs ``compute_ms`` (forward+backward, split 1/3 : 2/3). Raises ScenarioError,
-    ModelStoreError, LayoutError, CostModelError with one-line messages.
+    layout needs ``compute_ms`` (forward+backward, split 1/3 : 2/3), unless it carries measured
+    times (``autotuner profile``): then forward and backward are the measured ones, or with
+    ``compute_ms`` that total split in the measured forward : backward ratio, and readiness is
+    the measured ``ready_ms`` (:attr:`autotuner.model.layout.Layout.ready_fraction`). Raises
+    ScenarioError, ModelStoreError, LayoutError, CostModelError with one-line messages.
     """
+    if model_dir is None:
+        from .paths import model_search_path
+
+        model_dir = model_search_path()
     fenv = load_env(model_dir, env)
     if compression not in COMPRESSION_RATIO:
         raise ScenarioError(f"unknown compression {compression!r}; use one of {', '.join(COMPRESSION_RATIO)}")
@@ -41,15 +49,21 @@ def make_scenario(model_dir: Path, env: str | None, model: str, *, nodes: int | 
         layout = fenv.layout_for(model)  # a shipped layout or a file beside the model: never code
     else:
         layout = load_layout(model)
-        if compute_ms is None:
+        if compute_ms is None and not layout.measured:
             raise ScenarioError(f"model {model!r} has no calibrated compute time in env {fenv.name!r} "
                                 f"(calibrated: {', '.join(sorted(fenv.workloads))}); pass --compute-ms")
-        if not compute_ms > 0:
+        if compute_ms is not None and not compute_ms > 0:
             raise ScenarioError(f"compute time must be > 0 ms, got {compute_ms}")
         # no host-side backward measured for this model: hooks at device readiness; collectives
-        # asynchronous when the env's fitted workloads are (NCCL backend)
-        wl = Workload(forward_s=compute_ms / 3e3, backward_s=compute_ms * 2 / 3e3,
-                      async_collectives=any(w.async_collectives for _, w in fenv.workloads.values()))
+        # asynchronous when the env's fitted workloads are (NCCL backend); an env fitted with no
+        # workload (nccl-tests) says it by its backend
+        is_async = (any(w.async_collectives for _, w in fenv.workloads.values()) if fenv.workloads
+                    else str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() == "nccl")
+        if layout.measured:  # `autotuner profile`: measured forward/backward (compute_ms rescales them)
+            fwd_ms, bwd_ms = layout.measured_split(compute_ms)
+            wl = Workload(forward_s=fwd_ms / 1e3, backward_s=bwd_ms / 1e3, async_collectives=is_async)
+        else:
+            wl = Workload(forward_s=compute_ms / 3e3, backward_s=compute_ms * 2 / 3e3, async_collectives=is_async)
     try:
         cluster = Cluster(nodes or fenv.cluster.nodes, gpus_per_node or fenv.cluster.gpus_per_node)
     except CostModelError as e:
@@ -171,6 +185,42 @@ class SearchStrategy(StrEnum):
     grid = "grid"
 
 
+class ProfileDevice(StrEnum):
+    """Where ``autotuner profile`` runs the model."""
+
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+def profile_model(spec: str, out: Path, *, input_shape: str, batch_size: int, device: str = "cpu",
+                  amp: bool = False, steps: int = 10, warmup: int = 3) -> dict[str, Any]:
+    """``autotuner profile``: run the ``torch.nn.Module`` of ``spec`` (``pkg.mod:factory``) forward
+    and backward, time each gradient's readiness (:mod:`autotuner.realrun.profile`; torch is
+    imported only here), write the measured layout JSON to ``out`` atomically.
+
+    Returns the JSON-ready summary (``profile --json``): ``out`` (the path written), the layout's
+    name, device, dtype, amp, batch size, input shape, steps, forward/backward ms, ``tensors``,
+    ``bytes``, first/last ready ms, ``warnings``. Raises ProfileError / LayoutError / OutputError
+    (one line) for a bad spec, shape or device, a model that fails, or an unwritable file.
+    """
+    import json
+
+    from .readers.layouts import layout_from_dict
+    from .realrun.profile import profile_layout
+    from .writers.atomic import atomic_write_text
+
+    check_output_dir(Path(out).parent, "--out")  # before minutes of profiling
+    d, warnings = profile_layout(spec, input_shape=input_shape, batch_size=batch_size, device=str(device),
+                                 amp=amp, steps=steps, warmup=warmup)
+    path = atomic_write_text(Path(out), json.dumps(d, indent=1, allow_nan=False) + "\n")
+    ts = d["tensors"]
+    return {"model": spec, "out": str(path), **{k: d[k] for k in (
+                "name", "device", "device_name", "dtype", "amp", "batch_size", "input_shape", "steps", "warmup",
+                "forward_ms", "backward_ms")},
+            "tensors": len(ts), "bytes": layout_from_dict(d, str(path)).total_bytes,
+            "first_ready_ms": ts[0]["ready_ms"], "last_ready_ms": ts[-1]["ready_ms"], "warnings": warnings}
+
+
 def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, progress=None,
             fixed: Mapping[str, Any] | None = None, strategy: str = "bayes") -> dict[str, Any]:
     """``autotuner suggest``: search, then the reference and the top proposals with their
@@ -216,8 +266,11 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
     return res
 
 
-def read_validation_records(runs_dir: Path, env: str, problems: list[str] | None = None) -> list[tuple[str, dict]]:
-    """Every record of ``runs_dir/<env>/validation/*.jsonl`` as (file stem, record), read only.
+def read_validation_records(runs_dir: Path | Sequence[Path], env: str,
+                            problems: list[str] | None = None) -> list[tuple[str, dict]]:
+    """Every record of ``<runs>/<env>/validation/*.jsonl`` as (file stem, record), read only;
+    ``runs_dir`` is one folder or several (:func:`autotuner.paths.runs_search_path`: the records
+    of every one, in order).
 
     Records are checked by :class:`autotuner.schemas.Record`. Unreadable files and lines, and
     records that do not match, are skipped (a view must not fail on them, nor repair them: the
@@ -232,7 +285,8 @@ def read_validation_records(runs_dir: Path, env: str, problems: list[str] | None
     out: list[tuple[str, dict]] = []
     if not is_plain_name(env):
         return out
-    for path in sorted((runs_dir / env / "validation").glob("*.jsonl")):
+    dirs = [runs_dir] if isinstance(runs_dir, (str, Path)) else list(runs_dir)
+    for path in [p for d in dirs for p in sorted((Path(d) / env / "validation").glob("*.jsonl"))]:
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError as e:
@@ -244,19 +298,23 @@ def read_validation_records(runs_dir: Path, env: str, problems: list[str] | None
     return out
 
 
-def env_batch_size(runs_dir: Path, env: str) -> int | None:
-    """``batch_size`` (samples per GPU per step) from ``runs_dir/<env>/env.toml``, or None when
-    there is no such file (or ``env`` is not a plain name) or it sets none.
+def env_batch_size(runs_dir: Path | Sequence[Path], env: str) -> int | None:
+    """``batch_size`` (samples per GPU per step) from ``<runs>/<env>/env.toml`` (the first folder
+    of ``runs_dir`` holding it, when several), or None when there is no such file (or ``env`` is
+    not a plain name) or it sets none.
 
     Raises RunsError or SchemaError (one line) for an env.toml that cannot be read or does not
     match its schema (:func:`autotuner.readers.runs.read_env_meta`).
     """
+    from .paths import env_folder
     from .readers.runs import read_env_meta
     from .schemas import is_plain_name
 
-    if not is_plain_name(env) or not (runs_dir / env / "env.toml").is_file():
+    dirs = [runs_dir] if isinstance(runs_dir, (str, Path)) else list(runs_dir)
+    folder = env_folder([Path(d) for d in dirs], env) if is_plain_name(env) else None
+    if folder is None:
         return None
-    return read_env_meta(runs_dir / env)[1].batch_size
+    return read_env_meta(folder)[1].batch_size
 
 
 def load_proposals(path: Path) -> list[Config]:
@@ -295,8 +353,10 @@ def load_proposals(path: Path) -> list[Config]:
     return out
 
 
-def accuracy(runs_dir: Path, model_dir: Path, env: str | None = None) -> dict[str, Any]:
-    """Predicted vs measured for every committed measurement (``autotuner accuracy``).
+def accuracy(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path],
+             env: str | None = None, cost_model: str | None = None) -> dict[str, Any]:
+    """Predicted vs measured for every committed measurement (``autotuner accuracy``); runs and
+    models each from one folder or several searched in order (:mod:`autotuner.paths`).
 
     Returns ``{"cases": [...], "summary": [...], "notes": [...]}``: each case is one measured
     number (env, quantity, measured, predicted, error in percent, source file and line, and
@@ -307,7 +367,7 @@ def accuracy(runs_dir: Path, model_dir: Path, env: str | None = None) -> dict[st
     from .views.accuracy import cases, summary
 
     notes: list[str] = []
-    cs = cases(runs_dir, model_dir, env, notes)
+    cs = cases(runs_dir, model_dir, env, notes, cost_model=cost_model)  # cost_model: see views.accuracy.cases
     return {"cases": [{"env": c.env, "quantity": c.what, "measured": c.measured, "predicted": c.predicted,
                        "error_percent": c.error_pct, "source": c.source, "used_by_fit": c.calibrated} for c in cs],
             "summary": summary(cs), "notes": notes}
@@ -315,20 +375,29 @@ def accuracy(runs_dir: Path, model_dir: Path, env: str | None = None) -> dict[st
 
 def validation_setup(**kw):
     """A :class:`autotuner.schemas.Setup` (what every trial of a validation shares); ValidationError
-    (one line naming the field and value) for a value out of range."""
+    (one line naming the field and value) for a value out of range.
+
+    ``compute_ms=None``: the layout's measured forward + backward when it carries them
+    (``autotuner profile``; the replay then splits it in the measured ratio), else Setup's default."""
     from pydantic import ValidationError as PydanticValidationError
 
     from .errors import ValidationError
     from .realrun.validation import Setup
     from .schemas import one_line
 
+    if "compute_ms" in kw and kw["compute_ms"] is None:
+        layout = load_layout(kw["model"])
+        if layout.measured:
+            kw["compute_ms"] = round(layout.forward_ms + layout.backward_ms, 4)
+        else:
+            del kw["compute_ms"]
     try:
         return Setup(**kw)
     except PydanticValidationError as e:
         raise ValidationError(one_line(e, "validate")) from None
 
 
-def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposals: list[Config] | None,
+def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], name: str, proposals: list[Config] | None,
                    top: int = 1, repeats: int = 3, autotune: bool = True, defaults: bool = True,
                    timeout_s: float = 600.0, keep_timelines: bool = False, on_event=None):
     """Real validation of ``setup`` (see :mod:`autotuner.realrun.validation`); returns (records, report path, verdict).
@@ -350,10 +419,10 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path, name: str, proposa
     if horovodrun_path() is None:
         raise ValidationError("horovodrun not found: install Horovod with scripts/install_horovod.sh")
     try:
-        sc, _ = make_scenario(model_dir, setup.env, setup.model,
-                              compute_ms=None if setup.command else setup.compute_ms)
+        sc, fenv = make_scenario(model_dir, setup.env, setup.model,
+                                 compute_ms=None if setup.command else setup.compute_ms)
         predict = lambda c: sc.simulate(c).step_time_ms  # noqa: E731
-        model_note = f"predictions: cost model {model_dir}/{setup.env}.json"
+        model_note = f"predictions: cost model {fenv.path}"
     except (ModelStoreError, ScenarioError) as e:
         sc, predict, why = None, (lambda c: None), str(e)
         model_note = f"no predictions ({why})"
@@ -439,3 +508,23 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
         specs = plan(proposals, repeats=repeats, autotune=autotune, defaults=defaults, autotune_best=best)
         recs = run_pending(specs, store, setup, runner, predict, net_note, done)
     return recs, net_note, runner
+
+
+def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth_gbit: float | None = None,
+            sizes: str | None = None, repeats: int = 5, warmup: int = 1, timeout_s: float = 900.0,
+            on_total=None, on_item=None, on_event=None) -> dict:
+    """``autotuner measure``: the allreduce sweep of :mod:`autotuner.realrun.measure` into
+    ``runs_dir/<env>/`` (resumes a killed sweep). ``sizes``: ``LO:HI`` or a comma list (bytes,
+    ``K``/``M``/``G`` binary units), default 1K:512M. Returns the JSON-ready summary. Raises
+    ValidationError (one line) for bad input, a missing horovodrun or a failed job; OutputError
+    when ``runs_dir/<env>`` cannot be written."""
+    from .realrun.measure import DEFAULT_SIZES, SweepSetup, parse_sizes, run_measure, tiers
+
+    tiers(np, hosts)  # bad --hosts: one line before anything starts
+    sz = parse_sizes(sizes) if sizes else DEFAULT_SIZES
+    env_dir = runs_dir / env
+    check_output_dir(env_dir, "--runs-dir")
+    setup = SweepSetup(np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit, repeats=repeats, warmup=warmup)
+    with _sigterm_as_exit():
+        return run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, on_total=on_total, on_item=on_item,
+                           on_event=on_event)

@@ -41,6 +41,7 @@ from rich.table import Table  # noqa: E402
 from . import options as opt  # noqa: E402
 from .api import (  # noqa: E402
     Compression,
+    ProfileDevice,
     SearchStrategy,
     compare_timelines,
     fit_runs,
@@ -50,13 +51,28 @@ from .api import (  # noqa: E402
 )
 from .errors import AutotunerError  # noqa: E402
 from .knobs import KNOB_BY_PARAM, KNOBS, MIB, config_from_values  # noqa: E402
+from .paths import model_output_dir, model_search_path, runs_output_dir, runs_search_path  # noqa: E402
 from .writers.atomic import check_output_dir  # noqa: E402
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Predict and tune Horovod's knobs from measured bandwidth data.")
 out = Console()
 err = Console(stderr=True)
-DEFAULT_MODEL_DIR = Path("model")
+#: no --model-dir / --runs-dir given: the search of :mod:`autotuner.paths` (--model-dir X searches X first)
+DEFAULT_MODEL_DIR = None
+MODEL_DIR_HELP = ("fitted models searched first (then $AUTOTUNER_MODEL_DIR, the user's folder, the shipped "
+                  "models; the first holding <env>.json wins)")
+RUNS_DIR_HELP = ("runs searched first (then $AUTOTUNER_RUNS_DIR, ./runs, the user's folder, the shipped runs)")
+
+
+def _model_dir_opt(help: str = MODEL_DIR_HELP):
+    return typer.Option(DEFAULT_MODEL_DIR, "--model-dir", help=help, show_default=False)
+
+
+def _runs_dir_opt(help: str = RUNS_DIR_HELP):
+    return typer.Option(None, "--runs-dir", help=help, show_default=False)
+
+
 def knob_options(help_for: str):
     """Decorator: one typer option per knob of :data:`autotuner.knobs.KNOBS` (the ``horovodrun``
     flag as the option name, its unit and Horovod 0.28's default in the help). The command gets
@@ -121,8 +137,11 @@ def _compute_opt():
 
 @app.command()
 def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each with env.toml)"),
-        model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--out", help="where model/<env>.json goes")) -> None:
-    """Fit a cost model per environment under RUNS_DIR; write model/<env>.json and a plot."""
+        model_dir: Optional[Path] = typer.Option(None, "--out", show_default=False,
+                                                 help="where <env>.json goes (default: $AUTOTUNER_MODEL_DIR, else "
+                                                      "the user's model folder)")) -> None:
+    """Fit a cost model per environment under RUNS_DIR; write <env>.json and a plot (they win over shipped models)."""
+    found_by_default, model_dir = model_dir is None, model_output_dir(model_dir)
     check_output_dir(model_dir, "--out")
     fitted, problems = fit_runs(runs_dir, model_dir)
     for p in problems:
@@ -146,6 +165,9 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
                       f"samples; with per-model comm scale R² {f['r2_with_comm_scale']:.4f}, "
                       f"MAPE {f['mape_percent_with_comm_scale']:.1f}%", highlight=False)
         out.print(f"wrote {path}" + (f" and {png}" if png else ""), highlight=False)
+    if fitted and found_by_default:
+        out.print(f"models folder: {model_dir} (no --out; every command reads it before the shipped models)",
+                  highlight=False, soft_wrap=True)
     if problems:
         err.print(f"warning: {len(problems)} input problem(s) above (each names what was dropped or repaired)",
                   highlight=False, markup=False, soft_wrap=True)
@@ -162,7 +184,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
              bandwidth_gbps: Optional[float] = _bw_opt(),
              compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
              compute_ms: Optional[float] = _compute_opt(),
-             model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
+             model_dir: Optional[Path] = _model_dir_opt(),
              timeline: Optional[Path] = typer.Option(None, "--timeline",
                                                      help="also write the simulated steps as a Horovod timeline "
                                                           "(Chrome trace JSON; .gz = gzipped)"),
@@ -174,7 +196,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     cfg = config_from_values(knobs)
     if timeline is not None:
         check_output_dir(timeline.parent, "--timeline")
-    sc, fenv = make_scenario(model_dir, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
+    sc, fenv = make_scenario(model_search_path(model_dir), env, model, nodes=nodes, gpus_per_node=gpus_per_node,
                              bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
     r = sc.simulate(cfg)
     d = simulate_result(sc, cfg, r)
@@ -217,14 +239,14 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
             bandwidth_gbps: Optional[float] = _bw_opt(),
             compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
             compute_ms: Optional[float] = _compute_opt(),
-            model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
+            model_dir: Optional[Path] = _model_dir_opt(),
             as_json: bool = typer.Option(False, "--json"),
             knobs: dict = None) -> None:
     """Search the knobs with Bayesian optimization; print the best settings and their flags."""
     from .api import suggest as run_suggest
 
     fixed = _fixed(knobs)
-    sc, _ = make_scenario(model_dir, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
+    sc, _ = make_scenario(model_search_path(model_dir), env, model, nodes=nodes, gpus_per_node=gpus_per_node,
                           bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
     with Progress(TextColumn("searching"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as prog:
@@ -257,7 +279,7 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
 
 @app.command()
-def validate(env: str = typer.Option(..., "--env", help="environment name: results go to runs/<env>/validation/",
+def validate(env: str = typer.Option(..., "--env", help="environment name: results go to <runs>/<env>/validation/",
                                      callback=opt.checked(opt.PlainName, "--env")),
              model: str = typer.Option(..., "--model", help="layout the replay workload (or your command) trains"),
              command: Optional[List[str]] = typer.Argument(None, help="after --: your own training command "
@@ -267,8 +289,10 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
              bandwidth_gbit: Optional[float] = typer.Option(None, "--bandwidth-gbit",
                                                             help="emulated link, Gbit/s (root only; else plain loopback)",
                                                             callback=opt.checked(opt.LinkGbit, "--bandwidth-gbit")),
-             compute_ms: float = typer.Option(300.0, "--compute-ms", help="replay: forward+backward compute per step, ms",
-                                             callback=opt.checked(opt.Millis, "--compute-ms")),
+             compute_ms: Optional[float] = typer.Option(None, "--compute-ms",
+                                                       help="replay: forward+backward compute per step, ms (default: "
+                                                            "a profiled layout's measured times, else 300)",
+                                                       callback=opt.checked(opt.Millis, "--compute-ms")),
              steps: int = typer.Option(6, "--steps", help="measured steps per trial", callback=opt.checked(opt.Count, "--steps")),
              warmup: int = typer.Option(2, "--warmup", help="warm-up steps per trial", callback=opt.checked(opt.Index, "--warmup")),
              repeats: int = typer.Option(3, "--repeats", help="repeats of each fixed configuration",
@@ -285,8 +309,9 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
              batch_size: Optional[int] = typer.Option(None, "--batch-size",
                                                       help="images per rank per step (for img/sec output)",
                                                       callback=opt.checked(opt.Count, "--batch-size")),
-             runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
-             model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir")) -> None:
+             runs_dir: Optional[Path] = _runs_dir_opt("where results go (default: $AUTOTUNER_RUNS_DIR, else ./runs "
+                                                      "when it holds environments, else the user's runs folder)"),
+             model_dir: Optional[Path] = _model_dir_opt()) -> None:
     """Run real horovodrun trials: defaults, autotune, autotune's best, proposals; write a report."""
     from .api import load_layout, load_proposals, run_validation, validation_setup
 
@@ -294,7 +319,8 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
     setup = validation_setup(env=env, model=model, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, compute_ms=compute_ms,
                   steps=steps, warmup=warmup, command=tuple(command or ()), batch_size=batch_size)
     proposals = load_proposals(proposals_file) if proposals_file else None
-    recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dir, name=name or Path(model).stem,
+    model_dirs, runs_dir = model_search_path(model_dir), runs_output_dir(runs_dir)
+    recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dirs, name=name or Path(model).stem,
                                            proposals=proposals, top=top, repeats=repeats, autotune=autotune,
                                            defaults=defaults, timeout_s=timeout_s, keep_timelines=keep_timelines,
                                            on_event=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))
@@ -400,8 +426,10 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                 gpus_per_node: Optional[int] = _gpus_opt(),
                 bandwidth_gbps: Optional[float] = _bw_opt(),
                 compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
-                runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="measured validations: <runs>/<env>/validation"),
-                model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
+                runs_dir: Optional[Path] = _runs_dir_opt("measured validations <runs>/<env>/validation, searched "
+                                                         "first (then $AUTOTUNER_RUNS_DIR, ./runs, the user's and "
+                                                         "the shipped runs)"),
+                model_dir: Optional[Path] = _model_dir_opt(),
                 as_json: bool = typer.Option(False, "--json", help="print the grid, marks and measured points as JSON"),
                 knobs: dict = None) -> None:
     """Predicted step time over fusion threshold x cycle time per on/off combination; heatmaps + sensitivity."""
@@ -410,8 +438,9 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     from .views.explore import explore
     from .views.plots_explore import heatmaps, sensitivity_plot
 
+    model_dirs, runs_dirs = model_search_path(model_dir), runs_search_path(runs_dir)
     check_output_dir(out_dir, "--out")
-    sc, _ = make_scenario(model_dir, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
+    sc, _ = make_scenario(model_dirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
                           bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
     t0 = time.perf_counter()
     if knobs:
@@ -431,7 +460,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         pick = None
     t_suggest = time.perf_counter() - t0
     same_setup = nodes is None and gpus_per_node is None and bandwidth_gbps is None and compression == "none"
-    records = read_validation_records(runs_dir, sc.env) if same_setup else []
+    records = read_validation_records(runs_dirs, sc.env) if same_setup else []
     ex = explore(sc, resolution=resolution, suggested=pick, measured_records=records,
                  pick_label="given configuration" if knobs else "suggest pick")
     t1 = time.perf_counter()
@@ -486,8 +515,10 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
               compute_ms: Optional[float] = _compute_opt(),
               compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
               out_dir: Path = typer.Option(Path("scale"), "--out", help="folder for the PNG and SVG plot"),
-              runs_dir: Path = typer.Option(Path("runs"), "--runs-dir"),
-              model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir"),
+              runs_dir: Optional[Path] = _runs_dir_opt("<runs>/<env>/env.toml for the batch size, searched first "
+                                                       "(then $AUTOTUNER_RUNS_DIR, ./runs, the user's and the "
+                                                       "shipped runs)"),
+              model_dir: Optional[Path] = _model_dir_opt(),
               as_json: bool = typer.Option(False, "--json", help="print the table as JSON")) -> None:
     """What-if at scale: step time, throughput, scaling efficiency per node count (best config and defaults)."""
     wide = _wide_console()
@@ -497,9 +528,10 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
     ns = parse_int_list(nodes, "--nodes")
     bws = parse_float_list(bandwidth_gbps, "--bandwidth-gbps") if bandwidth_gbps is not None else None
+    model_dirs, runs_dirs = model_search_path(model_dir), runs_search_path(runs_dir)
     check_output_dir(out_dir, "--out")
-    sc, _ = make_scenario(model_dir, env, model, compression=compression, compute_ms=compute_ms)
-    batch = batch_size or env_batch_size(runs_dir, sc.env)
+    sc, _ = make_scenario(model_dirs, env, model, compression=compression, compute_ms=compute_ms)
+    batch = batch_size or env_batch_size(runs_dirs, sc.env)
     res = scale(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bws, batch_per_gpu=batch)
     files = scale_plot(res, out_dir / f"scale-{sc.env}-{Path(sc.model).stem}")
     if as_json:
@@ -536,13 +568,16 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
 @app.command("accuracy")
 def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one environment (default: every one)"),
-                 runs_dir: Path = typer.Option(Path("runs"), "--runs-dir", help="the measurements"),
-                 model_dir: Path = typer.Option(DEFAULT_MODEL_DIR, "--model-dir", help="the fitted models"),
+                 runs_dir: Optional[Path] = _runs_dir_opt(),
+                 model_dir: Optional[Path] = _model_dir_opt(),
+                 cost_model: Optional[str] = typer.Option(None, "--cost-model", help="predict the real trials with "
+                                                          "this fitted env's cost model instead (e.g. a measure sweep)",
+                                                          callback=opt.checked(opt.PlainName, "--cost-model")),
                  as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
     """How much to trust the model: every measured number next to its prediction, and whether the fit used it."""
     from .api import accuracy
 
-    d = accuracy(runs_dir, model_dir, env)
+    d = accuracy(runs_search_path(runs_dir), model_search_path(model_dir), env, cost_model=cost_model)
     if as_json:
         print(json.dumps(d, allow_nan=False))
         return
@@ -565,6 +600,88 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
                        "used by the fit, so they show the fit, not the prediction", highlight=False, soft_wrap=True)
     for n in d["notes"]:
         err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
+
+
+@app.command("profile")
+def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory, a function returning your torch.nn.Module (importable: on PYTHONPATH)"),
+                input_shape: str = typer.Option(..., "--input-shape", help="one sample's input shape, e.g. 3,224,224 "
+                                                "(the batch dimension comes from --batch-size)"),
+                batch_size: int = typer.Option(32, "--batch-size", help="samples per step (per GPU / rank)",
+                                               callback=opt.checked(opt.Count, "--batch-size")),
+                device: ProfileDevice = typer.Option(ProfileDevice.cpu, "--device", help="where the model runs"),
+                amp: bool = typer.Option(False, "--amp", help="autocast forward + loss: bfloat16 on CPU; on CUDA "
+                                         "bfloat16 where the GPU supports it, else float16"),
+                steps: int = typer.Option(10, "--steps", help="measured steps (medians are reported)",
+                                          callback=opt.checked(opt.Count, "--steps")),
+                warmup: int = typer.Option(3, "--warmup", help="warm-up steps, not measured",
+                                           callback=opt.checked(opt.Index, "--warmup")),
+                out_file: Path = typer.Option(..., "--out", help="layout JSON to write (for --model FILE.json)"),
+                as_json: bool = typer.Option(False, "--json", help="print a JSON summary")) -> None:
+    """Measure your model's gradient readiness, forward and backward times; write a layout JSON that
+    simulate, suggest, explore and validate take as --model FILE.json (no --compute-ms needed)."""
+    from .api import profile_model
+
+    d = profile_model(model, out_file, input_shape=input_shape, batch_size=batch_size, device=device,
+                      amp=amp, steps=steps, warmup=warmup)
+    for w in d["warnings"]:
+        err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
+    if as_json:
+        print(json.dumps(d, allow_nan=False))
+        return
+    out.print(f"[bold]{model}[/] on {d['device']} ({d['device_name']}), {'autocast ' if d['amp'] else ''}{d['dtype']}, "
+              f"batch {d['batch_size']} x {d['input_shape']}: forward {d['forward_ms']:.2f} ms, backward "
+              f"{d['backward_ms']:.2f} ms (medians of {d['steps']} steps after {d['warmup']} warm-up)", highlight=False)
+    out.print(f"{d['tensors']} gradients, {d['bytes'] / MIB:.2f} MiB; first ready {d['first_ready_ms']:.2f} ms, "
+              f"last {d['last_ready_ms']:.2f} ms after the end of forward", highlight=False)
+    out.print(f"wrote {d['out']}; use it as: autotuner simulate --model {d['out']}", highlight=False, soft_wrap=True)
+
+
+@app.command("measure")
+def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: the sweep goes to <runs-dir>/<env>/",
+                                        callback=opt.checked(opt.PlainName, "--env")),
+                np_: int = typer.Option(2, "--np", help="ranks", callback=opt.checked(opt.Count, "--np")),
+                hosts: str = typer.Option("", "--hosts", help="horovodrun -H (default localhost:<np>); several hosts: "
+                                          "the intra-node and inter-node tiers are measured apart"),
+                bandwidth_gbit: Optional[float] = typer.Option(None, "--bandwidth-gbit",
+                                                               help="emulated link, Gbit/s (root only; else plain loopback)",
+                                                               callback=opt.checked(opt.LinkGbit, "--bandwidth-gbit")),
+                sizes: Optional[str] = typer.Option(None, "--sizes", help="message sizes: LO:HI doubling, or a comma "
+                                                    "list; bytes or K/M/G (binary) [default: 1K:512M]"),
+                repeats: int = typer.Option(5, "--repeats", help="timed samples per size",
+                                            callback=opt.checked(opt.Count, "--repeats")),
+                warmup: int = typer.Option(1, "--warmup", help="untimed samples per size first",
+                                           callback=opt.checked(opt.Index, "--warmup")),
+                timeout_s: float = typer.Option(900.0, "--timeout", help="seconds per horovodrun job before it is killed",
+                                                callback=opt.checked(opt.Seconds, "--timeout")),
+                as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
+                runs_dir: Optional[Path] = _runs_dir_opt("where the sweep goes (default: $AUTOTUNER_RUNS_DIR, else "
+                                                         "./runs when it holds environments, else the user's runs folder)")
+                ) -> None:
+    """Measure this cluster with Horovod's own allreduce (size sweep, fusion copies, negotiation); resumable."""
+    from .api import measure
+
+    runs_dir = runs_output_dir(runs_dir)
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=err, disable=as_json or not err.is_terminal) as bar:
+        task = bar.add_task(f"measure {env}", total=None)
+        summary = measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, sizes=sizes,
+                          repeats=repeats, warmup=warmup, timeout_s=timeout_s,
+                          on_total=lambda done, total: bar.update(task, completed=done, total=total),
+                          on_item=lambda r: bar.update(task, advance=1,
+                                                       description=f"{r['phase']} {r['bytes']} B: {r['median_ms']:.2f} ms"),
+                          on_event=None if as_json else (lambda line: err.print(line, highlight=False, markup=False)))
+    if as_json:
+        out.print_json(json.dumps(summary))
+        return
+    big = summary["largest_allreduce"]
+    out.print(f"{summary['items_new']} item(s) measured, {summary['items_recorded']} of {summary['items_total']} recorded "
+              f"in {summary['records']} ({summary['wall_s']} s)", highlight=False)
+    if big:
+        out.print(f"largest allreduce: {big['mib']:g} MiB in {big['median_ms']:.1f} ms (algbw {big['algbw_gbit_s']:.3f} Gbit/s)",
+                  highlight=False)
+    out.print(f"network: {summary['network']}", highlight=False)
+    out.print(f"next: autotuner fit {runs_dir}", highlight=False)
 
 
 def _one_line(msg: str) -> str:

@@ -51,6 +51,10 @@ class ReportError(AutotunerError):
     """A lab report table cannot be parsed."""
 
 
+class NcclTestsError(RunsError):
+    """An nccl-tests ``all_reduce_perf`` output (stdout table or ``-J`` JSON) cannot be used."""
+
+
 class TimelineError(AutotunerError):
     """A Horovod timeline cannot be read."""
 

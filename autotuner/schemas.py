@@ -360,12 +360,24 @@ class SweepEnv(EnvToml):
 
 class NcclTestsEnv(EnvToml):
     """A ``nccl-tests`` env: ``source`` is ``all_reduce_perf``'s output across nodes (or on
-    one node when ``nodes`` is 1); ``intra_source`` the output on one node, if measured."""
+    one node when ``nodes`` is 1); ``intra_source`` the output on one node, if measured
+    (docs/nccl-tests.md). The cluster needs >= 2 ranks (an allreduce on one rank moves nothing);
+    ``intra_source`` only with ``nodes`` > 1 and ``gpus_per_node`` > 1."""
 
     nodes: Count
     gpus_per_node: GpusPerNode
     link_gbps: LinkGbit
     intra_source: RelPath | None = None
+
+    @model_validator(mode="after")
+    def _tiers(self) -> NcclTestsEnv:
+        if self.nodes * self.gpus_per_node < 2:
+            raise _fail("too_small", "an all_reduce_perf fit needs nodes x gpus_per_node >= 2 ranks",
+                        ("gpus_per_node",), self.gpus_per_node)
+        if self.intra_source is not None and (self.nodes == 1 or self.gpus_per_node == 1):
+            raise _fail("unexpected", "intra_source is the one-node run of a multi-node cluster with >= 2 GPUs per "
+                        "node (with nodes = 1, source is the one-node run)", ("intra_source",), self.intra_source)
+        return self
 
 
 class TimelinesEnv(EnvToml):
@@ -377,6 +389,27 @@ class TimelinesEnv(EnvToml):
     link_gbps: LinkGbit
     #: the training job's layout (shipped name or .json in the folder), optional
     layout: LayoutRef | None = None
+
+
+class SweepRecord(BaseModel):
+    """One line of an ``autotuner measure`` record file (:mod:`autotuner.realrun.measure`): one
+    measured item of the sweep. Unknown keys are kept (later versions may add some)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    phase: Literal["allreduce", "fusion", "unfused", "negotiation"]
+    tier: Literal["intra", "inter", "single"]
+    #: the job: Horovod's defaults (``main``), response cache off, fusion threshold 0
+    job: Literal["main", "cache-off", "fusion-off"]
+    cache: bool
+    bytes: Annotated[int, Field(ge=1)]
+    tensors: Annotated[int, Field(ge=1)]
+    ranks: Annotated[int, Field(ge=1)]
+    times_ms: Annotated[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]], Field(min_length=1)]
+    mean_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    median_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    iqr_ms: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    n: Annotated[int, Field(ge=1)]
+    part: PlainName
 
 
 class _EnvHead(BaseModel):
@@ -421,13 +454,49 @@ class TensorEntry(_Schema):
 
 
 class LayoutFile(_Schema):
-    """A layout JSON (``autotuner.layout/1``); other top-level keys (``source``, ...) are kept."""
+    """A layout JSON (``autotuner.layout/1``); other top-level keys (``source``, ...) are kept.
+
+    ``autotuner profile`` adds what it measured: ``forward_ms`` and ``backward_ms`` (both or
+    neither; medians per step, ms), the ``device``, the compute ``dtype`` (autocast's, or the
+    parameters'), ``batch_size``, ``input_shape`` (per sample), ``torch`` (version) and
+    ``profiled_with``; with ``backward_ms``, ``ready_ms`` is on every tensor or on none,
+    non-decreasing in file order and <= ``backward_ms``.
+    """
 
     model_config = ConfigDict(extra="allow")
     schema_: Literal[LAYOUT_SCHEMA] | None = Field(None, alias="schema")  # type: ignore[valid-type]
     name: Text | None = None
     order: Literal["backward"] | None = None
     tensors: Annotated[list[TensorEntry], Field(min_length=1)]
+    forward_ms: Positive | None = None
+    backward_ms: Positive | None = None
+    device: Text | None = None
+    dtype: Literal[tuple(DTYPE_BYTES)] | None = None  # type: ignore[valid-type]
+    batch_size: Count | None = None
+    input_shape: list[Dim] | None = None
+    torch: Text | None = None
+    profiled_with: Text | None = None
+
+    @model_validator(mode="after")
+    def _measured(self) -> LayoutFile:
+        if (self.forward_ms is None) != (self.backward_ms is None):
+            k = "backward_ms" if self.backward_ms is None else "forward_ms"
+            raise _fail("missing", "forward_ms and backward_ms come together", (k,), None)
+        if self.backward_ms is None:
+            return self  # ready_ms alone (runs/gpu-profiles) is a record; readiness is compute_share
+        have = [t.ready_ms is not None for t in self.tensors]
+        if any(have) and not all(have):
+            i = have.index(False)
+            raise _fail("missing", "ready_ms is on every tensor or on none", ("tensors", i, "ready_ms"), None)
+        prev = 0.0
+        for i, t in enumerate(self.tensors):
+            if t.ready_ms is None:
+                break
+            if t.ready_ms < prev or t.ready_ms > self.backward_ms:
+                raise _fail("value_error", f"must be >= the previous tensor's ready_ms ({prev:g}) and <= "
+                            f"backward_ms ({self.backward_ms:g})", ("tensors", i, "ready_ms"), t.ready_ms)
+            prev = t.ready_ms
+        return self
 
     @field_validator("tensors")
     @classmethod

@@ -28,8 +28,11 @@ Output: ``DIR/profiles.json`` with, per (model, precision, batch size):
     increments of ready time (share_i = (ready_i - ready_{i-1}) / ready_last), usable with
     ``--model FILE.json`` once written to a file.
 
-Reads only the shipped layout JSON files of this repository (no import of the autotuner
-package, so the GPU machine needs nothing but torch and torchvision). Exits 2 with one line on
+The measuring itself is the package's (:func:`autotuner.realrun.profile.measure`, what
+``autotuner profile`` runs for any ``torch.nn.Module``); this script adds the torchvision models,
+the cross-entropy loss, the SGD update and the ``profiles.json`` records. It imports only
+``autotuner.realrun.profile`` and ``autotuner.errors`` from this repository (found beside the
+script), so the GPU machine needs nothing but torch and torchvision. Exits 2 with one line on
 stderr when CUDA or torchvision is missing or an argument is bad.
 """
 from __future__ import annotations
@@ -42,6 +45,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from autotuner.realrun.profile import measure  # noqa: E402 (stdlib + torch only)
+
 LAYOUT_DIR = ROOT / "autotuner" / "layouts"
 SCHEMA = "autotuner.layout/1"
 PRECISIONS = ("fp32", "amp-bf16")
@@ -66,12 +72,12 @@ def _check_layout(model: str, order: list[str], shapes: dict[str, list[int]]) ->
             "positions_moved": sum(1 for a, b in zip(names, order) if a != b)}
 
 
-def profile(model_name: str, precision: str, batch: int, steps: int, warmup: int) -> dict:
+def profile(model_name: str, precision: str, batch: int, steps: int, warmup: int, device: str = "cuda") -> dict:
     import torch
     import torchvision
 
     torch.manual_seed(0)
-    dev = torch.device("cuda")
+    dev = torch.device(device)
     model = getattr(torchvision.models, model_name)(weights=None).to(dev).train()
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     opt = torch.optim.SGD([p for _, p in params], lr=0.01, momentum=0.9)
@@ -79,48 +85,13 @@ def profile(model_name: str, precision: str, batch: int, steps: int, warmup: int
     x = torch.randn(batch, 3, 224, 224, device=dev)
     y = torch.randint(0, 1000, (batch,), device=dev)
 
-    state: dict = {"events": {}, "order": []}
-
-    def make_hook(name):
-        def hook(_p):
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record(torch.cuda.current_stream())
-            state["events"][name] = ev
-            state["order"].append(name)
-        return hook
-
-    handles = [p.register_post_accumulate_grad_hook(make_hook(n)) for n, p in params]
     amp = precision == "amp-bf16"
-    fwd, bwd, upd, orders = [], [], [], []
-    ready: dict[str, list[float]] = {n: [] for n, _ in params}
-    tails = []
-    for step in range(warmup + steps):
-        state["events"], state["order"] = {}, []
-        e0, e1, e2, e3 = (torch.cuda.Event(enable_timing=True) for _ in range(4))
-        e0.record()
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
-            loss = crit(model(x), y)
-        e1.record()
-        loss.backward()
-        e2.record()
-        opt.step()
-        e3.record()
-        opt.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        if step < warmup:
-            continue
-        fwd.append(e0.elapsed_time(e1))
-        bwd.append(e1.elapsed_time(e2))
-        upd.append(e2.elapsed_time(e3))
-        orders.append(tuple(state["order"]))
-        for n, ev in state["events"].items():
-            ready[n].append(e1.elapsed_time(ev))
-        tails.append(e1.elapsed_time(e2) - e1.elapsed_time(state["events"][state["order"][-1]]))
-    for h in handles:
-        h.remove()
+    m = measure(model, x, cuda=dev.type == "cuda", amp_dtype=torch.bfloat16 if amp else None, steps=steps,
+                warmup=warmup, loss_fn=lambda out: crit(out, y), optimizer=opt, what=model_name)
+    fwd, bwd, upd, orders, ready, tails = m.forward_ms, m.backward_ms, m.update_ms, m.orders, m.ready, m.tails_ms
 
     order = list(orders[0])
-    med = {n: statistics.median(v) for n, v in ready.items()}
+    med = {n: statistics.median(v) for n, v in ready.items() if v}
     ready_ms = [med[n] for n in order]
     last = max(ready_ms[-1], 1e-9)
     shares, prev = [], 0.0
@@ -130,7 +101,7 @@ def profile(model_name: str, precision: str, batch: int, steps: int, warmup: int
         prev = r
     shapes = {n: list(p.shape) for n, p in params}
     dtypes = {n: str(p.dtype).replace("torch.", "") for n, p in params}
-    gpu = torch.cuda.get_device_name()
+    gpu = torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"
     layout = {
         "schema": SCHEMA, "name": f"{model_name}-{gpu.replace(' ', '_')}-{precision}-b{batch}",
         "source": (f"scripts/profile_gradient_readiness.py: torchvision {torchvision.__version__} "

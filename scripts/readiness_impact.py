@@ -4,9 +4,10 @@ on a GPU, and how much does that move the simulator's predictions?
 
 Reads a profile written by ``scripts/profile_gradient_readiness.py`` (default: the committed
 ``runs/gpu-profiles/h100-torch2.11/profiles.json``) and, for every calibrated (environment,
-model) in ``model/`` whose layout has the same tensors, replaces the layout's readiness with the
-measured one (same tensors, same workload, same cost model) and compares predicted step times
-over a grid of fusion thresholds (0-256 MiB) x cycle times (0.5-50 ms), cache on.
+model) in ``autotuner/models/`` (the shipped models) whose layout has the same tensors, replaces
+the layout's readiness with the measured one (same tensors, same workload, same cost model) and
+compares predicted step times over a grid of fusion thresholds (0-256 MiB) x cycle times
+(0.5-50 ms), cache on.
 
 Prints one table row per (environment, model, profile):
   - ``fwd share``: measured forward / (forward + backward); the simulator assumes 1/3 for
@@ -82,7 +83,7 @@ def rows(profiles: list[dict], model_dir: Path, batch_sizes: set[int]) -> pd.Dat
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--profiles", type=Path, default=ROOT / "runs/gpu-profiles/h100-torch2.11/profiles.json")
-    ap.add_argument("--model-dir", type=Path, default=ROOT / "model")
+    ap.add_argument("--model-dir", type=Path, default=ROOT / "autotuner" / "models")
     ap.add_argument("--batch-sizes", default="32,64,128")
     a = ap.parse_args(argv)
     try:

@@ -29,3 +29,41 @@ def tied() -> nn.Module:
     head = nn.Linear(4, 10, bias=False)
     head.weight = emb.weight  # tied weights: one parameter, two modules
     return nn.Sequential(emb, nn.LayerNorm(4), head)
+
+
+def mlp() -> nn.Module:
+    """A 3-layer perceptron on 256 features (``autotuner profile --input-shape 256``)."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+
+
+class _WithUnused(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.used = nn.Linear(8, 4)
+        self.unused = nn.Linear(8, 4)  # never called in forward: its hook never fires
+        self.frozen = nn.Linear(4, 4)
+        self.frozen.requires_grad_(False)
+
+    def forward(self, x):
+        return self.frozen(self.used(x))
+
+
+def with_unused() -> nn.Module:
+    torch.manual_seed(0)
+    return _WithUnused()
+
+
+def not_a_module():
+    return "a string"
+
+
+def convnet() -> nn.Module:
+    """A small 3-stage conv net for 3x64x64 inputs (docs/profile.md's example)."""
+    torch.manual_seed(0)
+
+    def block(cin, cout, stride):
+        return [nn.Conv2d(cin, cout, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU()]
+
+    return nn.Sequential(*block(3, 32, 1), *block(32, 64, 2), *block(64, 128, 2), *block(128, 256, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(256, 100))

@@ -1,4 +1,4 @@
-"""The committed model/ against the committed runs/ (fails if either drifts)."""
+"""The shipped autotuner/models against the committed runs/ (fails if either drifts)."""
 from pathlib import Path
 
 import pytest
@@ -6,7 +6,7 @@ import pytest
 from autotuner.views.accuracy import cases
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = {(c.env, c.what): c for c in cases(ROOT / "runs", ROOT / "model")}
+CASES = {(c.env, c.what): c for c in cases(ROOT / "runs", ROOT / "autotuner" / "models")}
 
 
 @pytest.mark.parametrize("what", [

@@ -41,7 +41,7 @@ def test_fit_writes_models(tmp_path):
     p = run("fit", str(ROOT / "runs"), "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "v100-16gbit.json").exists() and (tmp_path / "v100-16gbit-bandwidth.png").exists()
-    committed = json.loads((ROOT / "model" / "v100-16gbit.json").read_text())
+    committed = json.loads((ROOT / "autotuner" / "models" / "v100-16gbit.json").read_text())
     fresh = json.loads((tmp_path / "v100-16gbit.json").read_text())
     # fitting again reproduces the committed model
     assert fresh["cost_model"]["inter"] == pytest.approx(committed["cost_model"]["inter"], rel=1e-6)
@@ -49,7 +49,7 @@ def test_fit_writes_models(tmp_path):
         committed["workloads"]["resnet50"]["forward_ms"], rel=1e-6)
     # the environment measured here is fitted from its trials' timelines, and reproduced too
     local = json.loads((tmp_path / "local-gloo-1gbit.json").read_text())
-    committed_local = json.loads((ROOT / "model" / "local-gloo-1gbit.json").read_text())["cost_model"]
+    committed_local = json.loads((ROOT / "autotuner" / "models" / "local-gloo-1gbit.json").read_text())["cost_model"]
     assert local["cost_model"]["inter"] == pytest.approx(committed_local["inter"], rel=1e-6)
     assert local["cost_model"]["memcpy_gbytes_per_s"] == pytest.approx(committed_local["memcpy_gbytes_per_s"], rel=1e-6)
     assert local["fit"]["n_trials"] == 6 and local["fit"]["r2"] > 0.99

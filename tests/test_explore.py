@@ -14,7 +14,7 @@ from autotuner.knobs import DEFAULTS_0_28, MIB, Config
 from cli_helpers import assert_one_line_error, run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = ROOT / "model"
+MODELS = ROOT / "autotuner" / "models"
 
 
 @pytest.fixture(scope="module")

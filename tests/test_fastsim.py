@@ -93,7 +93,7 @@ def test_batch_equals_reference_on_random_layouts_workloads_and_configs(data):
 def test_batch_equals_reference_on_committed_models(env, model):
     from autotuner.api import make_scenario
 
-    sc, _ = make_scenario(ROOT / "model", env, model)
+    sc, _ = make_scenario(ROOT / "autotuner" / "models", env, model)
     rng = np.random.default_rng(4)
     cfgs = [Config(fusion_threshold_bytes=int(m) * MIB, cycle_time_ms=float(c), cache_capacity=int(k),
                    hierarchical_allreduce=bool(h))
@@ -154,7 +154,7 @@ def test_grid_frame_covers_every_configuration_and_matches_the_reference():
     from autotuner.api import make_scenario
     from autotuner.search.grid import ALL_COMBOS, COLUMNS, best_of_grid, grid_step_times
 
-    sc, _ = make_scenario(ROOT / "model", "v100-16gbit", "vgg16")
+    sc, _ = make_scenario(ROOT / "autotuner" / "models", "v100-16gbit", "vgg16")
     f, c = np.array([0, 1, 32, 128, 512]), np.array([0.1, 1.0, 25.6])
     df = grid_step_times(sc, f, c)
     assert list(df.columns) == COLUMNS and len(df) == len(ALL_COMBOS) * f.size * c.size

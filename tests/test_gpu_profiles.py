@@ -40,7 +40,7 @@ def test_readiness_impact_rows_for_every_calibrated_pair():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     profiles = json.loads((PROFILE_DIR / "profiles.json").read_text())["profiles"]
-    df = mod.rows(profiles, ROOT / "model", {64})
+    df = mod.rows(profiles, ROOT / "autotuner" / "models", {64})
     assert {(r.env, r.model) for r in df.itertuples()} == {
         ("local-gloo-1gbit", "resnet50"), ("v100-16gbit", "resnet50"),
         ("v100-5gbit", "resnet50"), ("v100-5gbit", "vgg16")}

@@ -103,7 +103,7 @@ def _model_dir(tmp_path: Path, text: str | bytes) -> Path:
 
 
 def _model_text() -> str:
-    return (ROOT / "model/v100-16gbit.json").read_text()
+    return (ROOT / "autotuner/models/v100-16gbit.json").read_text()
 
 
 # --------------------------------------------------------------------------- fit: malformed env.toml

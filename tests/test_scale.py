@@ -13,7 +13,7 @@ from autotuner.knobs import DEFAULTS_0_28
 from cli_helpers import assert_one_line_error, run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-MODELS = ROOT / "model"
+MODELS = ROOT / "autotuner" / "models"
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESPONSES = ROOT / "runs" / "v100-16gbit"
 BREAKDOWN = ROOT / "runs" / "v100-5gbit"
 LOCAL = ROOT / "runs" / "local-gloo-1gbit"
-MODEL = ROOT / "model"
+MODEL = ROOT / "autotuner" / "models"
 
 
 def cli(*args, cwd=ROOT):

@@ -10,7 +10,7 @@ from autotuner.search.ranking import Origin
 
 from tests.cli_helpers import ROOT
 
-MODEL_DIR = ROOT / "model"
+MODEL_DIR = ROOT / "autotuner" / "models"
 
 
 @pytest.fixture(scope="module")

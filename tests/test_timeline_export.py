@@ -23,7 +23,7 @@ from autotuner.writers.timeline import format_timeline, write_timeline
 
 from conftest import ROOT
 
-MODEL = ROOT / "model"
+MODEL = ROOT / "autotuner" / "models"
 FIX = ROOT / "runs" / "local-gloo-1gbit" / "fixtures"
 REAL_FIXTURES = [FIX / "timeline-hvd0.28.1-gloo-2ranks-fusion-cycles.json",
                  FIX / "timeline-hvd0.28.1-gloo-2ranks-nofusion.json"]

@@ -3,5 +3,6 @@
 - :mod:`.regression`: alpha-beta lines, the two-segment fit, host passes (scipy).
 - :mod:`.fitters`: one fitter per source format (:class:`autotuner.schemas.Format`), registry
   :data:`autotuner.fit.fitters.FITTERS`.
-- :mod:`.store`: fitted models on disk (``model/<env>.json``), read back validated.
+- :mod:`.store`: fitted models on disk (``<model folder>/<env>.json``, found by
+  :mod:`autotuner.paths`), read back validated.
 """

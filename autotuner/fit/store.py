@@ -1,5 +1,11 @@
-"""Read and write fitted models (``model/<env>.json``, schema ``autotuner.model/1``,
+"""Read and write fitted models (``<model folder>/<env>.json``, schema ``autotuner.model/1``,
 :class:`autotuner.schemas.ModelFile`).
+
+Readers take one model folder or a list of them searched in order (what
+:func:`autotuner.paths.model_search_path` returns: ``--model-dir``, ``$AUTOTUNER_MODEL_DIR``,
+the user's folder, the shipped ``autotuner/models``): for each env the first folder holding
+``<env>.json`` wins, the envs offered are the union, and the default env comes from the first
+folder holding any model. A folder that does not exist holds nothing.
 
 Writes are atomic (temporary file in the same folder, then ``os.replace``) and strict JSON: a
 model holding a non-finite number is refused, as is an env name that is not a plain name (the
@@ -10,9 +16,11 @@ be read or parsed, or one that does not match the schema.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 from ..errors import ModelStoreError
 from ..knobs import Config
@@ -74,11 +82,42 @@ def write_model(model_dir: Path, d: dict[str, Any]) -> Path:
     return path
 
 
-def list_envs(model_dir: Path) -> list[str]:
-    """Fitted environment names in ``model_dir``, sorted (the first is the default env)."""
-    if not model_dir.is_dir():
+#: one model folder, or several searched in order
+ModelDirs = Union[Path, Sequence[Path]]
+
+
+def model_dirs(model_dirs: ModelDirs) -> list[Path]:
+    """``model_dirs`` as a list of folders, in search order."""
+    if isinstance(model_dirs, (str, os.PathLike)):
+        return [Path(model_dirs)]
+    return [Path(d) for d in model_dirs]
+
+
+def _where(dirs: list[Path]) -> str:
+    return str(dirs[0]) if len(dirs) == 1 else f"any of {', '.join(str(d) for d in dirs)}"
+
+
+def _envs_in(model_dir: Path) -> list[str]:
+    try:
+        if not model_dir.is_dir():
+            return []
+        return sorted(p.stem for p in model_dir.glob("*.json"))
+    except OSError:
         return []
-    return sorted(p.stem for p in model_dir.glob("*.json"))
+
+
+def find_models(model_dirs_: ModelDirs) -> dict[str, Path]:
+    """``{env: the model file that wins}``: for each env the first folder holding ``<env>.json``."""
+    found: dict[str, Path] = {}
+    for d in model_dirs(model_dirs_):
+        for name in _envs_in(d):
+            found.setdefault(name, d / f"{name}.json")
+    return dict(sorted(found.items()))
+
+
+def list_envs(model_dir: ModelDirs) -> list[str]:
+    """Fitted environment names in ``model_dir`` (one folder or several: the union), sorted."""
+    return list(find_models(model_dir))
 
 
 def env_from_dict(d: dict[str, Any], where: str = "<model>", path: Path | None = None) -> FittedEnv:
@@ -103,28 +142,37 @@ def env_from_dict(d: dict[str, Any], where: str = "<model>", path: Path | None =
         raise ModelStoreError(f"{where}: malformed model file ({type(e).__name__}: {e})") from None
 
 
-def default_env(model_dir: Path) -> str | None:
-    """The environment used when none is named: the one whose ``env.toml`` says
-    ``default = true`` (copied into its model file by ``fit``), else the first by name."""
-    envs = list_envs(model_dir)
-    for name in envs:
-        try:
-            d = json.loads((model_dir / f"{name}.json").read_bytes().decode("utf-8"))
-        except (OSError, ValueError, RecursionError):  # unreadable: load_env names the problem
-            continue
-        if isinstance(d, dict) and d.get("default") is True:
-            return name
-    return envs[0] if envs else None
+def default_env(model_dir: ModelDirs) -> str | None:
+    """The environment used when none is named, taken from the first folder (in search order)
+    holding any model: the one whose ``env.toml`` says ``default = true`` (copied into its model
+    file by ``fit``), else that folder's first by name. A user's own fits thus win over the
+    shipped models; None when no folder holds a model."""
+    for d in model_dirs(model_dir):
+        envs = _envs_in(d)
+        for name in envs:
+            try:
+                data = json.loads((d / f"{name}.json").read_bytes().decode("utf-8"))
+            except (OSError, ValueError, RecursionError):  # unreadable: load_env names the problem
+                continue
+            if isinstance(data, dict) and data.get("default") is True:
+                return name
+        if envs:
+            return envs[0]
+    return None
 
 
-def load_env(model_dir: Path, env: str | None) -> FittedEnv:
-    """Load ``model_dir/<env>.json``; ``env=None`` picks :func:`default_env`."""
-    envs = list_envs(model_dir)
-    if not envs:
-        raise ModelStoreError(f"no fitted models in {model_dir} (run: autotuner fit runs/)")
-    name = env or default_env(model_dir)
-    if name not in envs:
-        raise ModelStoreError(f"unknown env {name!r}; fitted: {', '.join(envs)}")
-    path = model_dir / f"{name}.json"
+def load_env(model_dir: ModelDirs, env: str | None) -> FittedEnv:
+    """Load ``<env>.json`` from the first folder of ``model_dir`` holding it; ``env=None`` picks
+    :func:`default_env`. Raises ModelStoreError (one line naming the folders searched) when no
+    folder holds a model or none holds ``env``."""
+    dirs = model_dirs(model_dir)
+    found = find_models(dirs)
+    if not found:
+        raise ModelStoreError(f"no fitted models in {_where(dirs)} (run: autotuner fit RUNS_DIR)")
+    name = env or default_env(dirs)
+    if name not in found:
+        raise ModelStoreError(f"unknown env {name!r}; fitted: {', '.join(found)}"
+                              + (f" (searched: {', '.join(str(d) for d in dirs)})" if len(dirs) > 1 else ""))
+    path = found[name]
     d = read_json(path, ModelStoreError, str(path))
     return env_from_dict(d, str(path), path)

@@ -23,7 +23,7 @@ from ..model.layout import Layout, LayoutError
 from ..schemas import LAYOUT_SCHEMA, LayoutFile, LayoutRef, check
 from .files import read_json
 
-__all__ = ["LAYOUT_SCHEMA", "layout_from_dict", "load_data_layout", "load_layout", "shipped_models"]
+__all__ = ["LAYOUT_SCHEMA", "build_module", "layout_from_dict", "load_data_layout", "load_layout", "shipped_models"]
 
 #: ``pkg.mod:factory``: a dotted module path and an attribute name, both Python identifiers
 _FACTORY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
@@ -47,6 +47,11 @@ def layout_from_dict(d: dict, where: str = "<dict>") -> Layout:
             shapes=tuple(tuple(int(x) for x in t["shape"]) for t in tensors),
             dtypes=tuple(str(t.get("dtype", "float32")) for t in tensors),
             compute_share=tuple(float(t.get("compute_share", 0.0)) for t in tensors),
+            # measured by `autotuner profile` (LayoutFile: ready_ms counts only with backward_ms)
+            forward_ms=None if d.get("forward_ms") is None else float(d["forward_ms"]),
+            backward_ms=None if d.get("backward_ms") is None else float(d["backward_ms"]),
+            ready_ms=(tuple(float(t["ready_ms"]) for t in tensors)
+                      if d.get("backward_ms") is not None and tensors[0].get("ready_ms") is not None else None),
         )
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, LayoutError):
@@ -81,7 +86,12 @@ def _backward_params(module) -> list:
     return out
 
 
-def _from_module(spec: str) -> Layout:
+def build_module(spec: str):
+    """Import ``pkg.mod:factory`` and call it: (factory name, the ``torch.nn.Module`` it returns).
+
+    Raises LayoutError (one line) for a malformed spec, an import that fails, a factory that is
+    not callable, raises, or returns something that is not a ``torch.nn.Module``.
+    """
     if not _FACTORY.fullmatch(spec):
         raise LayoutError(f"--model {spec!r}: not pkg.mod:factory (a dotted module path, ':', a function name)")
     mod_name, _, attr = spec.partition(":")
@@ -93,6 +103,20 @@ def _from_module(spec: str) -> Layout:
         raise LayoutError(f"model factory {spec!r} is not callable")
     try:
         module = factory()
+    except Exception as e:  # user code: report, do not trace back
+        raise LayoutError(f"model factory {spec!r} failed: {type(e).__name__}: {e}") from None
+    try:
+        import torch.nn as nn
+    except ImportError as e:
+        raise LayoutError(f"model factory {spec!r}: needs torch ({e})") from None
+    if not isinstance(module, nn.Module):
+        raise LayoutError(f"model factory {spec!r} returned a {type(module).__name__}, not a torch.nn.Module")
+    return attr, module
+
+
+def _from_module(spec: str) -> Layout:
+    attr, module = build_module(spec)
+    try:
         params = _backward_params(module)
     except Exception as e:  # user code: report, do not trace back
         raise LayoutError(f"model factory {spec!r} failed: {type(e).__name__}: {e}") from None

@@ -107,3 +107,24 @@ def host_samples(tl: Timeline, *, cycle_time_ms: float | None = None, op: str = 
             if last <= a_end:
                 gaps.append((a.nbytes, b.nbytes, gap, 0))
     return HostSamples(memcpy, gaps)
+
+
+def response_host_samples(tl: Timeline, op: str = "allreduce") -> HostSamples:
+    """Host-side samples of a timeline that has no training steps (``autotuner measure``'s
+    sweep): ``memcpy`` per fused response as in :func:`host_samples`, and ``gaps`` for every
+    two responses that ran back to back in one cycle (no CYCLE_START between A's collective end
+    and B's first activity; ``new_cycle`` is 0). Needs ``--timeline-mark-cycles``: without cycle
+    marks no gap is kept (which cycle ran B cannot be told)."""
+    import bisect
+
+    resp = sorted((r for r in tl.responses if r.op == op), key=lambda r: r.start_us)
+    marks = sorted(tl.cycle_starts_us)
+    memcpy = [(r.nbytes, (r.memcpy_in_us + r.memcpy_out_us) * 1e-6) for r in resp if len(r.tensors) > 1]
+    gaps: list[tuple[int, int, float, int]] = []
+    if marks:
+        for a, b in zip(resp, resp[1:]):
+            a_end = a.start_us + a.duration_us
+            b_begin = b.start_us - b.memcpy_in_us
+            if b_begin >= a_end and bisect.bisect_left(marks, b_begin) == bisect.bisect_right(marks, a_end):
+                gaps.append((a.nbytes, b.nbytes, (b_begin - a_end - a.memcpy_out_us) * 1e-6, 0))
+    return HostSamples(memcpy, gaps)

@@ -264,6 +264,10 @@ class OwnedProcess:
         else:
             _kill_group(self.proc, self.grace_s)
 
+    def stdout_so_far(self) -> bytes:
+        """Everything the job has written on stdout until now (while it runs, too)."""
+        return b"".join(list(self._chunks[0]))
+
     def output(self, timeout_s: float = 5.0) -> tuple[str, str]:
         """(stdout, stderr) read so far, decoded as UTF-8 (bad bytes replaced); call after :meth:`stop`.
 

@@ -10,6 +10,10 @@ order, because each tensor is a real ``torch.nn.Parameter`` registered with
 ``hvd.DistributedOptimizer``. Compute is emulated, not run: forward sleeps ``compute_ms / 3``
 and backward ``2 * compute_ms / 3`` (the split :mod:`autotuner.fit.fitters` assumes), handing tensor ``i``
 to Horovod when ``ready_fraction[i]`` of backward has elapsed (the layout's compute shares).
+A layout written by ``autotuner profile`` carries measured times: forward and backward are then
+the measured ones (``--compute-ms`` given: that total split in the measured ratio), tensor ``i``
+is handed over at its measured ``ready_ms`` (scaled alike), and backward goes on after the last
+hand-over until its measured end.
 Sleeping leaves the CPU to Horovod's background thread and Gloo, as a GPU computing would.
 
 Gradients are never zeroed: a stage's backward returns no gradient for its parameter, so
@@ -78,13 +82,14 @@ def _build(layout, backward_s: float):
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m autotuner.replay", description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True, help="layout: shipped name, .json path or pkg.mod:factory")
-    p.add_argument("--compute-ms", type=float, default=300.0,
-                   help="forward+backward compute per step, ms (forward 1/3, backward 2/3)")
+    p.add_argument("--compute-ms", type=float, default=None,
+                   help="forward+backward compute per step, ms (forward 1/3, backward 2/3; default 300, or "
+                        "a profiled layout's measured times, split in their ratio)")
     p.add_argument("--update-ms", type=float, default=0.0, help="optimizer update per step, ms")
     p.add_argument("--steps", type=int, default=10, help="measured steps")
     p.add_argument("--warmup", type=int, default=2, help="steps run before measuring")
     args = p.parse_args(argv)
-    if args.compute_ms < 0 or args.update_ms < 0 or args.steps < 1 or args.warmup < 0:
+    if (args.compute_ms is not None and args.compute_ms < 0) or args.update_ms < 0 or args.steps < 1 or args.warmup < 0:
         print("error: --compute-ms/--update-ms must be >= 0, --steps >= 1, --warmup >= 0",
               file=sys.stderr)
         return 2
@@ -106,8 +111,17 @@ def main(argv: list[str] | None = None) -> int:
 
     hvd.init()
     torch.set_num_threads(1)
-    forward_s = args.compute_ms * FORWARD_SHARE / 1e3
-    backward_s = args.compute_ms * (1 - FORWARD_SHARE) / 1e3
+    tail_s = 0.0
+    if layout.measured:  # `autotuner profile`: measured forward/backward and ready times
+        fwd_ms, bwd_ms = layout.measured_split(args.compute_ms)
+        args.compute_ms = fwd_ms + bwd_ms
+        forward_s, backward_s = fwd_ms / 1e3, bwd_ms / 1e3
+        tail_s = backward_s * (1.0 - float(layout.ready_fraction[-1]))  # backward after the last hook
+    else:
+        if args.compute_ms is None:
+            args.compute_ms = 300.0
+        forward_s = args.compute_ms * FORWARD_SHARE / 1e3
+        backward_s = args.compute_ms * (1 - FORWARD_SHARE) / 1e3
     update_s = args.update_ms / 1e3
     params, forward = _build(layout, backward_s)
 
@@ -130,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(forward_s)
         loss = forward(x)
         loss.backward()
+        if tail_s > 0:
+            time.sleep(tail_s)
         opt.step()
         dt = (time.perf_counter() - t) * 1e3
         if step >= args.warmup:

@@ -94,8 +94,9 @@ class TrialStore:
     ``dropped``: one line per repair or skipped line, each noted once however often :meth:`records` runs.
     """
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, parse: Callable[[str, str], tuple[list, list]] = parse_records):
         self.path = path
+        self.parse = parse  # (text, file name) -> (records, problems); the record schema of this store
         self.dropped: list[str] = []
 
     def _note(self, line: str) -> None:
@@ -129,7 +130,7 @@ class TrialStore:
                     raw = raw[:keep]
             except OSError as e:
                 raise ValidationError(f"{self.path}: cannot repair the last line ({e.strerror})") from None
-        records, problems = parse_records(raw.decode("utf-8", "replace"), self.path.name)
+        records, problems = self.parse(raw.decode("utf-8", "replace"), self.path.name)
         for p in problems:
             self._note(p)
         return records

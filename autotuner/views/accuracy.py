@@ -6,17 +6,19 @@ Each :class:`Case` is one measured number next to its prediction. Used by the te
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
-from ..fit.fitters import run_config
-from ..errors import ModelStoreError, ScenarioError
+from ..fit.fitters import run_config, workload_for
+from ..errors import ModelStoreError, RunsError, ScenarioError
 from ..fit.store import load_env
 from ..knobs import MIB, Config
 from ..model.costmodel import Cluster
 from ..model.simulator import simulate_step
+from ..readers.layouts import load_data_layout
 from ..readers.runs import read_runs
 
 
@@ -36,21 +38,56 @@ class Case:
         return (self.predicted - self.measured) / self.measured * 100
 
 
-def cases(runs_dir: Path, model_dir: Path, env: str | None = None,
-          notes: list[str] | None = None) -> list[Case]:
+def _read_runs_from(runs_dirs: list[Path]):
+    """The environments of several runs folders, searched in order: each env from the first
+    folder holding it. A folder that is missing or holds no environment is skipped, unless it is
+    the only one. Raises RunsError when no folder holds an environment."""
+    if len(runs_dirs) == 1:
+        return read_runs(runs_dirs[0])
+    envs: dict[str, object] = {}
+    problems: list[str] = []
+    for d in runs_dirs:
+        try:
+            es, ps = read_runs(d)
+        except RunsError:
+            continue
+        problems += ps
+        for e in es:
+            envs.setdefault(e.name, e)
+    if not envs:
+        raise RunsError(f"no environment (folder with env.toml) found in any of {', '.join(map(str, runs_dirs))}")
+    return [envs[k] for k in sorted(envs)], problems
+
+
+def cases(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], env: str | None = None,
+          notes: list[str] | None = None, cost_model: str | None = None) -> list[Case]:
     """Every measured number of ``runs_dir`` (one env, or all) next to the prediction of its
-    fitted model in ``model_dir``. An environment without a fitted model is skipped and named
-    in ``notes``. Raises RunsError for an unreadable runs dir, ScenarioError for an unknown env."""
-    envs, problems = read_runs(runs_dir)
+    fitted model in ``model_dir``. With ``cost_model`` (a fitted env's name, e.g. a ``measure``
+    sweep), the real trials of ``validation`` envs are predicted with that env's cost model and
+    cluster instead, their compute from each trial's own setup (the replay workload's emulated
+    compute): every row is then held out. Other formats are skipped and named in ``notes``. Each is one folder or several searched in order
+    (:mod:`autotuner.paths`: an env from the first folder holding it). An environment without a
+    fitted model is skipped and named in ``notes``. Raises RunsError for an unreadable runs dir,
+    ScenarioError for an unknown env."""
+    dirs = [Path(runs_dir)] if isinstance(runs_dir, (str, Path)) else [Path(d) for d in runs_dir]
+    envs, problems = _read_runs_from(dirs)
     if notes is not None:
         notes += problems
     if env is not None:
         if env not in {e.name for e in envs}:
-            raise ScenarioError(f"--env: {env!r}: no such environment in {runs_dir} "
+            raise ScenarioError(f"--env: {env!r}: no such environment in {', '.join(map(str, dirs))} "
                                 f"(known: {', '.join(sorted(e.name for e in envs))})")
         envs = [e for e in envs if e.name == env]
     out: list[Case] = []
+    other = load_env(model_dir, cost_model) if cost_model is not None else None
     for env in envs:
+        if other is not None:
+            if env.meta["format"] == "validation":
+                out += _validation_cases(env, other, transfer=True)
+            elif notes is not None:
+                notes.append(f"{env.name}: not compared with the {cost_model} cost model (only real validation "
+                             f"trials, whose compute is known, are; this env's format is {env.meta['format']!r})")
+            continue
         try:
             fenv = load_env(model_dir, env.name)
         except ModelStoreError as e:
@@ -96,9 +133,13 @@ def cases(runs_dir: Path, model_dir: Path, env: str | None = None,
     return out
 
 
-def _validation_cases(env, fenv) -> list[Case]:
+def _validation_cases(env, fenv, transfer: bool = False) -> list[Case]:
     """Real trials of a ``validation`` env: the fit's own records (marked calibrated) and every
     other ``validation/*.jsonl`` (held out: their configurations were not used by the fit).
+    ``transfer``: ``fenv`` is another environment's model (see :func:`cases`): its cost model
+    and cluster, the trial setup's compute (forward 1/3, backward 2/3 of ``compute_ms``, as
+    :mod:`autotuner.realrun.replay` runs it, plus ``update_ms``), the trial's shipped layout;
+    no row is calibrated.
 
     Per configuration: measured = median over repeats of each trial's median step time.
     """
@@ -114,19 +155,28 @@ def _validation_cases(env, fenv) -> list[Case]:
             if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):
                 groups.setdefault((r["setup"]["model"], r.get("label"), json.dumps(r["config"], sort_keys=True)), []).append(r)
         for (model, label, _), rs in groups.items():
-            if model not in fenv.workloads:
+            if transfer:
+                st = rs[0]["setup"]
+                if "compute_ms" not in st:
+                    continue
+                wl = replace(workload_for(float(st["compute_ms"]) * 1e-3), update_s=float(st.get("update_ms", 0.0)) * 1e-3)
+                L = load_data_layout(model, env.path, f"{f.name}: setup.model")
+            elif model not in fenv.workloads:
                 continue
-            wl = fenv.workloads[model][1]
-            L = fenv.layout_for(model)
+            else:
+                wl = fenv.workloads[model][1]
+                L = fenv.layout_for(model)
             cfg = Config.from_dict(rs[0]["config"])
             sim = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, fenv.cluster)
             tag = f"{model} {label} ({cfg.fusion_threshold_mb:g} MiB, {cfg.cycle_time_ms:g} ms)"
             src = f"{env.path.name}/validation/{f.name} ({len(rs)} trials)"
-            out.append(Case(env.name, f"{tag}: step time (ms)",
+            name = f"{env.name} (cost model: {fenv.name})" if transfer else env.name
+            fitted = fitted and not transfer
+            out.append(Case(name, f"{tag}: step time (ms)",
                             float(np.median([r["measured_step_time_ms"] for r in rs])), sim.step_time_ms, src, fitted))
             rps = [r["timeline"]["responses_per_step"] for r in rs if (r.get("timeline") or {}).get("responses_per_step")]
             if rps:
-                out.append(Case(env.name, f"{tag}: responses per step", float(np.median(rps)),
+                out.append(Case(name, f"{tag}: responses per step", float(np.median(rps)),
                                 float(len(sim.responses)), src, fitted))
     return out
 

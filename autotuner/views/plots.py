@@ -24,9 +24,9 @@ def bandwidth_plot(model: dict[str, Any], path: Path) -> Path | None:
     cost = CostModel.from_dict(model["cost_model"])
     p = int(model["fit"]["p"])
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    for m in sorted({s["model"] for s in samples}):
-        pts = [s for s in samples if s["model"] == m]
-        ax.scatter([max(s["bytes"], 1) / MIB for s in pts], [s["time_ms"] for s in pts], label=f"measured ({m})", s=18)
+    for m in sorted({s.get("model", "") for s in samples}):  # sources without a model: one series
+        pts = [s for s in samples if s.get("model", "") == m]
+        ax.scatter([max(s["bytes"], 1) / MIB for s in pts], [s["time_ms"] for s in pts], label=f"measured ({m})" if m else "measured", s=18)
     n = np.logspace(np.log10(256), np.log10(1024 * MIB), 200)
     ax.plot(n / MIB, [cost.inter.allreduce_s(x, p) * 1e3 for x in n], "k-", label="fitted alpha-beta (pooled)")
     for m, w in model["workloads"].items():

@@ -33,8 +33,8 @@ def scenario(env: str, model: str, compute_ms: float):
     from autotuner.api import make_scenario
     from autotuner.fit.store import load_env
 
-    fenv = load_env(ROOT / "model", env)
-    return make_scenario(ROOT / "model", env, model,
+    fenv = load_env(ROOT / "autotuner" / "models", env)
+    return make_scenario(ROOT / "autotuner" / "models", env, model,
                          compute_ms=None if model in fenv.workloads else compute_ms)[0]
 
 

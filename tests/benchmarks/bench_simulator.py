@@ -51,7 +51,7 @@ def main() -> None:
     print(f"# simulator throughput, env {a.env}, pinned to core {a.cpu} of {os.cpu_count()}, "
           f"python {platform.python_version()}, numpy {np.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     for model in a.models.split(","):
-        sc, _ = make_scenario(ROOT / "model", a.env, model)
+        sc, _ = make_scenario(ROOT / "autotuner" / "models", a.env, model)
         L = sc.layout
         args = (L.sizes_bytes, L.ready_fraction, sc.workload)
         ref_rates, fast_rates = [], []

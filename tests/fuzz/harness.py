@@ -9,7 +9,8 @@ Run it from the repository root::
 **CLI.** Each invocation calls :func:`autotuner.cli.main` in-process with an argv drawn from
 the commands' options (valid values, 0, negatives, nan, inf, 1e300, huge ints, empty strings,
 non-numbers, missing or damaged files; files are mutations of the committed fixtures) in a
-sandbox (a copy of ``model/`` and ``runs/``; outputs go to per-case folders). The contract:
+sandbox (a copy of the shipped ``autotuner/models`` as ``model/``, and of ``runs/``; outputs go to
+per-case folders). The contract:
 
 - exit 0, or exit 2 with exactly one non-empty stderr line starting with ``error:``;
 - no exception escapes ``main()`` and no traceback is printed; no invocation runs past the
@@ -220,7 +221,7 @@ class _Bases:
         self.metas = {k: tomllib.loads(v) for k, v in self.env_tomls.items()}
         self.layouts = {p.stem: p.read_text() for p in sorted((ROOT / "autotuner/layouts").glob("*.json"))}
         self.layouts["resnet50-as-recorded"] = (ROOT / "runs/local-gloo-1gbit/layouts/resnet50-as-recorded.json").read_text()
-        self.models = {p.stem: p.read_text() for p in sorted((ROOT / "model").glob("*.json"))}
+        self.models = {p.stem: p.read_text() for p in sorted((ROOT / "autotuner" / "models").glob("*.json"))}
         self.records = {p.name: p.read_text() for p in sorted(VALID_DIR.glob("*.jsonl"))}
 
 
@@ -347,7 +348,7 @@ def _r_layout(rng: random.Random, work: Path):
                 return problem
         lay = load_layout(str(path))
         problem = _check_layout(lay)
-        return problem or _simulate_default(ROOT / "model", "v100-16gbit", str(path), 100.0)
+        return problem or _simulate_default(ROOT / "autotuner" / "models", "v100-16gbit", str(path), 100.0)
     return text, go
 
 
@@ -968,7 +969,7 @@ def _classify(c: Case, res: dict, before: dict, after: dict, sandbox: Path, impo
 
 def _sandbox() -> Path:
     s = Path(tempfile.mkdtemp(prefix="autotuner-fuzz-cli-"))
-    shutil.copytree(ROOT / "model", s / "model")
+    shutil.copytree(ROOT / "autotuner" / "models", s / "model")
     shutil.copytree(ROOT / "runs", s / "runs", symlinks=True)
     (s / "cases").mkdir()
     return s

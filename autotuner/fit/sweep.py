@@ -1,0 +1,135 @@
+"""Fit an environment measured by ``autotuner measure`` (env.toml ``format = "sweep"``).
+
+The sweep (:mod:`autotuner.realrun.sweep`, driven by :mod:`autotuner.realrun.measure`) leaves
+``source`` (one JSON line per measured item: wall-time samples per message size) and the raw
+timeline of every horovodrun job it ran (``timelines/<part>.json.gz`` beside ``source``). The
+fit takes from those timelines what :func:`autotuner.fit.fitters.fit_validation_env` takes from
+training timelines, so the two kinds of environment give models of one form:
+
+- the collective: every allreduce response of every kept timeline (GLOO_ALLREDUCE / MPI_* /
+  NCCL_* span versus response bytes), pooled by size (count, mean duration), fitted by
+  :func:`autotuner.fit.fitters.fit_collective_tier` (alpha-beta ring tier, two segments where
+  the samples allow);
+- the fusion-buffer copies and the host time between responses: the fusion phase's fused
+  responses (MEMCPY_IN + MEMCPY_OUT per response) and the back-to-back pairs of one cycle
+  (the fusion phase's two dtypes, and the unfused phase's tensors)
+  (:func:`autotuner.readers.timeline_steps.response_host_samples`), fitted by
+  :func:`autotuner.fit.regression.fit_host_passes`, whose fixed gap is also the per-cycle
+  negotiation cost (as in the validation fit);
+- the per-tensor coordinator cost of a cycle without the response cache
+  (:class:`autotuner.model.costmodel.Negotiation` ``per_tensor_s``): the slope, in tensors per
+  batch, of the negotiation phase's mean batch time with the cache off minus with it on
+  (both measured in the same sweep; controller.cc ``ComputeResponseList``: without the cache
+  every tensor's request is gathered, checked and broadcast each cycle). Where that slope is
+  not positive the simulator's default stays and ``fit.negotiation`` says so.
+
+No model is trained in a sweep, so the fitted environment has no workloads: ``simulate``,
+``suggest`` and the others take ``--compute-ms`` (or a profiled layout) for it.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import AutotunerError, FitError
+from ..knobs import MIB
+from ..model.costmodel import Cluster, CostModel
+from ..readers.runs import EnvData
+from ..readers.sweep import read_sweep_records
+from ..readers.timeline import read_timeline, samples
+from ..readers.timeline_steps import response_host_samples
+from .fitters import GPU_MEMCPY_BPS, _model_dict, _negotiation_for, fit_collective_tier, run_config
+from .regression import fit_host_passes
+
+#: kept timelines of a sweep, relative to the folder of ``source``
+TIMELINE_GLOB = "timelines/*.json.gz"
+
+
+def fit_sweep_env(env: EnvData) -> dict[str, Any]:
+    """Fit a ``sweep`` environment (see the module docstring). Returns the model dict (schema
+    ``autotuner.model/1``). Raises FitError when no kept timeline has collective samples,
+    RunsError for an unreadable record file."""
+    meta = env.meta
+    cluster = Cluster(int(meta["nodes"]), int(meta["gpus_per_node"]))
+    src = env.path / meta["source"]
+    recs, problems = read_sweep_records(src, f"{env.path.name}/{meta['source']}")
+    env.problems += problems
+    tls = sorted((src.parent).glob(TIMELINE_GLOB))
+    pooled: dict[int, list[float]] = {}
+    mem: list[tuple[int, float]] = []
+    gaps: list[tuple[int, int, float, int]] = []
+    used = []
+    for f in tls:
+        rel = f.relative_to(env.path)
+        try:
+            tl = read_timeline(f)
+        except AutotunerError as e:
+            env.problems.append(f"{env.path.name}/{rel}: dropped ({e})")
+            continue
+        env.problems += [f"{env.path.name}/{rel}: {p}" for p in tl.problems[:5]]
+        df = samples(tl)
+        for n, d in zip(df["nbytes"], df["duration_s"]):
+            if d > 0:
+                pooled.setdefault(int(n), []).append(float(d))
+        hs = response_host_samples(tl)
+        mem += hs.memcpy
+        gaps += hs.gaps
+        used.append(str(rel))
+    if len(pooled) < 2:
+        raise FitError(f"{env.name}: fewer than 2 response sizes in the kept timelines "
+                       f"({src.parent.name}/{TIMELINE_GLOB}: {len(tls)} file(s))")
+    sizes = np.array(sorted(pooled), dtype=float)
+    counts = np.array([len(pooled[int(n)]) for n in sizes], dtype=float)
+    times = np.array([np.mean(pooled[int(n)]) for n in sizes])
+    tier, lin, pred, piece_info = fit_collective_tier(sizes, counts, times, cluster)
+    cost = CostModel(inter=tier, link_gbps=float(meta["link_gbps"]), memcpy_Bps=GPU_MEMCPY_BPS,
+                     negotiation=_negotiation_for(tier, cluster.size))
+    m = np.array(mem, float).reshape(-1, 2)
+    if len(m) and m[:, 1].sum() > 0:
+        cost = replace(cost, memcpy_Bps=float(2 * m[:, 0].sum() / m[:, 1].sum()))
+    host_info = None
+    if len(m) >= 3 and len(gaps) >= 3:
+        host, ctrl_op_s, host_info = fit_host_passes(m, np.array(gaps, float).reshape(-1, 4))
+        cost = replace(cost, host=host, negotiation=replace(cost.negotiation, ctrl_op_s=ctrl_op_s))
+    else:
+        env.problems.append(f"{env.name}: {len(m)} fused response(s) and {len(gaps)} back-to-back pair(s) in the "
+                            "kept timelines: host passes not fitted (the fusion phase needs --timeline-mark-cycles)")
+    neg_info = _per_tensor(recs)
+    if neg_info.get("per_tensor_us") is not None:
+        cost = replace(cost, negotiation=replace(cost.negotiation, per_tensor_s=neg_info["per_tensor_us"] * 1e-6))
+    fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": cluster.size,
+                "a_ms": lin.a_s * 1e3, "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2,
+                "mape_percent": lin.mape, "n_samples": lin.n, "piecewise": piece_info, "host_passes": host_info,
+                "negotiation": neg_info, "timelines": used,
+                "samples": [{"bytes": float(n), "time_ms": float(t * 1e3), "count": int(c), "pred_ms": float(q * 1e3)}
+                            for n, t, c, q in zip(sizes, times, counts, pred)]}
+    return _model_dict(env, cluster, cost, fit_info, {}, run_config(meta, {}))
+
+
+def _per_tensor(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per-tensor negotiation cost from the negotiation phase (see the module docstring)."""
+    by = {}
+    for r in recs:
+        if r.get("phase") == "negotiation":
+            by.setdefault(bool(r.get("cache")), {})[int(r["tensors"])] = float(r["mean_ms"])
+    on, off = by.get(True, {}), by.get(False, {})
+    ks = sorted(set(on) & set(off))
+    info: dict[str, Any] = {"tensors": ks, "cache_on_mean_ms": [on[k] for k in ks],
+                            "cache_off_mean_ms": [off[k] for k in ks], "per_tensor_us": None}
+    if len(ks) < 2:
+        info["note"] = "no cache-on/off pair of batches: per-tensor cost not measured (simulator default kept)"
+        return info
+    diff = np.array([off[k] - on[k] for k in ks]) * 1e-3
+    ranks = max(int(r.get("ranks", 2)) for r in recs)
+    slope = float(np.polyfit(np.array(ks, float), diff, 1)[0])
+    if slope <= 0:
+        info["note"] = (f"cache-off minus cache-on batch time does not grow with the tensor count (slope "
+                        f"{slope * 1e6:.2f} µs/tensor): per-tensor cost not identifiable (simulator default kept)")
+        return info
+    info["per_tensor_us"] = slope / ranks * 1e6  # Negotiation charges per_tensor_s · n · p
+    info["note"] = f"slope of (cache off - cache on) mean batch time per tensor, / {ranks} ranks"
+    return info
+

@@ -1,0 +1,39 @@
+"""Reader for ``autotuner measure``'s record file (JSON Lines, :class:`autotuner.schemas.SweepRecord`).
+
+One line per measured item, appended as the sweep goes (:mod:`autotuner.realrun.measure`). A
+line that is not JSON (a write cut by a kill) or not a sweep record is skipped and named.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..errors import RunsError, SchemaError
+from ..schemas import SweepRecord, check
+from .files import read_text
+
+
+def parse_sweep_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(records, problems) of a sweep record file's text; each problem names ``source:line``."""
+    recs, problems = [], []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except (json.JSONDecodeError, RecursionError) as e:
+            problems.append(f"{source}:{n}: skipped unreadable record ({getattr(e, 'msg', type(e).__name__)})")
+            continue
+        try:
+            check(SweepRecord, rec, f"{source}:{n}")
+        except SchemaError as e:
+            problems.append(f"{e} (record skipped)")
+            continue
+        recs.append(rec)
+    return recs, problems
+
+
+def read_sweep_records(path: Path, source: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Read and parse ``path`` (:func:`parse_sweep_records`). Raises RunsError when it cannot be read."""
+    return parse_sweep_records(read_text(path, RunsError), source or str(path))

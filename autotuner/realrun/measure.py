@@ -1,0 +1,342 @@
+"""``autotuner measure``: measure a cluster with Horovod's own allreduce, resumably.
+
+The sweep workload (:mod:`autotuner.realrun.sweep`) runs under real ``horovodrun``, in the
+emulated network of :mod:`autotuner.realrun.testbed` when a bandwidth is asked. Per tier
+(:func:`tiers`) three jobs run (:data:`JOBS`): ``main``, with Horovod's defaults (response cache
+on, 64 MiB fusion threshold), doing the allreduce, fusion and negotiation phases;
+``fusion-off`` (fusion threshold 0) doing the unfused phase; ``cache-off``
+(response cache capacity 0) doing the negotiation phase again. Each job records its timeline (``--timeline-mark-cycles``).
+
+Files, under ``runs/<env>/``:
+
+- ``env.toml`` (``format = "sweep"``), written once, atomically, when absent;
+- ``sweep.jsonl``: one :class:`autotuner.schemas.SweepRecord` per measured item, appended as
+  soon as the item finishes (one ``write`` + ``fsync`` per line,
+  :class:`autotuner.realrun.validation.TrialStore`), with the wall-time samples and their mean,
+  median, interquartile range and count (ms) and the sweep's ``setup``;
+- ``timelines/<tier>-<job>-<k>.json.gz``: each job's raw Horovod timeline, gzipped
+  when the job ends (also when it is interrupted: the reader takes a cut timeline; one left
+  by a SIGKILL is gzipped by the next run).
+
+A re-run with the same setup measures only the items not yet recorded, so a killed sweep
+resumes where it stopped. Another setup (ranks, hosts, bandwidth, repeats) in the same
+environment is refused: one environment is one measured cluster.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import ValidationError
+from ..knobs import DEFAULTS_0_28, MIB
+from ..readers.sweep import parse_sweep_records
+from .validation import TrialStore
+
+RECORDS = "sweep.jsonl"
+#: the default message sizes: 1 KiB to 512 MiB, doubling (bytes)
+DEFAULT_SIZES = tuple(1024 * 2**i for i in range(20))
+#: fused responses measured by the fusion phase (bytes): 64 KiB to Horovod's default fusion threshold, 64 MiB
+DEFAULT_FUSION_SIZES = tuple(65536 * 2**i for i in range(11))
+#: tensors per batch in the negotiation phase
+DEFAULT_TINY_COUNTS = (1, 4, 16, 64, 256)
+#: tensor sizes of the unfused phase (bytes): 1 KiB to 4 MiB, 16 per batch
+DEFAULT_UNFUSED_SIZES = tuple(1024 * 4**i for i in range(7))
+UNFUSED_COUNT = 16
+#: seconds per item after which the sweep stops sampling it (at least 2 timed samples): keeps the
+#: default sweep under 3 minutes at 1 Gbit/s, where one 512 MiB allreduce takes ~9 s
+BUDGET_S = 15.0
+#: the jobs per tier and their knobs (None: Horovod's defaults)
+JOBS = {"main": None, "fusion-off": replace(DEFAULTS_0_28, fusion_threshold_bytes=0),
+        "cache-off": replace(DEFAULTS_0_28, cache_capacity=0)}
+_LINE = re.compile(rb"AUTOTUNER_SWEEP (\{.*\})")
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One group of ranks to measure: ``name`` (``single``: every rank on one host; ``intra``:
+    the ranks of one host; ``inter``: one rank per host), ``np`` ranks, horovodrun ``-H`` hosts."""
+
+    name: str
+    np: int
+    hosts: str
+
+
+def parse_hosts(hosts: str, np: int) -> list[tuple[str, int]]:
+    """``-H`` value as (host, slots) pairs; empty means ``localhost:np``. Raises ValidationError
+    for a malformed entry or fewer slots than ``np``."""
+    if not hosts:
+        return [("localhost", np)]
+    out = []
+    for part in hosts.split(","):
+        name, _, slots = part.strip().partition(":")
+        if not name or (slots and not slots.isdigit()) or (slots and int(slots) < 1):
+            raise ValidationError(f"--hosts: {part!r}: expected host or host:slots (slots >= 1)")
+        out.append((name, int(slots) if slots else 1))
+    if len({h for h, _ in out}) != len(out):
+        raise ValidationError(f"--hosts: {hosts!r}: a host is listed twice")
+    if sum(s for _, s in out) < np:
+        raise ValidationError(f"--hosts: {hosts!r}: {sum(s for _, s in out)} slot(s) for --np {np}")
+    return out
+
+
+def tiers(np: int, hosts: str) -> list[Tier]:
+    """The jobs a sweep runs: one host → one tier of ``np`` ranks; several hosts → the
+    intra-node tier (as many ranks as the first host's slots, all on it; skipped with one slot)
+    and the inter-node tier (one rank per host). Raises ValidationError as :func:`parse_hosts`."""
+    hs = parse_hosts(hosts, np)
+    if len(hs) == 1:
+        return [Tier("single", np, hosts or f"localhost:{np}")]
+    out = []
+    h0, s0 = hs[0]
+    if s0 > 1:
+        out.append(Tier("intra", s0, f"{h0}:{s0}"))
+    out.append(Tier("inter", len(hs), ",".join(f"{h}:1" for h, _ in hs)))
+    return out
+
+
+def stats(times_ms: list[float]) -> dict[str, float]:
+    """Mean, median, interquartile range (ms) and count of wall-time samples."""
+    a = np.asarray(times_ms, float)
+    q1, med, q3 = np.percentile(a, [25, 50, 75])
+    return {"mean_ms": round(float(a.mean()), 4), "median_ms": round(float(med), 4),
+            "iqr_ms": round(float(q3 - q1), 4), "n": int(a.size)}
+
+
+def item_key(r: dict[str, Any]) -> tuple:
+    return (r["tier"], r["job"], r["phase"], int(r["bytes"]), int(r["tensors"]))
+
+
+@dataclass(frozen=True)
+class SweepSetup:
+    """What makes two sweeps the same measurement (the records carry it as ``setup``)."""
+
+    np: int
+    hosts: str
+    bandwidth_gbit: float | None
+    repeats: int
+    warmup: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"np": self.np, "hosts": self.hosts, "bandwidth_gbit": self.bandwidth_gbit,
+                "repeats": self.repeats, "warmup": self.warmup}
+
+
+def parse_sizes(spec: str) -> tuple[int, ...]:
+    """``LO:HI`` (doubling from LO up to HI) or a comma list; each a byte count with an optional
+    binary unit ``K``, ``M``, ``G`` (KiB, MiB, GiB), e.g. ``1K:512M``. Sizes must be multiples
+    of 4 bytes (float32 elements), from 4 bytes to 4 GiB. Raises ValidationError."""
+    def one(t: str) -> int:
+        m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)(?:i?B)?\s*", t, re.IGNORECASE)
+        if not m:
+            raise ValidationError(f"--sizes: {t!r}: expected a byte count like 4096, 64K or 512M")
+        v = int(m.group(1)) * {"": 1, "K": 1024, "M": MIB, "G": 1024 * MIB}[m.group(2).upper()]
+        if not (4 <= v <= 4 * 1024 * MIB) or v % 4:
+            raise ValidationError(f"--sizes: {t!r}: must be a multiple of 4 bytes from 4 B to 4 GiB")
+        return v
+    if ":" in spec:
+        lo, _, hi = spec.partition(":")
+        a, b = one(lo), one(hi)
+        if a > b:
+            raise ValidationError(f"--sizes: {spec!r}: LO is larger than HI")
+        out = []
+        while a <= b:
+            out.append(a)
+            a *= 2
+        return tuple(out)
+    vals = tuple(sorted({one(t) for t in spec.split(",")}))
+    if not vals:
+        raise ValidationError("--sizes: empty")
+    return vals
+
+
+def _fusion_bytes(s: int) -> int:
+    return max(s // 8, 8) * 8  # 8 tensors of s/8 bytes per dtype (autotuner.realrun.sweep.FUSION_SPLIT)
+
+
+def _expected(tier: Tier, job: str, sizes, fusion_sizes, tiny, unfused) -> list[tuple]:
+    """Item keys (:func:`item_key`) one job measures, in its order."""
+    if job == "main":
+        return ([(tier.name, job, "allreduce", n, 1) for n in sizes]
+                + [(tier.name, job, "fusion", _fusion_bytes(s), 16) for s in fusion_sizes]
+                + [(tier.name, job, "negotiation", 4 * k, k) for k in tiny])
+    if job == "fusion-off":
+        return [(tier.name, job, "unfused", n, UNFUSED_COUNT) for n in unfused]
+    return [(tier.name, job, "negotiation", 4 * k, k) for k in tiny]
+
+
+def sweep_command(todo: list[tuple], repeats: int, warmup: int) -> tuple[str, ...]:
+    """The sweep workload's command line (:mod:`autotuner.realrun.sweep`) for the item keys ``todo``
+    (the fusion phase is asked by its fused size, 8 tensors of size/8 bytes per dtype)."""
+    def j(phase: str, i: int = 3) -> str:
+        return ",".join(str(int(k[i])) for k in todo if k[2] == phase)
+    return (sys.executable, "-m", "autotuner.realrun.sweep", "--sizes", j("allreduce"),
+            "--fusion-sizes", j("fusion"), "--unfused-sizes", j("unfused"),
+            "--unfused-count", str(UNFUSED_COUNT), "--tiny-counts", j("negotiation", 4),
+            "--repeats", str(repeats), "--warmup", str(warmup), "--budget-s", f"{BUDGET_S:g}")
+
+
+def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: float, note: str,
+             horovod_version: str) -> str:
+    """The env.toml of a sweep environment (keys: :class:`autotuner.schemas.SweepEnv`)."""
+    nodes, gpn = cluster
+    return "\n".join([
+        f"# Measured by `autotuner measure --env {name}` with real Horovod {horovod_version} (Gloo): an allreduce",
+        "# sweep (autotuner.realrun.sweep) under horovodrun; raw timelines in timelines/, one record per item in",
+        f"# {RECORDS}. Network: {note}.",
+        f'name = "{name}"',
+        f'source = "{RECORDS}"',
+        'format = "sweep"',
+        'gpu = "none (CPU ranks)"',
+        f"nodes = {nodes}",
+        f"gpus_per_node = {gpn}",
+        f"link_gbps = {link_gbps:g}",
+        'backend = "gloo"',
+        f'horovod_version = "{horovod_version}"',
+        ""])
+
+
+def _gzip_into(src: Path, dst_dir: Path, stem: str) -> Path:
+    """Gzip ``src`` to ``dst_dir/<stem>-<k>.json.gz`` (first free k), then remove ``src``."""
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    k = 0
+    while (dst_dir / f"{stem}-{k}.json.gz").exists():
+        k += 1
+    dst = dst_dir / f"{stem}-{k}.json.gz"
+    tmp = dst.with_suffix(".gz.tmp")
+    with open(src, "rb") as f, gzip.open(tmp, "wb") as g:
+        shutil.copyfileobj(f, g)
+    tmp.replace(dst)
+    src.unlink()
+    return dst
+
+
+def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion_sizes=DEFAULT_FUSION_SIZES,
+                tiny_counts=DEFAULT_TINY_COUNTS, unfused_sizes=DEFAULT_UNFUSED_SIZES, timeout_s: float = 900.0,
+                on_total: Callable[[int, int], None] | None = None,
+                on_item: Callable[[dict[str, Any]], None] | None = None,
+                on_event: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Run (or resume) the sweep of ``setup`` into ``env_dir`` (see the module docstring).
+
+    ``on_total(done, total)`` is called once with the item counts, ``on_item(record)`` per
+    item recorded, ``on_event(line)`` per job started or finished. Returns a JSON-ready summary.
+    Raises ValidationError (horovodrun missing, another setup already recorded, a job that
+    failed before measuring anything, hosts malformed).
+    """
+    from .launcher import Job, OwnedProcess, horovodrun_path
+    from .testbed import measure_bandwidth_gbit, shaped_network
+
+    say = on_event or (lambda s: None)
+    if horovodrun_path() is None:
+        raise ValidationError("horovodrun not found: install Horovod with scripts/install_horovod.sh")
+    plan = tiers(setup.np, setup.hosts)
+    store = TrialStore(env_dir / RECORDS, parse=parse_sweep_records)
+    old = store.records()
+    others = {json.dumps(r.get("setup"), sort_keys=True) for r in old} - {json.dumps(setup.to_dict(), sort_keys=True)}
+    if others:
+        raise ValidationError(f"{store.path}: holds a sweep with another setup ({sorted(others)[0]}); "
+                              f"measure this one into another --env")
+    done = {item_key(r) for r in old}
+    jobs = [(t, j, _expected(t, j, sizes, fusion_sizes, tiny_counts, unfused_sizes)) for t in plan for j in JOBS]
+    total = sum(len(k) for _, _, k in jobs)
+    if on_total:
+        on_total(sum(1 for _, _, ks in jobs for k in ks if k in done), total)
+    scratch = env_dir / ".scratch"
+    for left in sorted(scratch.glob("*.json")) if scratch.exists() else []:  # a SIGKILLed run's timeline
+        _gzip_into(left, env_dir / "timelines", left.stem.rsplit("-", 1)[0])
+    t0 = time.monotonic()
+    new = 0
+    with shaped_network(setup.bandwidth_gbit) as tb:
+        link = (setup.bandwidth_gbit if tb.shaped else None)
+        if not (env_dir / "env.toml").exists():
+            from importlib.metadata import PackageNotFoundError, version
+
+            from ..writers.atomic import atomic_write_text
+            try:
+                hv = version("horovod")
+            except PackageNotFoundError:
+                hv = "0.28.1"
+            if link is None:
+                link = round(measure_bandwidth_gbit(tb), 2)
+            cl = (len(parse_hosts(setup.hosts, setup.np)), max(s for _, s in parse_hosts(setup.hosts, setup.np)))
+            nodes, gpn = (1, setup.np) if cl[0] == 1 else (cl[0], cl[1])
+            atomic_write_text(env_dir / "env.toml", env_toml(env_dir.name, setup, (nodes, gpn), link, tb.note, hv))
+        for tier, jname, keys in jobs:
+            todo = [k for k in keys if k not in done]
+            if not todo:
+                continue
+            cmd = sweep_command(todo, setup.repeats, setup.warmup)
+            scratch.mkdir(parents=True, exist_ok=True)
+            stem = f"{tier.name}-{jname}"
+            tl = scratch / f"{stem}-{time.time_ns()}.json"
+            cfg = JOBS[jname]
+            job = Job(np=tier.np, hosts=tier.hosts, command=cmd, timeline=tl, prefix=tb.prefix, config=cfg)
+            say(f"{stem}: {len(todo)} item(s) on {tier.np} rank(s) ({tier.hosts})")
+            got = 0
+            try:
+                with OwnedProcess(job.argv(), env=job.env()) as proc:
+                    seen = 0
+                    deadline = time.monotonic() + timeout_s
+                    while True:
+                        ended = proc.proc.poll() is not None
+                        buf = proc.stdout_so_far()
+                        lines = buf.split(b"\n")
+                        complete = lines if ended else lines[:-1]
+                        for line in complete[seen:]:
+                            m = _LINE.search(line)
+                            if not m:
+                                continue
+                            d = json.loads(m.group(1))
+                            rec = {"phase": d["phase"], "tier": tier.name, "job": jname,
+                                   "cache": cfg is None or cfg.cache_capacity > 0, "bytes": int(d["bytes"]),
+                                   "tensors": int(d["tensors"]), "ranks": int(d["ranks"]), "times_ms": d["times_ms"],
+                                   **stats(d["times_ms"]), "part": stem, "setup": setup.to_dict(),
+                                   "testbed": tb.note, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                            if item_key(rec) in done:
+                                continue
+                            store.append(rec)
+                            done.add(item_key(rec))
+                            got += 1
+                            new += 1
+                            if on_item:
+                                on_item(rec)
+                        seen = len(complete)
+                        if ended:
+                            break
+                        if time.monotonic() > deadline:
+                            raise ValidationError(f"{stem}: killed after the {timeout_s:.0f} s timeout "
+                                                  f"({got} item(s) recorded; re-run to resume)")
+                        time.sleep(0.05)
+                    proc.stop()
+                    out, err = proc.output()
+                rc = proc.proc.returncode
+            except FileNotFoundError as e:
+                raise ValidationError(f"cannot start horovodrun ({e.strerror})") from None
+            finally:
+                if tl.exists() and tl.stat().st_size > 0:
+                    _gzip_into(tl, env_dir / "timelines", stem)
+            if rc != 0 and got < len(todo):
+                tail = [ln for ln in (err + out).splitlines() if ln.strip()][-1:] or ["no output"]
+                raise ValidationError(f"{stem}: horovodrun exit {rc} after {got} of {len(todo)} item(s): "
+                                      f"{tail[0].strip()[-300:]}")
+            say(f"{stem}: done ({got} item(s))")
+    shutil.rmtree(scratch, ignore_errors=True)
+    recs = store.records()
+    big = [r for r in recs if r["phase"] == "allreduce"]
+    top = max(big, key=lambda r: r["bytes"], default=None)
+    return {"env": env_dir.name, "records": str(store.path), "items_total": total, "items_recorded": len(recs),
+            "items_new": new, "wall_s": round(time.monotonic() - t0, 1), "network": tb.note,
+            "largest_allreduce": None if top is None else {
+                "mib": top["bytes"] / MIB, "median_ms": top["median_ms"],
+                "algbw_gbit_s": round(top["bytes"] * 8 / (top["median_ms"] * 1e-3) / 1e9, 3)},
+            "timelines": sorted(str(p.relative_to(env_dir)) for p in (env_dir / "timelines").glob("*.json.gz")),
+            "dropped": store.dropped}
+

@@ -1,0 +1,150 @@
+"""Allreduce sweep: the workload ``autotuner measure`` runs under horovodrun, one job per tier and cache setting.
+
+Run it under horovodrun, e.g.::
+
+    horovodrun -np 2 -H localhost:2 --gloo python -m autotuner.realrun.sweep \\
+        --sizes 1024,2048 --fusion-sizes 1048576 --tiny-counts 1,16 --repeats 5 --warmup 1
+
+Every number is Horovod's own: each sample is one ``hvd.allreduce`` (or a batch of
+``hvd.allreduce_async_`` + ``hvd.synchronize``) of float tensors, timed on the rank around
+the call, so the cycle wait, negotiation, fusion, the collective and the callbacks are all
+in it (Horovod 0.28.1 ``horovod/torch/mpi_ops.py``). The job's timeline (``--timeline-filename``
+with ``--timeline-mark-cycles``) splits that time into its parts for the fit.
+
+Phases, in this order (each item: ``--warmup`` untimed samples, then ``--repeats`` timed ones,
+or fewer, never under 2, once the item has taken ``--budget-s`` seconds on the slowest rank:
+the largest messages on a slow link take seconds each; after the second timed sample one
+8-byte allreduce named ``sweep.budget`` between samples tells every rank the slowest clock):
+
+- ``allreduce``: one tensor of each of ``--sizes`` bytes (float32, bytes / 4 elements), one
+  response per call: the collective's cost versus message size.
+- ``fusion``: for each of ``--fusion-sizes`` S bytes, 8 float32 tensors and 8 float64 tensors
+  of S/8 bytes each, enqueued together: Horovod fuses tensors of one dtype only
+  (``horovod/common/controller.cc`` ``FuseResponses``), so each batch is two fused responses of
+  S bytes back to back in one cycle: the fusion-buffer copies (MEMCPY_IN/OUT_FUSION_BUFFER) and
+  the host time between two responses.
+- ``unfused``: for each of ``--unfused-sizes`` s bytes, ``--unfused-count`` float32 tensors of
+  s bytes enqueued together, in a job run with a fusion threshold of 0 by ``autotuner
+  measure``: that many responses back to back in one cycle, the regime of a training step with
+  fusion off or a small threshold (small collectives queued behind each other, and the host
+  time between two responses).
+- ``negotiation``: N one-element float32 tensors for each N of ``--tiny-counts``, enqueued
+  together: the control plane per cycle (run once with the response cache on and once off by
+  ``autotuner measure``).
+
+Output (rank 0, stdout): one line ``AUTOTUNER_SWEEP {json}`` per finished item, with keys
+``phase``, ``bytes`` (bytes of one response: the tensor, the fused S, or 4·N), ``tensors``
+(tensors per sample), ``times_ms`` (timed samples, ms), ``ranks``. Errors: a bad argument
+exits with status 2 and one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+TAG = "AUTOTUNER_SWEEP"
+FUSION_SPLIT = 8  # tensors per dtype per fusion batch
+
+
+def _ints(s: str) -> list[int]:
+    return [int(x) for x in s.split(",") if x.strip()] if s else []
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m autotuner.realrun.sweep", description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default="", help="allreduce phase: message sizes, bytes, comma-separated")
+    p.add_argument("--fusion-sizes", default="", help="fusion phase: fused response sizes, bytes")
+    p.add_argument("--unfused-sizes", default="", help="unfused phase: tensor sizes, bytes")
+    p.add_argument("--unfused-count", type=int, default=16, help="unfused phase: tensors per batch")
+    p.add_argument("--tiny-counts", default="", help="negotiation phase: tensors per batch")
+    p.add_argument("--repeats", type=int, default=5, help="timed samples per item")
+    p.add_argument("--warmup", type=int, default=1, help="untimed samples per item")
+    p.add_argument("--budget-s", type=float, default=15.0, help="seconds per item after which sampling stops "
+                   "(at least 2 timed samples)")
+    try:
+        args = p.parse_args(argv)
+        sizes, fusion, tiny = _ints(args.sizes), _ints(args.fusion_sizes), _ints(args.tiny_counts)
+        unfused = _ints(args.unfused_sizes)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.repeats < 1 or args.warmup < 0 or any(v < 4 for v in sizes + fusion + unfused) \
+            or any(v < 1 for v in tiny) or args.unfused_count < 2:
+        print("error: --repeats >= 1, --warmup >= 0, sizes >= 4 bytes, tiny counts >= 1, --unfused-count >= 2",
+              file=sys.stderr)
+        return 2
+    try:
+        import horovod.torch as hvd
+        import torch
+    except ImportError as e:
+        print(f"error: the sweep needs torch and horovod ({e}); run scripts/install_horovod.sh", file=sys.stderr)
+        return 2
+
+    hvd.init()
+    torch.set_num_threads(1)  # as the replay workload: the cores stay with Horovod's thread and Gloo
+    rank0 = hvd.rank() == 0
+
+    def emit(phase: str, nbytes: int, tensors: int, times: list[float]) -> None:
+        if rank0:
+            print(f"{TAG} " + json.dumps({"phase": phase, "bytes": nbytes, "tensors": tensors, "ranks": hvd.size(),
+                                          "times_ms": [round(t, 4) for t in times]}), flush=True)
+
+    def timed(fn) -> list[float]:
+        out: list[float] = []
+        start = time.perf_counter()
+        for i in range(args.warmup + args.repeats):
+            if len(out) >= 2:
+                # stop on the slowest rank's clock, so every rank runs the same collectives: one
+                # 8-byte allreduce (Max) between samples, outside the timed call
+                spent = hvd.allreduce(torch.tensor([time.perf_counter() - start], dtype=torch.float64),
+                                      op=hvd.Max, name="sweep.budget")
+                if float(spent[0]) > args.budget_s:
+                    break
+            t0 = time.perf_counter()
+            fn()
+            if i >= args.warmup:
+                out.append((time.perf_counter() - t0) * 1e3)
+        return out
+
+    for n in sizes:
+        t = torch.ones(max(n // 4, 1), dtype=torch.float32)
+        emit("allreduce", n, 1, timed(lambda: hvd.allreduce_(t, name=f"sweep.allreduce.{n}")))
+        del t
+    for s in fusion:
+        per = max(s // FUSION_SPLIT, 8)
+        ts = [(torch.ones(per // 4, dtype=torch.float32), f"sweep.fusion.{s}.f32.{i}") for i in range(FUSION_SPLIT)]
+        ts += [(torch.ones(per // 8, dtype=torch.float64), f"sweep.fusion.{s}.f64.{i}") for i in range(FUSION_SPLIT)]
+
+        def batch(ts=ts):
+            hs = [hvd.allreduce_async_(x, name=name) for x, name in ts]
+            for h in hs:
+                hvd.synchronize(h)
+        emit("fusion", per * FUSION_SPLIT, 2 * FUSION_SPLIT, timed(batch))
+        del ts
+    for s in unfused:
+        ts = [(torch.ones(s // 4, dtype=torch.float32), f"sweep.unfused.{s}.{i}") for i in range(args.unfused_count)]
+
+        def batch(ts=ts):
+            hs = [hvd.allreduce_async_(x, name=name) for x, name in ts]
+            for h in hs:
+                hvd.synchronize(h)
+        emit("unfused", (s // 4) * 4, args.unfused_count, timed(batch))
+        del ts
+    for k in tiny:
+        ts = [(torch.ones(1, dtype=torch.float32), f"sweep.tiny.{k}.{i}") for i in range(k)]
+
+        def batch(ts=ts):
+            hs = [hvd.allreduce_async_(x, name=name) for x, name in ts]
+            for h in hs:
+                hvd.synchronize(h)
+        emit("negotiation", 4 * k, k, timed(batch))
+    # the timeline is written by a background thread: let it drain before shutdown
+    time.sleep(0.5)
+    hvd.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""``autotuner measure``: the allreduce sweep under real horovodrun, its records, resume, and its fit.
+
+The real tests run Horovod 0.28.1 (Gloo) on this machine's loopback with a short sweep; the
+committed environment runs/local-gloo-1gbit-sweep is the full one (docs/measure.md).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotuner.errors import ValidationError
+from autotuner.realrun import measure as M
+from autotuner.readers.sweep import parse_sweep_records
+from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
+
+SHORT = dict(sizes=(1024, 4096, 65536), fusion_sizes=(65536, 262144), tiny_counts=(1, 8), unfused_sizes=(1024, 16384))
+
+
+# --------------------------------------------------------------------------- pure parts
+
+def test_sizes_parse_ranges_lists_and_units():
+    assert M.parse_sizes("1K:8K") == (1024, 2048, 4096, 8192)
+    assert M.parse_sizes("4096,1k,2M") == (1024, 4096, 2 * 2**20)
+    assert M.DEFAULT_SIZES[0] == 1024 and M.DEFAULT_SIZES[-1] == 512 * 2**20 and len(M.DEFAULT_SIZES) == 20
+    for bad in ("", "abc", "8K:1K", "3", "1K:", "5G"):
+        with pytest.raises(ValidationError, match="--sizes"):
+            M.parse_sizes(bad)
+
+
+def test_tiers_one_host_and_several():
+    assert M.tiers(2, "") == [M.Tier("single", 2, "localhost:2")]
+    assert M.tiers(4, "a:2,b:2") == [M.Tier("intra", 2, "a:2"), M.Tier("inter", 2, "a:1,b:1")]
+    assert M.tiers(3, "a,b,c") == [M.Tier("inter", 3, "a:1,b:1,c:1")]  # one slot per host: no intra tier
+    for bad in ("a:x", "a:0", "a:1,a:1", ":2"):
+        with pytest.raises(ValidationError, match="--hosts"):
+            M.tiers(2, bad)
+    with pytest.raises(ValidationError, match="slot"):
+        M.tiers(5, "a:2,b:2")
+
+
+def test_command_asks_exactly_the_missing_items():
+    t = M.Tier("single", 2, "localhost:2")
+    keys = M._expected(t, "main", (1024, 2048), (65536,), (1, 4), ())
+    cmd = M.sweep_command(keys[1:], 5, 1)  # the first allreduce already recorded
+    args = dict(zip(cmd[3::2], cmd[4::2]))
+    assert args["--sizes"] == "2048" and args["--fusion-sizes"] == "65536" and args["--tiny-counts"] == "1,4"
+    assert args["--unfused-sizes"] == ""
+    assert M._expected(t, "fusion-off", (), (), (), (1024,)) == [("single", "fusion-off", "unfused", 1024, 16)]
+
+
+def test_stats():
+    s = M.stats([1.0, 2.0, 3.0, 10.0])
+    assert s == {"mean_ms": 4.0, "median_ms": 2.5, "iqr_ms": pytest.approx(np.percentile([1, 2, 3, 10], 75) - 1.75),
+                 "n": 4}
+
+
+def test_bad_records_are_named_and_skipped():
+    good = {"phase": "allreduce", "tier": "single", "job": "main", "cache": True, "bytes": 1024, "tensors": 1,
+            "ranks": 2, "times_ms": [1.0], "mean_ms": 1.0, "median_ms": 1.0, "iqr_ms": 0.0, "n": 1, "part": "single-main"}
+    text = "\n".join([json.dumps(good), "{cut", json.dumps({**good, "bytes": -1}), json.dumps({**good, "phase": "x"})])
+    recs, problems = parse_sweep_records(text, "sweep.jsonl")
+    assert len(recs) == 1 and len(problems) == 3
+    assert problems[0].startswith("sweep.jsonl:2:") and "sweep.jsonl:3" in problems[1] and "bytes" in problems[1]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--sizes", "12Q"], "--sizes"),
+    (["--sizes", "8K:1K"], "--sizes"),
+    (["--hosts", "a:zero"], "--hosts"),
+    (["--np", "0"], "--np"),
+    (["--env", "../x"], "--env"),
+])
+def test_bad_input_one_line_exit_2(tmp_path, args, needle):
+    base = {"--env": "e", "--runs-dir": str(tmp_path)}
+    argv = ["measure"]
+    for k, v in base.items():
+        if k not in args:
+            argv += [k, v]
+    assert_one_line_error(run(*argv, *args), needle)
+
+
+# --------------------------------------------------------------------------- real horovodrun
+
+def test_short_sweep_records_resumes_and_fits(tmp_path):
+    need_horovod()
+    env_dir = tmp_path / "runs" / "sweep-test"
+    setup = M.SweepSetup(np=2, hosts="", bandwidth_gbit=None, repeats=2, warmup=1)
+    seen = []
+    s1 = M.run_measure(env_dir, setup, on_item=seen.append, timeout_s=300, **SHORT)
+    want = 3 + 2 + 2 + 2 + 2  # allreduce, fusion, negotiation (cache on), unfused, negotiation (cache off)
+    assert s1["items_total"] == want and s1["items_new"] == want == len(seen)
+    recs, problems = parse_sweep_records((env_dir / "sweep.jsonl").read_text(), "sweep.jsonl")
+    assert problems == [] and len(recs) == want
+    assert {r["job"] for r in recs} == {"main", "fusion-off", "cache-off"}
+    for r in recs:
+        assert r["n"] == 2 == len(r["times_ms"]) and r["median_ms"] > 0 and r["ranks"] == 2
+    assert sorted(p.name.rsplit("-", 1)[0] for p in (env_dir / "timelines").glob("*.json.gz")) == [
+        "single-cache-off", "single-fusion-off", "single-main"]
+    # a re-run measures nothing again
+    s2 = M.run_measure(env_dir, setup, timeout_s=300, **SHORT)
+    assert s2["items_new"] == 0 and s2["items_recorded"] == want
+    # another setup in the same environment is refused
+    with pytest.raises(ValidationError, match="another setup"):
+        M.run_measure(env_dir, M.SweepSetup(np=2, hosts="", bandwidth_gbit=None, repeats=3, warmup=1), **SHORT)
+    # fit reads it like any other environment
+    p = run("fit", str(tmp_path / "runs"), "--out", str(tmp_path / "models"))
+    assert p.returncode == 0, p.stderr
+    d = json.loads((tmp_path / "models" / "sweep-test.json").read_text())
+    assert d["fit"]["form"].endswith("from an allreduce sweep") and d["workloads"] == {}
+    assert d["cost_model"]["inter"]["bandwidth_gbps"] > 0 and d["fit"]["host_passes"]["n_memcpy"] >= 3
+    # a sweep env has no workload: simulate takes --compute-ms
+    p = run("simulate", "--model", "resnet50", "--env", "sweep-test", "--model-dir", str(tmp_path / "models"),
+            "--compute-ms", "100")
+    assert p.returncode == 0, p.stderr
+
+
+def test_killed_sweep_resumes_where_it_stopped(tmp_path):
+    need_horovod()
+    runs = tmp_path / "runs"
+    argv = [sys.executable, "-m", "autotuner.cli", "measure", "--env", "k", "--runs-dir", str(runs),
+            "--sizes", "1K:256K", "--repeats", "2"]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    rec = runs / "k" / "sweep.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (not rec.exists() or len(rec.read_text().splitlines()) < 3):
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)  # the CLI and everything it started
+    proc.wait()
+    before = len(rec.read_text().splitlines())
+    assert 3 <= before
+    time.sleep(1)
+    p = subprocess.run(argv + ["--json"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    s = json.loads(p.stdout)
+    recs, problems = parse_sweep_records(rec.read_text(), "sweep.jsonl")
+    keys = [M.item_key(r) for r in recs]
+    assert len(keys) == len(set(keys)) == s["items_total"] == s["items_recorded"]
+    assert s["items_new"] == s["items_total"] - before
+    # the killed job's timeline was kept too (gzipped by the re-run), beside the re-run's own
+    assert len(list((runs / "k" / "timelines").glob("single-main-*.json.gz"))) == 2
