@@ -518,8 +518,11 @@ def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth
     ``K``/``M``/``G`` binary units), default 1K:512M. Returns the JSON-ready summary. Raises
     ValidationError (one line) for bad input, a missing horovodrun or a failed job; OutputError
     when ``runs_dir/<env>`` cannot be written."""
+    from .errors import ValidationError
     from .realrun.measure import DEFAULT_SIZES, SweepSetup, parse_sizes, run_measure, tiers
 
+    if np < 2:
+        raise ValidationError(f"--np {np}: an allreduce needs at least 2 ranks")
     tiers(np, hosts)  # bad --hosts: one line before anything starts
     sz = parse_sizes(sizes) if sizes else DEFAULT_SIZES
     env_dir = runs_dir / env

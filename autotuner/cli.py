@@ -1,4 +1,5 @@
-"""Command line: ``autotuner fit | simulate | suggest | validate | inspect | compare | explore | scale``.
+"""Command line: ``autotuner fit | simulate | suggest | validate | inspect | compare | explore | scale |
+accuracy | measure | profile``.
 
 Thin: parse (typer; the knob options are generated from :data:`autotuner.knobs.KNOBS`, the
 numeric options checked by :mod:`autotuner.options`), call :mod:`autotuner.api`, render (rich).

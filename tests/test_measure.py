@@ -145,3 +145,34 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     assert s["items_new"] == s["items_total"] - before
     # the killed job's timeline was kept too (gzipped by the re-run), beside the re-run's own
     assert len(list((runs / "k" / "timelines").glob("single-main-*.json.gz"))) == 2
+
+
+# --------------------------------------------------------------------------- the committed sweep (issue 12)
+
+def _sweep_predicts_training():
+    """The committed sweep-only model (runs/local-gloo-1gbit-sweep, fitted into autotuner/models)
+    against the committed ResNet50 replay trials of runs/local-gloo-1gbit that the issue names:
+    holdout-sweep and the three validate runs (resnet50, -replication, -replication-2)."""
+    from autotuner.api import accuracy
+    from autotuner.paths import shipped_models, shipped_runs
+
+    d = accuracy(shipped_runs(), shipped_models(), "local-gloo-1gbit", cost_model="local-gloo-1gbit-sweep")
+    files = ("holdout-sweep.jsonl", "resnet50.jsonl", "resnet50-replication.jsonl", "resnet50-replication-2.jsonl")
+    rows = [c for c in d["cases"] if c["quantity"].endswith("step time (ms)")
+            and any(f"/validation/{f} " in c["source"] for f in files)]
+    assert len(rows) == 19 and not any(c["used_by_fit"] for c in rows)
+    return rows
+
+
+def test_committed_sweep_alone_predicts_fused_training_within_5_percent():
+    rows = [c for c in _sweep_predicts_training() if "(0 MiB," not in c["quantity"]]
+    assert len(rows) == 18
+    bad = [(c["quantity"], round(c["error_percent"], 1)) for c in rows if abs(c["error_percent"]) > 5]
+    assert not bad, bad
+
+
+@pytest.mark.xfail(strict=True, reason="fusion off: ResNet50's 161 small responses cost ~4 ms each in training "
+                   "and ~0.5 ms in the sweep; the cost depends on how tensors trickle in (docs/measure.md)")
+def test_committed_sweep_alone_predicts_unfused_training_within_5_percent():
+    rows = [c for c in _sweep_predicts_training() if "(0 MiB," in c["quantity"]]
+    assert len(rows) == 1 and abs(rows[0]["error_percent"]) <= 5, rows

@@ -58,7 +58,8 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     recs, problems = read_sweep_records(src, f"{env.path.name}/{meta['source']}")
     env.problems += problems
     tls = sorted((src.parent).glob(TIMELINE_GLOB))
-    pooled: dict[int, list[float]] = {}
+    # per tier (the file name's first word: single | intra | inter), response bytes -> durations (s)
+    pooled: dict[str, dict[int, list[float]]] = {}
     mem: list[tuple[int, float]] = []
     gaps: list[tuple[int, int, float, int]] = []
     used = []
@@ -71,21 +72,30 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
             continue
         env.problems += [f"{env.path.name}/{rel}: {p}" for p in tl.problems[:5]]
         df = samples(tl)
+        by_size = pooled.setdefault(f.name.split("-", 1)[0], {})
         for n, d in zip(df["nbytes"], df["duration_s"]):
             if d > 0:
-                pooled.setdefault(int(n), []).append(float(d))
+                by_size.setdefault(int(n), []).append(float(d))
         hs = response_host_samples(tl)
         mem += hs.memcpy
         gaps += hs.gaps
         used.append(str(rel))
-    if len(pooled) < 2:
-        raise FitError(f"{env.name}: fewer than 2 response sizes in the kept timelines "
+    # one host: the sweep's ranks are the cluster (the inter tier serves intra-node traffic too,
+    # as for the validation env); several hosts: the inter tier on one rank per host, the intra
+    # tier on the ranks of one host (autotuner.realrun.measure.tiers)
+    first = "single" if "single" in pooled else "inter"
+    ranks = {"single": cluster.size, "inter": cluster.nodes, "intra": cluster.gpus_per_node}
+    if len(pooled.get(first, {})) < 2:
+        raise FitError(f"{env.name}: fewer than 2 response sizes of the {first} tier in the kept timelines "
                        f"({src.parent.name}/{TIMELINE_GLOB}: {len(tls)} file(s))")
-    sizes = np.array(sorted(pooled), dtype=float)
-    counts = np.array([len(pooled[int(n)]) for n in sizes], dtype=float)
-    times = np.array([np.mean(pooled[int(n)]) for n in sizes])
-    tier, lin, pred, piece_info = fit_collective_tier(sizes, counts, times, cluster)
-    cost = CostModel(inter=tier, link_gbps=float(meta["link_gbps"]), memcpy_Bps=GPU_MEMCPY_BPS,
+    tier, lin, pred, piece_info, sizes, counts, times = _tier(pooled[first], ranks[first])
+    intra = None
+    tiers_info: dict[str, Any] = {}
+    if len(pooled.get("intra", {})) >= 2 and first == "inter":
+        intra, ilin, _, ipiece, *_ = _tier(pooled["intra"], ranks["intra"])
+        tiers_info["intra"] = {"p": ranks["intra"], "a_ms": ilin.a_s * 1e3, "b_ms_per_mib": ilin.b_s_per_byte * MIB * 1e3,
+                               "r2": ilin.r2, "piecewise": ipiece}
+    cost = CostModel(inter=tier, intra=intra, link_gbps=float(meta["link_gbps"]), memcpy_Bps=GPU_MEMCPY_BPS,
                      negotiation=_negotiation_for(tier, cluster.size))
     m = np.array(mem, float).reshape(-1, 2)
     if len(m) and m[:, 1].sum() > 0:
@@ -100,13 +110,24 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     neg_info = _per_tensor(recs)
     if neg_info.get("per_tensor_us") is not None:
         cost = replace(cost, negotiation=replace(cost.negotiation, per_tensor_s=neg_info["per_tensor_us"] * 1e-6))
-    fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": cluster.size,
+    fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
+                "other_tiers": tiers_info,
                 "a_ms": lin.a_s * 1e3, "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2,
                 "mape_percent": lin.mape, "n_samples": lin.n, "piecewise": piece_info, "host_passes": host_info,
                 "negotiation": neg_info, "timelines": used,
                 "samples": [{"bytes": float(n), "time_ms": float(t * 1e3), "count": int(c), "pred_ms": float(q * 1e3)}
                             for n, t, c, q in zip(sizes, times, counts, pred)]}
     return _model_dict(env, cluster, cost, fit_info, {}, run_config(meta, {}))
+
+
+def _tier(by_size: dict[int, list[float]], p: int):
+    """The ring tier of one tier's pooled (bytes -> durations in s) samples on ``p`` ranks:
+    :func:`autotuner.fit.fitters.fit_collective_tier` on (size, count, mean duration)."""
+    sizes = np.array(sorted(by_size), dtype=float)
+    counts = np.array([len(by_size[int(n)]) for n in sizes], dtype=float)
+    times = np.array([np.mean(by_size[int(n)]) for n in sizes])
+    tier, lin, pred, piece = fit_collective_tier(sizes, counts, times, Cluster(1, max(p, 2)))
+    return tier, lin, pred, piece, sizes, counts, times
 
 
 def _per_tensor(recs: list[dict[str, Any]]) -> dict[str, Any]:

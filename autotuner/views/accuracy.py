@@ -130,6 +130,9 @@ def cases(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], env
                                     f"{env.path.name}/{meta['source']}:{cell.line}", True))
         elif meta["format"] == "validation":
             out += _validation_cases(env, fenv)
+        elif notes is not None:  # sweep, nccl-tests, timelines: no step time measured with known compute
+            notes.append(f"{env.name}: a {meta['format']} environment has no step time to predict; check it "
+                         f"against real training with --cost-model {env.name} --env <a validation env>")
     return out
 
 
