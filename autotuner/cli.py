@@ -74,6 +74,19 @@ def _runs_dir_opt(help: str = RUNS_DIR_HELP):
     return typer.Option(None, "--runs-dir", help=help, show_default=False)
 
 
+def _np_opt():
+    return typer.Option(2, "--np", help="ranks", callback=opt.checked(opt.Count, "--np"))
+
+
+def _hosts_opt(more: str = ""):
+    return typer.Option("", "--hosts", help="horovodrun -H (default localhost:<np>)" + more)
+
+
+def _testbed_bw_opt():
+    return typer.Option(None, "--bandwidth-gbit", help="emulated link, Gbit/s (root only; else plain loopback)",
+                        callback=opt.checked(opt.LinkGbit, "--bandwidth-gbit"))
+
+
 def knob_options(help_for: str):
     """Decorator: one typer option per knob of :data:`autotuner.knobs.KNOBS` (the ``horovodrun``
     flag as the option name, its unit and Horovod 0.28's default in the help). The command gets
@@ -285,11 +298,9 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
              model: str = typer.Option(..., "--model", help="layout the replay workload (or your command) trains"),
              command: Optional[List[str]] = typer.Argument(None, help="after --: your own training command "
                                                            "(prints 'AUTOTUNER_STEP_TIME_MS <ms>' per step)"),
-             np_: int = typer.Option(2, "--np", help="ranks", callback=opt.checked(opt.Count, "--np")),
-             hosts: str = typer.Option("", "--hosts", help="horovodrun -H (default localhost:<np>)"),
-             bandwidth_gbit: Optional[float] = typer.Option(None, "--bandwidth-gbit",
-                                                            help="emulated link, Gbit/s (root only; else plain loopback)",
-                                                            callback=opt.checked(opt.LinkGbit, "--bandwidth-gbit")),
+             np_: int = _np_opt(),
+             hosts: str = _hosts_opt(),
+             bandwidth_gbit: Optional[float] = _testbed_bw_opt(),
              compute_ms: Optional[float] = typer.Option(None, "--compute-ms",
                                                        help="replay: forward+backward compute per step, ms (default: "
                                                             "a profiled layout's measured times, else 300)",
@@ -640,12 +651,9 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
 @app.command("measure")
 def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: the sweep goes to <runs-dir>/<env>/",
                                         callback=opt.checked(opt.PlainName, "--env")),
-                np_: int = typer.Option(2, "--np", help="ranks", callback=opt.checked(opt.Count, "--np")),
-                hosts: str = typer.Option("", "--hosts", help="horovodrun -H (default localhost:<np>); several hosts: "
-                                          "the intra-node and inter-node tiers are measured apart"),
-                bandwidth_gbit: Optional[float] = typer.Option(None, "--bandwidth-gbit",
-                                                               help="emulated link, Gbit/s (root only; else plain loopback)",
-                                                               callback=opt.checked(opt.LinkGbit, "--bandwidth-gbit")),
+                np_: int = _np_opt(),
+                hosts: str = _hosts_opt("; several hosts: the intra-node and inter-node tiers are measured apart"),
+                bandwidth_gbit: Optional[float] = _testbed_bw_opt(),
                 sizes: Optional[str] = typer.Option(None, "--sizes", help="message sizes: LO:HI doubling, or a comma "
                                                     "list; bytes or K/M/G (binary) [default: 1K:512M]"),
                 repeats: int = typer.Option(5, "--repeats", help="timed samples per size",

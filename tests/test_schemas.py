@@ -114,7 +114,8 @@ def test_env_toml_reproducers_are_one_line_errors(tmp_path, fmt, edit, field, va
 
 def test_committed_env_tomls_validate_and_keep_their_dicts():
     envs, problems = read_runs(ROOT / "runs")
-    assert [e.name for e in envs] == ["local-gloo-1gbit", "v100-16gbit", "v100-5gbit"] and problems == []
+    assert [e.name for e in envs] == ["local-gloo-1gbit", "local-gloo-1gbit-sweep", "v100-16gbit", "v100-5gbit"]
+    assert problems == []
     import tomllib
     for e in envs:
         assert e.meta == tomllib.loads((e.path / "env.toml").read_text())  # handed on unchanged
@@ -230,8 +231,13 @@ def test_bad_records_are_skipped_and_named(change, needle):
 
 
 def test_committed_records_all_validate():
-    for f in sorted((ROOT / "runs").rglob("*.jsonl")):
-        recs, problems = parse_records(f.read_text(), f.name)
+    from autotuner.readers.sweep import parse_sweep_records
+
+    files = sorted((ROOT / "runs").rglob("*.jsonl"))
+    assert len(files) >= 6
+    for f in files:  # validate's trial records, or a measure sweep's records
+        parse = parse_sweep_records if f.name == "sweep.jsonl" else parse_records
+        recs, problems = parse(f.read_text(), f.name)
         assert problems == [] and recs, f
 
 
