@@ -700,6 +700,34 @@ def _one_line(msg: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status: 0, 2 for any user error (one line on stderr),
     130 after Ctrl-C (one line on stderr; typer turns KeyboardInterrupt into exit code 130)."""
+    # Python drops an exception raised where it cannot propagate (a weakref or __del__ callback run
+    # by the garbage collector) and prints it as "Exception ignored in ...". A Ctrl-C landing there
+    # would be lost and leave a traceback on stderr: note every SIGINT, keep such a lost one off
+    # stderr, and still end with the one line and 130 (the command ran on to its end).
+    interrupted = []
+    unraisable = sys.unraisablehook
+
+    def on_sigint(signum, frame):
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    def on_unraisable(u):
+        if not (interrupted and isinstance(u.exc_value, KeyboardInterrupt)):
+            unraisable(u)
+
+    old = None
+    if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _interrupted_while_loading):
+        old = signal.signal(signal.SIGINT, on_sigint)
+    sys.unraisablehook = on_unraisable
+    try:
+        return _run(argv, interrupted)
+    finally:
+        sys.unraisablehook = unraisable
+        if old is not None:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _run(argv: list[str] | None, interrupted: list) -> int:
     from typer._click.exceptions import (  # typer vendors click (typer 0.29)
         ClickException,
         NoArgsIsHelpError,
@@ -722,7 +750,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-    if rv == 130:
+    if rv == 130 or interrupted:
         err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
         return 130
     return rv if isinstance(rv, int) else 0

@@ -497,10 +497,24 @@ def _complete_outputs(out: Path):
             assert not f.name.endswith(".tmp"), f"temporary file left: {f}"
 
 
+def _slow_runs(tmp_path: Path, copies: int = 8) -> Path:
+    """A runs folder that takes ``fit`` several seconds (``copies`` renamed copies of the
+    local-gloo-1gbit environment, ~0.7 s each here), so a SIGINT at 0.3-1 s lands mid-fit on a
+    fast machine too (the shipped runs/ alone fit in about 1 s)."""
+    runs = tmp_path / "runs"
+    for i in range(copies):
+        d = runs / f"copy-{i}"
+        shutil.copytree(ROOT / "runs" / "local-gloo-1gbit", d)
+        toml = d / "env.toml"
+        toml.write_text(toml.read_text().replace('name = "local-gloo-1gbit"', f'name = "copy-{i}"'))
+    return runs
+
+
 def test_ctrl_c_fit_as_a_user(tmp_path):
     """SIGINT from outside once ``fit`` has checked --out (the folder exists): 130, one line."""
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "autotuner.cli", "fit", "runs/", "--out", str(out)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "autotuner.cli", "fit", str(_slow_runs(tmp_path)), "--out", str(out)],
+                            cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_sigint)  # noqa: PLW1509
     try:
         t0 = time.monotonic()
@@ -518,7 +532,7 @@ def test_ctrl_c_fit_as_a_user(tmp_path):
 
 @pytest.mark.parametrize("delay", [0.3, 1.0])
 def test_ctrl_c_fit(tmp_path, delay):
-    p = _interrupted(["fit", "runs/", "--out", str(tmp_path / "out")], delay)
+    p = _interrupted(["fit", str(_slow_runs(tmp_path)), "--out", str(tmp_path / "out")], delay)
     _assert_interrupted(p)
     _complete_outputs(tmp_path / "out")
 
