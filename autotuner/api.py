@@ -50,8 +50,10 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
     else:
         layout = load_layout(model)
         if compute_ms is None and not layout.measured:
+            have = (f"calibrated: {', '.join(sorted(fenv.workloads))}" if fenv.workloads
+                    else "it has no trained model: a sweep, nccl-tests or timelines without a layout")
             raise ScenarioError(f"model {model!r} has no calibrated compute time in env {fenv.name!r} "
-                                f"(calibrated: {', '.join(sorted(fenv.workloads))}); pass --compute-ms")
+                                f"({have}); pass --compute-ms or a profiled layout (autotuner profile)")
         if compute_ms is not None and not compute_ms > 0:
             raise ScenarioError(f"compute time must be > 0 ms, got {compute_ms}")
         # no host-side backward measured for this model: hooks at device readiness; collectives
