@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 import sys
@@ -219,6 +220,17 @@ def _gzip_into(src: Path, dst_dir: Path, stem: str) -> Path:
     return dst
 
 
+def _busy() -> str | None:
+    """A warning when other work loads this machine: the sweep's timings (and the fit) follow the
+    CPU time Horovod's threads get. Measured here: under a 1-minute load average of 5-7 on 2 cores
+    the default sweep took 153-181 s instead of 120 s and its fit predicted 4-6 % slower steps."""
+    load, cores = os.getloadavg()[0], os.cpu_count() or 1
+    if load > 0.5 * cores:
+        return (f"warning: load average {load:.1f} on {cores} core(s): other work is running; the sweep "
+                "measures the CPU time Horovod gets, so measure on a quiet machine (each record keeps load_avg_1m)")
+    return None
+
+
 def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion_sizes=DEFAULT_FUSION_SIZES,
                 tiny_counts=DEFAULT_TINY_COUNTS, unfused_sizes=DEFAULT_UNFUSED_SIZES, timeout_s: float = 900.0,
                 on_total: Callable[[int, int], None] | None = None,
@@ -254,6 +266,9 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
         _gzip_into(left, env_dir / "timelines", left.stem.rsplit("-", 1)[0])
     t0 = time.monotonic()
     new = 0
+    busy = _busy()
+    if busy:
+        say(busy)
     with shaped_network(setup.bandwidth_gbit) as tb:
         link = (setup.bandwidth_gbit if tb.shaped else None)
         if not (env_dir / "env.toml").exists():
@@ -299,7 +314,8 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                                    "cache": cfg is None or cfg.cache_capacity > 0, "bytes": int(d["bytes"]),
                                    "tensors": int(d["tensors"]), "ranks": int(d["ranks"]), "times_ms": d["times_ms"],
                                    **stats(d["times_ms"]), "part": stem, "setup": setup.to_dict(),
-                                   "testbed": tb.note, "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                                   "testbed": tb.note, "load_avg_1m": round(os.getloadavg()[0], 2),
+                                   "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
                             if item_key(rec) in done:
                                 continue
                             store.append(rec)
