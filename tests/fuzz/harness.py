@@ -86,6 +86,7 @@ CLI_TIMEOUT_S = 30.0
 READER_TIMEOUT_S = 10.0
 FIX = ROOT / "runs" / "local-gloo-1gbit" / "fixtures"
 VALID_DIR = ROOT / "runs" / "local-gloo-1gbit" / "validation"
+NCCL_ENV = ROOT / "tests" / "data" / "nccl_tests" / "h100-2x8-ib400"
 #: failure categories; every one of them fails the run
 CLI_FAILURES = ("traceback", "hang", "malformed-error", "bad-exit", "wrote-on-error", "accepted-bad",
                 "non-json-output", "wrote-outside-out", "non-finite-model", "imported-data-code", "launched")
@@ -223,6 +224,11 @@ class _Bases:
         self.layouts["resnet50-as-recorded"] = (ROOT / "runs/local-gloo-1gbit/layouts/resnet50-as-recorded.json").read_text()
         self.models = {p.stem: p.read_text() for p in sorted((ROOT / "autotuner" / "models").glob("*.json"))}
         self.records = {p.name: p.read_text() for p in sorted(VALID_DIR.glob("*.jsonl"))}
+        self.sweep = (ROOT / "runs/local-gloo-1gbit-sweep/sweep.jsonl").read_text()
+        self.nccl = {p.name: p.read_text() for p in sorted(NCCL_ENV.glob("all_reduce_perf-*"))}
+        self.reports_002_004 = {"002": (ROOT / "runs/t4x4-pcie/report-002.md").read_text(),
+                                "003": (ROOT / "runs/laptop-cpu/report-003.md").read_text(),
+                                "004": (ROOT / "runs/t4x4-compression/report-004.md").read_text()}
 
 
 _BASES: _Bases | None = None
@@ -444,9 +450,60 @@ def _r_records(rng: random.Random, work: Path):
     return text, go
 
 
+def _r_sweep(rng: random.Random, work: Path):
+    """Mutated ``autotuner measure`` records: parsed, then the per-tensor negotiation fit on them."""
+    from autotuner.fit.sweep import _per_tensor
+    from autotuner.readers.sweep import parse_sweep_records
+
+    text = mu.mutate_jsonl_text(rng, bases().sweep)
+
+    def go():
+        recs, _ = parse_sweep_records(text, "fuzz.jsonl")
+        info = _per_tensor(recs)
+        if info["per_tensor_us"] is not None and not (info["per_tensor_us"] > 0 and math.isfinite(info["per_tensor_us"])):
+            return f"sweep accepted with a per-tensor cost of {info['per_tensor_us']!r} µs"
+    return text, go
+
+
+def _r_nccl(rng: random.Random, work: Path):
+    """A mutated nccl-tests output (stdout table or -J JSON) as the source of a copy of the example
+    env (tests/data/nccl_tests): read_env, then fit_env."""
+    from autotuner.fit.fitters import fit_env
+    from autotuner.readers.runs import read_env
+
+    name = rng.choice(sorted(bases().nccl))
+    text = mu.mutate_text(rng, bases().nccl[name])
+    d = work / "envs" / "nccl"
+    shutil.rmtree(work / "envs", ignore_errors=True)
+    shutil.copytree(NCCL_ENV, d)
+    (d / name).write_text(text)
+
+    def go():
+        fit_env(read_env(d))
+    return text, go
+
+
+def _r_labreport_002_004(rng: random.Random, work: Path):
+    """Mutated lab reports 002/003/004 through their parsers (autotuner.readers.labreport)."""
+    from autotuner.readers import labreport as lr
+
+    which = rng.choice(sorted(bases().reports_002_004))
+    text = mu.mutate_text(rng, bases().reports_002_004[which])
+
+    def go():
+        if which == "002":
+            lr.parse_backend_runs(text, "fuzz.md")
+        elif which == "003":
+            lr.parse_cpu_scaling(text, ["resnet50", "resnet18"], "fuzz.md")
+        else:
+            lr.parse_compression_runs(text, "fuzz.md")
+    return text, go
+
+
 READERS = {"timeline": (_r_timeline, 25), "autotune_log": (_r_autotune, 12), "labreport": (_r_labreport, 15),
            "layout": (_r_layout, 12), "model": (_r_model, 12), "env.toml": (_r_envtoml, 12),
-           "records": (_r_records, 12)}
+           "records": (_r_records, 12), "sweep": (_r_sweep, 8), "nccl-tests": (_r_nccl, 8),
+           "labreport-002-004": (_r_labreport_002_004, 8)}
 
 
 def _autotuner_error():
