@@ -27,7 +27,6 @@ from autotuner.fit.fitters import fit_collective_tier, fit_env, simulate_ms
 from autotuner.fit.store import env_from_dict, write_model
 from autotuner.fit.timelines import cycle_bound_ms
 from autotuner.knobs import Config
-from autotuner.model.costmodel import Cluster
 from autotuner.paths import shipped_models, shipped_runs
 from autotuner.readers.layouts import load_data_layout
 from autotuner.readers.runs import read_env
@@ -119,7 +118,7 @@ def test_rounding_is_the_whole_difference(shipped):
     the shipped model is today's validation fit, and the fit itself is shared."""
     rows = np.array([[s[0], s[1], s[-1]] for r in _records("fit-sweep.jsonl") for s in r["timeline"]["samples"]
                      if s[-1] > 0], dtype=float)
-    tier, *_ = fit_collective_tier(rows[:, 0], rows[:, 1], rows[:, 2] * 1e-6, Cluster(1, 2))
+    tier, *_ = fit_collective_tier(rows[:, 0], rows[:, 1], rows[:, 2] * 1e-6, 2)
     assert tier.to_dict() == pytest.approx(shipped["cost_model"]["inter"], rel=1e-12)
 
 

@@ -335,12 +335,12 @@ def host_samples_for(env: EnvData, recs: list[dict[str, Any]]) -> tuple[np.ndarr
 
 
 def fit_collective_tier(nbytes: np.ndarray, counts: np.ndarray, times_s: np.ndarray,
-                        cluster: Cluster) -> tuple[Tier, Any, np.ndarray, dict[str, Any] | None]:
+                        p: int) -> tuple[Tier, Any, np.ndarray, dict[str, Any] | None]:
     """The ring tier of measured collectives: ``T(n) = a + b·n`` (:func:`fit_linear`) and, where
     the samples allow, two such lines split at a knee (:func:`fit_piecewise`).
 
     Args: arrays of shape (k,): response bytes, how many responses of that size were measured,
-    their mean duration (s). Each size's relative residual weighs by its share of all measured
+    their mean duration (s); ``p``: the ranks they ran on. Each size's relative residual weighs by its share of all measured
     collective time (sqrt(count x time / total)), so the line is right where a step's time goes
     (the many tiny tensors would dominate otherwise). Returns ``(tier, linear fit, predicted s
     per sample, piecewise info or None)``. Raises FitError (fewer than 2 samples, times <= 0).
@@ -348,14 +348,14 @@ def fit_collective_tier(nbytes: np.ndarray, counts: np.ndarray, times_s: np.ndar
     """
     weights = np.sqrt(counts * times_s / np.sum(counts * times_s))
     lin = fit_linear(nbytes, times_s, weights)
-    tier = Tier.from_linear(lin.a_s, lin.b_s_per_byte, cluster.size)
+    tier = Tier.from_linear(lin.a_s, lin.b_s_per_byte, p)
     pred = lin.a_s + lin.b_s_per_byte * nbytes
     piece = fit_piecewise(nbytes, times_s, weights, counts)
     piece_info = None
     if piece is not None:
         knee, small, large = piece
-        tier = Tier.from_linear(small.a_s, small.b_s_per_byte, cluster.size).with_large(
-            knee, large.a_s, large.b_s_per_byte, cluster.size)
+        tier = Tier.from_linear(small.a_s, small.b_s_per_byte, p).with_large(
+            knee, large.a_s, large.b_s_per_byte, p)
         pred = np.where(nbytes >= knee, large.a_s + large.b_s_per_byte * nbytes, small.a_s + small.b_s_per_byte * nbytes)
         piece_info = {"knee_bytes": knee, "small": {"a_ms": small.a_s * 1e3, "b_ms_per_mib": small.b_s_per_byte * MIB * 1e3,
                                                    "n_samples": small.n},
@@ -363,6 +363,32 @@ def fit_collective_tier(nbytes: np.ndarray, counts: np.ndarray, times_s: np.ndar
                                 "n_samples": large.n},
                       "r2": r_squared(times_s, pred), "mape_percent": mape(times_s, pred)}
     return tier, lin, pred, piece_info
+
+
+def timeline_cost_model(tier: Tier, *, link_gbps: float, ranks: int, memcpy_bytes: float, memcpy_s: float,
+                        host_mem, host_gaps, intra: Tier | None = None,
+                        min_host: int = 3) -> tuple[CostModel, dict[str, Any] | None]:
+    """The cost model of a fitted collective tier plus what timelines measure beside it.
+
+    - fusion-buffer copy rate ``2 · memcpy_bytes / memcpy_s`` (bytes, s: MEMCPY_IN + MEMCPY_OUT of
+      the fused responses; the simulator charges ``2 · bytes / memcpy_Bps``), or
+      :data:`GPU_MEMCPY_BPS` when nothing was copied;
+    - negotiation from the tier's small-message latency (:func:`_negotiation_for` on ``ranks``);
+    - with at least ``min_host`` samples of each, host passes and the per-cycle negotiation
+      cost from :func:`autotuner.fit.regression.fit_host_passes` (``host_mem`` shape (m, 2),
+      ``host_gaps`` shape (g, 4)).
+
+    Returns ``(cost model, host-pass fit info or None)``. Shared by the ``validation``,
+    ``sweep`` and ``timelines`` fitters.
+    """
+    cost = CostModel(inter=tier, intra=intra, link_gbps=link_gbps,
+                     memcpy_Bps=float(2 * memcpy_bytes / memcpy_s) if memcpy_s > 0 else GPU_MEMCPY_BPS,
+                     negotiation=_negotiation_for(tier, ranks))
+    if len(host_mem) < min_host or len(host_gaps) < min_host:
+        return cost, None
+    host, ctrl_op_s, info = fit_host_passes(np.asarray(host_mem, float).reshape(-1, 2),
+                                            np.asarray(host_gaps, float).reshape(-1, 4))
+    return replace(cost, host=host, negotiation=replace(cost.negotiation, ctrl_op_s=ctrl_op_s)), info
 
 
 def fit_validation_env(env: EnvData) -> dict[str, Any]:
@@ -397,19 +423,14 @@ def fit_validation_env(env: EnvData) -> dict[str, Any]:
     if len(rows) < 2:
         raise FitError(f"{env.name}: fewer than 2 usable timeline samples")
     nbytes, counts, times = rows[:, 0], rows[:, 1], rows[:, 2] * 1e-6
-    tier, lin, pred, piece_info = fit_collective_tier(nbytes, counts, times, cluster)
-    mem = np.array([r["timeline"]["memcpy"] for r in recs if r["timeline"].get("memcpy")], dtype=float)
-    memcpy_Bps = GPU_MEMCPY_BPS
-    if len(mem) and mem[:, 1].sum() > 0:
-        memcpy_Bps = float(2 * mem[:, 0].sum() / (mem[:, 1].sum() * 1e-6))
-    cost = CostModel(inter=tier, link_gbps=float(meta["link_gbps"]), memcpy_Bps=memcpy_Bps,
-                     negotiation=_negotiation_for(tier, cluster.size))
+    tier, lin, pred, piece_info = fit_collective_tier(nbytes, counts, times, cluster.size)
+    mem = np.array([r["timeline"]["memcpy"] for r in recs if r["timeline"].get("memcpy")], dtype=float).reshape(-1, 2)
     host_mem, host_gaps, host_files = host_samples_for(env, recs)
-    host_info = None
-    if len(host_mem) >= 3 and len(host_gaps) >= 3:
-        host, ctrl_op_s, host_info = fit_host_passes(host_mem, host_gaps)
+    cost, host_info = timeline_cost_model(tier, link_gbps=float(meta["link_gbps"]), ranks=cluster.size,
+                                          memcpy_bytes=mem[:, 0].sum(), memcpy_s=mem[:, 1].sum() * 1e-6,
+                                          host_mem=host_mem, host_gaps=host_gaps)
+    if host_info is not None:
         host_info["timelines"] = host_files
-        cost = replace(cost, host=host, negotiation=replace(cost.negotiation, ctrl_op_s=ctrl_op_s))
     workloads: dict[str, Any] = {}
     for r in recs:
         st = r["setup"]

@@ -29,20 +29,18 @@ No model is trained in a sweep, so the fitted environment has no workloads: ``si
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import AutotunerError, FitError
 from ..knobs import MIB
-from ..model.costmodel import Cluster, CostModel
+from ..model.costmodel import Cluster
 from ..readers.runs import EnvData
 from ..readers.sweep import read_sweep_records
 from ..readers.timeline import read_timeline, samples
 from ..readers.timeline_steps import response_host_samples
-from .fitters import GPU_MEMCPY_BPS, _model_dict, _negotiation_for, fit_collective_tier, run_config
-from .regression import fit_host_passes
+from .fitters import _model_dict, fit_collective_tier, run_config, timeline_cost_model
 
 #: kept timelines of a sweep, relative to the folder of ``source``
 TIMELINE_GLOB = "timelines/*.json.gz"
@@ -95,16 +93,11 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
         intra, ilin, _, ipiece, *_ = _tier(pooled["intra"], ranks["intra"])
         tiers_info["intra"] = {"p": ranks["intra"], "a_ms": ilin.a_s * 1e3, "b_ms_per_mib": ilin.b_s_per_byte * MIB * 1e3,
                                "r2": ilin.r2, "piecewise": ipiece}
-    cost = CostModel(inter=tier, intra=intra, link_gbps=float(meta["link_gbps"]), memcpy_Bps=GPU_MEMCPY_BPS,
-                     negotiation=_negotiation_for(tier, cluster.size))
     m = np.array(mem, float).reshape(-1, 2)
-    if len(m) and m[:, 1].sum() > 0:
-        cost = replace(cost, memcpy_Bps=float(2 * m[:, 0].sum() / m[:, 1].sum()))
-    host_info = None
-    if len(m) >= 3 and len(gaps) >= 3:
-        host, ctrl_op_s, host_info = fit_host_passes(m, np.array(gaps, float).reshape(-1, 4))
-        cost = replace(cost, host=host, negotiation=replace(cost.negotiation, ctrl_op_s=ctrl_op_s))
-    else:
+    cost, host_info = timeline_cost_model(tier, intra=intra, link_gbps=float(meta["link_gbps"]), ranks=cluster.size,
+                                          memcpy_bytes=m[:, 0].sum(), memcpy_s=m[:, 1].sum(), host_mem=m,
+                                          host_gaps=gaps)
+    if host_info is None:
         env.problems.append(f"{env.name}: {len(m)} fused response(s) and {len(gaps)} back-to-back pair(s) in the "
                             "kept timelines: host passes not fitted (the fusion phase needs --timeline-mark-cycles)")
     neg_info = _per_tensor(recs)
@@ -126,7 +119,7 @@ def _tier(by_size: dict[int, list[float]], p: int):
     sizes = np.array(sorted(by_size), dtype=float)
     counts = np.array([len(by_size[int(n)]) for n in sizes], dtype=float)
     times = np.array([np.mean(by_size[int(n)]) for n in sizes])
-    tier, lin, pred, piece = fit_collective_tier(sizes, counts, times, Cluster(1, max(p, 2)))
+    tier, lin, pred, piece = fit_collective_tier(sizes, counts, times, p)
     return tier, lin, pred, piece, sizes, counts, times
 
 

@@ -43,7 +43,7 @@ slept.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,19 +56,17 @@ from ..readers.runs import EnvData
 from ..readers.timeline import Timeline, read_timeline, samples
 from ..readers.timeline_steps import host_samples, split_steps
 from .fitters import (
-    GPU_MEMCPY_BPS,
     _async,
     _data_layout,
     _host_backward_s,
     _model_dict,
-    _negotiation_for,
     _workload_json,
     calibrate_compute,
     fit_collective_tier,
     run_config,
+    timeline_cost_model,
     workload_for,
 )
-from .regression import fit_host_passes
 
 #: fewest fused responses and back-to-back pairs for a host-pass fit (as ``fit_validation_env``)
 MIN_HOST_SAMPLES = 3
@@ -242,16 +240,12 @@ def fit_timelines_env(env: EnvData) -> dict[str, Any]:
                        f"{len(used)} usable timeline(s) of {meta['source']!r}")
     arr = np.array([r[:3] for r in rows], dtype=float)
     nbytes, counts, times = arr[:, 0], arr[:, 1], arr[:, 2]
-    tier, lin, pred, piece_info = fit_collective_tier(nbytes, counts, times, cluster)
-    memcpy_Bps = float(2 * mem[0] / (mem[1] * 1e-6)) if mem[1] > 0 else GPU_MEMCPY_BPS
-    cost = CostModel(inter=tier, link_gbps=float(meta["link_gbps"]), memcpy_Bps=memcpy_Bps,
-                     negotiation=_negotiation_for(tier, cluster.size))
-    host_info = None
-    if len(host_mem) >= MIN_HOST_SAMPLES and len(host_gaps) >= MIN_HOST_SAMPLES:
-        host, ctrl_op_s, host_info = fit_host_passes(np.array(host_mem, float).reshape(-1, 2),
-                                                     np.array(host_gaps, float).reshape(-1, 4))
+    tier, lin, pred, piece_info = fit_collective_tier(nbytes, counts, times, cluster.size)
+    cost, host_info = timeline_cost_model(tier, link_gbps=float(meta["link_gbps"]), ranks=cluster.size,
+                                          memcpy_bytes=mem[0], memcpy_s=mem[1] * 1e-6, host_mem=host_mem,
+                                          host_gaps=host_gaps, min_host=MIN_HOST_SAMPLES)
+    if host_info is not None:
         host_info["timelines"] = host_used
-        cost = replace(cost, host=host, negotiation=replace(cost.negotiation, ctrl_op_s=ctrl_op_s))
     else:
         env.problems.append(f"{env.path.name}/{meta['source']}: {len(host_mem)} fused response(s) and "
                             f"{len(host_gaps)} back-to-back pair(s) in complete steps: too few for host passes "

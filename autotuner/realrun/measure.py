@@ -40,6 +40,7 @@ import numpy as np
 from ..errors import ValidationError
 from ..knobs import DEFAULTS_0_28, MIB
 from ..readers.sweep import parse_sweep_records
+from .sweep import FUSION_SPLIT
 from .validation import TrialStore
 
 RECORDS = "sweep.jsonl"
@@ -160,14 +161,15 @@ def parse_sizes(spec: str) -> tuple[int, ...]:
 
 
 def _fusion_bytes(s: int) -> int:
-    return max(s // 8, 8) * 8  # 8 tensors of s/8 bytes per dtype (autotuner.realrun.sweep.FUSION_SPLIT)
+    """The fused response the sweep's fusion phase makes of ``s`` bytes (tensors of s/FUSION_SPLIT bytes)."""
+    return max(s // FUSION_SPLIT, 8) * FUSION_SPLIT
 
 
 def _expected(tier: Tier, job: str, sizes, fusion_sizes, tiny, unfused) -> list[tuple]:
     """Item keys (:func:`item_key`) one job measures, in its order."""
     if job == "main":
         return ([(tier.name, job, "allreduce", n, 1) for n in sizes]
-                + [(tier.name, job, "fusion", _fusion_bytes(s), 16) for s in fusion_sizes]
+                + [(tier.name, job, "fusion", _fusion_bytes(s), 2 * FUSION_SPLIT) for s in fusion_sizes]
                 + [(tier.name, job, "negotiation", 4 * k, k) for k in tiny])
     if job == "fusion-off":
         return [(tier.name, job, "unfused", n, UNFUSED_COUNT) for n in unfused]
@@ -281,8 +283,8 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 hv = "0.28.1"
             if link is None:
                 link = round(measure_bandwidth_gbit(tb), 2)
-            cl = (len(parse_hosts(setup.hosts, setup.np)), max(s for _, s in parse_hosts(setup.hosts, setup.np)))
-            nodes, gpn = (1, setup.np) if cl[0] == 1 else (cl[0], cl[1])
+            hs = parse_hosts(setup.hosts, setup.np)
+            nodes, gpn = (1, setup.np) if len(hs) == 1 else (len(hs), max(s for _, s in hs))
             atomic_write_text(env_dir / "env.toml", env_toml(env_dir.name, setup, (nodes, gpn), link, tb.note, hv))
         for tier, jname, keys in jobs:
             todo = [k for k in keys if k not in done]

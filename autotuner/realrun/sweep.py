@@ -109,9 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         return out
 
     for n in sizes:
-        t = torch.ones(max(n // 4, 1), dtype=torch.float32)
-        emit("allreduce", n, 1, timed(lambda: hvd.allreduce_(t, name=f"sweep.allreduce.{n}")))
-        del t
+        emit("allreduce", n, 1, timed(lambda t=torch.ones(max(n // 4, 1), dtype=torch.float32), n=n:
+                                      hvd.allreduce_(t, name=f"sweep.allreduce.{n}")))
     for s in fusion:
         per = max(s // FUSION_SPLIT, 8)
         ts = [(torch.ones(per // 4, dtype=torch.float32), f"sweep.fusion.{s}.f32.{i}") for i in range(FUSION_SPLIT)]
