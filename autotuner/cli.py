@@ -145,6 +145,10 @@ def _bw_opt():
                         callback=opt.checked(opt.LinkGbit, "--bandwidth-gbps"))
 
 
+def _compression_opt():
+    return typer.Option(Compression.none, "--compression", help="gradient compression")
+
+
 def _compute_opt():
     return typer.Option(None, "--compute-ms", help=COMPUTE_HELP, callback=opt.checked(opt.Millis, "--compute-ms"))
 
@@ -196,7 +200,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
              nodes: Optional[int] = _nodes_opt(),
              gpus_per_node: Optional[int] = _gpus_opt(),
              bandwidth_gbps: Optional[float] = _bw_opt(),
-             compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
+             compression: Compression = _compression_opt(),
              compute_ms: Optional[float] = _compute_opt(),
              model_dir: Optional[Path] = _model_dir_opt(),
              timeline: Optional[Path] = typer.Option(None, "--timeline",
@@ -251,7 +255,7 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
             nodes: Optional[int] = _nodes_opt(),
             gpus_per_node: Optional[int] = _gpus_opt(),
             bandwidth_gbps: Optional[float] = _bw_opt(),
-            compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
+            compression: Compression = _compression_opt(),
             compute_ms: Optional[float] = _compute_opt(),
             model_dir: Optional[Path] = _model_dir_opt(),
             as_json: bool = typer.Option(False, "--json"),
@@ -437,7 +441,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                 nodes: Optional[int] = _nodes_opt(),
                 gpus_per_node: Optional[int] = _gpus_opt(),
                 bandwidth_gbps: Optional[float] = _bw_opt(),
-                compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
+                compression: Compression = _compression_opt(),
                 runs_dir: Optional[Path] = _runs_dir_opt("measured validations <runs>/<env>/validation, searched "
                                                          "first (then $AUTOTUNER_RUNS_DIR, ./runs, the user's and "
                                                          "the shipped runs)"),
@@ -525,7 +529,7 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
               batch_size: Optional[int] = typer.Option(None, "--batch-size", help="samples per GPU per step (default: runs/<env>/env.toml batch_size)",
                                                        callback=opt.checked(opt.Count, "--batch-size")),
               compute_ms: Optional[float] = _compute_opt(),
-              compression: Compression = typer.Option(Compression.none, "--compression", help="gradient compression"),
+              compression: Compression = _compression_opt(),
               out_dir: Path = typer.Option(Path("scale"), "--out", help="folder for the PNG and SVG plot"),
               runs_dir: Optional[Path] = _runs_dir_opt("<runs>/<env>/env.toml for the batch size, searched first "
                                                        "(then $AUTOTUNER_RUNS_DIR, ./runs, the user's and the "
