@@ -17,7 +17,15 @@ from .fit.fitters import fit_env
 from .fit.store import FittedEnv, load_env, write_model
 from .knobs import DEFAULTS_0_28, Config, horovod_env, horovodrun_flags
 from .model.costmodel import Cluster, CostModelError
-from .model.scenario import COMPRESSION_RATIO, Compression, Scenario  # noqa: F401 (Compression: for the CLI)
+from .model.scenario import (  # noqa: F401 (Compression, LOSSY, COMPRESSION_NUMERICS: for the CLI)
+    COMPRESSION_CODE,
+    COMPRESSION_NUMERICS,
+    COMPRESSION_RATIO,
+    HOROVOD_COMPRESSIONS,
+    LOSSY,
+    Compression,
+    Scenario,
+)
 from .model.simulator import StepResult, Workload
 from .readers.layouts import load_layout
 from .readers.runs import read_runs
@@ -26,7 +34,8 @@ from .writers.atomic import check_output_dir
 
 def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, model: str, *, nodes: int | None = None,
                   gpus_per_node: int | None = None, bandwidth_gbps: float | None = None,
-                  compression: str = "none", compute_ms: float | None = None) -> tuple[Scenario, FittedEnv]:
+                  compression: str = "none", compute_ms: float | None = None,
+                  backend: str | None = None) -> tuple[Scenario, FittedEnv]:
     """Build a scenario from ``<env>.json`` in ``model_dir`` (one folder, or several searched in
     order; None: :func:`autotuner.paths.model_search_path`) and a model name/path/factory.
 
@@ -34,8 +43,15 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
     layout needs ``compute_ms`` (forward+backward, split 1/3 : 2/3), unless it carries measured
     times (``autotuner profile``): then forward and backward are the measured ones, or with
     ``compute_ms`` that total split in the measured forward : backward ratio, and readiness is
-    the measured ``ready_ms`` (:attr:`autotuner.model.layout.Layout.ready_fraction`). Raises
-    ScenarioError, ModelStoreError, LayoutError, CostModelError with one-line messages.
+    the measured ``ready_ms`` (:attr:`autotuner.model.layout.Layout.ready_fraction`).
+
+    What-ifs besides the shape and link rate: ``backend`` (``mpi``, ``gloo``, ``nccl``: that
+    backend's fitted intra-node tier, :meth:`~autotuner.model.costmodel.CostModel.with_backend`).
+    An env with compute contention (CPU ranks sharing a host) multiplies a calibrated model's
+    compute by :meth:`~autotuner.model.contention.Contention.slowdown` of the ranks per node; a
+    model whose step is a fixed global amount of work (``work_per_step = global``) has it split
+    over the ranks. Raises ScenarioError, ModelStoreError, LayoutError, CostModelError with
+    one-line messages.
     """
     if model_dir is None:
         from .paths import model_search_path
@@ -71,7 +87,17 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
     except CostModelError as e:
         raise ScenarioError(str(e)) from None
     cost = fenv.cost if bandwidth_gbps is None else fenv.cost.with_bandwidth(bandwidth_gbps)
-    return Scenario(fenv.name, model, layout, wl, cost, cluster, compression), fenv
+    if backend is not None:
+        try:
+            cost = cost.with_backend(str(backend).lower())
+        except CostModelError as e:
+            raise ScenarioError(f"env {fenv.name!r}: {e}") from None
+    calibrated = model in fenv.workloads and compute_ms is None
+    run = fenv.run_shapes.get(model) if calibrated else None
+    return Scenario(fenv.name, model, layout, wl, cost, cluster, compression, run=run,
+                    backend=None if backend is None else str(backend).lower(),
+                    contention=fenv.contention if calibrated else None,
+                    global_work=calibrated and model in fenv.global_work), fenv
 
 
 def write_simulated_timeline(sc: Scenario, fenv: FittedEnv, config: Config, path: Path, *,
@@ -169,15 +195,30 @@ def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int 
 def simulate_result(sc: Scenario, cfg: Config, r: StepResult | None = None) -> dict[str, Any]:
     """JSON-ready result of one simulated configuration (``simulate --json``): the scenario,
     the knobs, step time (ms), collectives (ms), overlap, the autotune score (bytes/µs) and
-    every fused response (bytes, tensors, start and duration in ms)."""
+    every fused response (bytes, tensors, start and duration in ms). ``backend``: the collective
+    backend simulated (None: the env's own). When the scenario has a run shape
+    (:attr:`Scenario.run`) also ``steps_per_rank`` and ``wall_time_s`` (predicted wall time of the
+    whole run, s: :meth:`Scenario.wall_s`)."""
     r = r or sc.simulate(cfg)
-    return {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
-            "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
-            "bandwidth_gbps": sc.cost.link_gbps, "compression": sc.compression, "config": cfg.to_dict(),
-            "step_time_ms": r.step_time_ms, "score_bytes_per_us": r.score_bytes_per_us,
-            "comm_ms": r.comm_s * 1e3, "overlap": r.overlap, "bytes_per_step": r.bytes_per_step,
-            "responses": [{"bytes": x.nbytes, "tensors": x.n_tensors, "start_ms": x.start_s * 1e3,
-                           "duration_ms": x.duration_s * 1e3} for x in r.responses]}
+    d = {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
+         "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
+         "bandwidth_gbps": sc.cost.link_gbps, "compression": sc.compression, "backend": sc.backend,
+         "config": cfg.to_dict(), "step_time_ms": r.step_time_ms, "score_bytes_per_us": r.score_bytes_per_us,
+         "comm_ms": r.comm_s * 1e3, "overlap": r.overlap, "bytes_per_step": r.bytes_per_step,
+         "responses": [{"bytes": x.nbytes, "tensors": x.n_tensors, "start_ms": x.start_s * 1e3,
+                        "duration_ms": x.duration_s * 1e3} for x in r.responses]}
+    if sc.run is not None:
+        d |= {"steps_per_rank": sc.run.steps_per_rank(sc.cluster.size), "wall_time_s": sc.wall_s(r.step_time_s)}
+    return d
+
+
+class Backend(StrEnum):
+    """Collective backends the ``--backend`` what-if names (an env fits some of them:
+    :meth:`autotuner.model.costmodel.CostModel.with_backend`)."""
+
+    mpi = "mpi"
+    gloo = "gloo"
+    nccl = "nccl"
 
 
 class SearchStrategy(StrEnum):
@@ -224,18 +265,45 @@ def profile_model(spec: str, out: Path, *, input_shape: str, batch_size: int, de
 
 
 def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, progress=None,
-            fixed: Mapping[str, Any] | None = None, strategy: str = "bayes") -> dict[str, Any]:
+            fixed: Mapping[str, Any] | None = None, strategy: str = "bayes",
+            compressions: Sequence[str] | None = None) -> dict[str, Any]:
     """``autotuner suggest``: search, then the reference and the top proposals with their
-    predicted step time (ms), speed-up over the reference, autotune score, ``horovodrun`` flags
-    and ``HOROVOD_*`` variables. ``keep_defaults`` is True when no proposal is predicted faster
-    than the reference by more than :data:`autotuner.search.ranking.MIN_GAIN` (the tie rule:
-    then the first proposal is the reference itself). ``search_seconds``: wall time (s).
-    ``strategy``: ``bayes`` (default, ~30 simulations + batch refinement) or ``grid`` (every
-    configuration of :mod:`autotuner.search.grid`, ~10^5-10^6 batch simulations). Raises
-    ScenarioError for another strategy."""
+    predicted step time (ms), speed-up over the reference, autotune score, ``horovodrun`` flags,
+    ``HOROVOD_*`` variables and gradient ``compression`` (with ``compression_code``: the
+    ``hvd.DistributedOptimizer`` argument that sets it, not a horovodrun flag).
+    ``keep_defaults`` is True when no proposal is predicted faster than the reference by more
+    than :data:`autotuner.search.ranking.MIN_GAIN` (the tie rule: then the first proposal is the
+    reference itself). ``search_seconds``: wall time (s). ``strategy``: ``bayes`` (default, ~30
+    simulations + batch refinement) or ``grid`` (every configuration of
+    :mod:`autotuner.search.grid`, ~10^5-10^6 batch simulations).
+
+    ``compressions``: the gradient compressions searched (None: Horovod 0.28.1's,
+    :data:`~autotuner.model.scenario.HOROVOD_COMPRESSIONS`: none and fp16; one value pins it).
+    The knobs are searched for each one on ``sc`` with that compression. The reference is the
+    defaults without compression (with the first one given when ``none`` is not among them). A
+    proposal with another compression is kept only when it is predicted faster than the best
+    proposal of the reference's compression by more than ``MIN_GAIN``: compression changes
+    numerics (:data:`~autotuner.model.scenario.COMPRESSION_NUMERICS`, in ``compression_notes``)
+    and is not worth a tie. ``best_by_compression``: the best predicted step (ms) of each.
+    Raises ScenarioError for another strategy, an unknown compression, or a lossy one
+    (:data:`~autotuner.model.scenario.LOSSY`: never proposed).
+    """
     import time
 
     from .search.ranking import MIN_GAIN
+
+    comps = list(HOROVOD_COMPRESSIONS if compressions is None else compressions)
+    if not comps:
+        raise ScenarioError("no compression to search")
+    for c in comps:
+        if c not in COMPRESSION_RATIO:
+            raise ScenarioError(f"unknown compression {c!r}; use one of {', '.join(COMPRESSION_RATIO)}")
+        if c in LOSSY:
+            raise ScenarioError(f"suggest never proposes {c} compression: {LOSSY[Compression(c)]}; "
+                                f"use autotuner simulate --compression {c} to see its step time")
+    comps = [Compression(c) for c in dict.fromkeys(comps)]
+    refc = Compression.none if Compression.none in comps else comps[0]
+    comps.sort(key=lambda c: c != refc)  # the reference's compression first
 
     t0 = time.perf_counter()
     strat = None
@@ -245,24 +313,39 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
         strat = GridStrategy()
     elif strategy != "bayes":
         raise ScenarioError(f"unknown search strategy {strategy!r}; use bayes or grid")
-    trials, best = suggest_configs(sc, top=top, n_calls=n_calls, seed=seed, progress=progress, fixed=fixed,
-                                   strategy=strat)
-    wall = time.perf_counter() - t0
     ref = replace(DEFAULTS_0_28, **(fixed or {}))
-    base = sc.simulate(ref)
+    scs = {c: replace(sc, compression=str(c)) for c in comps}
+    n_trials, found = 0, {}
+    for k, c in enumerate(comps):
+        prog = None if progress is None else (
+            lambda done, total, k=k: progress(done + k * total, total * len(comps)))
+        trials, best = suggest_configs(scs[c], top=top, n_calls=n_calls, seed=seed, progress=prog, fixed=fixed,
+                                       strategy=strat)
+        n_trials += len(trials)
+        found[c] = best
+    wall = time.perf_counter() - t0
+    base = scs[refc].simulate(ref)
+    cut = found[refc][0].step_time_s * (1 - MIN_GAIN)
+    winners = sorted(((t, c) for c in comps[1:] for t in found[c] if t.step_time_s < cut),
+                     key=lambda tc: tc[0].step_time_s)
+    picked = (winners + [(t, refc) for t in found[refc]])[:top]
 
-    def entry(c: Config, r: StepResult | None = None) -> dict:
-        r = r or sc.simulate(c)
-        return {"config": c.to_dict(), "step_time_ms": r.step_time_ms,
-                "speedup_vs_default": base.step_time_s / r.step_time_s,
+    def entry(c: Config, comp: Compression, r: StepResult | None = None) -> dict:
+        r = r or scs[comp].simulate(c)
+        return {"config": c.to_dict(), "compression": str(comp), "compression_code": COMPRESSION_CODE[comp],
+                "step_time_ms": r.step_time_ms, "speedup_vs_default": base.step_time_s / r.step_time_s,
                 "score_bytes_per_us": r.score_bytes_per_us, "horovodrun_flags": horovodrun_flags(c),
                 "env_vars": horovod_env(c)}
     res = {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
            "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
-           "default": entry(ref, base), "proposals": [entry(t.config) for t in best],
-           "evaluations": len(trials), "search_seconds": wall}
+           "default": entry(ref, refc, base), "proposals": [entry(t.config, c) for t, c in picked],
+           "evaluations": n_trials, "search_seconds": wall}
     res["keep_defaults"] = res["proposals"][0]["speedup_vs_default"] < 1 + MIN_GAIN
     res["strategy"] = str(strategy)
+    res["compressions_searched"] = [str(c) for c in comps]
+    res["best_by_compression"] = {str(c): found[c][0].step_time_s * 1e3 for c in comps}
+    res["compression_notes"] = {str(c): COMPRESSION_NUMERICS[c] for c in dict.fromkeys(
+        [refc] + [c for _, c in picked]) if c in COMPRESSION_NUMERICS}
     if fixed:
         res["fixed"] = dict(fixed)
     return res

@@ -67,6 +67,9 @@ class Format(StrEnum):
     SWEEP = "sweep"            # ``autotuner measure`` records (JSON Lines) and its kept timelines
     NCCL_TESTS = "nccl-tests"  # nccl-tests ``all_reduce_perf`` output, one file per tier
     TIMELINES = "timelines"    # any number of HOROVOD_TIMELINE files of a user's training job
+    BACKEND_RUNS = "backend-runs"          # wall times per backend and process count (lab report 002)
+    CPU_SCALING = "cpu-scaling"            # step times of CPU ranks on one host (lab report 003)
+    COMPRESSION_RUNS = "compression-runs"  # wall times with and without gradient compression (lab report 004)
 
 
 # --- the one-line error -------------------------------------------------------------------
@@ -391,6 +394,65 @@ class TimelinesEnv(EnvToml):
     layout: LayoutRef | None = None
 
 
+class BackendRunsEnv(EnvToml):
+    """A ``backend-runs`` env (lab report 002, :func:`autotuner.fit.backend_runs.fit_backend_runs_env`):
+    ``source`` is the report; one server of ``gpus_per_node`` devices; the workload's layout
+    and the timed run's shape (images per epoch, batch per rank, epochs); ``fit_backend`` and
+    ``fit_processes``: the runs the compute and start-up are calibrated on (the rest are held
+    out); ``prior_alpha_us`` / ``prior_bandwidth_gbps``: the fit backend's intra-node tier,
+    assumed (a range in the docs), since its own runs cannot separate it from the compute."""
+
+    nodes: Count
+    gpus_per_node: GpusPerNode
+    link_gbps: LinkGbit
+    device: Literal["GPU", "CPU"] = "GPU"
+    workload_model: PlainName
+    layout: LayoutRef
+    train_images: Count
+    batch_size: Count
+    epochs: Count
+    fit_backend: PlainName
+    fit_processes: Annotated[list[Count], Field(min_length=2)]
+    prior_alpha_us: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+    prior_bandwidth_gbps: LinkGbit
+
+
+class CpuScalingEnv(EnvToml):
+    """A ``cpu-scaling`` env (lab report 003, :func:`autotuner.fit.cpu_scaling.fit_cpu_scaling_env`):
+    ``source`` is the report; one host (``nodes`` = 1) whose ``gpus_per_node`` is the default
+    rank count to simulate; ``[[model]]``: the report's tables' models in table order, with their
+    layouts; ``step_unit``: the unit of the unprinted step-time column; ``fit_model``: the model
+    whose curve fits the contention (the others are held out); ``logical_cpus`` / ``cores``:
+    the host's CPUs (:class:`autotuner.model.contention.Contention`); ``prior_alpha_us`` /
+    ``prior_bandwidth_gbps``: the shared-memory MPI tier, assumed (nothing in the report
+    measures it; a range in docs/laptop-cpu.md)."""
+
+    nodes: Annotated[int, Field(ge=1, le=1)]
+    gpus_per_node: GpusPerNode
+    link_gbps: LinkGbit
+    model: Annotated[list[ModelEntry], Field(min_length=1)]
+    step_unit: Literal["s", "ms"]
+    fit_model: PlainName
+    logical_cpus: Count
+    cores: Annotated[float, Field(gt=0, le=100_000, allow_inf_nan=False)]
+    prior_alpha_us: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]
+    prior_bandwidth_gbps: LinkGbit
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CpuScalingEnv:
+        if self.fit_model not in [m.model for m in self.model]:
+            raise _fail("unknown", "fit_model must be one of the [[model]] entries", ("fit_model",), self.fit_model)
+        if self.cores > self.logical_cpus:
+            raise _fail("too_large", "cores cannot exceed logical_cpus", ("cores",), self.cores)
+        return self
+
+
+class CompressionRunsEnv(EnvToml):
+    """A ``compression-runs`` env (lab report 004, :func:`autotuner.fit.compression_runs.fit_compression_runs_env`)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
 class SweepRecord(BaseModel):
     """One line of an ``autotuner measure`` record file (:mod:`autotuner.realrun.measure`): one
     measured item of the sweep. Unknown keys are kept (later versions may add some)."""
@@ -420,7 +482,9 @@ class _EnvHead(BaseModel):
 #: the schema of an env.toml by its ``format``
 ENV_SCHEMAS: dict[Format, type[EnvToml]] = {Format.RESPONSES: ResponsesEnv, Format.BREAKDOWN: BreakdownEnv,
                                             Format.VALIDATION: ValidationEnv, Format.SWEEP: SweepEnv,
-                                            Format.NCCL_TESTS: NcclTestsEnv, Format.TIMELINES: TimelinesEnv}
+                                            Format.NCCL_TESTS: NcclTestsEnv, Format.TIMELINES: TimelinesEnv,
+                                            Format.BACKEND_RUNS: BackendRunsEnv, Format.CPU_SCALING: CpuScalingEnv,
+                                            Format.COMPRESSION_RUNS: CompressionRunsEnv}
 
 
 def check_env_toml(data: Any, where: str) -> EnvToml:
@@ -545,6 +609,11 @@ class HostPassesEntry(_Schema):
     gap_spill_ms_per_mib: NonNeg = 0.0
 
 
+class BackendEntry(_Schema):
+    intra: TierEntry
+    ctrl_op_us: NonNeg
+
+
 class CostModelEntry(_Schema):
     inter: TierEntry
     intra: TierEntry | None = None
@@ -553,6 +622,8 @@ class CostModelEntry(_Schema):
     host_copy_gbytes_per_s: Positive = 10.0
     negotiation: NegotiationEntry = NegotiationEntry()
     host_passes: HostPassesEntry | None = None
+    #: per collective backend (mpi, gloo, nccl): its intra-node tier and controller cost
+    backends: dict[PlainName, BackendEntry] | None = None
 
 
 class ClusterEntry(_Schema):
@@ -561,6 +632,24 @@ class ClusterEntry(_Schema):
     gpu: str | None = None
     backend: str | None = None
     horovod_version: str | None = None
+
+
+class TimedRunEntry(_Schema):
+    """A timed run: ``epochs`` over ``train_images`` in batches of ``batch_size`` per rank after
+    ``startup_s`` of fixed cost (:class:`autotuner.model.wallclock.RunShape`)."""
+
+    train_images: Count
+    batch_size: Count
+    epochs: Count
+    startup_s: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class ContentionEntry(_Schema):
+    """Compute contention of ranks sharing a host (:class:`autotuner.model.contention.Contention`)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    form: PlainName
+    logical_cpus: Count
 
 
 class WorkloadEntry(_Schema):
@@ -573,6 +662,12 @@ class WorkloadEntry(_Schema):
     host_backward_ms: Millis | None = None
     async_collectives: bool = False
     calibrated_on: str | None = None
+    #: ``per-rank``: forward/backward are one rank's step whatever the ranks (data parallel, a
+    #: batch per rank); ``global``: they are the whole step's work on one rank alone, split
+    #: evenly over the ranks (a fixed global amount of work per step: lab report 003)
+    work_per_step: Literal["per-rank", "global"] = "per-rank"
+    #: the timed run's shape (:class:`autotuner.model.wallclock.RunShape`), for wall times
+    run: TimedRunEntry | None = None
 
 
 def _all_finite(v: Any) -> Any:
@@ -594,6 +689,8 @@ class ModelFile(_Schema):
     cost_model: CostModelEntry
     fit: Annotated[dict[str, Any], AfterValidator(_all_finite)] = {}
     workloads: dict[Text, WorkloadEntry]
+    #: compute contention of ranks sharing one host (CPU ranks), or None
+    contention: ContentionEntry | None = None
 
 
 # --- validation records ---------------------------------------------------------------------

@@ -156,12 +156,41 @@ def build_resnet(block: str, layers: list[int]) -> _Builder:
     return b
 
 
+def build_mnist() -> _Builder:
+    """Horovod's examples/pytorch/pytorch_mnist.py ``Net`` (identical in v0.19.4, v0.23.0 and
+    v0.28.1): conv1 1->10 k5, max-pool 2, conv2 10->20 k5 (+ Dropout2d), max-pool 2, fc1 320->50,
+    fc2 50->10, on 28x28 MNIST images; 21,840 parameters."""
+    b = _Builder()
+    h, w = b.conv("conv1", 1, 10, 5, 1, 0, 28, 28, bias=True)  # 24
+    h, w = h // 2, w // 2  # F.max_pool2d(x, 2) -> 12
+    h, w = b.conv("conv2", 10, 20, 5, 1, 0, h, w, bias=True)  # 8
+    h, w = h // 2, w // 2  # -> 4
+    assert 20 * h * w == 320
+    b.linear("fc1", 320, 50)
+    b.linear("fc2", 50, 10)
+    return b
+
+
+MNIST_SOURCE = (
+    "scripts/gen_layouts.py: Horovod's examples/pytorch/pytorch_mnist.py Net (v0.19.4 "
+    "examples/pytorch_mnist.py, v0.23.0 and v0.28.1 examples/pytorch/pytorch_mnist.py: the same "
+    "network), 28x28 inputs, 10 classes; exact named_parameters() names, float32, 21,840 "
+    "parameters. Tensor order and compute_share as for the torchvision layouts: backward = layers "
+    "in reverse forward order, Linear bias then weight, Conv weight then bias; per-layer share of "
+    "backward FLOPs at batch 1 (conv/linear backward = 2 x forward FLOPs, the first layer 1 x), "
+    "put on the layer's first tensor in backward order. Max-pooling, ReLU, dropout and "
+    "log_softmax ignored. The workload of lab reports 002 and 004 (docs/lab-reports-002-004-arithmetic.md)."
+)
+SOURCES = {"mnist": MNIST_SOURCE}
+
+
 MODELS = {
     "vgg16": lambda: build_vgg16(False),
     "vgg16_bn": lambda: build_vgg16(True),
     "resnet18": lambda: build_resnet("basic", [2, 2, 2, 2]),
     "resnet50": lambda: build_resnet("bottleneck", [3, 4, 6, 3]),
     "resnet101": lambda: build_resnet("bottleneck", [3, 4, 23, 3]),
+    "mnist": build_mnist,
 }
 
 
@@ -183,7 +212,7 @@ def layout(name: str) -> dict:
     rest = math.fsum(t["compute_share"] for i, t in enumerate(tensors) if i != imax)
     tensors[imax]["compute_share"] = 1.0 - rest
     assert abs(sum(t["compute_share"] for t in tensors) - 1.0) < 1e-12
-    return {"schema": SCHEMA, "name": name, "source": SOURCE,
+    return {"schema": SCHEMA, "name": name, "source": SOURCES.get(name, SOURCE),
             "order": "backward", "tensors": tensors}
 
 

@@ -21,6 +21,7 @@ EXPECTED = {
     "resnet18": (62, 11_689_512, "fc.bias", "conv1.weight"),
     "resnet50": (161, 25_557_032, "fc.bias", "conv1.weight"),
     "resnet101": (314, 44_549_160, "fc.bias", "conv1.weight"),
+    "mnist": (8, 21_840, "fc2.bias", "conv1.bias"),  # Horovod examples/pytorch/pytorch_mnist.py Net
 }
 
 
@@ -68,7 +69,11 @@ def _gpu_profiles():
         return json.load(f)["profiles"]
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+#: the torchvision models, whose order runs/gpu-profiles recorded (not the MNIST example's Net)
+TORCHVISION = sorted(set(EXPECTED) - {"mnist"})
+
+
+@pytest.mark.parametrize("name", TORCHVISION)
 def test_backward_order_is_the_order_recorded_on_a_gpu(name):
     # Recorded by scripts/profile_gradient_readiness.py on an H100 (torchvision models, real
     # backward, post-accumulate-grad hooks): the order Horovod's hooks see, float32.
@@ -87,7 +92,7 @@ def test_within_layer_order_linear_bias_first_others_weight_first(name):
     names = [t["name"] for t in load(name)["tensors"]]
     for i, n in enumerate(names):
         layer, kind = n.rsplit(".", 1)
-        linear = layer == "fc" or layer.startswith("classifier.")
+        linear = layer in ("fc", "fc1", "fc2") or layer.startswith("classifier.")
         if kind == ("bias" if linear else "weight") and i + 1 < len(names):
             partner = layer + (".weight" if linear else ".bias")
             if partner in names:

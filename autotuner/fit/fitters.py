@@ -477,6 +477,21 @@ def _fit_timelines_env(env: EnvData) -> dict[str, Any]:
     return fit_timelines_env(env)
 
 
+def _fit_backend_runs_env(env: EnvData) -> dict[str, Any]:
+    from .backend_runs import fit_backend_runs_env
+    return fit_backend_runs_env(env)
+
+
+def _fit_cpu_scaling_env(env: EnvData) -> dict[str, Any]:
+    from .cpu_scaling import fit_cpu_scaling_env
+    return fit_cpu_scaling_env(env)
+
+
+def _fit_compression_runs_env(env: EnvData) -> dict[str, Any]:
+    from .compression_runs import fit_compression_runs_env
+    return fit_compression_runs_env(env)
+
+
 #: one fitter per source format (env.toml ``format``)
 FITTERS: dict[Format, Callable[[EnvData], dict[str, Any]]] = {
     Format.RESPONSES: fit_responses_env,
@@ -485,6 +500,9 @@ FITTERS: dict[Format, Callable[[EnvData], dict[str, Any]]] = {
     Format.SWEEP: _fit_sweep_env,
     Format.NCCL_TESTS: _fit_nccl_tests_env,
     Format.TIMELINES: _fit_timelines_env,
+    Format.BACKEND_RUNS: _fit_backend_runs_env,
+    Format.CPU_SCALING: _fit_cpu_scaling_env,
+    Format.COMPRESSION_RUNS: _fit_compression_runs_env,
 }
 
 

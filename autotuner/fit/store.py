@@ -18,15 +18,17 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
 from ..errors import ModelStoreError
 from ..knobs import Config
+from ..model.contention import Contention
 from ..model.costmodel import Cluster, CostModel
 from ..model.layout import Layout
 from ..model.simulator import Workload
+from ..model.wallclock import RunShape
 from ..readers.files import read_json
 from ..readers.layouts import load_data_layout
 from ..schemas import (
@@ -51,6 +53,12 @@ class FittedEnv:
     workloads: dict[str, tuple[str, Workload]]  # model -> (layout name, workload)
     raw: dict[str, Any]
     path: Path | None = None  # the model file read, if any
+    #: compute contention of ranks sharing a host (CPU ranks), or None
+    contention: Contention | None = None
+    #: model -> the timed run its workload was calibrated on (wall-time predictions)
+    run_shapes: dict[str, RunShape] = field(default_factory=dict)
+    #: models whose forward/backward are the whole step's work on one rank, split over the ranks
+    global_work: frozenset[str] = frozenset()
 
     def layout_for(self, model: str) -> Layout:
         """The layout of ``model``'s workload, as the model file names it: a shipped layout or a
@@ -137,7 +145,12 @@ def env_from_dict(d: dict[str, Any], where: str = "<model>", path: Path | None =
                for m, w in d["workloads"].items()}
         return FittedEnv(name=d["env"], cost=CostModel.from_dict(d["cost_model"]),
                          cluster=Cluster(int(d["cluster"]["nodes"]), int(d["cluster"]["gpus_per_node"])),
-                         measured_config=Config.from_dict(d["measured_config"]), workloads=wls, raw=d, path=path)
+                         measured_config=Config.from_dict(d["measured_config"]), workloads=wls, raw=d, path=path,
+                         contention=Contention.from_dict(d["contention"]) if d.get("contention") else None,
+                         run_shapes={m: RunShape.from_dict(w["run"]) for m, w in d["workloads"].items()
+                                     if w.get("run")},
+                         global_work=frozenset(m for m, w in d["workloads"].items()
+                                               if w.get("work_per_step") == "global"))
     except (KeyError, TypeError, ValueError) as e:
         raise ModelStoreError(f"{where}: malformed model file ({type(e).__name__}: {e})") from None
 

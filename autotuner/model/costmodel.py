@@ -224,6 +224,27 @@ class HostPasses:
 
 
 @dataclass(frozen=True)
+class BackendCost:
+    """What a Horovod build's collective backend changes on one node: the intra-node tier its
+    collectives run on and the cost of one small controller collective (negotiation).
+
+    Attributes:
+        intra: the intra-node ring tier measured with this backend.
+        ctrl_op_s: one small controller collective (s), :attr:`Negotiation.ctrl_op_s`.
+    """
+
+    intra: Tier
+    ctrl_op_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"intra": self.intra.to_dict(), "ctrl_op_us": self.ctrl_op_s * 1e6}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "BackendCost":
+        return cls(intra=Tier.from_dict(d["intra"]), ctrl_op_s=float(d["ctrl_op_us"]) * 1e-6)
+
+
+@dataclass(frozen=True)
 class Cluster:
     """Cluster shape: ``nodes`` × ``gpus_per_node`` ranks (local_size = gpus_per_node)."""
 
@@ -253,6 +274,9 @@ class CostModel:
         negotiation: per-cycle negotiation costs.
         host: size-dependent host passes (:class:`HostPasses`), or None: then a fused response
             pays ``2 · bytes / memcpy_Bps`` of copies and nothing else on the host.
+        backends: ``((name, BackendCost), ...)``: the intra-node tier and negotiation of each
+            collective backend measured in this environment (``mpi``, ``gloo``, ``nccl``), for
+            the ``--backend`` what-if (:meth:`with_backend`); empty when only one was measured.
     """
 
     inter: Tier
@@ -262,6 +286,17 @@ class CostModel:
     host_copy_Bps: float = 10e9
     negotiation: Negotiation = field(default_factory=Negotiation)
     host: HostPasses | None = None
+    backends: tuple[tuple[str, BackendCost], ...] = ()
+
+    def with_backend(self, name: str) -> "CostModel":
+        """What-if: this environment with collective backend ``name`` (its fitted intra-node tier
+        and controller cost). Raises CostModelError for a backend not measured here."""
+        have = dict(self.backends)
+        if name not in have:
+            known = ", ".join(have) if have else "none: this environment measured one backend only"
+            raise CostModelError(f"no fitted tier for backend {name!r} (fitted: {known})")
+        b = have[name]
+        return replace(self, intra=b.intra, negotiation=replace(self.negotiation, ctrl_op_s=b.ctrl_op_s))
 
     def memcpy_s(self, nbytes):
         """Fusion-buffer copy time (s) of a fused response of ``nbytes`` (scalar or array)."""
@@ -316,6 +351,7 @@ class CostModel:
                             "nocache_ops": self.negotiation.nocache_ops,
                             "per_tensor_us": self.negotiation.per_tensor_s * 1e6},
             **({"host_passes": self.host.to_dict()} if self.host else {}),
+            **({"backends": {k: b.to_dict() for k, b in self.backends}} if self.backends else {}),
         }
 
     @classmethod
@@ -332,5 +368,6 @@ class CostModel:
                                     nocache_ops=int(n.get("nocache_ops", 4)),
                                     per_tensor_s=float(n.get("per_tensor_us", 5)) * 1e-6),
             host=HostPasses.from_dict(d["host_passes"]) if d.get("host_passes") else None,
+            backends=tuple((k, BackendCost.from_dict(v)) for k, v in (d.get("backends") or {}).items()),
         )
 

@@ -124,6 +124,8 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
     sim = _Tables(sizes_bytes, ready_fraction, workload, cost, cluster, compression_ratio)
     if measure_steps < 1 or warmup_steps < 0:
         raise ValueError("measure_steps must be >= 1 and warmup_steps >= 0")
+    if cluster.size == 1:  # one rank: Horovod does nothing (simulator._single_rank)
+        return np.full(shape, workload.forward_s + workload.backward_s + workload.update_s)
     T = sim.T
     # knobs -> what the reference reads: plan id, cycle (s), negotiation class, hierarchical flag
     uthr, thr_inv = np.unique(thr, return_inverse=True)

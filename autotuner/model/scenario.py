@@ -6,27 +6,52 @@ workload, and the what-ifs (nodes, GPUs per node, link rate, compression).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 
 import numpy as np
 
 from ..knobs import Config
+from .contention import Contention
 from .costmodel import Cluster, CostModel
 from .layout import Layout
 from .simulator import StepResult, Workload, simulate_step
+from .wallclock import RunShape
 
 
 class Compression(StrEnum):
-    """Gradient compression of ``hvd.DistributedOptimizer`` (``horovod/torch/compression.py``):
-    none, or fp16 (fp32 gradients cast to fp16 before the allreduce: half the bytes)."""
+    """Gradient compression before the allreduce.
+
+    ``none`` and ``fp16`` are ``hvd.Compression.none`` / ``hvd.Compression.fp16`` of Horovod
+    0.28.1 (``horovod/torch/compression.py``: FP16Compressor casts fp32 gradients to fp16 before
+    the allreduce and back after it: half the bytes, and fp16 rounding of every gradient).
+    ``int8``: 8-bit gradients (a quarter of the bytes), not in Horovod: lab report 004's own
+    numpy compressor (AI-System Lab 4), whose training broke (:data:`LOSSY`).
+    """
 
     none = "none"
     fp16 = "fp16"
+    int8 = "int8"
 
 
-#: bytes on the wire per fp32 gradient byte
-COMPRESSION_RATIO = {Compression.none: 1.0, Compression.fp16: 0.5}
+#: bytes on the wire per fp32 gradient byte (fp16: 2 of 4 bytes; int8: 1 of 4)
+COMPRESSION_RATIO = {Compression.none: 1.0, Compression.fp16: 0.5, Compression.int8: 0.25}
+#: the compressions Horovod 0.28.1 ships, in this order: the ones ``suggest`` searches
+HOROVOD_COMPRESSIONS = (Compression.none, Compression.fp16)
+#: how a compression is switched on in the training script (none of them is a horovodrun flag)
+COMPRESSION_CODE = {Compression.none: "compression=hvd.Compression.none",
+                    Compression.fp16: "compression=hvd.Compression.fp16"}
+#: what a compression does to the numerics, said wherever it is proposed or simulated
+COMPRESSION_NUMERICS = {
+    Compression.fp16: "fp16 compression changes numerics: every gradient is rounded to fp16 (11-bit mantissa, "
+                      "values under 6e-8 flush to 0) before the allreduce; check the accuracy",
+}
+#: lossy compressions: simulated on request, never proposed (the reason, one line)
+LOSSY = {
+    Compression.int8: "int8 compression is lossy and not in Horovod 0.28.1: lab report 004's 8-bit runs "
+                      "(report-004.md lines 39-40) ended at 9.58% test accuracy, i.e. training broke; "
+                      "the step time is simulated for a quarter of the bytes only",
+}
 
 
 @dataclass(frozen=True)
@@ -40,10 +65,41 @@ class Scenario:
     cost: CostModel
     cluster: Cluster
     compression: str = "none"
+    #: the timed run the workload was calibrated on, for :meth:`wall_s`, or None
+    run: RunShape | None = None
+    #: the collective backend simulated (None: the environment's own)
+    backend: str | None = None
+    #: compute contention of ranks sharing a host: :attr:`workload` is then one rank alone and
+    #: the simulated compute is multiplied by ``contention.slowdown(ranks per node)``
+    contention: Contention | None = None
+    #: True: :attr:`workload` is the whole step's work on one rank, split evenly over the ranks
+    global_work: bool = False
+
+    @property
+    def rank_workload(self) -> Workload:
+        """The workload one rank runs on :attr:`cluster`: :attr:`workload` scaled by the
+        contention slowdown of ``gpus_per_node`` ranks on a host and, with :attr:`global_work`,
+        divided by the ranks (``forward_s``, ``backward_s`` and ``host_backward_s`` scale; the
+        update does not)."""
+        f = 1.0
+        if self.contention is not None:
+            f *= self.contention.slowdown(self.cluster.gpus_per_node)
+        if self.global_work:
+            f /= self.cluster.size
+        if f == 1.0:
+            return self.workload
+        w = self.workload
+        return replace(w, forward_s=w.forward_s * f, backward_s=w.backward_s * f,
+                       host_backward_s=None if w.host_backward_s is None else w.host_backward_s * f)
+
+    def wall_s(self, step_s: float) -> float | None:
+        """Wall time (s) of the calibrated run on this scenario's ranks with a step of
+        ``step_s`` seconds (:class:`autotuner.model.wallclock.RunShape`), or None without one."""
+        return None if self.run is None else self.run.wall_s(self.cluster.size, step_s)
 
     def simulate(self, config: Config, **kw) -> StepResult:
         """:func:`simulate_step` on this scenario; ``kw`` passes ``trace``, ``measure_steps``, ..."""
-        return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction, self.workload, config,
+        return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction, self.rank_workload, config,
                              self.cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression], **kw)
 
     def step_times(self, **knobs) -> np.ndarray:
@@ -56,5 +112,5 @@ class Scenario:
         """
         from .fastsim import simulate_batch
 
-        return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, self.workload, self.cost,
+        return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, self.rank_workload, self.cost,
                               self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression], **knobs)

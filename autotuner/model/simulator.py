@@ -281,6 +281,19 @@ def hand_over_times(ready_rel: np.ndarray, forward_s: float, host_backward_s: fl
     return np.minimum(ready_rel, host)
 
 
+def _single_rank(workload: Workload, nbytes: int, warmup_steps: int, measure_steps: int, loop_phase_s: float,
+                 trace: bool) -> StepResult:
+    """One rank: Horovod does nothing. ``hvd.DistributedOptimizer`` registers its gradient hooks
+    only when ``size() > 1`` (0.28.1 horovod/torch/optimizer.py L105,
+    ``if self.process_set.included() and (size() > 1 or ...HOROVOD_ELASTIC...)``; 0.19.4 horovod/torch/__init__.py
+    ``if size() > 1``), so nothing is enqueued, negotiated or reduced and the step is the compute."""
+    step = workload.forward_s + workload.backward_s + workload.update_s
+    steps = tuple(StepTrace(k * step, (k + 1) * step, loop_phase_s, (), (), (), ())
+                  for k in range(warmup_steps, warmup_steps + measure_steps))
+    return StepResult(step_time_s=step, responses=(), comm_s=0.0, overlap=0.0, bytes_per_step=nbytes, n_cycles=0,
+                      trace=SimTrace(steps, 1, False, 0.0, 0.0) if trace else None)
+
+
 def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload: Workload,
                   config: Config, cost: CostModel, cluster: Cluster, *,
                   compression_ratio: float = 1.0, warmup_steps: int = 1,
@@ -312,6 +325,8 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
     wire = np.maximum(1, np.round(sizes * compression_ratio)).astype(np.int64)
     T = int(wire.size)
     p = cluster.size
+    if p == 1:
+        return _single_rank(workload, int(wire.sum()), warmup_steps, measure_steps, loop_phase_s, trace)
     cycle = config.cycle_time_ms * 1e-3
     thr = effective_threshold(int(config.fusion_threshold_bytes), cluster.gpus_per_node)
     hier = bool(config.hierarchical_allreduce) and cluster.nodes > 1

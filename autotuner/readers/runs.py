@@ -104,7 +104,8 @@ def read_env(path: Path) -> EnvData:
     src = path / meta["source"]
     if not src.exists():
         raise RunsError(f"{meta_path}: source: {meta['source']!r}: file not found ({src})")
-    if schema.format in (Format.SWEEP, Format.NCCL_TESTS):  # parsed by the format's fitter
+    if schema.format in (Format.SWEEP, Format.NCCL_TESTS, Format.BACKEND_RUNS, Format.CPU_SCALING,
+                         Format.COMPRESSION_RUNS):  # parsed by the format's fitter
         return env
     text = read_text(src, RunsError)
     rel = f"{path.name}/{meta['source']}"

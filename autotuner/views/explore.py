@@ -180,7 +180,7 @@ def scenario_info(sc) -> dict[str, Any]:
             "gradient_mb": sc.layout.total_bytes / MIB, "nodes": sc.cluster.nodes,
             "gpus_per_node": sc.cluster.gpus_per_node, "bandwidth_gbps": sc.cost.link_gbps,
             "intra_bandwidth_gbps": None if intra is None else intra.to_dict()["bandwidth_gbps"],
-            "compute_ms": sc.workload.compute_s * 1e3}
+            "compute_ms": sc.rank_workload.compute_s * 1e3}
 
 
 def explore(sc, *, resolution: int = 24, suggested: Config | None = None,
