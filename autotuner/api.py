@@ -299,8 +299,7 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
         if c not in COMPRESSION_RATIO:
             raise ScenarioError(f"unknown compression {c!r}; use one of {', '.join(COMPRESSION_RATIO)}")
         if c in LOSSY:
-            raise ScenarioError(f"suggest never proposes {c} compression: {LOSSY[Compression(c)]}; "
-                                f"use autotuner simulate --compression {c} to see its step time")
+            raise ScenarioError(f"suggest never proposes lossy compression: {LOSSY[Compression(c)]}")
     comps = [Compression(c) for c in dict.fromkeys(comps)]
     refc = Compression.none if Compression.none in comps else comps[0]
     comps.sort(key=lambda c: c != refc)  # the reference's compression first
@@ -342,6 +341,8 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
            "evaluations": n_trials, "search_seconds": wall}
     res["keep_defaults"] = res["proposals"][0]["speedup_vs_default"] < 1 + MIN_GAIN
     res["strategy"] = str(strategy)
+    res["backend"] = sc.backend  # the --backend what-if simulated (None: the env's own)
+    res["min_gain"] = MIN_GAIN
     res["compressions_searched"] = [str(c) for c in comps]
     res["best_by_compression"] = {str(c): found[c][0].step_time_s * 1e3 for c in comps}
     res["compression_notes"] = {str(c): COMPRESSION_NUMERICS[c] for c in dict.fromkeys(

@@ -41,6 +41,8 @@ from rich.table import Table  # noqa: E402
 
 from . import options as opt  # noqa: E402
 from .api import (  # noqa: E402
+    Backend,
+    LOSSY,
     Compression,
     ProfileDevice,
     SearchStrategy,
@@ -153,6 +155,16 @@ def _compute_opt():
     return typer.Option(None, "--compute-ms", help=COMPUTE_HELP, callback=opt.checked(opt.Millis, "--compute-ms"))
 
 
+def _backend_opt():
+    return typer.Option(None, "--backend", show_default=False,
+                        help="what-if collective backend: its fitted intra-node tier (default: the env's own)")
+
+
+def _backend_note(sc) -> str:
+    """``", backend X"`` for an output header when a ``--backend`` what-if is simulated, else ``""``."""
+    return f", backend {sc.backend}" if sc.backend else ""
+
+
 @app.command()
 def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each with env.toml)"),
         model_dir: Optional[Path] = typer.Option(None, "--out", show_default=False,
@@ -202,6 +214,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
              bandwidth_gbps: Optional[float] = _bw_opt(),
              compression: Compression = _compression_opt(),
              compute_ms: Optional[float] = _compute_opt(),
+             backend: Optional[Backend] = _backend_opt(),
              model_dir: Optional[Path] = _model_dir_opt(),
              timeline: Optional[Path] = typer.Option(None, "--timeline",
                                                      help="also write the simulated steps as a Horovod timeline "
@@ -215,7 +228,10 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     if timeline is not None:
         check_output_dir(timeline.parent, "--timeline")
     sc, fenv = make_scenario(model_search_path(model_dir), env, model, nodes=nodes, gpus_per_node=gpus_per_node,
-                             bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
+                             bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms,
+                             backend=backend)
+    if compression in LOSSY:  # simulated as asked, but never silently: one line on stderr
+        err.print(f"warning: {LOSSY[compression]}", highlight=False, markup=False, soft_wrap=True)
     r = sc.simulate(cfg)
     d = simulate_result(sc, cfg, r)
     if timeline is not None:
@@ -226,9 +242,12 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         return
     out.print(f"[bold]{sc.model}[/] (layout {sc.layout.name}, {sc.layout.n_tensors} tensors, "
               f"{sc.layout.total_bytes / MIB:.1f} MiB) on [bold]{sc.env}[/] "
-              f"({sc.cluster.nodes}x{sc.cluster.gpus_per_node}, {sc.cost.link_gbps:g} Gbit/s)")
+              f"({sc.cluster.nodes}x{sc.cluster.gpus_per_node}, {sc.cost.link_gbps:g} Gbit/s{_backend_note(sc)})")
     out.print(f"step time {r.step_time_ms:.1f} ms, {len(r.responses)} responses/step, collectives {r.comm_s * 1e3:.1f} ms "
               f"({r.overlap:.0%} during backward), autotune score {r.score_bytes_per_us:.1f} bytes/µs")
+    if "wall_time_s" in d:
+        out.print(f"wall time of the whole run {d['wall_time_s']:.1f} s ({sc.run.startup_s:g} s start-up + "
+                  f"{d['steps_per_rank']} steps per rank x {r.step_time_ms:.1f} ms)", highlight=False)
     t = Table(title="fused responses (one step)")
     for col in ("#", "MiB", "tensors", "start ms", "duration ms"):
         t.add_column(col, justify="right")
@@ -255,37 +274,47 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
             nodes: Optional[int] = _nodes_opt(),
             gpus_per_node: Optional[int] = _gpus_opt(),
             bandwidth_gbps: Optional[float] = _bw_opt(),
-            compression: Compression = _compression_opt(),
+            compression: Optional[Compression] = typer.Option(
+                None, "--compression", show_default=False,
+                help="pin the gradient compression (default: search none and fp16, Horovod 0.28.1's; "
+                     "int8 is lossy and never proposed)"),
             compute_ms: Optional[float] = _compute_opt(),
+            backend: Optional[Backend] = _backend_opt(),
             model_dir: Optional[Path] = _model_dir_opt(),
             as_json: bool = typer.Option(False, "--json"),
             knobs: dict = None) -> None:
-    """Search the knobs with Bayesian optimization; print the best settings and their flags."""
+    """Search the knobs (and the gradient compression, none or fp16) with Bayesian optimization; print the best
+    settings and their flags."""
     from .api import suggest as run_suggest
 
     fixed = _fixed(knobs)
+    if compression is not None and compression in LOSSY:  # before loading anything: one line, exit 2
+        raise AutotunerError(f"suggest never proposes lossy compression: {LOSSY[compression]}")
     sc, _ = make_scenario(model_search_path(model_dir), env, model, nodes=nodes, gpus_per_node=gpus_per_node,
-                          bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
+                          bandwidth_gbps=bandwidth_gbps, compression=compression or Compression.none,
+                          compute_ms=compute_ms, backend=backend)
     with Progress(TextColumn("searching"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as prog:
         task = prog.add_task("search", total=None)
         res = run_suggest(sc, top=top, n_calls=n_calls, seed=seed, fixed=fixed, strategy=strategy,
-                          progress=lambda done, total: prog.update(task, completed=done, total=total))
+                          progress=lambda done, total: prog.update(task, completed=done, total=total),
+                          compressions=None if compression is None else (compression,))
     if as_json:
         print(json.dumps(res, allow_nan=False))
         return
     out.print(f"[bold]{sc.model}[/] (layout {sc.layout.name}) on [bold]{sc.env}[/] "
-              f"({sc.cluster.nodes}x{sc.cluster.gpus_per_node}, {sc.cost.link_gbps:g} Gbit/s): "
+              f"({sc.cluster.nodes}x{sc.cluster.gpus_per_node}, {sc.cost.link_gbps:g} Gbit/s{_backend_note(sc)}): "
               f"{res['evaluations']} configurations simulated in {res['search_seconds']:.1f} s")
     t = Table(title="proposals (predicted)")
-    for col in ("", "fusion MiB", "cycle ms", "cache", "hier. allreduce", "step ms", "speed-up", "score B/µs"):
+    for col in ("", "fusion MiB", "cycle ms", "cache", "hier. allreduce", "compression", "step ms", "speed-up",
+                "score B/µs"):
         t.add_column(col, justify="right")
     ref = "reference (0.28 + fixed)" if fixed else "default (0.28)"
     rows = [(ref, res["default"])] + [(f"#{i + 1}", p) for i, p in enumerate(res["proposals"])]
     for name, p in rows:
         c = p["config"]
         t.add_row(name, f"{c['fusion_threshold_mb']:g}", f"{c['cycle_time_ms']:.2f}", "on" if c["cache_capacity"] else "off",
-                  "yes" if c["hierarchical_allreduce"] else "no", f"{p['step_time_ms']:.1f}",
+                  "yes" if c["hierarchical_allreduce"] else "no", p["compression"], f"{p['step_time_ms']:.1f}",
                   f"{p['speedup_vs_default']:.3f}x", f"{p['score_bytes_per_us']:.1f}")
     out.print(t)
     b = res["proposals"][0]
@@ -294,6 +323,22 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                   "(the proposals tie with it).", highlight=False)
     out.print("horovodrun flags:  " + " ".join(b["horovodrun_flags"]), highlight=False)
     out.print("environment:       " + " ".join(f"{k}={v}" for k, v in b["env_vars"].items()), highlight=False)
+    _print_compression(res, b)
+
+
+def _print_compression(res: dict, b: dict) -> None:
+    """suggest: how to switch on the best proposal's compression, what it does to the numerics,
+    and, when compression was searched and is not proposed, what it was predicted to give."""
+    best = res["best_by_compression"]
+    if b["compression"] != res["default"]["compression"]:
+        out.print(f"compression:       {b['compression']} (not a horovodrun flag: pass {b['compression_code']} to "
+                  f"hvd.DistributedOptimizer in the training script)", highlight=False, soft_wrap=True)
+    elif len(best) > 1:
+        others = ", ".join(f"{c} {ms:.1f} ms" for c, ms in best.items() if c != b["compression"])
+        out.print(f"compression:       {b['compression']} (best with {others}: not faster by more than "
+                  f"{res['min_gain']:.1%}, so not proposed)", highlight=False, soft_wrap=True)
+    if b["compression"] in res["compression_notes"]:
+        out.print(f"numerics:          {res['compression_notes'][b['compression']]}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -423,6 +468,10 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
         out.print(t)
 
 
+#: ``scale``'s node counts when neither --nodes nor --ranks is given
+SCALE_NODES = "1,2,4,8,16,32,64"
+
+
 def _wide_console() -> Console:
     """The terminal's console, or one 180 columns wide when stdout is not a terminal (wide tables stay readable)."""
     return out if out.is_terminal else Console(width=180)
@@ -442,6 +491,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                 gpus_per_node: Optional[int] = _gpus_opt(),
                 bandwidth_gbps: Optional[float] = _bw_opt(),
                 compression: Compression = _compression_opt(),
+                backend: Optional[Backend] = _backend_opt(),
                 runs_dir: Optional[Path] = _runs_dir_opt("measured validations <runs>/<env>/validation, searched "
                                                          "first (then $AUTOTUNER_RUNS_DIR, ./runs, the user's and "
                                                          "the shipped runs)"),
@@ -457,7 +507,8 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     model_dirs, runs_dirs = model_search_path(model_dir), runs_search_path(runs_dir)
     check_output_dir(out_dir, "--out")
     sc, _ = make_scenario(model_dirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
-                          bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms)
+                          bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms,
+                          backend=backend)
     t0 = time.perf_counter()
     if knobs:
         pick, suggest_pick = config_from_values(knobs), False
@@ -475,7 +526,8 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     else:
         pick = None
     t_suggest = time.perf_counter() - t0
-    same_setup = nodes is None and gpus_per_node is None and bandwidth_gbps is None and compression == "none"
+    same_setup = (nodes is None and gpus_per_node is None and bandwidth_gbps is None and compression == "none"
+                  and backend is None)
     records = read_validation_records(runs_dirs, sc.env) if same_setup else []
     ex = explore(sc, resolution=resolution, suggested=pick, measured_records=records,
                  pick_label="given configuration" if knobs else "suggest pick")
@@ -488,7 +540,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         return
     s = ex.scenario
     wide.print(f"[bold]{s['model']}[/] on [bold]{s['env']}[/] ({s['nodes']}x{s['gpus_per_node']}, "
-              f"{s['bandwidth_gbps']:g} Gbit/s): {ex.evaluations} configurations simulated in {ex.seconds:.1f} s"
+              f"{s['bandwidth_gbps']:g} Gbit/s{_backend_note(sc)}): {ex.evaluations} configurations simulated in {ex.seconds:.1f} s"
               + (f", suggest {t_suggest:.1f} s" if suggest_pick else "") + f", plots {t_plot:.1f} s")
     t = Table(title="per combination (grid minimum)")
     for col in ("combination", "best step ms", "fusion MiB", "cycle ms", "fusion off, best ms"):
@@ -522,7 +574,11 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
 @app.command("scale")
 def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
-              nodes: str = typer.Option("1,2,4,8,16,32,64", "--nodes", help="comma-separated node counts"),
+              nodes: Optional[str] = typer.Option(None, "--nodes", show_default=False,
+                                                  help=f"comma-separated node counts (default {SCALE_NODES})"),
+              ranks: Optional[str] = typer.Option(None, "--ranks", show_default=False,
+                                                  help="comma-separated rank counts on one node (single-server "
+                                                       "scaling), instead of --nodes and --gpus-per-node"),
               gpus_per_node: Optional[int] = _gpus_opt("GPUs (ranks) per node (default: the env's)"),
               env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
               bandwidth_gbps: Optional[str] = typer.Option(None, "--bandwidth-gbps", help="comma-separated inter-node link rates, Gbit/s (default: the env's)"),
@@ -530,55 +586,87 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                                                        callback=opt.checked(opt.Count, "--batch-size")),
               compute_ms: Optional[float] = _compute_opt(),
               compression: Compression = _compression_opt(),
+              backend: Optional[Backend] = _backend_opt(),
               out_dir: Path = typer.Option(Path("scale"), "--out", help="folder for the PNG and SVG plot"),
               runs_dir: Optional[Path] = _runs_dir_opt("<runs>/<env>/env.toml for the batch size, searched first "
                                                        "(then $AUTOTUNER_RUNS_DIR, ./runs, the user's and the "
                                                        "shipped runs)"),
               model_dir: Optional[Path] = _model_dir_opt(),
               as_json: bool = typer.Option(False, "--json", help="print the table as JSON")) -> None:
-    """What-if at scale: step time, throughput, scaling efficiency per node count (best config and defaults)."""
+    """What-if at scale: step time, throughput, scaling efficiency per node count, or per rank count on one
+    node (--ranks); best config and defaults; the whole run's wall time (s) where the env has its run shape."""
     wide = _wide_console()
     from .api import env_batch_size
+    from .errors import ExploreError
     from .views.plots_explore import scale_plot
     from .views.scale import parse_float_list, parse_int_list, scale
 
-    ns = parse_int_list(nodes, "--nodes")
+    if ranks is not None and nodes is not None:
+        raise ExploreError("--ranks and --nodes: give one (--ranks: ranks on one node; --nodes: node counts)")
+    if ranks is not None and gpus_per_node is not None:
+        raise ExploreError("--ranks and --gpus-per-node: give one (--ranks sets the ranks on the one node)")
+    rs = parse_int_list(ranks, "--ranks") if ranks is not None else None
+    ns = None if rs is not None else parse_int_list(SCALE_NODES if nodes is None else nodes, "--nodes")
     bws = parse_float_list(bandwidth_gbps, "--bandwidth-gbps") if bandwidth_gbps is not None else None
     model_dirs, runs_dirs = model_search_path(model_dir), runs_search_path(runs_dir)
     check_output_dir(out_dir, "--out")
-    sc, _ = make_scenario(model_dirs, env, model, compression=compression, compute_ms=compute_ms)
-    batch = batch_size or env_batch_size(runs_dirs, sc.env)
-    res = scale(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bws, batch_per_gpu=batch)
+    sc, _ = make_scenario(model_dirs, env, model, compression=compression, compute_ms=compute_ms, backend=backend)
+    batch = batch_size or env_batch_size(runs_dirs, sc.env) or (sc.run.batch_size if sc.run else None)
+    res = scale(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bws, batch_per_gpu=batch, ranks=rs)
     files = scale_plot(res, out_dir / f"scale-{sc.env}-{Path(sc.model).stem}")
     if as_json:
         print(json.dumps(res.to_dict() | {"files": [str(f) for f in files]}, allow_nan=False))
         return
     s = res.scenario
+    by_ranks = res.axis == "ranks"
     intra = (f"intra-node tier {s['intra_bandwidth_gbps']:.1f} Gbit/s (fitted)" if s["intra_bandwidth_gbps"]
              else "intra-node tier not measured in this env: the inter-node tier is used for it")
-    wide.print(f"[bold]{s['model']}[/] scaled from [bold]{s['env']}[/]: per-GPU compute {s['compute_ms']:.1f} ms and "
-              f"batch {batch or '?'} fixed (weak scaling); {intra}; {res.evaluations} configurations simulated "
-              f"in {res.seconds:.1f} s", highlight=False)
+    lo, hi = res.table["compute_ms"].min(), res.table["compute_ms"].max()
+    compute = (f"per-GPU compute {s['compute_ms']:.1f} ms and batch {batch or '?'} fixed (weak scaling)"
+               if hi - lo <= 1e-9 * hi else
+               f"per-rank compute {lo:.1f}-{hi:.1f} ms (it changes with the ranks: ranks share the host's CPUs, or the "
+               f"step's work is split over them), batch {batch or '?'} per rank")
+    wide.print(f"[bold]{s['model']}[/] scaled from [bold]{s['env']}[/]" + (" over ranks on one node" if by_ranks else "")
+               + f"{_backend_note(sc)}: {compute}; {intra}; {res.evaluations} configurations simulated "
+               f"in {res.seconds:.1f} s", highlight=False)
     thr_col = "samples/s" if batch else "GPU-steps/s"
+    wall = "best_wall_time_s" in res.table
+    cols = [("nodes", lambda r: str(r["nodes"])), ("GPUs", lambda r: str(r["ranks"]))] if not by_ranks else \
+        [("ranks", lambda r: str(r["ranks"]))]
+    if hi - lo > 1e-9 * hi:
+        cols.append(("compute ms", lambda r: f"{r['compute_ms']:.1f}"))
+    cols += [("best ms", lambda r: f"{r['best_step_time_ms']:.1f}"),
+             (f"best {thr_col}", lambda r: f"{r['best_samples_per_s'] if batch else r['best_gpu_steps_per_s']:.1f}"),
+             ("best eff.", lambda r: f"{r['best_efficiency']:.3f}")]
+    cols += [("best wall s", lambda r: f"{r['best_wall_time_s']:.1f}")] if wall else []
+    cols += [("default ms", lambda r: f"{r['default_step_time_ms']:.1f}"),
+             ("default eff.", lambda r: f"{r['default_efficiency']:.3f}")]
+    cols += [("default wall s", lambda r: f"{r['default_wall_time_s']:.1f}")] if wall else []
+    cols += [("speed-up", lambda r: f"{r['speedup_vs_default']:.3f}x"),
+             ("fusion MiB (within 1%)", lambda r: f"{r['best_fusion_threshold_mb']:g} "
+                                                  f"({r['near_threshold_lo_mb']:g}-{r['near_threshold_hi_mb']:g})"),
+             ("cycle ms", lambda r: f"{r['best_cycle_time_ms']:g}"), ("cache", lambda r: "on" if r["best_cache"] else "off")]
+    if not by_ranks:  # one node: no hierarchical allreduce
+        cols += [("hier.", lambda r: "yes" if r["best_hierarchical_allreduce"] else "no"),
+                 ("hier. gain %", lambda r: "-" if r["hier_gain_percent"] != r["hier_gain_percent"]
+                  else f"{r['hier_gain_percent']:+.1f}")]
     for bw, g in res.table.groupby("bandwidth_gbps", sort=True):
-        t = Table(title=f"{bw:g} Gbit/s inter-node link")
-        for col in ("nodes", "GPUs", "best ms", f"best {thr_col}", "best eff.", "default ms", "default eff.",
-                    "speed-up", "fusion MiB (within 1%)", "cycle ms", "cache", "hier.", "hier. gain %"):
+        t = Table(title=f"one node ({bw:g} Gbit/s inter-node link)" if by_ranks else f"{bw:g} Gbit/s inter-node link")
+        for col, _ in cols:
             t.add_column(col, justify="right")
         for _, r in g.iterrows():
-            thr = r["best_samples_per_s"] if batch else r["best_gpu_steps_per_s"]
-            t.add_row(str(r["nodes"]), str(r["ranks"]), f"{r['best_step_time_ms']:.1f}", f"{thr:.1f}",
-                      f"{r['best_efficiency']:.3f}", f"{r['default_step_time_ms']:.1f}", f"{r['default_efficiency']:.3f}",
-                      f"{r['speedup_vs_default']:.3f}x",
-                      f"{r['best_fusion_threshold_mb']:g} ({r['near_threshold_lo_mb']:g}-{r['near_threshold_hi_mb']:g})",
-                      f"{r['best_cycle_time_ms']:g}", "on" if r["best_cache"] else "off",
-                      "yes" if r["best_hierarchical_allreduce"] else "no",
-                      "-" if r["hier_gain_percent"] != r["hier_gain_percent"] else f"{r['hier_gain_percent']:+.1f}")
+            t.add_row(*(f(r) for _, f in cols))
         wide.print(t)
     for f in res.findings:
         wide.print(f, highlight=False, soft_wrap=True)
-    wide.print("efficiency = throughput(N) / (N/N0 x throughput(N0)), N0 = smallest node count; "
-              "defaults = Horovod 0.28 (128 MiB, 1 ms, cache on, flat)", highlight=False)
+    wide.print("efficiency = throughput(N) / (N/N0 x throughput(N0)), "
+               + ("N = ranks, N0 = smallest rank count; " if by_ranks else "N0 = smallest node count; ")
+               + "defaults = Horovod 0.28 (128 MiB, 1 ms, cache on, flat)", highlight=False)
+    if wall:
+        run = sc.run
+        wide.print(f"wall s = predicted wall time of the whole run: {run.startup_s:g} s start-up + steps per rank x step "
+                   f"({run.epochs} epoch(s) of {run.train_images} images in batches of {run.batch_size} per rank, "
+                   "split over the ranks)", highlight=False, soft_wrap=True)
     wide.print("wrote " + ", ".join(str(f) for f in files), highlight=False, soft_wrap=True)
 
 

@@ -448,9 +448,23 @@ class CpuScalingEnv(EnvToml):
 
 
 class CompressionRunsEnv(EnvToml):
-    """A ``compression-runs`` env (lab report 004, :func:`autotuner.fit.compression_runs.fit_compression_runs_env`)."""
+    """A ``compression-runs`` env (lab report 004, :func:`autotuner.fit.compression_runs.fit_compression_runs_env`):
+    ``source`` is the report; one server of ``gpus_per_node`` devices; the workload's layout and
+    the timed run's shape (images per epoch, batch per rank, epochs); ``borrow_from``: the
+    sibling environment measured on the same instance and workload (a folder beside this one)
+    whose start-up and cost model are borrowed, because this report's serial run fixes only one
+    of compute and start-up; ``backend``: the sibling backend whose intra-node tier is used."""
 
-    model_config = ConfigDict(strict=True, extra="allow")
+    nodes: Count
+    gpus_per_node: GpusPerNode
+    link_gbps: LinkGbit
+    backend: PlainName
+    workload_model: PlainName
+    layout: LayoutRef
+    train_images: Count
+    batch_size: Count
+    epochs: Count
+    borrow_from: PlainName
 
 
 class SweepRecord(BaseModel):

@@ -43,7 +43,8 @@ def test_readiness_impact_rows_for_every_calibrated_pair():
     df = mod.rows(profiles, ROOT / "autotuner" / "models", {64})
     assert {(r.env, r.model) for r in df.itertuples()} == {
         ("local-gloo-1gbit", "resnet50"), ("v100-16gbit", "resnet50"),
-        ("v100-5gbit", "resnet50"), ("v100-5gbit", "vgg16")}
-    assert len(df) == 8  # fp32 and bf16 autocast each
+        ("v100-5gbit", "resnet50"), ("v100-5gbit", "vgg16"),
+        ("laptop-cpu", "resnet50"), ("laptop-cpu", "resnet18")}  # CPU ranks: a what-if of the GPU order
+    assert len(df) == 12  # fp32 and bf16 autocast each
     assert np.isfinite(df[["defaults FLOP ms", "defaults measured ms", "pick regret %"]].to_numpy()).all()
     assert (df["pick regret %"] >= 0).all()

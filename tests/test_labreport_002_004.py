@@ -50,11 +50,12 @@ def _replace_line(text: str, no: int, old: str, new: str) -> str:
 
 @pytest.mark.parametrize("path, seed", [(R002, "002_c8dd48a019aaa23c.txt"), (R003, "003_7db5cbcdc4c01390.txt"),
                                         (R004, "004_34e9505d679377eb.txt")])
-def test_reports_are_verbatim_copies_in_folders_without_env_toml(path, seed):
+def test_reports_are_verbatim_copies_read_by_their_env_toml(path, seed):
     if (SEEDS / seed).exists():
         assert path.read_bytes() == (SEEDS / seed).read_bytes()
-    assert not (path.parent / "env.toml").exists()  # read_runs skips the folder until the fit (issue 13)
-    assert "issue 13" in (path.parent / "README.md").read_text()
+    toml = path.parent / "env.toml"  # issue 13 made each folder an environment: its env.toml reads this report
+    assert toml.exists() and f'source = "{path.name}"' in toml.read_text()
+    assert path.name in (path.parent / "README.md").read_text()
 
 
 # ---------------------------------------------------------------- cells

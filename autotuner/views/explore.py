@@ -175,12 +175,14 @@ class Exploration:
 
 
 def scenario_info(sc) -> dict[str, Any]:
+    """The scenario as JSON-ready facts: sizes (MiB), shape, link rates (Gbit/s), one rank's
+    compute (ms, :attr:`~autotuner.model.scenario.Scenario.rank_workload`), the backend what-if."""
     intra = sc.cost.intra
     return {"env": sc.env, "model": sc.model, "layout": sc.layout.name, "tensors": sc.layout.n_tensors,
             "gradient_mb": sc.layout.total_bytes / MIB, "nodes": sc.cluster.nodes,
             "gpus_per_node": sc.cluster.gpus_per_node, "bandwidth_gbps": sc.cost.link_gbps,
             "intra_bandwidth_gbps": None if intra is None else intra.to_dict()["bandwidth_gbps"],
-            "compute_ms": sc.rank_workload.compute_s * 1e3}
+            "compute_ms": sc.rank_workload.compute_s * 1e3, "backend": getattr(sc, "backend", None)}
 
 
 def explore(sc, *, resolution: int = 24, suggested: Config | None = None,

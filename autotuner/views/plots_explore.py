@@ -182,13 +182,17 @@ def sensitivity_plot(ex: Exploration, stem: Path) -> list[Path]:
 
 def scale_plot(sc: Scaling, stem: Path) -> list[Path]:
     """2×2: step time, scaling efficiency, best fusion threshold (band: within 1%), hierarchical gain,
-    each vs node count (log2), one colour per link rate; best solid, Horovod's defaults dashed."""
+    each vs node count (log2), one colour per link rate; best solid, Horovod's defaults dashed.
+
+    Single-server scaling (``sc.axis == "ranks"``): vs ranks on one node, and the fourth panel is
+    the predicted wall time of the whole run (s) when the rows have it, else throughput (GPU-steps/s)."""
     t = sc.table
+    by_ranks = sc.axis == "ranks"
     fig, axs = plt.subplots(2, 2, figsize=(11, 7.5))
     (a_t, a_e), (a_f, a_h) = axs
     for i, (bw, g) in enumerate(t.groupby("bandwidth_gbps", sort=True)):
         col = f"C{i}"
-        n = g["nodes"]
+        n = g[sc.axis]
         a_t.plot(n, g["best_step_time_ms"], "o-", color=col, label=f"{bw:g} Gbit/s best")
         a_t.plot(n, g["default_step_time_ms"], "s--", color=col, alpha=0.7, label=f"{bw:g} Gbit/s defaults")
         a_e.plot(n, g["best_efficiency"], "o-", color=col, label=f"{bw:g} Gbit/s best")
@@ -199,12 +203,18 @@ def scale_plot(sc: Scaling, stem: Path) -> list[Path]:
         h = g["best_hierarchical_allreduce"].to_numpy()
         a_f.scatter(n[h], g["best_fusion_threshold_mb"].clip(lower=0.5)[h], s=90, facecolors="none",
                     edgecolors="k", zorder=5, label="hierarchical is best" if i == 0 else None)
-        m = g["nodes"] > 1
-        a_h.plot(n[m], g["hier_gain_percent"][m], "o-", color=col, label=f"{bw:g} Gbit/s")
-    a_h.axhline(0, color="k", lw=0.8)
+        if by_ranks:
+            y = "wall_time_s" if "best_wall_time_s" in g else "gpu_steps_per_s"
+            a_h.plot(n, g[f"best_{y}"], "o-", color=col, label=f"{bw:g} Gbit/s best")
+            a_h.plot(n, g[f"default_{y}"], "s--", color=col, alpha=0.7, label=f"{bw:g} Gbit/s defaults")
+        else:
+            m = g["nodes"] > 1
+            a_h.plot(n[m], g["hier_gain_percent"][m], "o-", color=col, label=f"{bw:g} Gbit/s")
+    if not by_ranks:
+        a_h.axhline(0, color="k", lw=0.8)
     for a in axs.flat:
         a.set_xscale("log", base=2)
-        a.set_xlabel("nodes")
+        a.set_xlabel("ranks (one node)" if by_ranks else "nodes")
         a.grid(True, which="both", alpha=0.3)
         a.legend(fontsize=7)
     a_t.set_ylabel("predicted step time (ms)")
@@ -212,10 +222,14 @@ def scale_plot(sc: Scaling, stem: Path) -> list[Path]:
     a_e.set_ylim(0, 1.05)
     a_f.set_yscale("log", base=2)
     a_f.set_ylabel("best fusion threshold (MiB; 0.5 = off)")
-    a_h.set_ylabel("hierarchical gain (%): best flat / best hier. - 1")
     s = sc.scenario
-    gpn = int(t["gpus_per_node"].iloc[0])
-    fig.suptitle(f"{s['model']} scaled from {s['env']}: {gpn} GPU(s)/node, per-GPU compute fixed (weak scaling)",
-                 fontsize=10)
+    if by_ranks:
+        a_h.set_ylabel("predicted wall time of the run (s)" if "best_wall_time_s" in t else "throughput (GPU-steps/s)")
+        fig.suptitle(f"{s['model']} scaled from {s['env']}: ranks on one node", fontsize=10)
+    else:
+        a_h.set_ylabel("hierarchical gain (%): best flat / best hier. - 1")
+        gpn = int(t["gpus_per_node"].iloc[0])
+        fig.suptitle(f"{s['model']} scaled from {s['env']}: {gpn} GPU(s)/node, per-GPU compute fixed (weak scaling)",
+                     fontsize=10)
     fig.tight_layout()
     return _save(fig, stem)

@@ -112,8 +112,16 @@ class Scaling:
             ``hier_step_time_ms`` (NaN on one node), ``hier_gain_percent`` (flat / hier - 1, %),
             ``speedup_vs_default``.
         findings: one sentence per link rate: where hierarchical allreduce starts to win, how the
-            best threshold moves.
+            best threshold moves (by ranks: how the best threshold and the speed-up move).
         batch_per_gpu: samples per GPU per step, or None.
+        axis: ``"nodes"`` (points are node counts, ``gpus_per_node`` fixed) or ``"ranks"`` (points
+            are ranks on one node: single-server scaling); the efficiency's N counts it.
+
+    Every row also has ``compute_ms`` (one rank's compute at that point, ms: it changes with the
+    ranks under contention or a global workload, :attr:`~autotuner.model.scenario.Scenario.rank_workload`)
+    and, when the scenario has a run shape (:attr:`~autotuner.model.scenario.Scenario.run`),
+    ``steps_per_rank``, ``best_wall_time_s`` and ``default_wall_time_s`` (predicted wall time of
+    the whole run, s, :meth:`~autotuner.model.scenario.Scenario.wall_s` at that point's ranks).
     """
 
     scenario: dict[str, Any]
@@ -122,10 +130,11 @@ class Scaling:
     batch_per_gpu: int | None
     evaluations: int
     seconds: float = 0.0
+    axis: str = "nodes"
 
     def to_dict(self) -> dict[str, Any]:
         t = self.table.astype(object).where(self.table.notna(), None)
-        return {"scenario": self.scenario, "batch_per_gpu": self.batch_per_gpu,
+        return {"scenario": self.scenario, "batch_per_gpu": self.batch_per_gpu, "axis": self.axis,
                 "rows": t.to_dict(orient="records"), "findings": list(self.findings),
                 "evaluations": self.evaluations, "seconds": self.seconds}
 
@@ -158,26 +167,41 @@ def parse_float_list(text: str, what: str) -> list[float]:
     return sorted(set(vals))
 
 
-def scale(sc, nodes: Sequence[int], *, gpus_per_node: int | None = None,
+def scale(sc, nodes: Sequence[int] | None, *, gpus_per_node: int | None = None,
           bandwidths_gbps: Sequence[float] | None = None, batch_per_gpu: int | None = None,
-          evaluate: Evaluator = step_times_ms) -> Scaling:
-    """Best configuration and Horovod's defaults at each node count (and link rate).
+          ranks: Sequence[int] | None = None, evaluate: Evaluator = step_times_ms) -> Scaling:
+    """Best configuration and Horovod's defaults at each node count (and link rate), or at each
+    rank count on one node (single-server scaling).
 
     Args:
         sc: the base scenario; each point is :func:`what_if` of it.
-        nodes: node counts (each >= 1), evaluated in increasing order.
-        gpus_per_node: GPUs (ranks) per node for every point (default: the env's).
+        nodes: node counts (each >= 1), evaluated in increasing order; None or empty with ``ranks``.
+        gpus_per_node: GPUs (ranks) per node for every point (default: the env's); not with ``ranks``.
         bandwidths_gbps: inter-node link rates, Gbit/s (default: the env's fitted rate only).
         batch_per_gpu: samples per GPU per step, for samples/s (None: samples/s is NaN).
+        ranks: rank counts on one node (each >= 1; 1 = no Horovod work, step = compute): each
+            point is ``what_if(sc, nodes=1, gpus_per_node=r)``.
 
     Raises:
-        ExploreError: empty node list, a node count or GPUs per node < 1, a rate <= 0,
-            batch_per_gpu < 1.
+        ExploreError: empty node list, both node counts and ranks, ranks with gpus_per_node, a
+            node count, rank count or GPUs per node < 1, a rate <= 0, batch_per_gpu < 1.
     """
-    if not nodes:
-        raise ExploreError("the node list is empty")
-    if any(int(n) != n or n < 1 for n in nodes):
-        raise ExploreError(f"node counts must be integers >= 1, got {list(nodes)}")
+    if ranks is not None:
+        if nodes:
+            raise ExploreError("give node counts or ranks on one node, not both")
+        if gpus_per_node is not None:
+            raise ExploreError("ranks on one node set the GPUs per node: give ranks or GPUs per node, not both")
+        if not ranks:
+            raise ExploreError("the rank list is empty")
+        if any(int(r) != r or r < 1 for r in ranks):
+            raise ExploreError(f"rank counts must be integers >= 1, got {list(ranks)}")
+        points = [(1, r) for r in sorted(set(int(r) for r in ranks))]
+    else:
+        if not nodes:
+            raise ExploreError("the node list is empty")
+        if any(int(n) != n or n < 1 for n in nodes):
+            raise ExploreError(f"node counts must be integers >= 1, got {list(nodes)}")
+        points = [(n, gpus_per_node) for n in sorted(set(int(n) for n in nodes))]
     if gpus_per_node is not None and gpus_per_node < 1:
         raise ExploreError(f"GPUs per node must be >= 1, got {gpus_per_node}")
     if batch_per_gpu is not None and batch_per_gpu < 1:
@@ -186,20 +210,23 @@ def scale(sc, nodes: Sequence[int], *, gpus_per_node: int | None = None,
     if any(not b > 0 for b in bws):
         raise ExploreError(f"bandwidths must be > 0 Gbit/s, got {bws}")
     t0 = time.perf_counter()
-    ns = sorted(set(int(n) for n in nodes))
     rows, n_eval = [], 0
     for bw in bws:
-        for n in ns:
-            s = what_if(sc, nodes=n, gpus_per_node=gpus_per_node, bandwidth_gbps=bw)
+        for n, gpn in points:
+            s = what_if(sc, nodes=n, gpus_per_node=gpn, bandwidth_gbps=bw)
             b = best_at_size(s, evaluate=evaluate)
             d_ms = float(evaluate(s, [DEFAULTS_0_28])[0])
             n_eval += b.evaluations + 1
-            ranks = s.cluster.size
-            row = {"bandwidth_gbps": bw, "nodes": n, "gpus_per_node": s.cluster.gpus_per_node, "ranks": ranks}
+            size = s.cluster.size
+            row = {"bandwidth_gbps": bw, "nodes": n, "gpus_per_node": s.cluster.gpus_per_node, "ranks": size,
+                   "compute_ms": s.rank_workload.compute_s * 1e3}
             for name, ms_ in (("best", b.step_time_ms), ("default", d_ms)):
                 sps = 1e3 / ms_
-                row |= {f"{name}_step_time_ms": ms_, f"{name}_steps_per_s": sps, f"{name}_gpu_steps_per_s": sps * ranks,
-                        f"{name}_samples_per_s": sps * ranks * batch_per_gpu if batch_per_gpu else np.nan}
+                row |= {f"{name}_step_time_ms": ms_, f"{name}_steps_per_s": sps, f"{name}_gpu_steps_per_s": sps * size,
+                        f"{name}_samples_per_s": sps * size * batch_per_gpu if batch_per_gpu else np.nan}
+            if s.run is not None:  # steps per rank change with the ranks: the point's own scenario
+                row |= {"steps_per_rank": s.run.steps_per_rank(size), "best_wall_time_s": s.wall_s(b.step_time_ms / 1e3),
+                        "default_wall_time_s": s.wall_s(d_ms / 1e3)}
             row |= {"best_fusion_threshold_mb": b.config.fusion_threshold_bytes / MIB,
                     "best_cycle_time_ms": b.config.cycle_time_ms, "best_cache": b.config.cache_capacity > 0,
                     "best_hierarchical_allreduce": bool(b.config.hierarchical_allreduce),
@@ -210,16 +237,29 @@ def scale(sc, nodes: Sequence[int], *, gpus_per_node: int | None = None,
                     "speedup_vs_default": d_ms / b.step_time_ms}
             rows.append(row)
     t = pd.DataFrame(rows)
+    axis = "ranks" if ranks is not None else "nodes"
     for name in ("best", "default"):
         eff = np.empty(len(t))
         for bw in bws:
             m = (t["bandwidth_gbps"] == bw).to_numpy()
             g = t[m]
-            n0, thr0 = g["nodes"].iloc[0], g[f"{name}_gpu_steps_per_s"].iloc[0]
-            eff[m] = g[f"{name}_gpu_steps_per_s"].to_numpy() / (g["nodes"].to_numpy() / n0 * thr0)
+            n0, thr0 = g[axis].iloc[0], g[f"{name}_gpu_steps_per_s"].iloc[0]
+            eff[m] = g[f"{name}_gpu_steps_per_s"].to_numpy() / (g[axis].to_numpy() / n0 * thr0)
         t[f"{name}_efficiency"] = eff
-    findings = tuple(_findings(t, bw, sc.cost.intra is not None) for bw in bws)
-    return Scaling(scenario_info(sc), t, findings, batch_per_gpu, n_eval, time.perf_counter() - t0)
+    findings = tuple(_findings_ranks(t, bw) if axis == "ranks" else _findings(t, bw, sc.cost.intra is not None)
+                     for bw in bws)
+    return Scaling(scenario_info(sc), t, findings, batch_per_gpu, n_eval, time.perf_counter() - t0, axis=axis)
+
+
+def _findings_ranks(t: pd.DataFrame, bw: float) -> str:
+    """One sentence for link rate ``bw`` of a single-server scaling: the best threshold and the
+    speed-up over Horovod's defaults by ranks (no hierarchical allreduce on one node)."""
+    g = t[t["bandwidth_gbps"] == bw]
+    thr = ", ".join(f"{int(r)}: {f:g} ({lo:g}-{hi:g})" for r, f, lo, hi in
+                    zip(g["ranks"], g["best_fusion_threshold_mb"], g["near_threshold_lo_mb"], g["near_threshold_hi_mb"]))
+    gain = ", ".join(f"{int(r)}: {x:.3f}x" for r, x in zip(g["ranks"], g["speedup_vs_default"]))
+    return (f"{bw:g} Gbit/s, one node: best fusion threshold MiB by ranks (range within 1%) {thr}; "
+            f"speed-up of the best over the defaults by ranks {gain}")
 
 
 def _findings(t: pd.DataFrame, bw: float, intra_measured: bool) -> str:
