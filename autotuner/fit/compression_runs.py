@@ -76,7 +76,7 @@ def _wire_bytes(layout: Layout, n: int) -> float:
 
 def _intervals(xs: np.ndarray, ok: np.ndarray) -> list[list[float]]:
     """The runs of True in ``ok`` as ``[[first x, last x], ...]``."""
-    out, start = [], None
+    out, start, prev = [], None, None
     for x, k in zip(xs, ok):
         if k and start is None:
             start = x
