@@ -36,14 +36,22 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from ..errors import FitError, ReportError
+from ..errors import FitError
 from ..model.costmodel import GBIT, BackendCost, Cluster, CostModel, Negotiation, Tier
 from ..model.simulator import simulate_step
 from ..model.wallclock import RunShape
-from ..readers.files import read_text
 from ..readers.labreport import parse_backend_runs
 from ..readers.runs import EnvData
-from .fitters import GPU_MEMCPY_BPS, PCIE3_BPS, _data_layout, _model_dict, _workload_json, run_config, workload_for
+from .fitters import (
+    GPU_MEMCPY_BPS,
+    PCIE3_BPS,
+    _data_layout,
+    _model_dict,
+    _workload_json,
+    parse_env_report,
+    run_config,
+    workload_for,
+)
 
 #: backends a Horovod build can use for its collectives (the report's labels, lower case)
 BACKENDS = ("mpi", "gloo", "nccl")
@@ -79,11 +87,7 @@ def fit_backend_runs_env(env: EnvData) -> dict[str, Any]:
     workload cannot be calibrated, RunsError/ReportError for an unreadable report."""
     meta = env.meta
     rel = f"{env.path.name}/{meta['source']}"
-    try:
-        runs, problems = parse_backend_runs(read_text(env.path / meta["source"], FitError), rel)
-    except ReportError as e:
-        raise FitError(str(e)) from None
-    env.problems += problems
+    runs = parse_env_report(env, parse_backend_runs)
     device = meta.get("device", "GPU")
     other = [r for r in runs if r.device != device]
     if other:

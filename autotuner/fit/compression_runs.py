@@ -36,17 +36,25 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AutotunerError, CostModelError, FitError, ReportError
+from ..errors import AutotunerError, CostModelError, FitError
 from ..model.costmodel import Cluster, CostModel
 from ..model.layout import Layout
 from ..model.scenario import COMPRESSION_RATIO, LOSSY, Compression
 from ..model.simulator import simulate_step
 from ..model.wallclock import RunShape
-from ..readers.files import read_text
 from ..readers.labreport import CompressionRun, parse_compression_runs
 from ..readers.runs import EnvData, read_env
 from ..schemas import Format
-from .fitters import _data_layout, _model_dict, _workload_json, calibrate_compute, fit_env, run_config, workload_for
+from .fitters import (
+    _data_layout,
+    _model_dict,
+    _workload_json,
+    calibrate_compute,
+    fit_env,
+    parse_env_report,
+    run_config,
+    workload_for,
+)
 
 #: issue 13's bound on a held-out prediction (fraction of the measured wall time)
 TOLERANCE = 0.10
@@ -101,11 +109,7 @@ def fit_compression_runs_env(env: EnvData) -> dict[str, Any]:
     """
     meta = env.meta
     rel = f"{env.path.name}/{meta['source']}"
-    try:
-        runs, problems = parse_compression_runs(read_text(env.path / meta["source"], FitError), rel)
-    except ReportError as e:
-        raise FitError(str(e)) from None
-    env.problems += problems
+    runs = parse_env_report(env, parse_compression_runs)
     model = str(meta["workload_model"])
     layout = _data_layout(env, meta["layout"], "layout")
     cfg = run_config(meta, {})

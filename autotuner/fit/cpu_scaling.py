@@ -42,17 +42,24 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from ..errors import FitError, ReportError, RunsError
+from ..errors import FitError
 from ..knobs import Config
 from ..model.contention import Contention
 from ..model.costmodel import Cluster, CostModel, Tier
 from ..model.layout import Layout
 from ..model.scenario import Scenario
-from ..readers.files import read_text
 from ..readers.labreport import CpuScalingRow, parse_cpu_scaling
 from ..readers.runs import EnvData
-from .fitters import _data_layout, _model_dict, _negotiation_for, _workload_json, calibrate_compute, run_config, \
-    workload_for
+from .fitters import (
+    _data_layout,
+    _model_dict,
+    _negotiation_for,
+    _workload_json,
+    calibrate_compute,
+    parse_env_report,
+    run_config,
+    workload_for,
+)
 
 #: fusion-buffer copy rate on the host (bytes/s): a laptop's dual-channel DDR4-2666 peaks at
 #: 42.7 GB/s; a copy reads and writes, and a single core's memcpy reaches ~10 GB/s. Assumed.
@@ -95,12 +102,7 @@ def fit_cpu_scaling_env(env: EnvData) -> dict[str, Any]:
     meta = env.meta
     rel = f"{env.path.name}/{meta['source']}"
     names = [m["model"] for m in meta["model"]]
-    text = read_text(env.path / meta["source"], RunsError, rel)
-    try:
-        rows, problems = parse_cpu_scaling(text, names, rel)
-    except ReportError as e:
-        raise FitError(str(e)) from None
-    env.problems += problems
+    rows = parse_env_report(env, parse_cpu_scaling, names)
     unit_s = {"s": 1.0, "ms": 1e-3}[meta["step_unit"]]
     cfg = run_config(meta, {})
     tier = Tier(float(meta["prior_alpha_us"]) * 1e-6, float(meta["prior_bandwidth_gbps"]) * GBIT)

@@ -163,6 +163,24 @@ def _data_layout(env: EnvData, ref: str, what: str) -> Layout:
     return load_data_layout(ref, env.path, f"{env.path / 'env.toml'}: {what}")
 
 
+def parse_env_report(env: EnvData, parse: Callable[..., tuple[list, list[str]]], *args: Any) -> list:
+    """The records of the env's ``source`` report read by ``parse(text, *args, source)`` (a
+    :mod:`autotuner.readers.labreport` parser); its problems are added to ``env.problems``.
+    Raises RunsError for an unreadable file, FitError (one line) when the parser reads nothing.
+    Shared by the ``backend-runs``, ``cpu-scaling`` and ``compression-runs`` fitters."""
+    from ..errors import ReportError, RunsError
+    from ..readers.files import read_text
+
+    rel = f"{env.path.name}/{env.meta['source']}"
+    text = read_text(env.path / env.meta["source"], RunsError, rel)
+    try:
+        records, problems = parse(text, *args, rel)
+    except ReportError as e:
+        raise FitError(str(e)) from None
+    env.problems += problems
+    return records
+
+
 def _name_dropped_buckets(env: EnvData, runs: Mapping[str, Any]) -> None:
     """Name in ``env.problems`` every response table that the fit cannot use: a run the report
     has and env.toml does not list (a typo in either), a listed run without a table, a bucket
