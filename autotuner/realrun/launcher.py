@@ -67,6 +67,8 @@ class Job:
         timeline: path for ``--timeline-filename`` (with ``--timeline-mark-cycles``), or None.
         gloo: pass ``--gloo`` (this machine has no MPI).
         prefix: argv prefix (e.g. ``ip netns exec NS`` from :mod:`autotuner.realrun.testbed`).
+        launcher: argv that replaces ``horovodrun`` (an emulated cluster's
+            :mod:`autotuner.realrun.hostlaunch`, which takes horovodrun's own arguments), or ().
     """
 
     np: int
@@ -78,9 +80,10 @@ class Job:
     gloo: bool = True
     prefix: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
+    launcher: tuple[str, ...] = ()
 
     def argv(self) -> list[str]:
-        a = [*self.prefix, horovodrun_path() or "horovodrun", "-np", str(self.np), "-H", self.hosts or f"localhost:{self.np}"]
+        a = [*self.prefix, *(self.launcher or (horovodrun_path() or "horovodrun",)), "-np", str(self.np), "-H", self.hosts or f"localhost:{self.np}"]
         if self.gloo:
             a.append("--gloo")
         if self.config is not None:

@@ -34,6 +34,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -42,7 +43,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 NETNS_PREFIX = "autotuner"
-_NAME_RE = re.compile(rf"^{NETNS_PREFIX}-(\d+)-(\d+)$")
+#: ``autotuner-<pid>-<n>`` (one shaped loopback) or ``autotuner-<pid>-<n>-<role>`` (a cluster's ``sw``, ``h0``, ...)
+_NAME_RE = re.compile(rf"^{NETNS_PREFIX}-(\d+)-(\d+)(?:-([a-z0-9]+))?$")
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _COUNTER = itertools.count()
 _CMD_TIMEOUT_S = 10.0
@@ -67,10 +69,33 @@ class Testbed:
     shaped: bool
     note: str
     netns: str | None = None
+    #: a cluster's hosts (:func:`emulated_cluster`), first = where the launcher runs; () for one loopback
+    hosts: tuple["Host", ...] = ()
+    #: argv that replaces ``horovodrun`` for a cluster (:mod:`autotuner.realrun.hostlaunch`), else ()
+    launcher: tuple[str, ...] = ()
+    #: the intra-node (loopback) HTB rate of a cluster's hosts in Gbit/s, None = unshaped
+    intra_gbit: float | None = None
 
     def wrap(self, argv: list[str] | tuple[str, ...]) -> list[str]:
-        """``argv`` prefixed so that it runs inside this testbed."""
+        """``argv`` prefixed so that it runs inside this testbed (a cluster: on its first host)."""
         return [*self.prefix, *argv]
+
+    def hosts_arg(self, ranks_per_host: int, n_hosts: int | None = None) -> str:
+        """horovodrun's ``-H`` for ``ranks_per_host`` slots on the first ``n_hosts`` hosts (default all):
+        ``10.77.0.1:2,10.77.0.2:2``.  Raises ValueError for a plain testbed or too many hosts."""
+        n = len(self.hosts) if n_hosts is None else n_hosts
+        if not self.hosts or not 1 <= n <= len(self.hosts) or ranks_per_host < 1:
+            raise ValueError(f"{n} host(s) x {ranks_per_host} asked of a testbed with {len(self.hosts)} host(s)")
+        return ",".join(f"{h.address}:{ranks_per_host}" for h in self.hosts[:n])
+
+
+@dataclass(frozen=True)
+class Host:
+    """One emulated host of :func:`emulated_cluster`: its namespace, its address on the cluster's
+    bridge (``eth0`` inside the namespace, :data:`CLUSTER_IFACE`)."""
+
+    netns: str
+    address: str
 
 
 def why_not_shaped() -> str | None:
@@ -174,6 +199,10 @@ def cleanup_stale() -> list[str]:
         m = _NAME_RE.match(name)
         if m and not _pid_alive(int(m.group(1))) and _run(["ip", "netns", "delete", name], check=False).returncode == 0:
             deleted.append(name)
+    for name in os.listdir(ETC_NETNS) if os.path.isdir(ETC_NETNS) else []:  # a SIGKILLed cluster's hosts files
+        m = _NAME_RE.match(name)
+        if m and not _pid_alive(int(m.group(1))):
+            _remove_hosts_file(name)
     return deleted
 
 
@@ -323,3 +352,214 @@ def measure_bandwidth_gbit(testbed: Testbed, nbytes: int = 200_000_000, *, max_s
     if proc.returncode != 0:
         raise RuntimeError(f"bandwidth probe failed (exit {proc.returncode}): {' '.join(proc.stderr.split())[-300:]}")
     return float(proc.stdout.strip())
+
+
+class TestbedError(RuntimeError):
+    """An emulated cluster cannot be built (not root, no iproute2, a failed ``ip``/``tc`` step): one line."""
+
+    __test__ = False
+
+
+#: the interface name of every emulated host's link (the same in each namespace, so that one
+#: ``HOROVOD_GLOO_IFACE`` / ``--network-interface`` serves all hosts, as on a uniform cluster)
+CLUSTER_IFACE = "eth0"
+#: the cluster's subnet: host i has ``10.77.0.<i+1>/24``; it exists only inside the namespaces created here
+CLUSTER_SUBNET = "10.77.0"
+MAX_HOSTS = 16
+#: ip-netns(8): ``ip netns exec NS`` bind-mounts ``/etc/netns/NS/<file>`` over ``/etc/<file>``
+ETC_NETNS = "/etc/netns"
+
+
+def _hosts_file(ns: str, address: str, hostname: str) -> None:
+    """Write ``/etc/netns/<ns>/hosts`` so that this machine's hostname resolves to ``address`` inside ``ns``.
+
+    Needed because Horovod 0.28.1's per-process-set Gloo context (which carries every collective)
+    creates its device with the *new* context's ``gloo_iface_``, never set (empty), instead of
+    ``HOROVOD_GLOO_IFACE`` (horovod/common/gloo/gloo_context.cc ``InitializeForProcessSet``,
+    L281-284; the member is set only in ``Initialize``, L142): Gloo then binds to the address of
+    ``gethostname()`` (gloo/transport/tcp/device.cc). On a real cluster that is the node's own
+    address; every emulated host shares this machine's hostname, so each namespace gets its own
+    hosts file (ip netns exec bind-mounts it over /etc/hosts for the ranks it starts)."""
+    d = os.path.join(ETC_NETNS, ns)
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, ".hosts.tmp")
+    with open(tmp, "w") as f:
+        f.write(f"127.0.0.1 localhost\n::1 localhost\n{address} {hostname}\n")
+    os.replace(tmp, os.path.join(d, "hosts"))
+
+
+def _remove_hosts_file(ns: str) -> None:
+    """Remove ``/etc/netns/<ns>`` (and ``/etc/netns`` itself once empty); missing is not an error."""
+    shutil.rmtree(os.path.join(ETC_NETNS, ns), ignore_errors=True)
+    try:
+        os.rmdir(ETC_NETNS)
+    except OSError:
+        pass
+
+
+def _htb(ns: str, dev: str, rate: str) -> list[list[str]]:
+    """The tc commands that cap ``dev``'s egress in netns ``ns`` at ``rate`` (one HTB class, ceil = rate)."""
+    pre = ["ip", "netns", "exec", ns, "tc"]
+    return [[*pre, "qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
+            [*pre, "class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb", "rate", rate, "ceil", rate]]
+
+
+def cluster_commands(base: str, n_hosts: int, link_rate: str | None, intra_rate: str | None) -> list[list[str]]:
+    """Every command that builds the cluster ``base`` (names ``<base>-sw``, ``<base>-h<i>``), in order.
+
+    A switch namespace holds a bridge ``br0``; host i's namespace holds ``lo`` and ``eth0``, one end
+    of a veth pair whose other end ``p<i>`` is a bridge port. Each veth pair is created directly
+    between the two namespaces (``ip -n SW link add p<i> type veth peer name eth0 netns H<i>``), so
+    no interface ever exists in the namespace this process runs in. ``link_rate`` caps both
+    directions of every host's link (HTB on ``eth0`` egress = upload, on ``p<i>`` egress =
+    download: a full-duplex link to a switch); ``intra_rate`` caps each host's ``lo`` (the
+    intra-node tier: ranks of one host reach each other's ``eth0`` address over ``lo``).
+    """
+    sw = f"{base}-sw"
+    cmds = [["ip", "netns", "add", sw], ["ip", "-n", sw, "link", "set", "lo", "up"],
+            ["ip", "-n", sw, "link", "add", "br0", "type", "bridge"], ["ip", "-n", sw, "link", "set", "br0", "up"]]
+    for i in range(n_hosts):
+        h = f"{base}-h{i}"
+        cmds += [["ip", "netns", "add", h], ["ip", "-n", h, "link", "set", "lo", "up"],
+                 ["ip", "-n", sw, "link", "add", f"p{i}", "type", "veth", "peer", "name", CLUSTER_IFACE, "netns", h],
+                 ["ip", "-n", sw, "link", "set", f"p{i}", "master", "br0"], ["ip", "-n", sw, "link", "set", f"p{i}", "up"],
+                 ["ip", "-n", h, "addr", "add", f"{CLUSTER_SUBNET}.{i + 1}/24", "dev", CLUSTER_IFACE],
+                 ["ip", "-n", h, "link", "set", CLUSTER_IFACE, "up"]]
+        if link_rate:
+            cmds += _htb(h, CLUSTER_IFACE, link_rate) + _htb(sw, f"p{i}", link_rate)
+        if intra_rate:
+            cmds += _htb(h, "lo", intra_rate)
+    return cmds
+
+
+@contextmanager
+def emulated_cluster(n_hosts: int, link_gbit: float | None, *, intra_gbit: float | None = None,
+                     check: Callable[[], str | None] = why_not_shaped) -> Iterator[Testbed]:
+    """Yield a :class:`Testbed` of ``n_hosts`` emulated hosts (1..:data:`MAX_HOSTS`) joined by a switch.
+
+    One network namespace per host (``autotuner-<pid>-<n>-h<i>``, address ``10.77.0.<i+1>`` on
+    ``eth0``) and one for the switch (``-sw``, a bridge); recipe in :func:`cluster_commands`.
+    ``link_gbit``: every host link's HTB rate in Gbit/s (1e9 bit/s), both directions; None leaves the
+    veth links unshaped. ``intra_gbit``: HTB on each host's loopback (the intra-node tier), None =
+    unshaped. The testbed's ``prefix`` enters the first host, ``launcher`` is
+    :mod:`autotuner.realrun.hostlaunch` (Horovod's Gloo launcher starting each rank in its host's
+    namespace) and :meth:`Testbed.hosts_arg` gives horovodrun's ``-H``.
+
+    Raises TestbedError (one line) when ``check()`` gives a reason or a step fails (a cluster cannot
+    fall back to one loopback: the topology is the point), ValueError for bad arguments. Every
+    namespace is deleted on every exit path as for :func:`shaped_network` (the veth pairs and the
+    bridge go with them); stale ones of a SIGKILLed owner by :func:`cleanup_stale`.
+    """
+    if not (isinstance(n_hosts, int) and 1 <= n_hosts <= MAX_HOSTS):
+        raise ValueError(f"n_hosts must be an integer from 1 to {MAX_HOSTS}, got {n_hosts!r}")
+    link_rate = htb_rate(link_gbit) if link_gbit is not None else None
+    intra_rate = htb_rate(intra_gbit) if intra_gbit is not None else None
+    reason = check()
+    if reason is not None:
+        raise TestbedError(f"cannot build an emulated cluster: {reason}")
+    cleanup_stale()
+    base = f"{NETNS_PREFIX}-{os.getpid()}-{next(_COUNTER)}"
+    created: list[str] = []
+    old_handlers = _trap_signals()
+    try:
+        for argv in cluster_commands(base, n_hosts, link_rate, intra_rate):
+            if argv[:3] == ["ip", "netns", "add"]:
+                created.append(argv[3])  # before the call: a Ctrl-C inside `ip netns add` still cleans it
+            error = _step(argv)
+            if error is not None:
+                raise TestbedError(f"cannot build the emulated cluster: {error}")
+        hosts = tuple(Host(f"{base}-h{i}", f"{CLUSTER_SUBNET}.{i + 1}") for i in range(n_hosts))
+        try:
+            for h in hosts:
+                _hosts_file(h.netns, h.address, socket.gethostname())
+        except OSError as e:
+            raise TestbedError(f"cannot write {ETC_NETNS}/<netns>/hosts: {e.strerror or e}") from None
+        launcher = (sys.executable, "-m", "autotuner.realrun.hostlaunch",
+                    *[a for h in hosts for a in ("--host", f"{h.address}={h.netns}")], "--")
+        link = f"{link_gbit:g} Gbit/s HTB links (both directions)" if link_gbit else "unshaped veth links"
+        intra = f"{intra_gbit:g} Gbit/s HTB on each host's lo" if intra_gbit else "unshaped lo inside each host"
+        yield Testbed(("ip", "netns", "exec", hosts[0].netns), link_gbit, link_gbit is not None,
+                      f"{n_hosts} emulated host(s) (netns {base}-h*), bridge in {base}-sw, {link}; {intra}",
+                      f"{base}-sw", hosts, launcher, intra_gbit)
+    finally:
+        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, *_TRAPPED})
+        try:
+            for name in reversed(created):
+                _delete(name)
+                _remove_hosts_file(name)
+        finally:
+            for sig, prev in old_handlers.items():
+                signal.signal(sig, signal.SIG_DFL if prev is None else prev)
+            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+
+
+def leftovers() -> dict[str, list[str]]:
+    """What an emulated cluster could leave behind, as this process sees it: this process's
+    ``autotuner-<pid>-*`` namespaces and, in the namespace it runs in, veth and bridge
+    interfaces (``ip -o link show type veth|bridge``). Used by tests to assert cleanup."""
+    mine = [n for n in list_namespaces() if (m := _NAME_RE.match(n)) and int(m.group(1)) == os.getpid()]
+    etc = [n for n in (os.listdir(ETC_NETNS) if os.path.isdir(ETC_NETNS) else []) if n.startswith(NETNS_PREFIX)]
+    links = {kind: [ln.split(":")[1].strip().split("@")[0]
+                    for ln in _run(["ip", "-o", "link", "show", "type", kind]).stdout.splitlines() if ln.strip()]
+             for kind in ("veth", "bridge")}
+    return {"netns": mine, "etc_netns": etc, **links}
+
+
+# Runs in host B: listen on its address, print the port, time what arrives (Gbit/s).
+_RECV = r"""
+import socket, sys, time
+srv = socket.create_server((sys.argv[1], 0))
+print(srv.getsockname()[1], flush=True)
+srv.settimeout(10)
+rx, _ = srv.accept()
+rx.settimeout(5)
+max_s = float(sys.argv[2])
+buf = bytearray(1 << 20)
+got = rx.recv_into(buf)
+t0 = time.perf_counter()
+first, now = got, t0
+while now - t0 < max_s:
+    n = rx.recv_into(buf)
+    if not n:
+        break
+    got += n
+    now = time.perf_counter()
+print((got - first) * 8 / max(now - t0, 1e-9) / 1e9, flush=True)
+"""
+_SEND = r"""
+import socket, sys
+tx = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10)
+chunk = memoryview(b"\0" * (1 << 20))
+try:
+    for _ in range(int(sys.argv[3]) >> 20):
+        tx.sendall(chunk)
+except OSError:
+    pass
+"""
+
+
+def measure_link_gbit(testbed: Testbed, *, nbytes: int = 200_000_000, max_seconds: float = 1.0) -> float:
+    """Measured TCP throughput in Gbit/s from a cluster's first host to its second (one connection
+    through the bridge, about ``max_seconds`` of transfer). Raises ValueError for a testbed with
+    fewer than 2 hosts, RuntimeError if the probe fails."""
+    if len(testbed.hosts) < 2:
+        raise ValueError("measure_link_gbit needs an emulated cluster of at least 2 hosts")
+    a, b = testbed.hosts[0], testbed.hosts[1]
+    rx = subprocess.Popen(["ip", "netns", "exec", b.netns, sys.executable, "-I", "-c", _RECV, b.address,
+                           str(float(max_seconds))], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=die_with_parent())
+    try:
+        port = rx.stdout.readline().strip()
+        if not port.isdigit():
+            raise RuntimeError(f"link probe receiver failed: {' '.join(rx.stderr.read().split())[-300:]}")
+        subprocess.run(["ip", "netns", "exec", a.netns, sys.executable, "-I", "-c", _SEND, b.address, port,
+                        str(int(nbytes))], capture_output=True, timeout=max_seconds + 30, preexec_fn=die_with_parent())
+        out, err = rx.communicate(timeout=max_seconds + 10)
+    finally:
+        if rx.poll() is None:
+            rx.kill()
+            rx.wait()
+    try:
+        return float(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        raise RuntimeError(f"link probe failed: {' '.join(err.split())[-300:]}") from None
