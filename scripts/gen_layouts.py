@@ -8,7 +8,9 @@ configuration "D") and ``torchvision/models/resnet.py`` (resnet18 with
 BasicBlock [2, 2, 2, 2]; resnet50 / resnet101 with Bottleneck [3, 4, 6, 3] /
 [3, 4, 23, 3], "v1.5" variant with the stride on the 3x3 conv2), for ImageNet
 (1000 classes, 224x224 input).  Only trainable parameters are listed (no
-BatchNorm running statistics or other buffers).
+BatchNorm running statistics or other buffers).  Also Horovod's PyTorch MNIST example
+(``build_mnist``) and HuggingFace's ``BertModel`` with the ``bert-base-uncased`` config
+(``build_bert_base``; its order and FLOP proxy are in its docstring and source string).
 
 Output: ``autotuner/layouts/<name>.json`` with tensors in backward order and a
 ``compute_share`` per
@@ -84,11 +86,26 @@ class _Builder:
         params = [(f"{prefix}.weight", [c]), (f"{prefix}.bias", [c])]  # backward order
         self.layers.append((params, BN_BWD_FLOPS_PER_ELEM * c * h * w))
 
-    def linear(self, prefix, fin, fout):
-        fwd = 2 * fin * fout
+    def linear(self, prefix, fin, fout, tokens=1, extra_bwd=0):
+        """``tokens`` rows of input (a transformer's sequence length; 1 for a CNN's classifier);
+        ``extra_bwd``: backward FLOPs of parameter-free work that runs just before this layer's
+        gradients are ready (a transformer's attention core, put on its value projection)."""
+        fwd = 2 * tokens * fin * fout
         bwd = fwd if self._first() else 2 * fwd
         params = [(f"{prefix}.bias", [fout]), (f"{prefix}.weight", [fout, fin])]  # backward order
-        self.layers.append((params, bwd))
+        self.layers.append((params, bwd + extra_bwd))
+
+    def layer_norm(self, prefix, c, tokens):
+        """LayerNorm over ``c`` features of ``tokens`` rows; backward FLOPs estimated as for
+        BatchNorm (BN_BWD_FLOPS_PER_ELEM per output element). Weight before bias, as BatchNorm
+        (a CPU backward pass gives the same, docs/simulator.md)."""
+        params = [(f"{prefix}.weight", [c]), (f"{prefix}.bias", [c])]  # backward order
+        self.layers.append((params, BN_BWD_FLOPS_PER_ELEM * c * tokens))
+
+    def embedding(self, prefix, num, dim, tokens):
+        """nn.Embedding(num, dim) looked up ``tokens`` times: backward = a scatter-add of
+        ``tokens`` gradient rows (tokens * dim FLOPs); no gradient wrt the indices."""
+        self.layers.append(([(f"{prefix}.weight", [num, dim])], tokens * dim))
 
 
 VGG_CFG_D = [64, 64, "M", 128, 128, "M", 256, 256, 256, "M",
@@ -181,7 +198,89 @@ MNIST_SOURCE = (
     "put on the layer's first tensor in backward order. Max-pooling, ReLU, dropout and "
     "log_softmax ignored. The workload of lab reports 002 and 004 (docs/lab-reports-002-004-arithmetic.md)."
 )
-SOURCES = {"mnist": MNIST_SOURCE}
+
+#: HuggingFace ``bert-base-uncased`` config.json (Devlin et al. 2018, "BERT-Base")
+BERT_BASE = {"vocab_size": 30522, "hidden_size": 768, "num_hidden_layers": 12,
+             "num_attention_heads": 12, "intermediate_size": 3072,
+             "max_position_embeddings": 512, "type_vocab_size": 2}
+#: BERT-Medium (L=8, H=512, A=8; intermediate 4H) of Turc et al. 2019, "Well-Read Students Learn
+#: Better" (arXiv:1908.08962; google-research/bert README's 24 smaller models), same vocabulary
+BERT_MEDIUM = {**BERT_BASE, "hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8,
+               "intermediate_size": 2048}
+BERT_SEQ_LEN = 128  # tokens per sequence for compute_share: BERT's phase-1 pre-training length
+
+
+def build_bert_base(cfg: dict = BERT_BASE, seq: int = BERT_SEQ_LEN) -> _Builder:
+    """HuggingFace transformers ``BertModel`` (modeling_bert.py, with the pooler, no task head)
+    for the ``bert-base-uncased`` config: 199 tensors, 109,482,240 parameters. Names and shapes
+    are those of ``named_parameters()``, generated from the config arithmetic (no torch).
+
+    Layers are listed in forward *execution* order, so the layout's backward order is its
+    reverse: pooler, encoder layers 11 .. 0, then the embeddings. Within an encoder layer that is
+    output.LayerNorm, output.dense, intermediate.dense, attention.output.LayerNorm,
+    attention.output.dense, value, key, query (the reverse of ``named_parameters()``). The
+    embeddings run word, token_type, position in BertEmbeddings.forward (not their registration
+    order word, position, token_type), so their gradients come position, token_type, word.
+    Within a layer: Linear bias then weight, LayerNorm weight then bias (the measured fp32
+    rule, docs/simulator.md; not measured for BERT itself).
+
+    compute_share: the same FLOP proxy as the torchvision layouts, at batch 1 and ``seq`` tokens
+    (128): Linear backward = 2 x forward = 2 x 2*seq*in*out (the pooler sees 1 token);
+    attention core (Q K^T and probs V, 2*seq*seq*hidden FLOPs each forward, 2 x that backward)
+    put on the value projection, whose gradients are ready first after it; LayerNorm backward
+    10 FLOPs per output element (the BatchNorm estimate); embedding backward = seq*hidden
+    (scatter-add). GELU, softmax, dropout, residual adds, tanh ignored."""
+    h, n_layers = cfg["hidden_size"], cfg["num_hidden_layers"]
+    inter = cfg["intermediate_size"]
+    assert h % cfg["num_attention_heads"] == 0
+    assert seq <= cfg["max_position_embeddings"]
+    b = _Builder()
+    b.embedding("embeddings.word_embeddings", cfg["vocab_size"], h, seq)
+    b.embedding("embeddings.token_type_embeddings", cfg["type_vocab_size"], h, seq)
+    b.embedding("embeddings.position_embeddings", cfg["max_position_embeddings"], h, seq)
+    b.layer_norm("embeddings.LayerNorm", h, seq)
+    attn_core_bwd = 2 * (2 * seq * seq * h + 2 * seq * seq * h)  # Q K^T and probs V, summed over heads
+    for i in range(n_layers):
+        p = f"encoder.layer.{i}"
+        b.linear(f"{p}.attention.self.query", h, h, seq)
+        b.linear(f"{p}.attention.self.key", h, h, seq)
+        b.linear(f"{p}.attention.self.value", h, h, seq, extra_bwd=attn_core_bwd)
+        b.linear(f"{p}.attention.output.dense", h, h, seq)
+        b.layer_norm(f"{p}.attention.output.LayerNorm", h, seq)
+        b.linear(f"{p}.intermediate.dense", h, inter, seq)
+        b.linear(f"{p}.output.dense", inter, h, seq)
+        b.layer_norm(f"{p}.output.LayerNorm", h, seq)
+    b.linear("pooler.dense", h, h, 1)  # on the first ([CLS]) token only
+    return b
+
+
+BERT_BASE_SOURCE = (
+    "scripts/gen_layouts.py: HuggingFace transformers BertModel (modeling_bert.py; embeddings, "
+    "12 encoder layers, pooler; no pre-training or task head) with the bert-base-uncased "
+    "config.json (vocab_size 30522, hidden_size 768, num_hidden_layers 12, num_attention_heads "
+    "12, intermediate_size 3072, max_position_embeddings 512, type_vocab_size 2), i.e. BERT-Base "
+    "of Devlin et al. 2018 (arXiv:1810.04805); exact named_parameters() names, shapes from the "
+    "config arithmetic (no torch), float32, 109,482,240 parameters in 199 tensors. Tensor order: "
+    "backward = layers in reverse of forward execution order (pooler, encoder.layer.11 .. 0, "
+    "embeddings; within a layer value, key, query projections; the embeddings position, "
+    "token_type, word, as BertEmbeddings.forward uses them), within a layer Linear bias then "
+    "weight, LayerNorm weight then bias (the fp32 rule measured for the torchvision models, "
+    "not measured for BERT). compute_share: per-layer share of backward FLOPs at batch 1, "
+    "sequence length 128, put on the layer's first tensor in backward order: Linear backward = "
+    "2 x forward FLOPs (2*tokens*in*out; pooler 1 token); attention core (Q K^T and probs V, "
+    "2*128*128*768 forward FLOPs each) backward = 2 x forward, put on the value projection; "
+    "LayerNorm backward 10 FLOPs per output element (an estimate, as for BatchNorm); embedding "
+    "backward 128*768 (scatter-add). GELU, softmax, dropout, tanh and residual adds ignored. "
+    "Shares normalized to sum to 1 and rounded to 8 significant digits."
+)
+BERT_MEDIUM_SOURCE = (
+    "scripts/gen_layouts.py: build_bert_base with the BERT-Medium config of Turc et al. 2019 "
+    "(arXiv:1908.08962; google-research/bert: L=8, H=512, A=8, intermediate_size 2048, "
+    "vocab_size 30522, max_position_embeddings 512, type_vocab_size 2): HuggingFace BertModel "
+    "names and shapes, float32, 41,373,184 parameters in 135 tensors; tensor order and "
+    "compute_share exactly as for bert_base (see its source), sequence length 128."
+)
+SOURCES = {"mnist": MNIST_SOURCE, "bert_base": BERT_BASE_SOURCE, "bert_medium": BERT_MEDIUM_SOURCE}
 
 
 MODELS = {
@@ -191,6 +290,8 @@ MODELS = {
     "resnet50": lambda: build_resnet("bottleneck", [3, 4, 6, 3]),
     "resnet101": lambda: build_resnet("bottleneck", [3, 4, 23, 3]),
     "mnist": build_mnist,
+    "bert_base": build_bert_base,
+    "bert_medium": lambda: build_bert_base(BERT_MEDIUM),
 }
 
 

@@ -22,6 +22,10 @@ EXPECTED = {
     "resnet50": (161, 25_557_032, "fc.bias", "conv1.weight"),
     "resnet101": (314, 44_549_160, "fc.bias", "conv1.weight"),
     "mnist": (8, 21_840, "fc2.bias", "conv1.bias"),  # Horovod examples/pytorch/pytorch_mnist.py Net
+    # HuggingFace BertModel (with pooler), bert-base-uncased config
+    "bert_base": (199, 109_482_240, "pooler.dense.bias", "embeddings.word_embeddings.weight"),
+    # embeddings (30522 + 512 + 2) x 512 + 1024, 8 x 3,152,384 per layer, pooler 262,656
+    "bert_medium": (135, 41_373_184, "pooler.dense.bias", "embeddings.word_embeddings.weight"),
 }
 
 
@@ -69,8 +73,8 @@ def _gpu_profiles():
         return json.load(f)["profiles"]
 
 
-#: the torchvision models, whose order runs/gpu-profiles recorded (not the MNIST example's Net)
-TORCHVISION = sorted(set(EXPECTED) - {"mnist"})
+#: the torchvision models, whose order runs/gpu-profiles recorded (not the MNIST example's Net, not BERT)
+TORCHVISION = sorted(set(EXPECTED) - {"mnist", "bert_base", "bert_medium"})
 
 
 @pytest.mark.parametrize("name", TORCHVISION)
@@ -92,7 +96,8 @@ def test_within_layer_order_linear_bias_first_others_weight_first(name):
     names = [t["name"] for t in load(name)["tensors"]]
     for i, n in enumerate(names):
         layer, kind = n.rsplit(".", 1)
-        linear = layer in ("fc", "fc1", "fc2") or layer.startswith("classifier.")
+        linear = (layer in ("fc", "fc1", "fc2") or layer.startswith("classifier.")
+                  or layer.rsplit(".", 1)[-1] in ("query", "key", "value", "dense"))  # BERT
         if kind == ("bias" if linear else "weight") and i + 1 < len(names):
             partner = layer + (".weight" if linear else ".bias")
             if partner in names:
@@ -136,6 +141,41 @@ def test_vgg16_bn_indices():
     names = {t["name"] for t in load("vgg16_bn")["tensors"]}
     assert {"features.1.weight", "features.40.weight", "features.41.bias"} <= names
     assert "features.2.weight" not in names  # ReLU
+
+
+def test_bert_base_shapes_and_bytes():
+    # BertModel + pooler for vocab 30522, hidden 768, 12 layers, intermediate 3072, 512 positions,
+    # 2 token types: embeddings 23,837,184 + 12 x 7,087,872 + pooler 590,592 = 109,482,240
+    h, inter = 768, 3072
+    per_layer = 4 * (h * h + h) + (h * inter + inter) + (inter * h + h) + 2 * (2 * h)
+    assert per_layer == 7_087_872
+    assert (30522 + 512 + 2) * h + 2 * h + 12 * per_layer + (h * h + h) == 109_482_240
+    tensors = load("bert_base")["tensors"]
+    t = {x["name"]: x["shape"] for x in tensors}
+    assert sum(numel(x) for x in tensors) * 4 == 437_928_960  # float32 bytes
+    assert t["embeddings.word_embeddings.weight"] == [30522, 768]
+    assert t["embeddings.position_embeddings.weight"] == [512, 768]
+    assert t["embeddings.token_type_embeddings.weight"] == [2, 768]
+    assert t["encoder.layer.0.intermediate.dense.weight"] == [3072, 768]
+    assert t["encoder.layer.11.output.dense.weight"] == [768, 3072]
+    assert t["pooler.dense.weight"] == [768, 768]
+    sizes = sorted(numel(x) for x in tensors)
+    assert sizes[-1] == 30522 * 768 and sizes[-2] == 2_359_296  # word embeddings, then FFN weights
+    # many small tensors: 111 of the 199 are 768-element vectors (biases and LayerNorm), the smallest:
+    # per layer 5 biases + 2 LayerNorms, embeddings LayerNorm, pooler bias
+    small = [x["name"] for x in tensors if numel(x) == 768]
+    assert sizes[0] == 768 and len(small) == 12 * (5 + 2 * 2) + 2 + 1
+    assert all(n.endswith(".bias") or ".LayerNorm." in n for n in small)
+    names = [x["name"] for x in tensors]
+    # pooler, layers 11 .. 0, then the embeddings; value, key, query within attention
+    layer_seq = [int(n.split(".")[2]) for n in names if n.startswith("encoder.layer.")]
+    assert layer_seq == sorted(layer_seq, reverse=True) and len(layer_seq) == 12 * 16
+    assert names[-5:] == ["embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias",
+                          "embeddings.position_embeddings.weight",
+                          "embeddings.token_type_embeddings.weight",
+                          "embeddings.word_embeddings.weight"]
+    qkv = [n for n in names if n.startswith("encoder.layer.0.attention.self.")]
+    assert [n.split(".")[-2] for n in qkv] == ["value"] * 2 + ["key"] * 2 + ["query"] * 2
 
 
 def _load_script():
