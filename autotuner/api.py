@@ -15,7 +15,15 @@ from typing import Any, Mapping, Sequence
 from .errors import KnobError, ScenarioError
 from .fit.fitters import fit_env
 from .fit.store import FittedEnv, load_env, write_model
-from .knobs import DEFAULTS_0_28, Config, horovod_env, horovodrun_flags
+from .knobs import (
+    DEFAULTS_0_28,
+    KNOB_BY_FIELD,
+    Config,
+    hierarchical_allreduce_note,
+    horovod_env,
+    horovodrun_flags,
+    pin_unsupported_off,
+)
 from .model.costmodel import Cluster, CostModelError
 from .model.scenario import (  # noqa: F401 (Compression, LOSSY, COMPRESSION_NUMERICS: for the CLI)
     COMPRESSION_CODE,
@@ -97,7 +105,8 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
     return Scenario(fenv.name, model, layout, wl, cost, cluster, compression, run=run,
                     backend=None if backend is None else str(backend).lower(),
                     contention=fenv.contention if calibrated else None,
-                    global_work=calibrated and model in fenv.global_work), fenv
+                    global_work=calibrated and model in fenv.global_work,
+                    env_backend=str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None), fenv
 
 
 def write_simulated_timeline(sc: Scenario, fenv: FittedEnv, config: Config, path: Path, *,
@@ -180,12 +189,14 @@ def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int 
     ``progress``); returns (all trials, top distinct by :func:`autotuner.search.ranking.top_distinct`).
 
     ``fixed``: knobs the search keeps (field name -> value, internal units); the reference the
-    proposals are ranked against is then Horovod's defaults with those knobs applied.
+    proposals are ranked against is then Horovod's defaults with those knobs applied. Knobs the
+    scenario's backend ignores are pinned off (:func:`autotuner.knobs.pin_unsupported_off`:
+    hierarchical allreduce on ``gloo`` and ``mpi``), so no trial has them on.
     """
     from .search.bayes import BayesStrategy
     from .search.ranking import top_distinct
 
-    fixed = dict(fixed or {})
+    fixed = pin_unsupported_off(fixed or {}, sc.effective_backend)
     ref = replace(DEFAULTS_0_28, **fixed)
     strategy = strategy or BayesStrategy(n_calls=n_calls, seed=seed, progress=progress)
     trials = strategy.trials(sc, ref, fixed)
@@ -285,6 +296,9 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
     proposal of the reference's compression by more than ``MIN_GAIN``: compression changes
     numerics (:data:`~autotuner.model.scenario.COMPRESSION_NUMERICS`, in ``compression_notes``)
     and is not worth a tie. ``best_by_compression``: the best predicted step (ms) of each.
+    Hierarchical allreduce is never searched nor proposed where the scenario's backend has none
+    (:attr:`~autotuner.model.scenario.Scenario.has_hierarchical_allreduce`); a fixed
+    ``hierarchical_allreduce`` on is then kept off and ``notes`` says why (one line each).
     Raises ScenarioError for another strategy, an unknown compression, or a lossy one
     (:data:`~autotuner.model.scenario.LOSSY`: never proposed).
     """
@@ -303,6 +317,13 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
     comps = [Compression(c) for c in dict.fromkeys(comps)]
     refc = Compression.none if Compression.none in comps else comps[0]
     comps.sort(key=lambda c: c != refc)  # the reference's compression first
+
+    notes = []
+    if fixed and fixed.get("hierarchical_allreduce") and not sc.has_hierarchical_allreduce:
+        notes.append(f"{KNOB_BY_FIELD['hierarchical_allreduce'].flag} not kept (searched off): "
+                     f"{hierarchical_allreduce_note(sc.effective_backend)}")
+    user_fixed = dict(fixed or {})  # the knobs the caller fixed, any the backend ignores pinned off
+    fixed = {k: v for k, v in pin_unsupported_off(user_fixed, sc.effective_backend).items() if k in user_fixed}
 
     t0 = time.perf_counter()
     strat = None
@@ -349,6 +370,7 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
         [refc] + [c for _, c in picked]) if c in COMPRESSION_NUMERICS}
     if fixed:
         res["fixed"] = dict(fixed)
+    res["notes"] = notes
     return res
 
 
@@ -459,6 +481,28 @@ def accuracy(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path],
             "summary": summary(cs), "notes": notes}
 
 
+def _testbed_topology(testbed_hosts: int | None, ranks_per_host: int | None, link_gbit: float | None,
+                      hosts: str) -> tuple[int, int] | None:
+    """(hosts, ranks per host) of an emulated cluster asked by ``--testbed-hosts H --ranks-per-host L``,
+    or None; ValidationError (one line) for a half-given or inconsistent request."""
+    from .errors import ValidationError
+    from .realrun.testbed import MAX_HOSTS
+
+    if testbed_hosts is None and ranks_per_host is None:
+        if link_gbit is not None:
+            raise ValidationError("--link-gbit needs --testbed-hosts (one host has no link)")
+        return None
+    if testbed_hosts is None or ranks_per_host is None:
+        raise ValidationError("--testbed-hosts and --ranks-per-host go together")
+    if not 1 <= testbed_hosts <= MAX_HOSTS:
+        raise ValidationError(f"--testbed-hosts {testbed_hosts}: from 1 to {MAX_HOSTS}")
+    if ranks_per_host < 1:
+        raise ValidationError(f"--ranks-per-host {ranks_per_host}: at least 1")
+    if hosts:
+        raise ValidationError("--hosts and --testbed-hosts: give one (the emulated cluster names its own hosts)")
+    return testbed_hosts, ranks_per_host
+
+
 def validation_setup(**kw):
     """A :class:`autotuner.schemas.Setup` (what every trial of a validation shares); ValidationError
     (one line naming the field and value) for a value out of range.
@@ -471,6 +515,11 @@ def validation_setup(**kw):
     from .realrun.validation import Setup
     from .schemas import one_line
 
+    topo = _testbed_topology(kw.get("testbed_hosts"), kw.get("ranks_per_host"), kw.get("link_gbit"), kw.get("hosts", ""))
+    if topo is not None:
+        from .realrun.testbed import cluster_hosts
+
+        kw["np"], kw["hosts"] = topo[0] * topo[1], cluster_hosts(*topo)
     if "compute_ms" in kw and kw["compute_ms"] is None:
         layout = load_layout(kw["model"])
         if layout.measured:
@@ -504,8 +553,9 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
     say = on_event or (lambda s: None)
     if horovodrun_path() is None:
         raise ValidationError("horovodrun not found: install Horovod with scripts/install_horovod.sh")
+    topo = setup.topology or (None, None)  # an emulated cluster: predict its shape, not the env's
     try:
-        sc, fenv = make_scenario(model_dir, setup.env, setup.model,
+        sc, fenv = make_scenario(model_dir, setup.env, setup.model, nodes=topo[0], gpus_per_node=topo[1],
                                  compute_ms=None if setup.command else setup.compute_ms)
         predict = lambda c: sc.simulate(c).step_time_ms  # noqa: E731
         model_note = f"predictions: cost model {fenv.path}"
@@ -568,14 +618,12 @@ def _sigterm_as_exit():
 def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, defaults, timeout_s, predict, say,
                 keep):
     """Run the autotune trial, then the interleaved fixed-configuration rounds, in the testbed."""
-    from .realrun.testbed import measure_bandwidth_gbit, shaped_network
+    from .realrun.launcher import testbed_for
     from .realrun.validation import TrialRunner, autotune_best_config, plan, run_pending
 
-    with shaped_network(setup.bandwidth_gbit) as tb:
-        measured = measure_bandwidth_gbit(tb) if tb.shaped else None
-        net_note = tb.note + (f"; measured {measured:.2f} Gbit/s" if measured else "")
+    with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, net_note):
         say(net_note)
-        runner = TrialRunner(setup, scratch, tb.prefix, timeout_s, keep_timelines=keep)
+        runner = TrialRunner(setup, scratch, tb.prefix, timeout_s, keep_timelines=keep, launcher=tb.launcher)
 
         def done(rec):
             m = rec["measured_step_time_ms"]
@@ -598,6 +646,7 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
 
 def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth_gbit: float | None = None,
             sizes: str | None = None, repeats: int = 5, warmup: int = 1, timeout_s: float = 900.0,
+            testbed_hosts: int | None = None, ranks_per_host: int | None = None, link_gbit: float | None = None,
             on_total=None, on_item=None, on_event=None) -> dict:
     """``autotuner measure``: the allreduce sweep of :mod:`autotuner.realrun.measure` into
     ``runs_dir/<env>/`` (resumes a killed sweep). ``sizes``: ``LO:HI`` or a comma list (bytes,
@@ -607,13 +656,19 @@ def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth
     from .errors import ValidationError
     from .realrun.measure import DEFAULT_SIZES, SweepSetup, parse_sizes, run_measure, tiers
 
+    topo = _testbed_topology(testbed_hosts, ranks_per_host, link_gbit, hosts)
+    if topo is not None:
+        from .realrun.testbed import cluster_hosts
+
+        np, hosts = topo[0] * topo[1], cluster_hosts(*topo)
     if np < 2:
         raise ValidationError(f"--np {np}: an allreduce needs at least 2 ranks")
     tiers(np, hosts)  # bad --hosts: one line before anything starts
     sz = parse_sizes(sizes) if sizes else DEFAULT_SIZES
     env_dir = runs_dir / env
     check_output_dir(env_dir, "--runs-dir")
-    setup = SweepSetup(np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit, repeats=repeats, warmup=warmup)
+    setup = SweepSetup(np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit, repeats=repeats, warmup=warmup,
+                       testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit)
     with _sigterm_as_exit():
         return run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, on_total=on_total, on_item=on_item,
                            on_event=on_event)

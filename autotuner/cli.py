@@ -53,7 +53,7 @@ from .api import (  # noqa: E402
     write_simulated_timeline,
 )
 from .errors import AutotunerError  # noqa: E402
-from .knobs import KNOB_BY_PARAM, KNOBS, MIB, config_from_values  # noqa: E402
+from .knobs import KNOB_BY_FIELD, KNOB_BY_PARAM, KNOBS, MIB, config_from_values, hierarchical_allreduce_note  # noqa: E402
 from .paths import model_output_dir, model_search_path, runs_output_dir, runs_search_path  # noqa: E402
 from .writers.atomic import check_output_dir  # noqa: E402
 
@@ -87,6 +87,16 @@ def _hosts_opt(more: str = ""):
 def _testbed_bw_opt():
     return typer.Option(None, "--bandwidth-gbit", help="emulated link, Gbit/s (root only; else plain loopback)",
                         callback=opt.checked(opt.LinkGbit, "--bandwidth-gbit"))
+
+
+def _testbed_opts():
+    """``--testbed-hosts H --ranks-per-host L --link-gbit G``: an emulated cluster (root only)."""
+    return (typer.Option(None, "--testbed-hosts", help="emulate H hosts, one network namespace each, joined by a "
+                         "switch (root only; replaces --np/--hosts)", callback=opt.checked(opt.Count, "--testbed-hosts")),
+            typer.Option(None, "--ranks-per-host", help="ranks on each emulated host",
+                         callback=opt.checked(opt.Count, "--ranks-per-host")),
+            typer.Option(None, "--link-gbit", help="each emulated host's link, Gbit/s, both directions (HTB); "
+                         "--bandwidth-gbit then shapes each host's loopback", callback=opt.checked(opt.LinkGbit, "--link-gbit")))
 
 
 def knob_options(help_for: str):
@@ -158,6 +168,16 @@ def _compute_opt():
 def _backend_opt():
     return typer.Option(None, "--backend", show_default=False,
                         help="what-if collective backend: its fitted intra-node tier (default: the env's own)")
+
+
+def _hierarchical_note(sc, cfg) -> None:
+    """One ``note:`` line on stderr when ``cfg`` has hierarchical allreduce on and the scenario's
+    backend has none in Horovod 0.28.1 (simulated as off: :func:`autotuner.knobs.hierarchical_allreduce_supported`)."""
+    why = hierarchical_allreduce_note(sc.effective_backend) if cfg.hierarchical_allreduce else None
+    if why:
+        err.print(f"note: {KNOB_BY_FIELD['hierarchical_allreduce'].flag} simulated as off on backend "
+                  f"{sc.effective_backend}: {why}",
+                  highlight=False, markup=False, soft_wrap=True)
 
 
 def _backend_note(sc) -> str:
@@ -232,6 +252,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                              backend=backend)
     if compression in LOSSY:  # simulated as asked, but never silently: one line on stderr
         err.print(f"warning: {LOSSY[compression]}", highlight=False, markup=False, soft_wrap=True)
+    _hierarchical_note(sc, cfg)
     r = sc.simulate(cfg)
     d = simulate_result(sc, cfg, r)
     if timeline is not None:
@@ -299,6 +320,8 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         res = run_suggest(sc, top=top, n_calls=n_calls, seed=seed, fixed=fixed, strategy=strategy,
                           progress=lambda done, total: prog.update(task, completed=done, total=total),
                           compressions=None if compression is None else (compression,))
+    for n in res.get("notes", ()):
+        err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
         print(json.dumps(res, allow_nan=False))
         return
@@ -350,6 +373,9 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
              np_: int = _np_opt(),
              hosts: str = _hosts_opt(),
              bandwidth_gbit: Optional[float] = _testbed_bw_opt(),
+             testbed_hosts: Optional[int] = _testbed_opts()[0],
+             ranks_per_host: Optional[int] = _testbed_opts()[1],
+             link_gbit: Optional[float] = _testbed_opts()[2],
              compute_ms: Optional[float] = typer.Option(None, "--compute-ms",
                                                        help="replay: forward+backward compute per step, ms (default: "
                                                             "a profiled layout's measured times, else 300)",
@@ -378,7 +404,8 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
 
     load_layout(model)  # fail fast on an unknown model
     setup = validation_setup(env=env, model=model, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, compute_ms=compute_ms,
-                  steps=steps, warmup=warmup, command=tuple(command or ()), batch_size=batch_size)
+                             steps=steps, warmup=warmup, command=tuple(command or ()), batch_size=batch_size,
+                             testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit)
     proposals = load_proposals(proposals_file) if proposals_file else None
     model_dirs, runs_dir = model_search_path(model_dir), runs_output_dir(runs_dir)
     recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dirs, name=name or Path(model).stem,
@@ -512,6 +539,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     t0 = time.perf_counter()
     if knobs:
         pick, suggest_pick = config_from_values(knobs), False
+        _hierarchical_note(sc, pick)
     elif pick_file is not None:
         pick, suggest_pick = load_proposals(pick_file)[0], False
     elif suggest_pick:
@@ -746,6 +774,9 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                 np_: int = _np_opt(),
                 hosts: str = _hosts_opt("; several hosts: the intra-node and inter-node tiers are measured apart"),
                 bandwidth_gbit: Optional[float] = _testbed_bw_opt(),
+                testbed_hosts: Optional[int] = _testbed_opts()[0],
+                ranks_per_host: Optional[int] = _testbed_opts()[1],
+                link_gbit: Optional[float] = _testbed_opts()[2],
                 sizes: Optional[str] = typer.Option(None, "--sizes", help="message sizes: LO:HI doubling, or a comma "
                                                     "list; bytes or K/M/G (binary) [default: 1K:512M]"),
                 repeats: int = typer.Option(5, "--repeats", help="timed samples per size",
@@ -767,7 +798,8 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                   TimeElapsedColumn(), console=err, disable=as_json or not err.is_terminal) as bar:
         task = bar.add_task(f"measure {env}", total=None)
         summary = measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, sizes=sizes,
-                          repeats=repeats, warmup=warmup, timeout_s=timeout_s,
+                          repeats=repeats, warmup=warmup, timeout_s=timeout_s, testbed_hosts=testbed_hosts,
+                          ranks_per_host=ranks_per_host, link_gbit=link_gbit,
                           on_total=lambda done, total: bar.update(task, completed=done, total=total),
                           on_item=lambda r: bar.update(task, advance=1,
                                                        description=f"{r['phase']} {r['bytes']} B: {r['median_ms']:.2f} ms"),

@@ -719,7 +719,11 @@ class Setup:
     bandwidth_gbit (testbed HTB rate, Gbit/s; None = no shaping), compute_ms/update_ms (replay
     workload's emulated compute per step, ms), steps/warmup (measured and warm-up steps per
     trial), command (a user's own training command instead of the replay workload, or empty),
-    batch_size (images per rank per step, to turn img/sec output into step times; or None).
+    batch_size (images per rank per step, to turn img/sec output into step times; or None),
+    testbed_hosts / ranks_per_host (an emulated cluster of that many hosts x ranks, each host a
+    network namespace, :func:`autotuner.realrun.testbed.emulated_cluster`; then ``np`` =
+    hosts x ranks and ``hosts`` its ``-H``; None: one host), link_gbit (the cluster's host-link
+    HTB rate, Gbit/s; ``bandwidth_gbit`` then shapes each host's loopback).
     """
 
     env: str
@@ -733,14 +737,32 @@ class Setup:
     warmup: Index = 2
     command: tuple[str, ...] = ()
     batch_size: Count | None = None
+    testbed_hosts: Annotated[int, Field(ge=1, le=16)] | None = None
+    ranks_per_host: Count | None = None
+    link_gbit: LinkGbit | None = None
+
+    def __post_init__(self) -> None:
+        if (self.testbed_hosts is None) != (self.ranks_per_host is None):
+            raise ValueError("--testbed-hosts and --ranks-per-host go together")
+        if self.testbed_hosts is None and self.link_gbit is not None:
+            raise ValueError("--link-gbit needs --testbed-hosts (one host has no link)")
+        if self.testbed_hosts is not None and self.np != self.testbed_hosts * self.ranks_per_host:
+            raise ValueError(f"np={self.np} is not --testbed-hosts {self.testbed_hosts} x --ranks-per-host "
+                             f"{self.ranks_per_host}")
+
+    @property
+    def topology(self) -> tuple[int, int] | None:
+        """(hosts, ranks per host) of an emulated cluster, else None."""
+        return None if self.testbed_hosts is None else (self.testbed_hosts, self.ranks_per_host)
 
     def to_dict(self) -> dict[str, Any]:
-        """As recorded: ``command`` a list, ``batch_size`` left out when None (records written
-        before it existed stay comparable)."""
+        """As recorded: ``command`` a list, ``batch_size`` and the testbed topology left out when
+        None (records written before they existed stay comparable)."""
         d = {f: getattr(self, f) for f in self.__dataclass_fields__}
         d["command"] = list(self.command)
-        if d["batch_size"] is None:
-            del d["batch_size"]
+        for k in ("batch_size", "testbed_hosts", "ranks_per_host", "link_gbit"):
+            if d[k] is None:
+                del d[k]
         return d
 
 

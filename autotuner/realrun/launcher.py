@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -348,3 +349,27 @@ def replay_command(model: str, compute_ms: float, steps: int, warmup: int, updat
     """The replay workload's command line (see :mod:`autotuner.realrun.replay`)."""
     return (sys.executable, "-m", "autotuner.realrun.replay", "--model", model, "--compute-ms", f"{compute_ms:g}",
             "--update-ms", f"{update_ms:g}", "--steps", str(steps), "--warmup", str(warmup))
+
+
+@contextmanager
+def testbed_for(topology: tuple[int, int] | None, bandwidth_gbit: float | None, link_gbit: float | None):
+    """The testbed real runs use, with one line saying what it is (and what was measured of it):
+    an emulated cluster of ``topology`` = (hosts, ranks per host) with ``link_gbit`` host links and
+    ``bandwidth_gbit`` on each host's loopback (:func:`autotuner.realrun.testbed.emulated_cluster`),
+    else one loopback shaped to ``bandwidth_gbit`` (:func:`~autotuner.realrun.testbed.shaped_network`).
+    Yields ``(Testbed, note)``. Raises ValidationError when a cluster cannot be built."""
+    from ..errors import ValidationError
+    from .testbed import TestbedError, emulated_cluster, measure_bandwidth_gbit, measure_link_gbit, shaped_network
+
+    if topology is None:
+        with shaped_network(bandwidth_gbit) as tb:
+            measured = measure_bandwidth_gbit(tb) if tb.shaped else None
+            yield tb, tb.note + (f"; measured {measured:.2f} Gbit/s" if measured else "")
+        return
+    with ExitStack() as stack:
+        try:
+            tb = stack.enter_context(emulated_cluster(topology[0], link_gbit, intra_gbit=bandwidth_gbit))
+        except (TestbedError, ValueError) as e:
+            raise ValidationError(str(e)) from None
+        measured = measure_link_gbit(tb) if len(tb.hosts) > 1 else None
+        yield tb, tb.note + (f"; host link measured {measured:.2f} Gbit/s (TCP, host 1 -> host 2)" if measured else "")

@@ -126,10 +126,22 @@ class SweepSetup:
     bandwidth_gbit: float | None
     repeats: int
     warmup: int
+    #: an emulated cluster (:func:`autotuner.realrun.testbed.emulated_cluster`): hosts, ranks per
+    #: host, host-link HTB rate (Gbit/s; ``bandwidth_gbit`` then shapes each host's loopback)
+    testbed_hosts: int | None = None
+    ranks_per_host: int | None = None
+    link_gbit: float | None = None
+
+    @property
+    def topology(self) -> tuple[int, int] | None:
+        return None if self.testbed_hosts is None else (self.testbed_hosts, self.ranks_per_host)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"np": self.np, "hosts": self.hosts, "bandwidth_gbit": self.bandwidth_gbit,
-                "repeats": self.repeats, "warmup": self.warmup}
+        d = {"np": self.np, "hosts": self.hosts, "bandwidth_gbit": self.bandwidth_gbit,
+             "repeats": self.repeats, "warmup": self.warmup}
+        if self.testbed_hosts is not None:  # left out otherwise: sweeps recorded before stay comparable
+            d.update(testbed_hosts=self.testbed_hosts, ranks_per_host=self.ranks_per_host, link_gbit=self.link_gbit)
+        return d
 
 
 def parse_sizes(spec: str) -> tuple[int, ...]:
@@ -245,8 +257,8 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
     Raises ValidationError (horovodrun missing, another setup already recorded, a job that
     failed before measuring anything, hosts malformed).
     """
-    from .launcher import Job, OwnedProcess, horovodrun_path
-    from .testbed import measure_bandwidth_gbit, shaped_network
+    from .launcher import Job, OwnedProcess, horovodrun_path, testbed_for
+    from .testbed import measure_bandwidth_gbit
 
     say = on_event or (lambda s: None)
     if horovodrun_path() is None:
@@ -271,8 +283,9 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
     busy = _busy()
     if busy:
         say(busy)
-    with shaped_network(setup.bandwidth_gbit) as tb:
-        link = (setup.bandwidth_gbit if tb.shaped else None)
+    with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, net_note):
+        say(net_note)
+        link = (setup.bandwidth_gbit if tb.shaped else None) if not tb.hosts else setup.link_gbit
         if not (env_dir / "env.toml").exists():
             from importlib.metadata import PackageNotFoundError, version
 
@@ -282,10 +295,11 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
             except PackageNotFoundError:
                 hv = "0.28.1"
             if link is None:
-                link = round(measure_bandwidth_gbit(tb), 2)
+                m = re.search(r"measured ([0-9.]+) Gbit/s", net_note)
+                link = float(m.group(1)) if m else round(measure_bandwidth_gbit(tb), 2)
             hs = parse_hosts(setup.hosts, setup.np)
             nodes, gpn = (1, setup.np) if len(hs) == 1 else (len(hs), max(s for _, s in hs))
-            atomic_write_text(env_dir / "env.toml", env_toml(env_dir.name, setup, (nodes, gpn), link, tb.note, hv))
+            atomic_write_text(env_dir / "env.toml", env_toml(env_dir.name, setup, (nodes, gpn), link, net_note, hv))
         for tier, jname, keys in jobs:
             todo = [k for k in keys if k not in done]
             if not todo:
@@ -295,7 +309,8 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
             stem = f"{tier.name}-{jname}"
             tl = scratch / f"{stem}-{time.time_ns()}.json"
             cfg = JOBS[jname]
-            job = Job(np=tier.np, hosts=tier.hosts, command=cmd, timeline=tl, prefix=tb.prefix, config=cfg)
+            job = Job(np=tier.np, hosts=tier.hosts, command=cmd, timeline=tl, prefix=tb.prefix, config=cfg,
+                      launcher=tb.launcher)
             say(f"{stem}: {len(todo)} item(s) on {tier.np} rank(s) ({tier.hosts})")
             got = 0
             try:
@@ -316,7 +331,10 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                                    "cache": cfg is None or cfg.cache_capacity > 0, "bytes": int(d["bytes"]),
                                    "tensors": int(d["tensors"]), "ranks": int(d["ranks"]), "times_ms": d["times_ms"],
                                    **stats(d["times_ms"]), "part": stem, "setup": setup.to_dict(),
-                                   "testbed": tb.note, "load_avg_1m": round(os.getloadavg()[0], 2),
+                                   "testbed": net_note, **({"topology": {"hosts": setup.testbed_hosts,
+                                                                         "ranks_per_host": setup.ranks_per_host}}
+                                                           if setup.topology else {}),
+                                   "load_avg_1m": round(os.getloadavg()[0], 2),
                                    "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
                             if item_key(rec) in done:
                                 continue
@@ -348,10 +366,10 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
             say(f"{stem}: done ({got} item(s))")
     shutil.rmtree(scratch, ignore_errors=True)
     recs = store.records()
-    big = [r for r in recs if r["phase"] == "allreduce"]
+    big = [r for r in recs if r["phase"] == "allreduce" and r["tier"] != "intra"]  # the cluster's link, not a host's lo
     top = max(big, key=lambda r: r["bytes"], default=None)
     return {"env": env_dir.name, "records": str(store.path), "items_total": total, "items_recorded": len(recs),
-            "items_new": new, "wall_s": round(time.monotonic() - t0, 1), "network": tb.note,
+            "items_new": new, "wall_s": round(time.monotonic() - t0, 1), "network": net_note,
             "largest_allreduce": None if top is None else {
                 "mib": top["bytes"] / MIB, "median_ms": top["median_ms"],
                 "algbw_gbit_s": round(top["bytes"] * 8 / (top["median_ms"] * 1e-3) / 1e9, 3)},

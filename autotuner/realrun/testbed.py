@@ -84,9 +84,18 @@ class Testbed:
         """horovodrun's ``-H`` for ``ranks_per_host`` slots on the first ``n_hosts`` hosts (default all):
         ``10.77.0.1:2,10.77.0.2:2``.  Raises ValueError for a plain testbed or too many hosts."""
         n = len(self.hosts) if n_hosts is None else n_hosts
-        if not self.hosts or not 1 <= n <= len(self.hosts) or ranks_per_host < 1:
+        if not self.hosts or not 1 <= n <= len(self.hosts):
             raise ValueError(f"{n} host(s) x {ranks_per_host} asked of a testbed with {len(self.hosts)} host(s)")
-        return ",".join(f"{h.address}:{ranks_per_host}" for h in self.hosts[:n])
+        return cluster_hosts(n, ranks_per_host)
+
+
+def cluster_hosts(n_hosts: int, ranks_per_host: int) -> str:
+    """horovodrun's ``-H`` of an :func:`emulated_cluster` of ``n_hosts`` hosts with ``ranks_per_host``
+    slots each (the addresses are fixed: host i is ``10.77.0.<i+1>``). Raises ValueError for counts < 1
+    or more than :data:`MAX_HOSTS` hosts."""
+    if not (1 <= n_hosts <= MAX_HOSTS) or ranks_per_host < 1:
+        raise ValueError(f"{n_hosts} host(s) x {ranks_per_host} rank(s): need 1..{MAX_HOSTS} hosts and >= 1 rank each")
+    return ",".join(f"{CLUSTER_SUBNET}.{i + 1}:{ranks_per_host}" for i in range(n_hosts))
 
 
 @dataclass(frozen=True)

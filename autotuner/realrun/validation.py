@@ -302,7 +302,8 @@ def summarize_autotune_log(path: Path) -> dict[str, Any]:
 class TrialRunner:
     """Runs one :class:`TrialSpec` for real with horovodrun (see :mod:`autotuner.realrun.launcher`).
 
-    Attributes: setup; prefix (testbed argv prefix); scratch (folder for timelines and autotune
+    Attributes: setup; prefix (testbed argv prefix); launcher (an emulated cluster's horovodrun
+    stand-in, :class:`autotuner.realrun.launcher.Job`); scratch (folder for timelines and autotune
     logs); keep_timelines (folder where each trial's raw timeline is kept gzipped, or None); timeout_s (per fixed-configuration trial; the autotune run gets
     ``timeout_s * autotune_timeout_factor``); autotune_warmup_samples, autotune_steps_per_sample,
     autotune_max_samples (the shortened autotune, :class:`autotuner.realrun.launcher.AutotuneSettings`);
@@ -319,6 +320,7 @@ class TrialRunner:
     autotune_timeout_factor: float = 6.0
     timeline: bool = True
     keep_timelines: Path | None = None
+    launcher: tuple[str, ...] = ()
 
     def autotune_steps(self) -> int:
         """Training steps given to the autotune run before its measured steps: enough for every
@@ -351,7 +353,7 @@ class TrialRunner:
             timeline.unlink(missing_ok=True)
         command = s.command or replay_command(s.model, s.compute_ms, s.steps, warmup, s.update_ms)
         job = Job(np=s.np, hosts=s.hosts, command=tuple(command), config=spec.config, autotune=at,
-                  timeline=timeline, prefix=self.prefix)
+                  timeline=timeline, prefix=self.prefix, launcher=self.launcher)
         try:
             res = run_job(job, timeout)
         except FileNotFoundError as e:

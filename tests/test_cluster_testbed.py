@@ -1,0 +1,182 @@
+"""The emulated multi-host cluster for real (root, iproute2, real Horovod): hosts appear, Horovod's own
+launcher places ranks on them, traffic crosses the shaped link, and nothing is left behind.
+
+"Nothing left": no ``autotuner-<pid>-*`` namespace of the owner, no ``/etc/netns/autotuner-*`` hosts
+file, and no veth or bridge interface in the namespace the tests run in (``ip -o link show type
+veth|bridge``), checked after every test here.
+"""
+import json
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotuner.realrun import testbed as tb
+from tests.cli_helpers import need_horovod
+
+ROOT = Path(__file__).resolve().parents[1]
+MODULE = ROOT / "autotuner" / "realrun" / "testbed.py"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
+                                reason="needs root and iproute2 (ip, tc) to create network namespaces")
+
+
+def _links() -> dict[str, list[str]]:
+    return {k: v for k, v in tb.leftovers().items() if k in ("veth", "bridge")}
+
+
+@pytest.fixture(autouse=True)
+def nothing_left():
+    """Every test starts and ends with no namespace, hosts file, veth or bridge of ours."""
+    before_links = _links()
+    owners = {os.getpid()}
+    yield owners
+    for name in tb.list_namespaces():
+        m = tb._NAME_RE.match(name)
+        if m and int(m.group(1)) in owners:
+            subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=10)
+            pytest.fail(f"namespace {name} was left behind")
+    assert tb.leftovers()["netns"] == []
+    assert not [n for n in (os.listdir(tb.ETC_NETNS) if os.path.isdir(tb.ETC_NETNS) else [])
+                if any(n.startswith(f"{tb.NETNS_PREFIX}-{p}-") for p in owners)]
+    assert _links() == before_links == {"veth": [], "bridge": []}
+
+
+def test_two_hosts_link_is_shaped_and_everything_goes(nothing_left):
+    with tb.emulated_cluster(2, 0.5) as bed:
+        names = set(tb.list_namespaces())
+        assert {h.netns for h in bed.hosts} | {bed.netns} <= names
+        assert bed.hosts_arg(2) == "10.77.0.1:2,10.77.0.2:2" and bed.launcher[2] == "autotuner.realrun.hostlaunch"
+        # the veth pairs and the bridge live inside the cluster's namespaces, never here
+        assert _links() == {"veth": [], "bridge": []}
+        out = subprocess.run(["ip", "-n", bed.hosts[1].netns, "-o", "-4", "addr", "show", "dev", "eth0"],
+                             capture_output=True, text=True, check=True).stdout
+        assert "10.77.0.2/24" in out
+        gbit = tb.measure_link_gbit(bed, max_seconds=0.5)
+        assert 0.40 < gbit < 0.55, gbit  # HTB at 500mbit: TCP through the bridge gets ~0.47
+        assert set(os.listdir(tb.ETC_NETNS)) >= {h.netns for h in bed.hosts}
+    assert not {h.netns for h in bed.hosts} & set(tb.list_namespaces())
+
+
+def test_exception_inside_removes_every_namespace(nothing_left):
+    with pytest.raises(RuntimeError, match="boom"):
+        with tb.emulated_cluster(3, 1.0) as bed:
+            assert len(bed.hosts) == 3
+            raise RuntimeError("boom")
+
+
+def test_failed_step_raises_one_line_and_cleans_up(nothing_left, monkeypatch):
+    real = tb._step
+
+    def fail_on_bridge(argv):
+        return "`ip link add br0` failed: injected" if "bridge" in argv else real(argv)
+
+    monkeypatch.setattr(tb, "_step", fail_on_bridge)
+    with pytest.raises(tb.TestbedError, match="injected"):
+        with tb.emulated_cluster(2, 1.0):
+            pass
+
+
+def test_not_root_is_one_line():
+    with pytest.raises(tb.TestbedError, match="cannot build an emulated cluster: not root"):
+        with tb.emulated_cluster(2, 1.0, check=lambda: "not root (euid 1000)"):
+            pass
+
+
+HOLD = f"""
+import importlib.util, sys, time, signal
+spec = importlib.util.spec_from_file_location("testbed", {str(MODULE)!r})
+t = importlib.util.module_from_spec(spec); sys.modules["testbed"] = t; spec.loader.exec_module(t)
+signal.signal(signal.SIGINT, signal.default_int_handler)
+with t.emulated_cluster(2, 1.0) as bed:
+    print(bed.hosts[0].netns, flush=True)
+    time.sleep(60)
+"""
+
+
+def _holder(owners):
+    proc = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    owners.add(proc.pid)
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    if not sel.select(timeout=20):
+        proc.kill()
+        pytest.fail("holder printed nothing within 20 s")
+    name = proc.stdout.readline().strip()
+    assert name.startswith(f"autotuner-{proc.pid}-") and name in tb.list_namespaces(), proc.stderr.read()
+    return proc, name[: -len("-h0")]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_removes_cluster(nothing_left, sig):
+    proc, base = _holder(nothing_left)
+    proc.send_signal(sig)
+    proc.wait(timeout=20)
+    assert not [n for n in tb.list_namespaces() if n.startswith(base)]
+    assert not os.path.isdir(os.path.join(tb.ETC_NETNS, f"{base}-h0"))
+
+
+def test_sigkill_leftovers_go_with_cleanup_stale(nothing_left):
+    proc, base = _holder(nothing_left)
+    proc.kill()
+    proc.wait(timeout=10)
+    assert f"{base}-sw" in tb.list_namespaces()  # SIGKILL cannot be caught: left behind
+    deleted = tb.cleanup_stale()
+    assert {f"{base}-sw", f"{base}-h0", f"{base}-h1"} <= set(deleted)
+    assert not os.path.isdir(os.path.join(tb.ETC_NETNS, f"{base}-h0"))
+
+
+PROBE = ("import json, socket, horovod.torch as hvd, torch; hvd.init(); "
+         "x = hvd.allreduce(torch.ones(1 << 16) * (hvd.rank() + 1), op=hvd.Sum); "
+         "print('AT', json.dumps([hvd.rank(), hvd.local_rank(), hvd.cross_rank(), hvd.size(), hvd.local_size(), "
+         "socket.gethostbyname(socket.gethostname()), float(x[0])]))")
+
+
+def test_horovods_launcher_places_ranks_on_hosts(nothing_left):
+    """2 hosts x 2 ranks through hostlaunch (Horovod's launch_gloo): rank, local rank, cross rank are
+    Horovod's, each rank runs in its host's namespace, and a real allreduce crosses the link."""
+    need_horovod()
+    from autotuner.realrun.launcher import Job, run_job
+
+    with tb.emulated_cluster(2, 1.0) as bed:
+        job = Job(np=4, hosts=bed.hosts_arg(2), command=(sys.executable, "-c", PROBE), prefix=bed.prefix,
+                  launcher=bed.launcher)
+        res = run_job(job, timeout_s=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    rows = sorted(json.loads(line.split("AT ", 1)[1]) for line in res.stdout.splitlines() if "AT [" in line)
+    assert [r[:5] for r in rows] == [[0, 0, 0, 4, 2], [1, 1, 0, 4, 2], [2, 0, 1, 4, 2], [3, 1, 1, 4, 2]]
+    assert [r[5] for r in rows] == ["10.77.0.1", "10.77.0.1", "10.77.0.2", "10.77.0.2"]
+    assert all(r[6] == 1 + 2 + 3 + 4 for r in rows)
+
+
+def test_a_failing_rank_fails_the_job(nothing_left):
+    need_horovod()
+    from autotuner.realrun.launcher import Job, run_job
+
+    with tb.emulated_cluster(2, 1.0) as bed:
+        res = run_job(Job(np=2, hosts=bed.hosts_arg(1), command=(sys.executable, "-c", "import sys; sys.exit(3)"),
+                          prefix=bed.prefix, launcher=bed.launcher), timeout_s=60)
+    assert res.returncode == 1 and "one or more processes exited with non-zero status" in res.stderr
+
+
+def test_validate_on_two_hosts_records_the_topology(nothing_left, tmp_path):
+    """``autotuner validate --testbed-hosts 2 --ranks-per-host 1``: a short real run whose records carry
+    the topology and a prediction for that shape (the shipped local-gloo-2x2 model)."""
+    need_horovod()
+    proc = subprocess.run([sys.executable, "-m", "autotuner.cli", "validate", "--env", "local-gloo-2x2", "--model", "mnist",
+                           "--compute-ms", "20", "--testbed-hosts", "2", "--ranks-per-host", "1", "--link-gbit", "1",
+                           "--steps", "3", "--warmup", "1", "--repeats", "1", "--no-autotune", "--runs-dir",
+                           str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    recs = [json.loads(line) for line in (tmp_path / "local-gloo-2x2" / "validation" / "mnist.jsonl").read_text().splitlines()]
+    assert recs and all(r["status"] == "ok" for r in recs)
+    for r in recs:
+        assert (r["setup"]["testbed_hosts"], r["setup"]["ranks_per_host"], r["setup"]["np"]) == (2, 1, 2)
+        assert r["setup"]["hosts"] == "10.77.0.1:1,10.77.0.2:1" and r["setup"]["link_gbit"] == 1.0
+        assert "2 emulated host(s)" in r["testbed"] and r["predicted_step_time_ms"] > 0
+    assert "host link measured" in recs[0]["testbed"]
