@@ -25,7 +25,9 @@ Sources (Horovod 0.28.1):
   Horovod 0.20.x: 64 MiB and 5 ms (lab report 000, ``runs/v100-16gbit``);
 - hierarchical allreduce only takes effect on more than one node: ``operations.cc`` turns it
   off when ``size == local_size``; hierarchical allgather only changes allgather operations
-  (``ops/mpi_operations.cc`` ``MPIHierarchicalAllgather``), which gradient allreduce does not issue.
+  (``ops/mpi_operations.cc`` ``MPIHierarchicalAllgather``), which gradient allreduce does not issue;
+- hierarchical allreduce exists only with NCCL (+ MPI): on ``gloo`` and ``mpi`` Horovod ignores it
+  (:func:`hierarchical_allreduce_supported`, the "Hierarchical flags per backend" section of docs/knobs.md).
 """
 from __future__ import annotations
 
@@ -186,7 +188,8 @@ KNOBS: tuple[Knob, ...] = (
          "horovod/common/response_cache.cc"),
     Knob("hierarchical_allreduce", bool, "on/off", "--hierarchical-allreduce", "HOROVOD_HIERARCHICAL_ALLREDUCE", "",
          1, True, 0, 1, {"0.28": False, "0.20": False}, "switch", True,
-         "intra-node reduce-scatter + inter-node allreduce + intra-node allgather (NCCL + MPI)",
+         "intra-node reduce-scatter + inter-node allreduce + intra-node allgather "
+         "(NCCL + MPI only; ignored on gloo and mpi)",
          "horovod/common/ops/nccl_operations.cc NCCLHierarchicalAllreduce"),
     Knob("hierarchical_allgather", bool, "on/off", "--hierarchical-allgather", "HOROVOD_HIERARCHICAL_ALLGATHER", "",
          1, True, 0, 1, {"0.28": False, "0.20": False}, None, True,
@@ -195,6 +198,58 @@ KNOBS: tuple[Knob, ...] = (
 )
 KNOB_BY_FIELD: dict[str, Knob] = {k.field: k for k in KNOBS}
 KNOB_BY_PARAM: dict[str, Knob] = {k.param: k for k in KNOBS}
+
+#: Collective backends (``env.toml``/model ``cluster.backend``, the ``--backend`` what-if) whose
+#: Horovod 0.28.1 build has no hierarchical allreduce, each with the one-line reason (source
+#: lines at tag v0.28.1). See :func:`hierarchical_allreduce_supported`.
+NO_HIERARCHICAL_ALLREDUCE: dict[str, str] = {
+    "gloo": "Horovod 0.28.1 has no hierarchical allreduce on Gloo: CreateOperationManager registers only GlooAllreduce "
+            "for it (horovod/common/operations.cc:221-226), whose Enabled() never reads the flag "
+            "(ops/gloo_operations.cc:223-227), and a build without NCCL GPU allreduce forces the flag off "
+            "(operations.cc:574-577); the flag is ignored silently",
+    "mpi": "Horovod 0.28.1 has no hierarchical allreduce on MPI: CPU tensors go to MPIAllreduce "
+           "(horovod/common/operations.cc:252-253, ops/mpi_operations.cc:107-111), and a build with MPI GPU "
+           "allreduce (HOROVOD_GPU_OPERATIONS=MPI) forces the flag off (operations.cc:574-577); the flag is ignored "
+           "silently",
+}
+
+
+def hierarchical_allreduce_supported(backend: str | None) -> bool:
+    """Whether the ``hierarchical_allreduce`` knob can change anything with collective backend
+    ``backend`` (``nccl``, ``gloo``, ``mpi``; None or another name: assumed yes, as before).
+
+    Horovod 0.28.1's only hierarchical allreduce is ``NCCLHierarchicalAllreduce``
+    (``horovod/common/ops/nccl_operations.cc:579-587``: GPU tensors only, via
+    ``GPUAllreduce::Enabled``, ``ops/gpu_operations.cc:151-155``), registered by
+    ``CreateOperationManager`` only in a build with MPI, a GPU and NCCL allreduce, when MPI is
+    enabled (``horovod/common/operations.cc:157-168``). The Gloo ops are registered without any
+    hierarchical variant (``operations.cc:221-233``; ``GlooAllreduce::Enabled`` returns true,
+    ``ops/gloo_operations.cc:223-227``), CPU tensors on MPI go to ``MPIAllreduce``
+    (``operations.cc:248-253``), and a build whose GPU allreduce is neither NCCL nor DDL forces
+    the flag off (``operations.cc:574-577``: "Hierarchical allreduce is not supported without
+    NCCL or DDL"). So ``gloo`` and ``mpi`` are False (:data:`NO_HIERARCHICAL_ALLREDUCE`); with
+    them Horovod ignores the flag silently (no warning, no error) and the simulator treats it as
+    off.
+    """
+    return str(backend or "").lower() not in NO_HIERARCHICAL_ALLREDUCE
+
+
+def hierarchical_allreduce_note(backend: str | None) -> str | None:
+    """One line for output where ``hierarchical_allreduce`` is on but ``backend`` ignores it
+    (:data:`NO_HIERARCHICAL_ALLREDUCE`), or None where it is supported."""
+    b = str(backend or "").lower()
+    return NO_HIERARCHICAL_ALLREDUCE.get(b)
+
+
+def pin_unsupported_off(fixed: Mapping[str, Any], backend: str | None) -> dict[str, Any]:
+    """``fixed`` (field name -> value, as a search's fixed knobs) with the knobs ``backend``
+    ignores pinned off: ``hierarchical_allreduce`` False when
+    :func:`hierarchical_allreduce_supported` is False, so a search neither varies it nor proposes
+    it on; unchanged otherwise."""
+    out = dict(fixed)
+    if not hierarchical_allreduce_supported(backend):
+        out["hierarchical_allreduce"] = False
+    return out
 
 
 class _ConfigMethods:
@@ -342,5 +397,60 @@ def markdown_table() -> str:
         rows.append(f"| `{k.field}` | `{k.flag}` | `{k.env}` | {k.unit} | {rng} | {show(k, k.defaults['0.28'])} | "
                     f"{show(k, k.defaults['0.20'])} | {searched} | {k.doc} | `{k.source}` |")
     return ("# Horovod knobs\n\nGenerated from `autotuner/knobs.py` by `python scripts/gen_knob_table.py`;"
-            " `tests/test_knobs.py` fails when this file is stale.\n\n" + "\n".join(rows) + "\n")
+            " `tests/test_knobs.py` fails when this file is stale.\n\n" + "\n".join(rows) + "\n\n"
+            + HIERARCHICAL_PER_BACKEND_MD)
+
+
+#: The "Hierarchical flags per backend" section of docs/knobs.md (source lines at Horovod tag v0.28.1).
+HIERARCHICAL_PER_BACKEND_MD = """\
+## Hierarchical flags per backend
+
+Checked in Horovod's source at tag v0.28.1 (paths under `horovod/common/`). The backend is the
+env's `backend` (`runs/<env>/env.toml`, `cluster.backend` in the model file) or the `--backend`
+what-if; `autotuner.knobs.hierarchical_allreduce_supported` is the rule.
+
+| backend | hierarchical allreduce | hierarchical allgather |
+|---|---|---|
+| `nccl` (NCCL GPU allreduce, MPI controller) | yes: `NCCLHierarchicalAllreduce`, GPU tensors, more than one node | `MPIHierarchicalAllgather` (MPI + GPU builds) |
+| `gloo` | **no**: the flag is ignored | no: `GlooAllgather` only |
+| `mpi` (CPU ops, or `HOROVOD_GPU_OPERATIONS=MPI`) | **no**: the flag is ignored | not modelled (allgather only; gradients are allreduced) |
+
+- Ops per backend: `operations.cc:146` `CreateOperationManager` tries ops in order, the first
+  whose `Enabled()` is true runs (`ops/operation_manager.cc:44-51`). `NCCLHierarchicalAllreduce`
+  is registered only under `#if HAVE_MPI && HAVE_GPU`, `if (global_mpi_context.IsEnabled())`,
+  `HAVE_NCCL && HOROVOD_GPU_ALLREDUCE == 'N'` (`operations.cc:157-168`), and
+  `MPIHierarchicalAllgather` in the same MPI + GPU block (`operations.cc:179-180`). Gloo gets
+  `GlooAllreduce`, `GlooAllgather`, ... with no hierarchical variant (`operations.cc:221-233`);
+  MPI gets `AdasumMPIAllreduceOp` (Adasum only) and `MPIAllreduce` (`operations.cc:248-262`).
+- Enabled(): `GlooAllreduce::Enabled` and `GlooAllgather::Enabled` return true without reading the
+  parameter manager (`ops/gloo_operations.cc:223-227`, `:232-236`); so does `MPIAllreduce::Enabled`
+  (`ops/mpi_operations.cc:107-111`). Only `NCCLHierarchicalAllreduce::Enabled`
+  (`ops/nccl_operations.cc:579-587`: `NCCLAllreduce::Enabled`, i.e. a GPU tensor,
+  `ops/gpu_operations.cc:151-155`, and `param_manager.HierarchicalAllreduce()`) and
+  `MPIHierarchicalAllgather::Enabled` (`ops/mpi_operations.cc:384-388`) read the flags.
+- The two environment variables (table above) are read in
+  `operations.cc:553-572` (on only when `size != local_size`, then fixed for autotune). A build
+  whose GPU allreduce is neither NCCL nor DDL (CPU-only, Gloo, `HOROVOD_GPU_OPERATIONS=MPI`)
+  then forces hierarchical allreduce off and fixed (`operations.cc:574-577`, "Hierarchical
+  allreduce is not supported without NCCL or DDL"; torus likewise, `:602-605`).
+- On a Gloo build the flag is therefore **ignored silently**: no warning, no error. The only
+  message about it is the heterogeneous-cluster warning (`operations.cc:579-590`), which needs the
+  flag still on. A NCCL build run with Gloo (`horovodrun --gloo`) keeps the flag on, but no op
+  reads it: `NCCLHierarchicalAllreduce` is not registered without MPI, and GPU tensors take the
+  flat `NCCLAllreduce` (`operations.cc:194-199`).
+- Horovod's own autotune: `hierarchical_allreduce` is a categorical {false, true} parameter in the
+  chain (`parameter_manager.cc:44`, `:61-62`), but a fixed value is not tuned
+  (`parameter_manager.cc:99-100`, `:324-330`, `:350-355`). On a non-NCCL build it is fixed off,
+  so autotune never tries it: the real 0.28.1 Gloo autotune log
+  (`runs/local-gloo-1gbit/fixtures/autotune-log-hvd0.28.1-gloo-2ranks.csv`) has
+  hierarchical_allreduce 0 in all 24 samples and the best-values row, while
+  hierarchical_allgather (not forced off) is toggled (on in 12 samples), with no effect on Gloo. On a NCCL build run with Gloo it would toggle
+  hierarchical allreduce too, to no effect.
+
+What the tool does: where the backend has no hierarchical allreduce, the simulator treats
+`hierarchical_allreduce` on exactly as off; `suggest` (bayes and grid), `explore` and `scale`
+neither search nor propose it, and their horovodrun flags never carry it; `simulate` with
+the knob on still runs and prints a `note:` line on stderr saying Horovod 0.28.1 ignores it
+there.
+"""
 

@@ -180,3 +180,26 @@ def test_validate_on_two_hosts_records_the_topology(nothing_left, tmp_path):
         assert r["setup"]["hosts"] == "10.77.0.1:1,10.77.0.2:1" and r["setup"]["link_gbit"] == 1.0
         assert "2 emulated host(s)" in r["testbed"] and r["predicted_step_time_ms"] > 0
     assert "host link measured" in recs[0]["testbed"]
+
+
+def test_hierarchical_flags_on_gloo_run_and_change_nothing(nothing_left, tmp_path):
+    """Horovod 0.28.1 on Gloo, 2 hosts x 2 ranks (local size 2 < size 4, so the flags are not
+    dropped for being on one host): ``--hierarchical-allreduce --hierarchical-allgather`` start
+    and finish normally, and every allreduce is still Gloo's flat one (timeline activity
+    GLOO_ALLREDUCE; the hierarchical ops are NCCL_/MPI_ ones: docs/knobs.md)."""
+    need_horovod()
+    from autotuner.knobs import Config
+    from autotuner.readers.timeline import read_timeline
+    from autotuner.realrun.launcher import Job, replay_command, run_job
+
+    tiny = str(ROOT / "tests" / "data" / "tiny_layout.json")
+    tl = tmp_path / "timeline.json"
+    with tb.emulated_cluster(2, 1.0) as bed:
+        job = Job(np=4, hosts=bed.hosts_arg(2), command=replay_command(tiny, 20.0, 2, 1), prefix=bed.prefix,
+                  launcher=bed.launcher, timeline=tl,
+                  config=Config(hierarchical_allreduce=True, hierarchical_allgather=True))
+        assert "--hierarchical-allreduce" in job.argv() and "--hierarchical-allgather" in job.argv()
+        res = run_job(job, timeout_s=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    acts = {r.activity for r in read_timeline(tl).responses if r.op == "allreduce"}
+    assert acts == {"GLOO_ALLREDUCE"}, acts

@@ -324,7 +324,8 @@ class CostModel:
 
         Flat: one ring over all ranks, limited by the slowest tier it crosses. Hierarchical
         (only when ``cluster.nodes > 1``; Horovod ignores the flag when size == local_size,
-        operations.cc): see module docstring.
+        operations.cc): see module docstring. Whether the backend has hierarchical allreduce at
+        all is the caller's (the simulators' ``backend``, :func:`autotuner.knobs.hierarchical_allreduce_supported`).
         """
         L, N = cluster.gpus_per_node, cluster.nodes
         intra = self.intra or self.inter

@@ -32,7 +32,8 @@ simulated once and the result broadcast. The reference reads the knobs only thro
 fusion plan ``nxt`` (so two thresholds with the same plan, e.g. every threshold at or above
 the layout's total bytes, are the same configuration), the cycle time, the cache state (off /
 on, capacity < tensor count / on, capacity >= tensor count) and the effective hierarchical
-allreduce flag (``hierarchical_allreduce and nodes > 1``). Hierarchical allgather is not read
+allreduce flag (``hierarchical_allreduce and nodes > 1`` and a backend with hierarchical allreduce,
+:func:`autotuner.knobs.hierarchical_allreduce_supported`). Hierarchical allgather is not read
 at all (it only changes allgather ops, ops/mpi_operations.cc ``MPIHierarchicalAllgather``).
 
 Array shapes (M = configurations, T = tensors):
@@ -44,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import KnobError
-from ..knobs import KNOB_BY_FIELD
+from ..knobs import KNOB_BY_FIELD, hierarchical_allreduce_supported
 from .costmodel import Cluster, CostModel
 from .simulator import Workload, effective_threshold, hand_over_times
 
@@ -83,14 +84,15 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
                    cluster: Cluster, *, fusion_threshold_bytes, cycle_time_ms, cache_capacity,
                    hierarchical_allreduce, hierarchical_allgather=False, compression_ratio: float = 1.0,
                    warmup_steps: int = 1, measure_steps: int = 2, loop_phase_s: float = 0.0,
-                   dedupe: bool = True, chunk: int = DEFAULT_CHUNK) -> np.ndarray:
+                   dedupe: bool = True, chunk: int = DEFAULT_CHUNK, backend: str | None = None) -> np.ndarray:
     """Steady-state step time (s) of every configuration, as :func:`~autotuner.model.simulator.simulate_step`.
 
     Args:
         sizes_bytes: shape (T,), bytes of each gradient in readiness order (uncompressed).
         ready_fraction: shape (T,), non-decreasing in [0, 1] (:attr:`autotuner.model.layout.Layout.ready_fraction`).
-        workload, cost, cluster, compression_ratio, warmup_steps, measure_steps, loop_phase_s:
-            as for :func:`~autotuner.model.simulator.simulate_step`.
+        workload, cost, cluster, compression_ratio, warmup_steps, measure_steps, loop_phase_s, backend:
+            as for :func:`~autotuner.model.simulator.simulate_step` (``backend``: hierarchical
+            allreduce is read as off where it has none).
         fusion_threshold_bytes: int bytes (before Horovod's rounding), >= 0.
         cycle_time_ms: float ms, > 0.
         cache_capacity: int entries, >= 0 (0 disables the cache).
@@ -139,7 +141,7 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
     plan = plan_of_thr[thr_inv.reshape(-1)]
     cycle = cyc_ms * 1e-3  # same expression as the reference
     negc = np.where(cap <= 0, _NEG_OFF, np.where(cap >= T, _NEG_HIT, _NEG_MISS)).astype(np.int64)
-    hier_eff = (hier & (cluster.nodes > 1)).astype(np.int64)
+    hier_eff = (hier & (cluster.nodes > 1) & hierarchical_allreduce_supported(backend)).astype(np.int64)
     if dedupe:
         ucyc, cyc_inv = np.unique(cycle, return_inverse=True)
         key = ((plan * ucyc.size + cyc_inv.reshape(-1)) * 3 + negc) * 2 + hier_eff

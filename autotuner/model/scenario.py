@@ -11,7 +11,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..knobs import Config
+from ..knobs import Config, hierarchical_allreduce_supported
 from .contention import Contention
 from .costmodel import Cluster, CostModel
 from .layout import Layout
@@ -75,6 +75,29 @@ class Scenario:
     contention: Contention | None = None
     #: True: :attr:`workload` is the whole step's work on one rank, split evenly over the ranks
     global_work: bool = False
+    #: the environment's own collective backend (its model file's ``cluster.backend``), or None
+    env_backend: str | None = None
+
+    @property
+    def effective_backend(self) -> str | None:
+        """The collective backend simulated: the :attr:`backend` what-if, else the env's own
+        (:attr:`env_backend`); None when neither is known."""
+        return self.backend or self.env_backend
+
+    @property
+    def has_hierarchical_allreduce(self) -> bool:
+        """Whether Horovod 0.28.1 has hierarchical allreduce on :attr:`effective_backend`
+        (:func:`autotuner.knobs.hierarchical_allreduce_supported`; the node count is not looked
+        at). False: the simulator reads ``hierarchical_allreduce`` as off, and the searches
+        neither vary nor propose it."""
+        return hierarchical_allreduce_supported(self.effective_backend)
+
+    @property
+    def hierarchical_allreduce_applies(self) -> bool:
+        """Whether the ``hierarchical_allreduce`` knob can change a prediction here: more than
+        one node (Horovod turns it off when size == local_size, operations.cc:563-572) and
+        :attr:`has_hierarchical_allreduce`."""
+        return self.cluster.nodes > 1 and self.has_hierarchical_allreduce
 
     @property
     def rank_workload(self) -> Workload:
@@ -99,9 +122,12 @@ class Scenario:
         return None if self.run is None else self.run.wall_s(self.cluster.size, step_s)
 
     def simulate(self, config: Config, **kw) -> StepResult:
-        """:func:`simulate_step` on this scenario; ``kw`` passes ``trace``, ``measure_steps``, ..."""
+        """:func:`simulate_step` on this scenario (with :attr:`effective_backend`: hierarchical
+        allreduce reads as off where that backend has none); ``kw`` passes ``trace``,
+        ``measure_steps``, ..."""
         return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction, self.rank_workload, config,
-                             self.cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression], **kw)
+                             self.cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression],
+                             backend=self.effective_backend, **kw)
 
     def step_times(self, **knobs) -> np.ndarray:
         """Step times (s) of many configurations at once (:func:`autotuner.model.fastsim.simulate_batch`).
@@ -109,9 +135,11 @@ class Scenario:
         ``knobs``: ``fusion_threshold_bytes``, ``cycle_time_ms``, ``cache_capacity``,
         ``hierarchical_allreduce`` and optionally ``hierarchical_allgather``, arrays broadcast
         together to one shape S (internal units: bytes, ms). Returns float64 seconds, shape S,
-        equal to :meth:`simulate`'s ``step_time_s`` for each configuration.
+        equal to :meth:`simulate`'s ``step_time_s`` for each configuration (the same
+        :attr:`effective_backend` rule for hierarchical allreduce).
         """
         from .fastsim import simulate_batch
 
         return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, self.rank_workload, self.cost,
-                              self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression], **knobs)
+                              self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression],
+                              backend=self.effective_backend, **knobs)

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..knobs import Config
+from ..knobs import Config, hierarchical_allreduce_supported
 from .costmodel import Cluster, CostModel
 
 FUSION_BUFFER_ATOMIC_UNIT = 64  # horovod/common/common.h
@@ -297,7 +297,8 @@ def _single_rank(workload: Workload, nbytes: int, warmup_steps: int, measure_ste
 def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload: Workload,
                   config: Config, cost: CostModel, cluster: Cluster, *,
                   compression_ratio: float = 1.0, warmup_steps: int = 1,
-                  measure_steps: int = 2, loop_phase_s: float = 0.0, trace: bool = False) -> StepResult:
+                  measure_steps: int = 2, loop_phase_s: float = 0.0, trace: bool = False,
+                  backend: str | None = None) -> StepResult:
     """Simulate steady-state training steps; see the module docstring for the rules.
 
     Args:
@@ -312,6 +313,10 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
         warmup_steps, measure_steps: steps simulated before / averaged for the result.
         trace: also record every measured step in detail (:attr:`StepResult.trace`: cycles,
             negotiation, per-response tensor ranges and memcpy); results are unchanged.
+        backend: the collective backend (``nccl``, ``gloo``, ``mpi``; None: one with
+            hierarchical allreduce). Where Horovod 0.28.1 has none
+            (:func:`autotuner.knobs.hierarchical_allreduce_supported` is False) the
+            ``hierarchical_allreduce`` knob is read as off, as Horovod ignores it there.
 
     Raises:
         ValueError: for mismatched shapes, an empty layout or non-positive measure_steps.
@@ -329,7 +334,7 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
         return _single_rank(workload, int(wire.sum()), warmup_steps, measure_steps, loop_phase_s, trace)
     cycle = config.cycle_time_ms * 1e-3
     thr = effective_threshold(int(config.fusion_threshold_bytes), cluster.gpus_per_node)
-    hier = bool(config.hierarchical_allreduce) and cluster.nodes > 1
+    hier = bool(config.hierarchical_allreduce) and cluster.nodes > 1 and hierarchical_allreduce_supported(backend)
     cache_on = config.cache_capacity > 0
     cache_hits = cache_on and config.cache_capacity >= T
     neg = cost.negotiation

@@ -5,7 +5,7 @@ it runs inside the first host's namespace, as horovodrun runs on a cluster's fir
 
     ip netns exec <base>-h0 python -m autotuner.realrun.hostlaunch \\
         --host 10.77.0.1=<base>-h0 --host 10.77.0.2=<base>-h1 -- \\
-        -np 4 -H 10.77.0.1:2,10.77.0.2:2 --gloo --fusion-threshold-mb 64 ... python train.py
+        -np 4 -H 10.77.0.1:2,10.77.0.2:2 --gloo <knob flags> python train.py
 
 Everything after ``--`` is horovodrun's own command line, parsed by horovodrun's own parser
 (``horovod.runner.launch.parse_args``, Horovod 0.28.1) and turned into ``HOROVOD_*`` variables by

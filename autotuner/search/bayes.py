@@ -5,7 +5,9 @@ The objective is any callable ``Config -> step time (s)``: the simulator here, a
 fusion threshold 0-512 whole MiB (its horovodrun flag takes an integer), cycle time
 0.1-100 ms (log-uniform), response cache on (capacity 1024) / off, and hierarchical
 allreduce only when the cluster has more than one node (Horovod ignores it otherwise,
-operations.cc). Hierarchical allgather is not searched: it only changes allgather ops
+operations.cc) and the scenario's backend has it (not on gloo or mpi:
+:func:`autotuner.knobs.hierarchical_allreduce_supported`; there it is pinned off).
+Hierarchical allgather is not searched: it only changes allgather ops
 (ops/mpi_operations.cc MPIHierarchicalAllgather), which data-parallel gradient layouts do not
 issue, so it cannot change the predicted step.
 
@@ -38,7 +40,7 @@ from skopt import Optimizer
 from skopt.space import Categorical, Integer, Real
 from skopt.utils import cook_estimator
 
-from ..knobs import KNOBS, Config, Knob, autotune_start_configs
+from ..knobs import KNOBS, Config, Knob, autotune_start_configs, pin_unsupported_off
 from .ranking import Origin, Trial, top_distinct  # noqa: F401 (re-exported)
 
 
@@ -252,6 +254,8 @@ class BayesStrategy:
     progress: Callable[[int, int], None] | None = None
 
     def trials(self, sc, reference: Config, fixed: Mapping[str, Any]) -> list[Trial]:
+        # a knob the backend ignores (hierarchical allreduce on gloo/mpi) is pinned off: not searched, never on
+        fixed = pin_unsupported_off(fixed, getattr(sc, "effective_backend", None))
         return search(lambda c: sc.simulate(c).step_time_s, reference, multi_node=sc.cluster.nodes > 1,
                       n_calls=self.n_calls, seed=self.seed, progress=self.progress, batch_objective=sc.step_times,
                       refine_rounds=self.refine_rounds, fixed=fixed)

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ..knobs import CACHE_ON, KNOB_BY_FIELD, MIB, Config, config_from_values
+from ..knobs import CACHE_ON, KNOB_BY_FIELD, MIB, Config, config_from_values, pin_unsupported_off
 from ..model.scenario import Scenario
 from .ranking import Origin, Trial
 
@@ -101,12 +101,15 @@ def _row_config(r) -> Config:
 class GridStrategy:
     """:class:`~autotuner.search.ranking.Strategy` that simulates every configuration of the
     grid (default: :data:`GRID_FUSION_MB` × :data:`GRID_CYCLE_MS` × the on/off combinations,
-    hierarchical ones only on more than one node). Knobs in ``fixed`` take their one value."""
+    hierarchical ones only on more than one node and where the scenario's backend has
+    hierarchical allreduce, :func:`autotuner.knobs.hierarchical_allreduce_supported`; elsewhere
+    it is pinned off). Knobs in ``fixed`` take their one value."""
 
     fusion_mb: tuple[float, ...] | None = None
     cycle_ms: tuple[float, ...] | None = None
 
     def trials(self, sc: Scenario, reference: Config, fixed: Mapping[str, Any]) -> list[Trial]:
+        fixed = pin_unsupported_off(fixed, getattr(sc, "effective_backend", None))
         f = np.asarray(self.fusion_mb if self.fusion_mb is not None else GRID_FUSION_MB, dtype=float)
         c = np.asarray(self.cycle_ms if self.cycle_ms is not None else GRID_CYCLE_MS, dtype=float)
         if "fusion_threshold_bytes" in fixed:

@@ -62,6 +62,13 @@ def step_times_ms(sc, configs: Sequence[Config]) -> np.ndarray:
                                hierarchical_allgather=a(lambda c: c.hierarchical_allgather))
 
 
+def has_hierarchical(sc) -> bool:
+    """Whether ``sc``'s backend has hierarchical allreduce
+    (:attr:`~autotuner.model.scenario.Scenario.has_hierarchical_allreduce`; True for a scenario
+    that does not say)."""
+    return bool(getattr(sc, "has_hierarchical_allreduce", True))
+
+
 # --------------------------------------------------------------------------- combinations
 @dataclass(frozen=True)
 class Combo:
@@ -84,10 +91,12 @@ class Combo:
         return cls(cfg.cache_capacity > 0, bool(cfg.hierarchical_allreduce))
 
 
-def combos(cluster: Cluster) -> list[Combo]:
+def combos(cluster: Cluster, hierarchical: bool = True) -> list[Combo]:
     """Cache on/off × hierarchical allreduce off/on, the latter only when ``cluster.nodes > 1``
-    (Horovod turns the flag off when size == local_size, horovod/common/operations.cc)."""
-    hier = (False, True) if cluster.nodes > 1 else (False,)
+    (Horovod turns the flag off when size == local_size, horovod/common/operations.cc) and
+    ``hierarchical`` (the backend has hierarchical allreduce:
+    :attr:`~autotuner.model.scenario.Scenario.has_hierarchical_allreduce`)."""
+    hier = (False, True) if cluster.nodes > 1 and hierarchical else (False,)
     return [Combo(c, h) for c in (True, False) for h in hier]
 
 
@@ -207,7 +216,7 @@ def explore(sc, *, resolution: int = 24, suggested: Config | None = None,
         raise ExploreError(f"resolution must be between 2 and 200 points per axis, got {resolution}")
     t0 = time.perf_counter()
     thr, cyc = threshold_axis(resolution), cycle_axis(resolution)
-    cmb = combos(sc.cluster)
+    cmb = combos(sc.cluster, has_hierarchical(sc))
     configs = [cb.apply(Config(fusion_threshold_bytes=int(f), cycle_time_ms=float(c)))
                for cb in cmb for f in thr for c in cyc]
     ms = evaluate(sc, configs)
@@ -239,7 +248,7 @@ def sensitivity(sc, at: Config, *, points: int = 48, evaluate: Evaluator = step_
 
     Returns columns ``knob``, ``value`` (threshold in MiB with 0 = fusion off, cycle time in
     ms, 0/1 for cache and hierarchical allreduce), ``step_time_ms``. Hierarchical allreduce
-    only when ``sc.cluster.nodes > 1``.
+    only when ``sc.cluster.nodes > 1`` and the backend has it (:func:`has_hierarchical`).
     """
     rows: list[tuple[str, float, Config]] = []
     for f in threshold_axis(points):
@@ -248,7 +257,7 @@ def sensitivity(sc, at: Config, *, points: int = 48, evaluate: Evaluator = step_
         rows.append(("cycle_time_ms", float(c), replace(at, cycle_time_ms=float(c))))
     for on in (False, True):
         rows.append(("cache", float(on), replace(at, cache_capacity=CACHE_ON if on else 0)))
-    if sc.cluster.nodes > 1:
+    if sc.cluster.nodes > 1 and has_hierarchical(sc):
         for on in (False, True):
             rows.append(("hierarchical_allreduce", float(on), replace(at, hierarchical_allreduce=on)))
     ms = evaluate(sc, [c for _, _, c in rows])

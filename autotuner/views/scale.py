@@ -17,7 +17,7 @@ import pandas as pd
 from ..errors import ExploreError
 from ..knobs import CACHE_ON, DEFAULTS_0_28, MIB, Config
 from ..model.costmodel import Cluster
-from .explore import NEAR_REL, TIE_REL, Evaluator, _best, scenario_info, step_times_ms
+from .explore import NEAR_REL, TIE_REL, Evaluator, _best, has_hierarchical, scenario_info, step_times_ms
 
 #: Scale view's search grid: whole-MiB thresholds (flag-expressible), cycle times (ms).
 SCALE_THRESHOLDS_MB: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -58,13 +58,14 @@ def best_at_size(sc, *, evaluate: Evaluator = step_times_ms) -> BestAtSize:
     """Best configuration of ``sc`` by a two-stage grid search.
 
     Stage 1: :data:`SCALE_THRESHOLDS_MB` × :data:`SCALE_CYCLES_MS` with the response cache on,
-    for each hierarchical setting (off, and on when nodes > 1). Stage 2, around the best of
+    for each hierarchical setting (off, and on when nodes > 1 and the backend has hierarchical
+    allreduce, :func:`~autotuner.views.explore.has_hierarchical`). Stage 2, around the best of
     each hierarchical setting: threshold × {2^-½, 1, 2^½} (whole MiB) × cycle × {10^-⅙, 1,
     10^⅙} × cache on/off (the cache's cost is a per-cycle negotiation term, nearly independent
     of the other knobs, so it is searched only here). About 240 simulations per call.
     Ties (to the µs) go to the configuration closest to Horovod's defaults.
     """
-    hiers = (False, True) if sc.cluster.nodes > 1 else (False,)
+    hiers = (False, True) if sc.cluster.nodes > 1 and has_hierarchical(sc) else (False,)
     configs = [Config(fusion_threshold_bytes=f * MIB, cycle_time_ms=c, cache_capacity=CACHE_ON,
                       hierarchical_allreduce=h)
                for h in hiers for f in SCALE_THRESHOLDS_MB for c in SCALE_CYCLES_MS]
@@ -246,8 +247,9 @@ def scale(sc, nodes: Sequence[int] | None, *, gpus_per_node: int | None = None,
             n0, thr0 = g[axis].iloc[0], g[f"{name}_gpu_steps_per_s"].iloc[0]
             eff[m] = g[f"{name}_gpu_steps_per_s"].to_numpy() / (g[axis].to_numpy() / n0 * thr0)
         t[f"{name}_efficiency"] = eff
-    findings = tuple(_findings_ranks(t, bw) if axis == "ranks" else _findings(t, bw, sc.cost.intra is not None)
-                     for bw in bws)
+    no_hier = None if has_hierarchical(sc) else str(getattr(sc, "effective_backend", None))
+    findings = tuple(_findings_ranks(t, bw) if axis == "ranks" else
+                     _findings(t, bw, sc.cost.intra is not None, no_hier=no_hier) for bw in bws)
     return Scaling(scenario_info(sc), t, findings, batch_per_gpu, n_eval, time.perf_counter() - t0, axis=axis)
 
 
@@ -262,13 +264,17 @@ def _findings_ranks(t: pd.DataFrame, bw: float) -> str:
             f"speed-up of the best over the defaults by ranks {gain}")
 
 
-def _findings(t: pd.DataFrame, bw: float, intra_measured: bool) -> str:
-    """One sentence for link rate ``bw``: where hierarchical allreduce wins, how the best threshold moves."""
+def _findings(t: pd.DataFrame, bw: float, intra_measured: bool, no_hier: str | None = None) -> str:
+    """One sentence for link rate ``bw``: where hierarchical allreduce wins (``no_hier``: the
+    backend, one without hierarchical allreduce: then it is not searched), how the best threshold moves."""
     g = t[t["bandwidth_gbps"] == bw]
     gpn = int(g["gpus_per_node"].iloc[0])
     multi = g[g["nodes"] > 1]
     wins = multi[multi["hier_gain_percent"] > TIE_REL * 100]
-    if multi.empty:
+    if no_hier is not None:
+        hier = (f"hierarchical allreduce not searched: Horovod 0.28.1 has none on {no_hier} "
+                "(horovod/common/operations.cc:157-168, 574-577; docs/knobs.md)")
+    elif multi.empty:
         hier = "hierarchical allreduce: no multi-node size in the list"
     elif wins.empty:
         why = (" (1 GPU per node: no intra-node reduction to gain, only host copies to pay; try --gpus-per-node)"
