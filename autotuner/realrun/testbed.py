@@ -547,6 +547,46 @@ except OSError:
 """
 
 
+def measure_ring_gbit(testbed: Testbed, *, nbytes: int = 400_000_000, max_seconds: float = 2.0) -> list[float]:
+    """Measured TCP throughput in Gbit/s of each flow when every host ``i`` of a cluster sends to host
+    ``i+1`` (mod H) at the same time, as a ring allreduce does: one number per flow, in host order.
+    On a real switch each flow gets its own link's rate; here every packet also crosses this
+    machine's software bridge, so the sum shows what the emulation itself can carry. Raises
+    ValueError for fewer than 2 hosts, RuntimeError if a probe fails."""
+    hs = testbed.hosts
+    if len(hs) < 2:
+        raise ValueError("measure_ring_gbit needs an emulated cluster of at least 2 hosts")
+    rxs, ports = [], []
+    try:
+        for i in range(len(hs)):
+            b = hs[(i + 1) % len(hs)]
+            rx = subprocess.Popen(["ip", "netns", "exec", b.netns, sys.executable, "-I", "-c", _RECV, b.address,
+                                   str(float(max_seconds))], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, preexec_fn=die_with_parent())
+            rxs.append(rx)
+            port = rx.stdout.readline().strip()
+            if not port.isdigit():
+                raise RuntimeError(f"ring probe receiver failed: {' '.join(rx.stderr.read().split())[-300:]}")
+            ports.append(port)
+        txs = [subprocess.Popen(["ip", "netns", "exec", hs[i].netns, sys.executable, "-I", "-c", _SEND,
+                                 hs[(i + 1) % len(hs)].address, ports[i], str(int(nbytes))],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent())
+               for i in range(len(hs))]
+        outs = [rx.communicate(timeout=max_seconds + 30)[0] for rx in rxs]
+        for tx in txs:
+            tx.kill()
+            tx.wait()
+    finally:
+        for rx in rxs:
+            if rx.poll() is None:
+                rx.kill()
+                rx.wait()
+    try:
+        return [float(o.strip().splitlines()[-1]) for o in outs]
+    except (ValueError, IndexError):
+        raise RuntimeError("ring probe failed: a receiver printed no rate") from None
+
+
 def measure_link_gbit(testbed: Testbed, *, nbytes: int = 200_000_000, max_seconds: float = 1.0) -> float:
     """Measured TCP throughput in Gbit/s from a cluster's first host to its second (one connection
     through the bridge, about ``max_seconds`` of transfer). Raises ValueError for a testbed with

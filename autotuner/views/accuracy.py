@@ -130,20 +130,27 @@ def cases(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], env
                                     f"{env.path.name}/{meta['source']}:{cell.line}", True))
         elif meta["format"] == "validation":
             out += _validation_cases(env, fenv)
+        elif meta["format"] == "sweep" and (env.path / "validation").is_dir():
+            out += _validation_cases(env, fenv, held_out_only=True)
         elif notes is not None:  # sweep, nccl-tests, timelines: no step time measured with known compute
             notes.append(f"{env.name}: a {meta['format']} environment has no step time to predict; check it "
                          f"against real training with --cost-model {env.name} --env <a validation env>")
     return out
 
 
-def _validation_cases(env, fenv, transfer: bool = False) -> list[Case]:
+def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = False) -> list[Case]:
     """Real trials of a ``validation`` env: the fit's own records (marked calibrated) and every
     other ``validation/*.jsonl`` (held out: their configurations were not used by the fit).
     ``transfer``: ``fenv`` is another environment's model (see :func:`cases`): its cost model
     and cluster, the trial setup's compute (forward 1/3, backward 2/3 of ``compute_ms``, as
     :mod:`autotuner.realrun.replay` runs it, plus ``update_ms``), the trial's shipped layout;
-    no row is calibrated.
+    no row is calibrated. ``held_out_only``: the env was fitted from something else (a ``sweep``
+    env's trials under ``validation/``, e.g. runs/local-gloo-2x2): every trial is held out and its
+    workload comes from its setup as for ``transfer``.
 
+    A trial run on an emulated cluster (setup ``testbed_hosts`` x ``ranks_per_host``) is predicted
+    for that shape, not the env's; the env's backend decides whether a hierarchical flag acts
+    (:func:`autotuner.knobs.hierarchical_allreduce_supported`).
     Per configuration: measured = median over repeats of each trial's median step time.
     """
     from ..readers.runs import parse_records
@@ -156,9 +163,12 @@ def _validation_cases(env, fenv, transfer: bool = False) -> list[Case]:
         groups: dict[tuple, list[dict]] = {}
         for r in recs:
             if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):
-                groups.setdefault((r["setup"]["model"], r.get("label"), json.dumps(r["config"], sort_keys=True)), []).append(r)
-        for (model, label, _), rs in groups.items():
-            if transfer:
+                shape = (r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
+                groups.setdefault((r["setup"]["model"], r.get("label"), json.dumps(r["config"], sort_keys=True),
+                                   shape), []).append(r)
+        backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
+        for (model, label, _, shape), rs in groups.items():
+            if transfer or held_out_only:
                 st = rs[0]["setup"]
                 if "compute_ms" not in st:
                     continue
@@ -170,8 +180,12 @@ def _validation_cases(env, fenv, transfer: bool = False) -> list[Case]:
                 wl = fenv.workloads[model][1]
                 L = fenv.layout_for(model)
             cfg = Config.from_dict(rs[0]["config"])
-            sim = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, fenv.cluster)
-            tag = f"{model} {label} ({cfg.fusion_threshold_mb:g} MiB, {cfg.cycle_time_ms:g} ms)"
+            cluster = fenv.cluster if shape[0] is None else Cluster(int(shape[0]), int(shape[1]))
+            sim = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, cluster, backend=backend)
+            tag = (f"{model} {label} ({cfg.fusion_threshold_mb:g} MiB, {cfg.cycle_time_ms:g} ms"
+                   + (", cache off" if cfg.cache_capacity == 0 else "")
+                   + (", hierarchical" if cfg.hierarchical_allreduce else "") + ")"
+                   + ("" if shape[0] is None else f" on {shape[0]}x{shape[1]}"))
             src = f"{env.path.name}/validation/{f.name} ({len(rs)} trials)"
             name = f"{env.name} (cost model: {fenv.name})" if transfer else env.name
             fitted = fitted and not transfer

@@ -1,0 +1,140 @@
+"""The committed two-host environment runs/local-gloo-2x2 (issue 14): fitted from its own sweep only, and
+its real trials (scripts/validate_2x2.sh, records under runs/local-gloo-2x2/validation/) against the model.
+
+No Horovod needed: these read committed records of real runs. Figures: scripts/local_gloo_2x2_figures.py,
+docs/validation.md "Two emulated hosts".
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotuner.fit.fitters import fit_env
+from autotuner.readers.runs import parse_records, read_env
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = ROOT / "runs" / "local-gloo-2x2"
+MODEL = ROOT / "autotuner" / "models" / "local-gloo-2x2.json"
+
+import importlib.util  # noqa: E402
+
+_spec = importlib.util.spec_from_file_location("fig2x2", ROOT / "scripts" / "local_gloo_2x2_figures.py")
+FIG = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(FIG)
+
+
+@pytest.fixture(scope="module")
+def fenv():
+    from autotuner.fit.store import load_env
+
+    return load_env(ROOT / "autotuner" / "models", "local-gloo-2x2")
+
+
+@pytest.fixture(scope="module")
+def knobs(fenv):
+    return {r["label"]: r for r in FIG.knob_table(fenv)["rows"]}
+
+
+def test_fitted_from_its_own_sweep_alone():
+    """Both tiers come from the env's measure sweep: inter from one rank per host (2 ranks), intra from
+    the 2 ranks of one host; a refit of the committed folder gives the shipped cost model."""
+    d = fit_env(read_env(ENV))
+    shipped = json.loads(MODEL.read_text())
+    assert d["cost_model"] == shipped["cost_model"]
+    assert (d["cluster"]["nodes"], d["cluster"]["gpus_per_node"]) == (2, 2)
+    f = d["fit"]
+    assert f["tier"] == "inter" and f["p"] == 2 and f["other_tiers"]["intra"]["p"] == 2
+    assert sorted(f["timelines"]) == sorted(f"timelines/{t}-{j}-0.json.gz" for t in ("inter", "intra")
+                                            for j in ("main", "fusion-off", "cache-off"))
+    # the intra tier (one host's loopback) is several times faster than the 1 Gbit/s link
+    assert d["cost_model"]["intra"]["bandwidth_gbps"] > 4 * d["cost_model"]["inter"]["large_bandwidth_gbps"]
+    assert 0.7 < d["cost_model"]["inter"]["large_bandwidth_gbps"] < 1.0
+
+
+def test_every_trial_was_predicted_by_the_shipped_model_for_its_own_shape(fenv):
+    """The prediction each record carries (made by validate when it ran) is the shipped model's for
+    that trial's testbed shape: 2x2, and 2x1 / 4x1 / 1x4 in the topology runs."""
+    n = 0
+    for f in sorted((ENV / "validation").glob("*.jsonl")):
+        recs, problems = parse_records(f.read_text(), f.name)
+        assert problems == []
+        for r in recs:
+            if r["status"] != "ok" or r.get("config") is None:
+                continue
+            s = r["setup"]
+            cfg = FIG.Config.from_dict(r["config"])
+            pred = FIG.predict(fenv, s["model"], cfg, (s["testbed_hosts"], s["ranks_per_host"]), s["compute_ms"])
+            assert pred == pytest.approx(r["predicted_step_time_ms"], rel=1e-6), (f.name, r["trial"])
+            assert s["np"] == s["testbed_hosts"] * s["ranks_per_host"] and s["link_gbit"] == 1.0
+            n += 1
+    assert n >= 18 + 2 * 9
+
+
+#: configurations whose 2x2 step the model misses by more than 5 %, and why (docs/validation.md)
+SMALL = ("many small responses: at 4 ranks sharing this machine's 2 cores a small allreduce costs several times "
+         "what the 2-rank sweep measured (scripts/cluster_latency.py)")
+MISSES = {"proposal-1": SMALL, "proposal-7": SMALL, "proposal-6": SMALL,
+          "proposal-5": "cache off at a 25 ms cycle: per-tensor negotiation and per-response latency fitted at "
+                        "2 ranks, charged at 4 (not identifiable from a 2-host sweep)"}
+
+
+@pytest.mark.parametrize("label", [f"proposal-{i}" for i in range(1, 9)] + ["default"])
+def test_2x2_knob_sweep_within_5_percent(knobs, label, request):
+    if label in MISSES:
+        request.applymarker(pytest.mark.xfail(strict=True, reason=MISSES[label]))
+    r = knobs[label]
+    assert r["repeats"] == 2
+    assert abs(r["error_pct"]) <= 5, r
+
+
+def test_2x2_knob_sweep_spans_the_issue_ranges(knobs):
+    rows = list(knobs.values())
+    assert min(r["fusion_mib"] for r in rows) == 0 and max(r["fusion_mib"] for r in rows) == 256
+    assert min(r["cycle_ms"] for r in rows) == 1 and max(r["cycle_ms"] for r in rows) == 50
+    assert {r["cache"] for r in rows} == {True, False} and len(rows) >= 6
+
+
+def test_hierarchical_flags_do_nothing_on_gloo_2x2(knobs):
+    """Defaults with --hierarchical-allreduce --hierarchical-allgather on 2 hosts x 2 ranks (size 4 !=
+    local size 2, so Horovod does not drop them for being on one host): the same prediction, and a
+    measured step inside the plain defaults' own spread over repeats."""
+    on, off = knobs["proposal-8"], knobs["default"]
+    assert on["hierarchical"] and (on["fusion_mib"], on["cycle_ms"], on["cache"]) == (128, 1, True)
+    assert on["predicted_ms"] == off["predicted_ms"]
+    assert abs(on["measured_ms"] - off["measured_ms"]) <= off["max_ms"] - off["min_ms"]
+
+
+def test_suggest_on_2x2_never_proposes_a_knob_gloo_ignores(fenv):
+    for m in ("resnet50", "bert_medium"):
+        picks = json.loads((ENV / "validation" / f"pick-{m}.json").read_text())["proposals"]
+        assert picks and not any(p["config"]["hierarchical_allreduce"] for p in picks)
+        s = FIG.suggest_table(fenv, m)
+        assert s["proposal-1"]["predicted_ms"] <= s["default"]["predicted_ms"]
+
+
+def _by_label(name):
+    by = {}
+    for r in FIG._records(name):
+        if r["kind"] != "autotune":
+            by.setdefault(r["label"], []).append(r["measured_step_time_ms"])
+    return by
+
+
+@pytest.mark.xfail(strict=True, reason="BERT-Medium on 2x2: the pick (230 MiB, 0.24 ms cycle, predicted 1.6 % "
+                   "faster) measured 3.8 % slower than the defaults (range over repeats 0.90-1.01x): a gain below "
+                   "the testbed's repeat spread, and a 0.24 ms cycle wakes 4 ranks' background loops on 2 cores")
+def test_bert_medium_proposal_measures_at_least_the_defaults():
+    by = _by_label("suggest-bert_medium")
+    med, lo, hi = FIG._throughput_range(by["proposal-1"], by["default"])
+    assert med >= 1.0, (med, lo, hi)
+
+
+def test_resnet50_proposal_measures_as_the_defaults_and_autotunes_best():
+    """ResNet50 on 2x2: the model keeps Horovod's defaults (nothing predicted meaningfully faster);
+    measured, the pick is within its repeats' range of both the defaults and autotune's best."""
+    by = _by_label("suggest-resnet50")
+    for ref in ("default", "autotune_best"):
+        med, lo, hi = FIG._throughput_range(by["proposal-1"], by[ref])
+        assert lo <= 1.0 <= hi and med >= 0.99, (ref, med, lo, hi)
+    assert np.median(by["proposal-1"]) <= np.median(by["default"])
