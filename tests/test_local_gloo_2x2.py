@@ -138,3 +138,40 @@ def test_resnet50_proposal_measures_as_the_defaults_and_autotunes_best():
         med, lo, hi = FIG._throughput_range(by["proposal-1"], by[ref])
         assert lo <= 1.0 <= hi and med >= 0.99, (ref, med, lo, hi)
     assert np.median(by["proposal-1"]) <= np.median(by["default"])
+
+
+@pytest.fixture(scope="module")
+def topo(fenv):
+    return {(r["model"], r["shape"], r["label"]): r for r in FIG.topo_table(fenv)["rows"]}
+
+
+OVERSUBSCRIBED = ("4 ranks share this machine's 2 cores (every emulated host runs on them): each rank's waiter "
+                  "spins (horovod/torch/mpi_ops_v2.cc WaitAndClear), a small allreduce costs 5-15x the 2-rank "
+                  "sweep's (runs/local-gloo-2x2/validation/testbed-capacity.json); the 2x2 fit cannot see it")
+
+
+@pytest.mark.parametrize("shape", ["2x1", "4x1", "1x4"])
+@pytest.mark.parametrize("model", ["resnet50", "bert_medium"])
+@pytest.mark.parametrize("label", ["default", "proposal-1"])
+def test_topology_what_if_within_10_percent(topo, shape, model, label, request):
+    if shape != "2x1":
+        request.applymarker(pytest.mark.xfail(strict=True, reason=OVERSUBSCRIBED))
+    r = topo[(model, shape, label)]
+    assert abs(r["error_pct"]) <= 10, r
+
+
+def test_one_host_of_four_ranks_is_cpu_bound_arithmetic(fenv, topo):
+    """1x4 on one emulated host: the intra-node tier was measured with 2 ranks on 2 cores (one core
+    each); with 4 ranks each has half a core, and a CPU-bound loopback collective runs at half the
+    rate. That one factor (not fitted: cores / ranks) brings ResNet50's 1x4 prediction within 5 %."""
+    from dataclasses import replace as dc_replace
+
+    from autotuner.knobs import DEFAULTS_0_28
+
+    L = FIG.load_layout("resnet50")
+    cost = dc_replace(fenv.cost, intra=fenv.cost.intra.scaled((2 / 4) / (2 / 2)))
+    pred = FIG.simulate_step(L.sizes_bytes, L.ready_fraction, FIG.workload_for(0.3), DEFAULTS_0_28, cost,
+                             FIG.Cluster(1, 4), backend="gloo").step_time_ms
+    for label in ("default", "proposal-1"):
+        meas = topo[("resnet50", "1x4", label)]["measured_ms"]
+        assert abs(pred - meas) / meas <= 0.05, (label, pred, meas)
