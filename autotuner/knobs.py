@@ -446,6 +446,9 @@ what-if; `autotuner.knobs.hierarchical_allreduce_supported` is the rule.
   hierarchical_allreduce 0 in all 24 samples and the best-values row, while
   hierarchical_allgather (not forced off) is toggled (on in 12 samples), with no effect on Gloo. On a NCCL build run with Gloo it would toggle
   hierarchical allreduce too, to no effect.
+- Recorded for real (`runs/local-gloo-2x2`, 2 emulated hosts x 2 ranks, so size != local size):
+  both hierarchical flags on, this Gloo build starts and finishes with no message; every allreduce in the timeline is `GLOO_ALLREDUCE` and the step time is the defaults'
+  within their repeat spread (docs/validation.md "Two emulated hosts").
 
 What the tool does: where the backend has no hierarchical allreduce, the simulator treats
 `hierarchical_allreduce` on exactly as off; `suggest` (bayes and grid), `explore` and `scale`

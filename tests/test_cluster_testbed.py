@@ -203,3 +203,25 @@ def test_hierarchical_flags_on_gloo_run_and_change_nothing(nothing_left, tmp_pat
     assert res.returncode == 0, res.stderr[-2000:]
     acts = {r.activity for r in read_timeline(tl).responses if r.op == "allreduce"}
     assert acts == {"GLOO_ALLREDUCE"}, acts
+
+
+def test_measure_on_two_emulated_hosts_records_the_topology(nothing_left, tmp_path):
+    """A short ``measure`` on 2 emulated hosts x 2 ranks: both tiers run (intra: the first host's 2
+    ranks; inter: one rank per host), every record carries the topology, env.toml the cluster."""
+    need_horovod()
+    from autotuner.readers.sweep import parse_sweep_records
+    from autotuner.realrun import measure as M
+    from autotuner.realrun.testbed import cluster_hosts
+
+    env_dir = tmp_path / "runs" / "two-hosts"
+    setup = M.SweepSetup(np=4, hosts=cluster_hosts(2, 2), bandwidth_gbit=None, repeats=2, warmup=1,
+                         testbed_hosts=2, ranks_per_host=2, link_gbit=1.0)
+    s = M.run_measure(env_dir, setup, timeout_s=300, sizes=(4096, 65536), fusion_sizes=(65536,), tiny_counts=(1,),
+                      unfused_sizes=(1024,))
+    recs, _ = parse_sweep_records((env_dir / "sweep.jsonl").read_text(), "sweep.jsonl")
+    assert s["items_new"] == len(recs) == 2 * (2 + 1 + 1 + 1 + 1)
+    assert {r["tier"] for r in recs} == {"intra", "inter"}
+    assert all(r["topology"] == {"hosts": 2, "ranks_per_host": 2} and r["setup"]["testbed_hosts"] == 2 for r in recs)
+    toml = (env_dir / "env.toml").read_text()
+    assert "nodes = 2" in toml and "gpus_per_node = 2" in toml and "link_gbps = 1" in toml
+    assert "2 emulated host(s)" in s["network"] and "host link measured" in s["network"]

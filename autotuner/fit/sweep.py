@@ -100,7 +100,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     if host_info is None:
         env.problems.append(f"{env.name}: {len(m)} fused response(s) and {len(gaps)} back-to-back pair(s) in the "
                             "kept timelines: host passes not fitted (the fusion phase needs --timeline-mark-cycles)")
-    neg_info = _per_tensor(recs)
+    neg_info = _per_tensor([r for r in recs if r.get("tier", first) == first])  # the fitted tier's batches only
     if neg_info.get("per_tensor_us") is not None:
         cost = replace(cost, negotiation=replace(cost.negotiation, per_tensor_s=neg_info["per_tensor_us"] * 1e-6))
     fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
@@ -124,7 +124,8 @@ def _tier(by_size: dict[int, list[float]], p: int):
 
 
 def _per_tensor(recs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per-tensor negotiation cost from the negotiation phase (see the module docstring)."""
+    """Per-tensor negotiation cost from the negotiation phase (see the module docstring), from the
+    records of one tier (a two-tier sweep measures it on each; the caller picks the fitted one)."""
     by = {}
     for r in recs:
         if r.get("phase") == "negotiation":
