@@ -376,6 +376,10 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
              testbed_hosts: Optional[int] = _testbed_opts()[0],
              ranks_per_host: Optional[int] = _testbed_opts()[1],
              link_gbit: Optional[float] = _testbed_opts()[2],
+             replay_wait: str = typer.Option("spin", "--replay-wait", help="replay: spin (Horovod's own "
+                                             "synchronize) or sleep (poll every 0.2 ms: emulated hosts sharing "
+                                             "few cores, docs/validation.md)",
+                                             callback=opt.checked(opt.ReplayWait, "--replay-wait")),
              compute_ms: Optional[float] = typer.Option(None, "--compute-ms",
                                                        help="replay: forward+backward compute per step, ms (default: "
                                                             "a profiled layout's measured times, else 300)",
@@ -405,7 +409,8 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
     load_layout(model)  # fail fast on an unknown model
     setup = validation_setup(env=env, model=model, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, compute_ms=compute_ms,
                              steps=steps, warmup=warmup, command=tuple(command or ()), batch_size=batch_size,
-                             testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit)
+                             testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
+                             replay_wait=replay_wait)
     proposals = load_proposals(proposals_file) if proposals_file else None
     model_dirs, runs_dir = model_search_path(model_dir), runs_output_dir(runs_dir)
     recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dirs, name=name or Path(model).stem,

@@ -11,7 +11,7 @@ compute up to one hour per step.
 """
 from __future__ import annotations
 
-from typing import Annotated, Any, Callable
+from typing import Annotated, Any, Callable, Literal
 
 from pydantic import Field, TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
@@ -32,6 +32,8 @@ Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
 Calls = Annotated[int, Field(ge=1, le=500)]
 #: explorer points per axis
 Resolution = Annotated[int, Field(ge=2, le=200)]
+#: the replay workload's wait (``validate --replay-wait``)
+ReplayWait = Literal["spin", "sleep"]
 
 _ADAPTERS: dict[Any, TypeAdapter] = {}
 

@@ -723,7 +723,9 @@ class Setup:
     testbed_hosts / ranks_per_host (an emulated cluster of that many hosts x ranks, each host a
     network namespace, :func:`autotuner.realrun.testbed.emulated_cluster`; then ``np`` =
     hosts x ranks and ``hosts`` its ``-H``; None: one host), link_gbit (the cluster's host-link
-    HTB rate, Gbit/s; ``bandwidth_gbit`` then shapes each host's loopback).
+    HTB rate, Gbit/s; ``bandwidth_gbit`` then shapes each host's loopback), replay_wait (the replay
+    workload's ``--wait``: ``spin``, Horovod's own synchronize, or ``sleep``, polling; see
+    :data:`autotuner.realrun.replay.WAIT_POLL_S`).
     """
 
     env: str
@@ -740,6 +742,7 @@ class Setup:
     testbed_hosts: Annotated[int, Field(ge=1, le=16)] | None = None
     ranks_per_host: Count | None = None
     link_gbit: LinkGbit | None = None
+    replay_wait: Literal["spin", "sleep"] = "spin"
 
     def __post_init__(self) -> None:
         if (self.testbed_hosts is None) != (self.ranks_per_host is None):
@@ -763,6 +766,8 @@ class Setup:
         for k in ("batch_size", "testbed_hosts", "ranks_per_host", "link_gbit"):
             if d[k] is None:
                 del d[k]
+        if d["replay_wait"] == "spin":  # Horovod's own wait: left out, as every record before it
+            del d["replay_wait"]
         return d
 
 

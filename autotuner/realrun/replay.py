@@ -79,6 +79,25 @@ def _build(layout, backward_s: float):
     return params, forward
 
 
+#: poll interval of ``--wait sleep`` (s). Horovod's own wait (``hvd.synchronize``, which
+#: ``DistributedOptimizer.step`` calls) spins: ``WaitAndClear`` loops on ``PollHandle`` and
+#: ``std::this_thread::yield()`` (horovod/torch/mpi_ops_v2.cc L1121-1130, 0.28.1), costing nothing on a
+#: host with a core per waiting rank. Emulated hosts share this machine's cores: 4 ranks on 2 cores
+#: spinning while they wait steal the CPU their own Gloo threads need (a 1 MiB response measured
+#: 53.9 ms on 2x2 spinning vs 16.0 ms sleeping, docs/validation.md). Sleeping until every handle
+#: polls done, then calling Horovod's synchronize (which returns at once), keeps Horovod's work
+#: unchanged and gives back the cores a real host would have.
+WAIT_POLL_S = 0.0002
+
+
+def _sleep_until_done(hvd, opt) -> None:
+    """Sleep in :data:`WAIT_POLL_S` steps until every gradient allreduce the optimizer started
+    (``opt._handles``, horovod/torch/optimizer.py L252) polls done (``hvd.poll``)."""
+    handles = [h for h, _ in opt._handles.values() if h is not None]
+    while not all(hvd.poll(h) for h in handles):
+        time.sleep(WAIT_POLL_S)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m autotuner.replay", description=__doc__.split("\n")[0])
     p.add_argument("--model", required=True, help="layout: shipped name, .json path or pkg.mod:factory")
@@ -88,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--update-ms", type=float, default=0.0, help="optimizer update per step, ms")
     p.add_argument("--steps", type=int, default=10, help="measured steps")
     p.add_argument("--warmup", type=int, default=2, help="steps run before measuring")
+    p.add_argument("--wait", choices=("spin", "sleep"), default="spin",
+                   help="how the step waits for its allreduces: spin = Horovod's own synchronize (a busy "
+                        "loop of PollHandle + yield, horovod/torch/mpi_ops_v2.cc WaitAndClear); sleep = "
+                        "hvd.poll every 0.2 ms first (emulated hosts sharing few cores: see WAIT_POLL_S)")
     args = p.parse_args(argv)
     if (args.compute_ms is not None and args.compute_ms < 0) or args.update_ms < 0 or args.steps < 1 or args.warmup < 0:
         print("error: --compute-ms/--update-ms must be >= 0, --steps >= 1, --warmup >= 0",
@@ -146,6 +169,8 @@ def main(argv: list[str] | None = None) -> int:
         loss.backward()
         if tail_s > 0:
             time.sleep(tail_s)
+        if args.wait == "sleep":
+            _sleep_until_done(hvd, opt)
         opt.step()
         dt = (time.perf_counter() - t) * 1e3
         if step >= args.warmup:
@@ -159,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         median = ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
         result = {"model": layout.name, "ranks": hvd.size(), "steps": args.steps,
                   "warmup": args.warmup, "compute_ms": args.compute_ms, "update_ms": args.update_ms,
+                  "wait": args.wait,
                   "bytes_per_step": layout.total_bytes, "step_times_ms": [round(v, 3) for v in times_ms],
                   "median_step_time_ms": round(median, 3)}
         print(f"{RESULT_TAG} {json.dumps(result)}", flush=True)

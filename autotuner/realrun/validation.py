@@ -351,7 +351,7 @@ class TrialRunner:
         timeline = scratch / f"{tag}-timeline.json" if (self.timeline and spec.config is not None) else None
         if timeline is not None:
             timeline.unlink(missing_ok=True)
-        command = s.command or replay_command(s.model, s.compute_ms, s.steps, warmup, s.update_ms)
+        command = s.command or replay_command(s.model, s.compute_ms, s.steps, warmup, s.update_ms, s.replay_wait)
         job = Job(np=s.np, hosts=s.hosts, command=tuple(command), config=spec.config, autotune=at,
                   timeline=timeline, prefix=self.prefix, launcher=self.launcher)
         try:
