@@ -647,7 +647,7 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
 def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth_gbit: float | None = None,
             sizes: str | None = None, repeats: int = 5, warmup: int = 1, timeout_s: float = 900.0,
             testbed_hosts: int | None = None, ranks_per_host: int | None = None, link_gbit: float | None = None,
-            on_total=None, on_item=None, on_event=None) -> dict:
+            wait: str = "spin", on_total=None, on_item=None, on_event=None) -> dict:
     """``autotuner measure``: the allreduce sweep of :mod:`autotuner.realrun.measure` into
     ``runs_dir/<env>/`` (resumes a killed sweep). ``sizes``: ``LO:HI`` or a comma list (bytes,
     ``K``/``M``/``G`` binary units), default 1K:512M. Returns the JSON-ready summary. Raises
@@ -668,7 +668,7 @@ def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth
     env_dir = runs_dir / env
     check_output_dir(env_dir, "--runs-dir")
     setup = SweepSetup(np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit, repeats=repeats, warmup=warmup,
-                       testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit)
+                       testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait)
     with _sigterm_as_exit():
         return run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, on_total=on_total, on_item=on_item,
                            on_event=on_event)

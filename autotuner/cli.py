@@ -782,6 +782,9 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                 testbed_hosts: Optional[int] = _testbed_opts()[0],
                 ranks_per_host: Optional[int] = _testbed_opts()[1],
                 link_gbit: Optional[float] = _testbed_opts()[2],
+                wait: str = typer.Option("spin", "--wait", help="spin (Horovod's own synchronize) or sleep (poll "
+                                         "every 0.2 ms: emulated hosts sharing few cores, docs/validation.md)",
+                                         callback=opt.checked(opt.ReplayWait, "--wait")),
                 sizes: Optional[str] = typer.Option(None, "--sizes", help="message sizes: LO:HI doubling, or a comma "
                                                     "list; bytes or K/M/G (binary) [default: 1K:512M]"),
                 repeats: int = typer.Option(5, "--repeats", help="timed samples per size",
@@ -804,7 +807,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
         task = bar.add_task(f"measure {env}", total=None)
         summary = measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, sizes=sizes,
                           repeats=repeats, warmup=warmup, timeout_s=timeout_s, testbed_hosts=testbed_hosts,
-                          ranks_per_host=ranks_per_host, link_gbit=link_gbit,
+                          ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait,
                           on_total=lambda done, total: bar.update(task, completed=done, total=total),
                           on_item=lambda r: bar.update(task, advance=1,
                                                        description=f"{r['phase']} {r['bytes']} B: {r['median_ms']:.2f} ms"),

@@ -2,8 +2,8 @@
 # The whole real validation batch of runs/local-gloo-2x2 (issue 14), as root, on a quiet machine:
 #   bash scripts/validate_2x2.sh            # the 2x2 batch (parts A-C), then the topology what-ifs (part D)
 #   bash scripts/validate_2x2.sh 2x2        # only the 2x2 batch;  ... topo: only part D
-#   WAIT=sleep SUFFIX=-sleepwait bash scripts/validate_2x2.sh   # the replay polls instead of spinning
-#     (validate --replay-wait sleep; records named <name>-sleepwait; docs/validation.md says why)
+#   ENV=local-gloo-2x2-poll WAIT=sleep bash scripts/validate_2x2.sh   # the env measured with --wait sleep,
+#     its replay polling instead of spinning too (validate --replay-wait sleep; docs/validation.md says why)
 # Every part appends trial by trial to runs/local-gloo-2x2/validation/<name>.jsonl and resumes when re-run.
 # A: 8 knob configurations + Horovod's defaults, ResNet50 replay (300 ms compute), 2 repeats, interleaved;
 #    the last configuration is the defaults with both hierarchical flags on (Gloo ignores them: docs/knobs.md).
@@ -12,7 +12,7 @@
 # Wall times go to runs/local-gloo-2x2/validation/batch-times.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ENV=local-gloo-2x2
+ENV=${ENV:-local-gloo-2x2}
 V=runs/$ENV/validation
 mkdir -p "$V"
 WHAT=${1:-all}
@@ -31,7 +31,7 @@ picks() {  # suggest's top pick for model $1 on the 2x2 fit, knobs only (the rep
 if [[ $WHAT == all || $WHAT == 2x2 ]]; then
   t0=$SECONDS
   timed A-knobs-resnet50 autotuner validate "${COMMON[@]}" --model resnet50 --testbed-hosts 2 --ranks-per-host 2 \
-    --proposals runs/$ENV/knob-sweep.json --no-autotune --repeats 2 --name knobs-resnet50$SUFFIX
+    --proposals runs/local-gloo-2x2/knob-sweep.json --no-autotune --repeats 2 --name knobs-resnet50$SUFFIX
   for m in resnet50 bert_medium; do
     picks $m
     timed "B/C-suggest-$m" autotuner validate "${COMMON[@]}" --model $m --testbed-hosts 2 --ranks-per-host 2 \

@@ -131,6 +131,8 @@ class SweepSetup:
     testbed_hosts: int | None = None
     ranks_per_host: int | None = None
     link_gbit: float | None = None
+    #: the sweep workload's ``--wait`` (``spin``: Horovod's synchronize; ``sleep``: poll first)
+    wait: str = "spin"
 
     @property
     def topology(self) -> tuple[int, int] | None:
@@ -141,6 +143,8 @@ class SweepSetup:
              "repeats": self.repeats, "warmup": self.warmup}
         if self.testbed_hosts is not None:  # left out otherwise: sweeps recorded before stay comparable
             d.update(testbed_hosts=self.testbed_hosts, ranks_per_host=self.ranks_per_host, link_gbit=self.link_gbit)
+        if self.wait != "spin":
+            d["wait"] = self.wait
         return d
 
 
@@ -188,7 +192,7 @@ def _expected(tier: Tier, job: str, sizes, fusion_sizes, tiny, unfused) -> list[
     return [(tier.name, job, "negotiation", 4 * k, k) for k in tiny]
 
 
-def sweep_command(todo: list[tuple], repeats: int, warmup: int) -> tuple[str, ...]:
+def sweep_command(todo: list[tuple], repeats: int, warmup: int, wait: str = "spin") -> tuple[str, ...]:
     """The sweep workload's command line (:mod:`autotuner.realrun.sweep`) for the item keys ``todo``
     (the fusion phase is asked by its fused size, 8 tensors of size/8 bytes per dtype)."""
     def j(phase: str, i: int = 3) -> str:
@@ -196,7 +200,8 @@ def sweep_command(todo: list[tuple], repeats: int, warmup: int) -> tuple[str, ..
     return (sys.executable, "-m", "autotuner.realrun.sweep", "--sizes", j("allreduce"),
             "--fusion-sizes", j("fusion"), "--unfused-sizes", j("unfused"),
             "--unfused-count", str(UNFUSED_COUNT), "--tiny-counts", j("negotiation", 4),
-            "--repeats", str(repeats), "--warmup", str(warmup), "--budget-s", f"{BUDGET_S:g}")
+            "--repeats", str(repeats), "--warmup", str(warmup), "--budget-s", f"{BUDGET_S:g}") + (
+            ("--wait", wait) if wait != "spin" else ())
 
 
 def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: float, note: str,
@@ -299,12 +304,15 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 link = float(m.group(1)) if m else round(measure_bandwidth_gbit(tb), 2)
             hs = parse_hosts(setup.hosts, setup.np)
             nodes, gpn = (1, setup.np) if len(hs) == 1 else (len(hs), max(s for _, s in hs))
-            atomic_write_text(env_dir / "env.toml", env_toml(env_dir.name, setup, (nodes, gpn), link, net_note, hv))
+            atomic_write_text(env_dir / "env.toml", env_toml(env_dir.name, setup, (nodes, gpn), link,
+                                                                net_note + ("" if setup.wait == "spin" else
+                                                                            "; ranks wait by polling (--wait sleep)"),
+                                                                hv))
         for tier, jname, keys in jobs:
             todo = [k for k in keys if k not in done]
             if not todo:
                 continue
-            cmd = sweep_command(todo, setup.repeats, setup.warmup)
+            cmd = sweep_command(todo, setup.repeats, setup.warmup, setup.wait)
             scratch.mkdir(parents=True, exist_ok=True)
             stem = f"{tier.name}-{jname}"
             tl = scratch / f"{stem}-{time.time_ns()}.json"

@@ -45,6 +45,7 @@ import sys
 import time
 
 TAG = "AUTOTUNER_SWEEP"
+WAIT_POLL_S = 0.0002  # the replay workload's (autotuner.realrun.replay.WAIT_POLL_S; not imported: light start)
 FUSION_SPLIT = 8  # tensors per dtype per fusion batch
 
 
@@ -61,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tiny-counts", default="", help="negotiation phase: tensors per batch")
     p.add_argument("--repeats", type=int, default=5, help="timed samples per item")
     p.add_argument("--warmup", type=int, default=1, help="untimed samples per item")
+    p.add_argument("--wait", choices=("spin", "sleep"), default="spin",
+                   help="spin = Horovod's synchronize; sleep = hvd.poll every 0.2 ms first "
+                        "(autotuner.realrun.replay.WAIT_POLL_S: emulated hosts sharing few cores)")
     p.add_argument("--budget-s", type=float, default=15.0, help="seconds per item after which sampling stops "
                    "(at least 2 timed samples)")
     try:
@@ -86,6 +90,15 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # as the replay workload: the cores stay with Horovod's thread and Gloo
     rank0 = hvd.rank() == 0
 
+    def wait(hs) -> None:
+        """Horovod's synchronize on every handle; with ``--wait sleep`` first sleep-poll until all are done
+        (as the replay workload's ``--wait sleep``)."""
+        if args.wait == "sleep":
+            while not all(hvd.poll(h) for h in hs):
+                time.sleep(WAIT_POLL_S)
+        for h in hs:
+            hvd.synchronize(h)
+
     def emit(phase: str, nbytes: int, tensors: int, times: list[float]) -> None:
         if rank0:
             print(f"{TAG} " + json.dumps({"phase": phase, "bytes": nbytes, "tensors": tensors, "ranks": hvd.size(),
@@ -110,34 +123,28 @@ def main(argv: list[str] | None = None) -> int:
 
     for n in sizes:
         emit("allreduce", n, 1, timed(lambda t=torch.ones(max(n // 4, 1), dtype=torch.float32), n=n:
-                                      hvd.allreduce_(t, name=f"sweep.allreduce.{n}")))
+                                      wait([hvd.allreduce_async_(t, name=f"sweep.allreduce.{n}")])))
     for s in fusion:
         per = max(s // FUSION_SPLIT, 8)
         ts = [(torch.ones(per // 4, dtype=torch.float32), f"sweep.fusion.{s}.f32.{i}") for i in range(FUSION_SPLIT)]
         ts += [(torch.ones(per // 8, dtype=torch.float64), f"sweep.fusion.{s}.f64.{i}") for i in range(FUSION_SPLIT)]
 
         def batch(ts=ts):
-            hs = [hvd.allreduce_async_(x, name=name) for x, name in ts]
-            for h in hs:
-                hvd.synchronize(h)
+            wait([hvd.allreduce_async_(x, name=name) for x, name in ts])
         emit("fusion", per * FUSION_SPLIT, 2 * FUSION_SPLIT, timed(batch))
         del ts
     for s in unfused:
         ts = [(torch.ones(s // 4, dtype=torch.float32), f"sweep.unfused.{s}.{i}") for i in range(args.unfused_count)]
 
         def batch(ts=ts):
-            hs = [hvd.allreduce_async_(x, name=name) for x, name in ts]
-            for h in hs:
-                hvd.synchronize(h)
+            wait([hvd.allreduce_async_(x, name=name) for x, name in ts])
         emit("unfused", (s // 4) * 4, args.unfused_count, timed(batch))
         del ts
     for k in tiny:
         ts = [(torch.ones(1, dtype=torch.float32), f"sweep.tiny.{k}.{i}") for i in range(k)]
 
         def batch(ts=ts):
-            hs = [hvd.allreduce_async_(x, name=name) for x, name in ts]
-            for h in hs:
-                hvd.synchronize(h)
+            wait([hvd.allreduce_async_(x, name=name) for x, name in ts])
         emit("negotiation", 4 * k, k, timed(batch))
     # the timeline is written by a background thread: let it drain before shutdown
     time.sleep(0.5)
