@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """Every figure of docs/validation.md's "Two emulated hosts" section, from the committed runs/local-gloo-2x2.
 
-    python scripts/local_gloo_2x2_figures.py [--json]
+    python scripts/local_gloo_2x2_figures.py [--env local-gloo-2x2|local-gloo-2x2-poll] [--json]
 
-Reads the real trials under runs/local-gloo-2x2/validation/ (written by scripts/validate_2x2.sh)
-and predicts each with the shipped model autotuner/models/local-gloo-2x2.json, fitted only from
-the env's own ``measure`` sweep, for the trial's own shape (its testbed hosts x ranks per host):
+Reads the real trials under runs/<env>/validation/ (written by scripts/validate_2x2.sh) and
+predicts each with the shipped model autotuner/models/<env>.json, fitted only from the env's own
+``measure`` sweep, for the trial's own shape (its testbed hosts x ranks per host):
 
 1. the knob sweep on 2x2: per configuration measured (median over repeats of each trial's median
    step time, and the min-max over repeats), predicted, error; MAPE and worst case;
@@ -36,7 +36,16 @@ from autotuner.readers.layouts import load_layout
 from autotuner.readers.runs import parse_records
 
 ROOT = Path(__file__).resolve().parents[1]
-VDIR = ROOT / "runs" / "local-gloo-2x2" / "validation"
+#: the two environments of the 2x2 emulated cluster: ranks waiting as Horovod does (spinning) and
+#: measured + trained with polling waits (measure --wait sleep, validate --replay-wait sleep)
+ENVS = ("local-gloo-2x2", "local-gloo-2x2-poll")
+VDIR = ROOT / "runs" / ENVS[0] / "validation"
+
+
+def use_env(env: str) -> None:
+    """Read the records of ``env`` (one of :data:`ENVS`) from now on."""
+    global VDIR
+    VDIR = ROOT / "runs" / env / "validation"
 
 
 def _records(name: str) -> list[dict]:
@@ -145,8 +154,10 @@ def topo_table(fenv) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--env", default=ENVS[0], choices=ENVS)
     a = ap.parse_args()
-    fenv = load_env(ROOT / "autotuner" / "models", "local-gloo-2x2")
+    use_env(a.env)
+    fenv = load_env(ROOT / "autotuner" / "models", a.env)
     out = {"knobs": knob_table(fenv), "suggest": [s for m in ("resnet50", "bert_medium") if (s := suggest_table(fenv, m))],
            "topology": topo_table(fenv)}
     times = VDIR / "batch-times.txt"
