@@ -170,14 +170,15 @@ def test_validate_on_two_hosts_records_the_topology(nothing_left, tmp_path):
     need_horovod()
     proc = subprocess.run([sys.executable, "-m", "autotuner.cli", "validate", "--env", "local-gloo-2x2", "--model", "mnist",
                            "--compute-ms", "20", "--testbed-hosts", "2", "--ranks-per-host", "1", "--link-gbit", "1",
-                           "--steps", "3", "--warmup", "1", "--repeats", "1", "--no-autotune", "--runs-dir",
-                           str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+                           "--steps", "3", "--warmup", "1", "--repeats", "1", "--no-autotune", "--replay-wait", "sleep",
+                           "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     recs = [json.loads(line) for line in (tmp_path / "local-gloo-2x2" / "validation" / "mnist.jsonl").read_text().splitlines()]
     assert recs and all(r["status"] == "ok" for r in recs)
     for r in recs:
         assert (r["setup"]["testbed_hosts"], r["setup"]["ranks_per_host"], r["setup"]["np"]) == (2, 1, 2)
         assert r["setup"]["hosts"] == "10.77.0.1:1,10.77.0.2:1" and r["setup"]["link_gbit"] == 1.0
+        assert r["setup"]["replay_wait"] == "sleep"
         assert "2 emulated host(s)" in r["testbed"] and r["predicted_step_time_ms"] > 0
     assert "host link measured" in recs[0]["testbed"]
 
