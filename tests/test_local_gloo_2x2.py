@@ -73,7 +73,7 @@ def test_every_trial_was_predicted_by_the_shipped_model_for_its_own_shape(fenv):
 
 #: configurations whose 2x2 step the model misses by more than 5 %, and why (docs/validation.md)
 SMALL = ("many small responses: at 4 ranks sharing this machine's 2 cores a small allreduce costs several times "
-         "what the 2-rank sweep measured (scripts/cluster_latency.py)")
+         "what the 2-rank sweep measured (scripts/testbed_capacity.py, scripts/wait_modes.py)")
 MISSES = {"proposal-1": SMALL, "proposal-7": SMALL, "proposal-6": SMALL,
           "proposal-5": "cache off at a 25 ms cycle: per-tensor negotiation and per-response latency fitted at "
                         "2 ranks, charged at 4 (not identifiable from a 2-host sweep)"}
