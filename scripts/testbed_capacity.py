@@ -32,6 +32,25 @@ from autotuner.realrun.testbed import emulated_cluster, measure_ring_gbit
 SIZES = (4096, 65536, 1048576)
 
 
+def small_allreduces(bed, hosts: int, per_host: int, repeats: int, wait: str = "spin") -> dict[int, float]:
+    """On the emulated cluster ``bed``, ``hosts`` x ``per_host`` ranks run the sweep workload's unfused
+    phase (16 responses of s bytes back to back, fusion off; ``--wait``: ``wait``); returns bytes ->
+    median ms per response. Exits with one line if horovodrun fails."""
+    cmd = (sys.executable, "-m", "autotuner.realrun.sweep", "--unfused-sizes", ",".join(map(str, SIZES)),
+           "--unfused-count", "16", "--repeats", str(repeats), "--warmup", "2", "--wait", wait)
+    job = Job(np=hosts * per_host, hosts=bed.hosts_arg(per_host), command=cmd, prefix=bed.prefix,
+              launcher=bed.launcher, config=replace(DEFAULTS_0_28, fusion_threshold_bytes=0))
+    res = run_job(job, timeout_s=300)
+    if res.returncode != 0:
+        sys.exit(f"horovodrun failed: {res.stderr[-500:]}")
+    out = {}
+    for m in re.finditer(r"AUTOTUNER_SWEEP (\{.*\})", res.stdout):
+        d = json.loads(m.group(1))
+        t = sorted(d["times_ms"])
+        out[int(d["bytes"])] = t[len(t) // 2] / d["tensors"]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=10)
@@ -43,19 +62,9 @@ def main() -> None:
         with emulated_cluster(hosts, 1.0) as bed:
             if per_host == 1:
                 flows[hosts] = [round(g, 3) for g in measure_ring_gbit(bed)]
-            cmd = (sys.executable, "-m", "autotuner.realrun.sweep", "--unfused-sizes", ",".join(map(str, SIZES)),
-                   "--unfused-count", "16", "--repeats", str(a.repeats), "--warmup", "2")
-            job = Job(np=hosts * per_host, hosts=bed.hosts_arg(per_host), command=cmd, prefix=bed.prefix,
-                      launcher=bed.launcher, config=replace(DEFAULTS_0_28, fusion_threshold_bytes=0))
-            res = run_job(job, timeout_s=300)
-            if res.returncode != 0:
-                sys.exit(f"horovodrun failed: {res.stderr[-500:]}")
-            for m in re.finditer(r"AUTOTUNER_SWEEP (\{.*\})", res.stdout):
-                d = json.loads(m.group(1))
-                t = sorted(d["times_ms"])
-                med = t[len(t) // 2] / d["tensors"]
-                model = cost.allreduce_s(d["bytes"], Cluster(hosts, per_host), False) * 1e3
-                rows.append({"shape": f"{hosts}x{per_host}", "ranks": d["ranks"], "bytes": d["bytes"],
+            for nbytes, med in small_allreduces(bed, hosts, per_host, a.repeats).items():
+                model = cost.allreduce_s(nbytes, Cluster(hosts, per_host), False) * 1e3
+                rows.append({"shape": f"{hosts}x{per_host}", "ranks": hosts * per_host, "bytes": nbytes,
                              "measured_ms_per_response": round(med, 3), "model_ms_per_response": round(model, 3),
                              "ratio": round(med / model, 2)})
     if a.json:

@@ -7,7 +7,6 @@ veth|bridge``), checked after every test here.
 """
 import json
 import os
-import selectors
 import shutil
 import signal
 import subprocess
@@ -18,6 +17,7 @@ import pytest
 
 from autotuner.realrun import testbed as tb
 from tests.cli_helpers import need_horovod
+from tests.test_testbed import start_holder
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULE = ROOT / "autotuner" / "realrun" / "testbed.py"
@@ -100,15 +100,9 @@ with t.emulated_cluster(2, 1.0) as bed:
 
 
 def _holder(owners):
-    proc = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    owners.add(proc.pid)
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ)
-    if not sel.select(timeout=20):
-        proc.kill()
-        pytest.fail("holder printed nothing within 20 s")
-    name = proc.stdout.readline().strip()
-    assert name.startswith(f"autotuner-{proc.pid}-") and name in tb.list_namespaces(), proc.stderr.read()
+    """A child holding a 2-host cluster (tests/test_testbed.py's ``start_holder``); returns it and the
+    cluster's base name (``autotuner-<pid>-<n>``)."""
+    proc, name = start_holder(owners, code=HOLD)
     return proc, name[: -len("-h0")]
 
 

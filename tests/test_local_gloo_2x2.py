@@ -52,22 +52,31 @@ def test_fitted_from_its_own_sweep_alone():
     assert 0.7 < d["cost_model"]["inter"]["large_bandwidth_gbps"] < 1.0
 
 
+def _recorded_predictions(fig, fenv, env_dir, every=lambda r: True):
+    """(file, record, the model's prediction for the record's shape) for every successful fixed-
+    configuration trial under ``env_dir/validation``; every record (failed ones too) must satisfy
+    ``every`` and every file must parse without problems."""
+    for f in sorted((env_dir / "validation").glob("*.jsonl")):
+        recs, problems = parse_records(f.read_text(), f.name)
+        assert problems == []
+        for r in recs:
+            assert every(r), (f.name, r["trial"])
+            if r["status"] != "ok" or r.get("config") is None:
+                continue
+            s = r["setup"]
+            cfg = fig.Config.from_dict(r["config"])
+            yield f, r, fig.predict(fenv, s["model"], cfg, (s["testbed_hosts"], s["ranks_per_host"]), s["compute_ms"])
+
+
 def test_every_trial_was_predicted_by_the_shipped_model_for_its_own_shape(fenv):
     """The prediction each record carries (made by validate when it ran) is the shipped model's for
     that trial's testbed shape: 2x2, and 2x1 / 4x1 / 1x4 in the topology runs."""
     n = 0
-    for f in sorted((ENV / "validation").glob("*.jsonl")):
-        recs, problems = parse_records(f.read_text(), f.name)
-        assert problems == []
-        for r in recs:
-            if r["status"] != "ok" or r.get("config") is None:
-                continue
-            s = r["setup"]
-            cfg = FIG.Config.from_dict(r["config"])
-            pred = FIG.predict(fenv, s["model"], cfg, (s["testbed_hosts"], s["ranks_per_host"]), s["compute_ms"])
-            assert pred == pytest.approx(r["predicted_step_time_ms"], rel=1e-6), (f.name, r["trial"])
-            assert s["np"] == s["testbed_hosts"] * s["ranks_per_host"] and s["link_gbit"] == 1.0
-            n += 1
+    for f, r, pred in _recorded_predictions(FIG, fenv, ENV):
+        s = r["setup"]
+        assert pred == pytest.approx(r["predicted_step_time_ms"], rel=1e-6), (f.name, r["trial"])
+        assert s["np"] == s["testbed_hosts"] * s["ranks_per_host"] and s["link_gbit"] == 1.0
+        n += 1
     assert n >= 18 + 2 * 9
 
 
@@ -209,18 +218,9 @@ def test_poll_env_fitted_from_its_own_polling_sweep():
 
 def test_poll_trials_replayed_with_polling_waits_and_predicted_for_their_shape(pfenv):
     n = 0
-    for f in sorted((POLL / "validation").glob("*.jsonl")):
-        recs, problems = parse_records(f.read_text(), f.name)
-        assert problems == []
-        for r in recs:
-            assert r["setup"]["replay_wait"] == "sleep"
-            if r["status"] != "ok" or r.get("config") is None:
-                continue
-            s = r["setup"]
-            cfg = FIGP.Config.from_dict(r["config"])
-            pred = FIGP.predict(pfenv, s["model"], cfg, (s["testbed_hosts"], s["ranks_per_host"]), s["compute_ms"])
-            assert pred == pytest.approx(r["predicted_step_time_ms"], rel=1e-6), (f.name, r["trial"])
-            n += 1
+    for f, r, pred in _recorded_predictions(FIGP, pfenv, POLL, every=lambda r: r["setup"]["replay_wait"] == "sleep"):
+        assert pred == pytest.approx(r["predicted_step_time_ms"], rel=1e-6), (f.name, r["trial"])
+        n += 1
     assert n >= 18 + 2 * 9 + 24
 
 

@@ -24,6 +24,7 @@ Forms and choices:
 from __future__ import annotations
 
 from collections import ChainMap
+from importlib import import_module
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -480,47 +481,25 @@ def fit_validation_env(env: EnvData) -> dict[str, Any]:
     return _model_dict(env, cluster, cost, fit_info, workloads, DEFAULTS_0_28)
 
 
-def _fit_sweep_env(env: EnvData) -> dict[str, Any]:
-    from .sweep import fit_sweep_env  # imported when used: the module builds on this one
-    return fit_sweep_env(env)
+def _lazy(module: str, name: str) -> Callable[[EnvData], dict[str, Any]]:
+    """The fitter ``name`` of ``autotuner.fit.<module>``, imported when first called (those modules
+    build on this one, so they cannot be imported at its top)."""
+    def fit(env: EnvData) -> dict[str, Any]:
+        return getattr(import_module(f"{__package__}.{module}"), name)(env)
+    fit.__name__ = name
+    return fit
 
 
-def _fit_nccl_tests_env(env: EnvData) -> dict[str, Any]:
-    from .nccl_tests import fit_nccl_tests_env
-    return fit_nccl_tests_env(env)
-
-
-def _fit_timelines_env(env: EnvData) -> dict[str, Any]:
-    from .timelines import fit_timelines_env
-    return fit_timelines_env(env)
-
-
-def _fit_backend_runs_env(env: EnvData) -> dict[str, Any]:
-    from .backend_runs import fit_backend_runs_env
-    return fit_backend_runs_env(env)
-
-
-def _fit_cpu_scaling_env(env: EnvData) -> dict[str, Any]:
-    from .cpu_scaling import fit_cpu_scaling_env
-    return fit_cpu_scaling_env(env)
-
-
-def _fit_compression_runs_env(env: EnvData) -> dict[str, Any]:
-    from .compression_runs import fit_compression_runs_env
-    return fit_compression_runs_env(env)
-
-
-#: one fitter per source format (env.toml ``format``)
 FITTERS: dict[Format, Callable[[EnvData], dict[str, Any]]] = {
     Format.RESPONSES: fit_responses_env,
     Format.BREAKDOWN: fit_breakdown_env,
     Format.VALIDATION: fit_validation_env,
-    Format.SWEEP: _fit_sweep_env,
-    Format.NCCL_TESTS: _fit_nccl_tests_env,
-    Format.TIMELINES: _fit_timelines_env,
-    Format.BACKEND_RUNS: _fit_backend_runs_env,
-    Format.CPU_SCALING: _fit_cpu_scaling_env,
-    Format.COMPRESSION_RUNS: _fit_compression_runs_env,
+    Format.SWEEP: _lazy("sweep", "fit_sweep_env"),
+    Format.NCCL_TESTS: _lazy("nccl_tests", "fit_nccl_tests_env"),
+    Format.TIMELINES: _lazy("timelines", "fit_timelines_env"),
+    Format.BACKEND_RUNS: _lazy("backend_runs", "fit_backend_runs_env"),
+    Format.CPU_SCALING: _lazy("cpu_scaling", "fit_cpu_scaling_env"),
+    Format.COMPRESSION_RUNS: _lazy("compression_runs", "fit_compression_runs_env"),
 }
 
 

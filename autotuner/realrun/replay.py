@@ -84,7 +84,7 @@ def _build(layout, backward_s: float):
 #: ``std::this_thread::yield()`` (horovod/torch/mpi_ops_v2.cc L1121-1130, 0.28.1), costing nothing on a
 #: host with a core per waiting rank. Emulated hosts share this machine's cores: 4 ranks on 2 cores
 #: spinning while they wait steal the CPU their own Gloo threads need (a 1 MiB response measured
-#: 53.9 ms on 2x2 spinning vs 16.0 ms sleeping, docs/validation.md). Sleeping until every handle
+#: 75.5 ms on 4x1 spinning vs 15.7 ms polling, scripts/wait_modes.py, docs/validation.md). Sleeping until every handle
 #: polls done, then calling Horovod's synchronize (which returns at once), keeps Horovod's work
 #: unchanged and gives back the cores a real host would have.
 WAIT_POLL_S = 0.0002

@@ -547,32 +547,26 @@ except OSError:
 """
 
 
-def measure_ring_gbit(testbed: Testbed, *, nbytes: int = 400_000_000, max_seconds: float = 2.0) -> list[float]:
-    """Measured TCP throughput in Gbit/s of each flow when every host ``i`` of a cluster sends to host
-    ``i+1`` (mod H) at the same time, as a ring allreduce does: one number per flow, in host order.
-    On a real switch each flow gets its own link's rate; here every packet also crosses this
-    machine's software bridge, so the sum shows what the emulation itself can carry. Raises
-    ValueError for fewer than 2 hosts, RuntimeError if a probe fails."""
-    hs = testbed.hosts
-    if len(hs) < 2:
-        raise ValueError("measure_ring_gbit needs an emulated cluster of at least 2 hosts")
-    rxs, ports = [], []
+def _flows(testbed: Testbed, pairs: list[tuple[int, int]], nbytes: int, max_seconds: float) -> list[float]:
+    """TCP throughput in Gbit/s of one connection per (sender host, receiver host) index pair, all at
+    once: a receiver in each target namespace (:data:`_RECV`, about ``max_seconds`` of transfer), then the
+    senders (:data:`_SEND`, up to ``nbytes``). Raises RuntimeError if a probe fails."""
+    hs, rxs, ports = testbed.hosts, [], []
     try:
-        for i in range(len(hs)):
-            b = hs[(i + 1) % len(hs)]
-            rx = subprocess.Popen(["ip", "netns", "exec", b.netns, sys.executable, "-I", "-c", _RECV, b.address,
-                                   str(float(max_seconds))], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, preexec_fn=die_with_parent())
+        for _, j in pairs:
+            rx = subprocess.Popen(["ip", "netns", "exec", hs[j].netns, sys.executable, "-I", "-c", _RECV,
+                                   hs[j].address, str(float(max_seconds))], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, preexec_fn=die_with_parent())
             rxs.append(rx)
             port = rx.stdout.readline().strip()
             if not port.isdigit():
-                raise RuntimeError(f"ring probe receiver failed: {' '.join(rx.stderr.read().split())[-300:]}")
+                raise RuntimeError(f"link probe receiver failed: {' '.join(rx.stderr.read().split())[-300:]}")
             ports.append(port)
         txs = [subprocess.Popen(["ip", "netns", "exec", hs[i].netns, sys.executable, "-I", "-c", _SEND,
-                                 hs[(i + 1) % len(hs)].address, ports[i], str(int(nbytes))],
+                                 hs[j].address, port, str(int(nbytes))],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent())
-               for i in range(len(hs))]
-        outs = [rx.communicate(timeout=max_seconds + 30)[0] for rx in rxs]
+               for (i, j), port in zip(pairs, ports)]
+        outs = [rx.communicate(timeout=max_seconds + 30) for rx in rxs]
         for tx in txs:
             tx.kill()
             tx.wait()
@@ -582,9 +576,22 @@ def measure_ring_gbit(testbed: Testbed, *, nbytes: int = 400_000_000, max_second
                 rx.kill()
                 rx.wait()
     try:
-        return [float(o.strip().splitlines()[-1]) for o in outs]
+        return [float(out.strip().splitlines()[-1]) for out, _ in outs]
     except (ValueError, IndexError):
-        raise RuntimeError("ring probe failed: a receiver printed no rate") from None
+        errs = " ".join(" ".join(err.split()) for _, err in outs)
+        raise RuntimeError(f"link probe failed: a receiver printed no rate ({errs[-300:]})") from None
+
+
+def measure_ring_gbit(testbed: Testbed, *, nbytes: int = 400_000_000, max_seconds: float = 2.0) -> list[float]:
+    """Measured TCP throughput in Gbit/s of each flow when every host ``i`` of a cluster sends to host
+    ``i+1`` (mod H) at the same time, as a ring allreduce does: one number per flow, in host order.
+    On a real switch each flow gets its own link's rate; here every packet also crosses this
+    machine's software bridge, so the sum shows what the emulation itself can carry. Raises
+    ValueError for fewer than 2 hosts, RuntimeError if a probe fails."""
+    n = len(testbed.hosts)
+    if n < 2:
+        raise ValueError("measure_ring_gbit needs an emulated cluster of at least 2 hosts")
+    return _flows(testbed, [(i, (i + 1) % n) for i in range(n)], nbytes, max_seconds)
 
 
 def measure_link_gbit(testbed: Testbed, *, nbytes: int = 200_000_000, max_seconds: float = 1.0) -> float:
@@ -593,22 +600,4 @@ def measure_link_gbit(testbed: Testbed, *, nbytes: int = 200_000_000, max_second
     fewer than 2 hosts, RuntimeError if the probe fails."""
     if len(testbed.hosts) < 2:
         raise ValueError("measure_link_gbit needs an emulated cluster of at least 2 hosts")
-    a, b = testbed.hosts[0], testbed.hosts[1]
-    rx = subprocess.Popen(["ip", "netns", "exec", b.netns, sys.executable, "-I", "-c", _RECV, b.address,
-                           str(float(max_seconds))], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          preexec_fn=die_with_parent())
-    try:
-        port = rx.stdout.readline().strip()
-        if not port.isdigit():
-            raise RuntimeError(f"link probe receiver failed: {' '.join(rx.stderr.read().split())[-300:]}")
-        subprocess.run(["ip", "netns", "exec", a.netns, sys.executable, "-I", "-c", _SEND, b.address, port,
-                        str(int(nbytes))], capture_output=True, timeout=max_seconds + 30, preexec_fn=die_with_parent())
-        out, err = rx.communicate(timeout=max_seconds + 10)
-    finally:
-        if rx.poll() is None:
-            rx.kill()
-            rx.wait()
-    try:
-        return float(out.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        raise RuntimeError(f"link probe failed: {' '.join(err.split())[-300:]}") from None
+    return _flows(testbed, [(0, 1)], nbytes, max_seconds)[0]
