@@ -10,7 +10,10 @@ BasicBlock [2, 2, 2, 2]; resnet50 / resnet101 with Bottleneck [3, 4, 6, 3] /
 (1000 classes, 224x224 input).  Only trainable parameters are listed (no
 BatchNorm running statistics or other buffers).  Also Horovod's PyTorch MNIST example
 (``build_mnist``) and HuggingFace's ``BertModel`` with the ``bert-base-uncased`` config
-(``build_bert_base``; its order and FLOP proxy are in its docstring and source string).
+(``build_bert_base``; its order and FLOP proxy are in its docstring and source string), and,
+from the same published definitions: torchvision's ``MobileNetV2`` (``build_mobilenet_v2``),
+timm's ``vit_small_patch16_224`` (``build_vit``), HuggingFace's ``DistilBertModel``
+(``build_distilbert``, ``distilbert-base-uncased``) and ``GPT2Model`` (``build_gpt2``, ``gpt2``).
 
 Output: ``autotuner/layouts/<name>.json`` with tensors in backward order and a
 ``compute_share`` per
@@ -71,12 +74,13 @@ class _Builder:
     def _first(self) -> bool:
         return not self.layers
 
-    def conv(self, prefix, cin, cout, k, stride, pad, h, w, bias):
+    def conv(self, prefix, cin, cout, k, stride, pad, h, w, bias, groups=1):
+        assert cin % groups == 0 and cout % groups == 0
         hout = (h + 2 * pad - k) // stride + 1
         wout = (w + 2 * pad - k) // stride + 1
-        fwd = 2 * cin * k * k * cout * hout * wout
+        fwd = 2 * cin // groups * k * k * cout * hout * wout
         bwd = fwd if self._first() else 2 * fwd
-        params = [(f"{prefix}.weight", [cout, cin, k, k])]
+        params = [(f"{prefix}.weight", [cout, cin // groups, k, k])]
         if bias:
             params.append((f"{prefix}.bias", [cout]))  # weight, then bias (backward order)
         self.layers.append((params, bwd))
@@ -94,6 +98,20 @@ class _Builder:
         bwd = fwd if self._first() else 2 * fwd
         params = [(f"{prefix}.bias", [fout]), (f"{prefix}.weight", [fout, fin])]  # backward order
         self.layers.append((params, bwd + extra_bwd))
+
+    def conv1d(self, prefix, fin, fout, tokens=1, extra_bwd=0):
+        """HuggingFace's GPT-2 ``Conv1D(nf=fout, nx=fin)``: a Linear with the weight stored
+        transposed, ``[fin, fout]``, computed as ``addmm(bias, x, weight)``; FLOPs and gradient
+        order (bias, then weight) as :meth:`linear`."""
+        self.linear(prefix, fin, fout, tokens, extra_bwd)
+        params, _ = self.layers[-1]
+        assert params[1] == (f"{prefix}.weight", [fout, fin])
+        params[1] = (f"{prefix}.weight", [fin, fout])
+
+    def param(self, name, shape, bwd):
+        """A bare ``nn.Parameter`` (ViT's ``cls_token``, ``pos_embed``): one tensor, ``bwd``
+        backward FLOPs."""
+        self.layers.append(([(name, list(shape))], bwd))
 
     def layer_norm(self, prefix, c, tokens):
         """LayerNorm over ``c`` features of ``tokens`` rows; backward FLOPs estimated as for
@@ -280,7 +298,257 @@ BERT_MEDIUM_SOURCE = (
     "names and shapes, float32, 41,373,184 parameters in 135 tensors; tensor order and "
     "compute_share exactly as for bert_base (see its source), sequence length 128."
 )
-SOURCES = {"mnist": MNIST_SOURCE, "bert_base": BERT_BASE_SOURCE, "bert_medium": BERT_MEDIUM_SOURCE}
+
+def _n_params(b: _Builder) -> int:
+    return sum(math.prod(shape) for params, _ in b.layers for _, shape in params)
+
+
+def _n_tensors(b: _Builder) -> int:
+    return sum(len(params) for params, _ in b.layers)
+
+
+#: torchvision MobileNetV2 ``inverted_residual_setting``: expand ratio t, channels c, repeats n,
+#: stride s of the first block (Sandler et al. 2018, arXiv:1801.04381, Table 2)
+MOBILENET_V2_SETTING = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                        (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+
+
+def build_mobilenet_v2() -> _Builder:
+    """torchvision ``MobileNetV2`` (torchvision/models/mobilenetv2.py), width_mult 1.0 (so
+    ``_make_divisible`` leaves every channel count as is: 32 in, 1280 last), 1000 classes,
+    224x224: 3,504,872 parameters in 158 tensors. ``features.0`` and ``features.18`` are
+    Conv2dNormActivation (``.0`` conv without bias, ``.1`` BatchNorm); ``features.1 .. 17`` are
+    InvertedResidual blocks whose ``conv`` Sequential holds, for expand ratio t != 1, the 1x1
+    expansion Conv2dNormActivation (``conv.0``), the 3x3 depthwise one (``conv.1``, groups =
+    hidden channels), the 1x1 projection conv (``conv.2``) and its BatchNorm (``conv.3``);
+    for t == 1 (``features.1``) no expansion, so depthwise ``conv.0``, projection ``conv.1``,
+    BatchNorm ``conv.2``. Classifier: Dropout, then Linear ``classifier.1``. The residual adds
+    do not change the order (each block's layers run in sequence)."""
+    b = _Builder()
+    h = w = IMAGE
+    h, w = b.conv("features.0.0", 3, 32, 3, 2, 1, h, w, bias=False)  # 112
+    b.bn("features.0.1", 32, h, w)
+    cin, idx = 32, 1
+    for t, c, n, s in MOBILENET_V2_SETTING:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hidden = int(round(cin * t))
+            p = f"features.{idx}.conv"
+            j = 0
+            if t != 1:
+                b.conv(f"{p}.0.0", cin, hidden, 1, 1, 0, h, w, bias=False)
+                b.bn(f"{p}.0.1", hidden, h, w)
+                j = 1
+            h, w = b.conv(f"{p}.{j}.0", hidden, hidden, 3, stride, 1, h, w, bias=False,
+                          groups=hidden)
+            b.bn(f"{p}.{j}.1", hidden, h, w)
+            b.conv(f"{p}.{j + 1}", hidden, c, 1, 1, 0, h, w, bias=False)
+            b.bn(f"{p}.{j + 2}", c, h, w)
+            cin, idx = c, idx + 1
+    assert idx == 18 and (h, w) == (7, 7)
+    b.conv("features.18.0", cin, 1280, 1, 1, 0, h, w, bias=False)
+    b.bn("features.18.1", 1280, h, w)
+    b.linear("classifier.1", 1280, NUM_CLASSES)  # after adaptive_avg_pool2d to 1x1
+    assert (_n_params(b), _n_tensors(b)) == (3_504_872, 158)  # torchvision's documented count
+    return b
+
+
+MOBILENET_V2_SOURCE = (
+    "scripts/gen_layouts.py: symbolic reconstruction of torchvision/models/mobilenetv2.py "
+    "MobileNetV2 (Sandler et al. 2018, arXiv:1801.04381), width_mult 1.0, "
+    "inverted_residual_setting t,c,n,s = 1,16,1,1 / 6,24,2,2 / 6,32,3,2 / 6,64,4,2 / 6,96,3,1 / "
+    "6,160,3,2 / 6,320,1,1, first conv 32 channels, last 1280, ImageNet 1000 classes, 224x224; "
+    "parameters only (no BatchNorm running stats/buffers), exact named_parameters() names "
+    "(features.N.0/.1 Conv2dNormActivation, features.N.conv.* InvertedResidual, classifier.1), "
+    "float32, 3,504,872 parameters in 158 tensors. Tensor order and compute_share as for the "
+    "other torchvision layouts: backward = layers in reverse forward order, Conv/BatchNorm weight "
+    "then bias, Linear bias then weight (the fp32 rule measured for vgg/resnet, not measured for "
+    "MobileNetV2); per-layer share of backward FLOPs at 224x224 batch 1 on the layer's first "
+    "tensor: conv backward = 2 x forward FLOPs, forward = 2*Cin/groups*kh*kw*Cout*Hout*Wout "
+    "(depthwise convs groups = channels), the first conv 1 x; BatchNorm 10 FLOPs per output "
+    "element (an estimate); ReLU6, dropout, pooling and residual adds ignored. Shares normalized "
+    "to sum to 1 and rounded to 8 significant digits."
+)
+
+#: timm ``vit_small_patch16_224`` (Dosovitskiy et al. 2020 ViT with DeiT-S dimensions): patch 16,
+#: embed_dim 384, depth 12, num_heads 6, mlp_ratio 4, class token, qkv_bias, 1000 classes
+VIT_S16 = {"image_size": 224, "patch_size": 16, "embed_dim": 384, "depth": 12, "num_heads": 6,
+           "mlp_dim": 1536, "num_classes": 1000}
+
+
+def build_vit(cfg: dict = VIT_S16) -> _Builder:
+    """timm ``VisionTransformer`` (timm/models/vision_transformer.py) as built by
+    ``vit_small_patch16_224``: 22,050,664 parameters in 152 tensors. ``named_parameters()`` lists
+    the model's own parameters first: cls_token [1, 1, 384], pos_embed [1, 197, 384], then
+    patch_embed.proj (Conv2d 3->384, kernel and stride 16, with bias), blocks.0 .. 11 (norm1,
+    attn.qkv [1152, 384], attn.proj, norm2, mlp.fc1 [1536, 384], mlp.fc2; q_norm, k_norm, ls1,
+    ls2, fc_norm are Identity), norm, head.
+
+    As for bert_base, layers are listed in forward *execution* order, whose reverse is the
+    backward order: the patch_embed conv runs first, then the class token is concatenated
+    (``cls_token.expand``) and ``pos_embed`` added (``_pos_embed``). Backward: head, norm,
+    blocks 11 .. 0 (fc2, fc1, norm2, proj, qkv, norm1), then pos_embed (its gradient is ready at
+    the add), cls_token (the expand, created after the conv's flatten/transpose, runs before
+    them), patch_embed.proj weight then bias. Not measured.
+
+    compute_share: the bert_base proxy at batch 1, 197 tokens (196 patches + class token):
+    Linear backward = 2 x 2*tokens*in*out (head on the class token only); the attention core
+    (Q K^T and probs V) on the fused qkv projection, the projection whose gradients are ready
+    first after it; LayerNorm 10 FLOPs per output element; the patch conv, the first layer,
+    1 x its forward FLOPs; cls_token and pos_embed one FLOP per gradient element each."""
+    d, depth, mlp = cfg["embed_dim"], cfg["depth"], cfg["mlp_dim"]
+    assert d % cfg["num_heads"] == 0
+    patch = cfg["patch_size"]
+    gh, gw = cfg["image_size"] // patch, cfg["image_size"] // patch
+    seq = gh * gw + 1  # patches + class token
+    b = _Builder()
+    assert b.conv("patch_embed.proj", 3, d, patch, patch, 0, cfg["image_size"], cfg["image_size"],
+                  bias=True) == (gh, gw)
+    b.param("cls_token", [1, 1, d], d)
+    b.param("pos_embed", [1, seq, d], seq * d)
+    attn_core_bwd = 2 * (2 * seq * seq * d + 2 * seq * seq * d)  # as bert_base
+    for i in range(depth):
+        p = f"blocks.{i}"
+        b.layer_norm(f"{p}.norm1", d, seq)
+        b.linear(f"{p}.attn.qkv", d, 3 * d, seq, extra_bwd=attn_core_bwd)
+        b.linear(f"{p}.attn.proj", d, d, seq)
+        b.layer_norm(f"{p}.norm2", d, seq)
+        b.linear(f"{p}.mlp.fc1", d, mlp, seq)
+        b.linear(f"{p}.mlp.fc2", mlp, d, seq)
+    b.layer_norm("norm", d, seq)
+    b.linear("head", d, cfg["num_classes"], 1)  # global_pool "token": the class token only
+    if cfg == VIT_S16:
+        assert (_n_params(b), _n_tensors(b)) == (22_050_664, 152)  # timm's vit_small_patch16_224
+    return b
+
+
+VIT_S16_SOURCE = (
+    "scripts/gen_layouts.py: timm VisionTransformer (timm/models/vision_transformer.py) as "
+    "vit_small_patch16_224 builds it (ViT of Dosovitskiy et al. 2020, arXiv:2010.11929, with "
+    "DeiT-S dimensions): 224x224, patch 16, embed_dim 384, depth 12, num_heads 6, mlp 1536, "
+    "qkv_bias, class token, global_pool 'token', 1000 classes; exact named_parameters() names "
+    "(cls_token, pos_embed, patch_embed.proj, blocks.N.norm1/attn.qkv/attn.proj/norm2/mlp.fc1/"
+    "mlp.fc2, norm, head), shapes from the config arithmetic (no torch), float32, 22,050,664 "
+    "parameters in 152 tensors. Tensor order: backward = layers in reverse of forward execution "
+    "order, as for bert_base (head, norm, blocks.11 .. 0, then pos_embed, cls_token, "
+    "patch_embed.proj: the conv runs before the class token is concatenated and pos_embed "
+    "added), within a layer Linear bias then weight, LayerNorm/Conv weight then bias (the fp32 "
+    "rule measured for the torchvision models, not measured for ViT). compute_share: per-layer "
+    "share of backward FLOPs at batch 1, 197 tokens, on the layer's first tensor in backward "
+    "order: Linear backward = 2 x forward FLOPs (2*tokens*in*out; head 1 token); attention core "
+    "(Q K^T and probs V, 2*197*197*384 forward FLOPs each) backward = 2 x forward, put on "
+    "attn.qkv; LayerNorm 10 FLOPs per output element (an estimate); patch conv (first layer) "
+    "1 x forward FLOPs; cls_token/pos_embed 1 FLOP per element. GELU, softmax, dropout and "
+    "residual adds ignored. Shares normalized to sum to 1 and rounded to 8 significant digits."
+)
+
+#: HuggingFace ``distilbert-base-uncased`` config.json (Sanh et al. 2019)
+DISTILBERT_BASE = {"vocab_size": 30522, "dim": 768, "n_layers": 6, "n_heads": 12,
+                   "hidden_dim": 3072, "max_position_embeddings": 512}
+
+
+def build_distilbert(cfg: dict = DISTILBERT_BASE, seq: int = BERT_SEQ_LEN) -> _Builder:
+    """HuggingFace transformers ``DistilBertModel`` (modeling_distilbert.py; no task head, no
+    pooler, no token types) with the ``distilbert-base-uncased`` config: 66,362,880 parameters
+    in 100 tensors. Order and FLOP proxy exactly as :func:`build_bert_base`: layers in forward
+    execution order (Embeddings.forward looks up word, then position embeddings; each
+    TransformerBlock runs q_lin, k_lin, v_lin, out_lin, sa_layer_norm, ffn.lin1, ffn.lin2,
+    output_layer_norm), the attention core on v_lin, sequence length 128."""
+    d, n_layers, hidden = cfg["dim"], cfg["n_layers"], cfg["hidden_dim"]
+    assert d % cfg["n_heads"] == 0
+    assert seq <= cfg["max_position_embeddings"]
+    b = _Builder()
+    b.embedding("embeddings.word_embeddings", cfg["vocab_size"], d, seq)
+    b.embedding("embeddings.position_embeddings", cfg["max_position_embeddings"], d, seq)
+    b.layer_norm("embeddings.LayerNorm", d, seq)
+    attn_core_bwd = 2 * (2 * seq * seq * d + 2 * seq * seq * d)  # as bert_base
+    for i in range(n_layers):
+        p = f"transformer.layer.{i}"
+        b.linear(f"{p}.attention.q_lin", d, d, seq)
+        b.linear(f"{p}.attention.k_lin", d, d, seq)
+        b.linear(f"{p}.attention.v_lin", d, d, seq, extra_bwd=attn_core_bwd)
+        b.linear(f"{p}.attention.out_lin", d, d, seq)
+        b.layer_norm(f"{p}.sa_layer_norm", d, seq)
+        b.linear(f"{p}.ffn.lin1", d, hidden, seq)
+        b.linear(f"{p}.ffn.lin2", hidden, d, seq)
+        b.layer_norm(f"{p}.output_layer_norm", d, seq)
+    if cfg == DISTILBERT_BASE:
+        assert (_n_params(b), _n_tensors(b)) == (66_362_880, 100)  # distilbert-base-uncased
+    return b
+
+
+DISTILBERT_SOURCE = (
+    "scripts/gen_layouts.py: HuggingFace transformers DistilBertModel (modeling_distilbert.py; "
+    "embeddings and 6 transformer layers, no pooler or task head) with the "
+    "distilbert-base-uncased config.json (vocab_size 30522, dim 768, n_layers 6, n_heads 12, "
+    "hidden_dim 3072, max_position_embeddings 512), i.e. DistilBERT of Sanh et al. 2019 "
+    "(arXiv:1910.01108); exact named_parameters() names, shapes from the config arithmetic (no "
+    "torch), float32, 66,362,880 parameters in 100 tensors. Tensor order and compute_share "
+    "exactly as for bert_base (see its source), sequence length 128: backward = layers in "
+    "reverse of forward execution order (transformer.layer.5 .. 0, within a layer "
+    "output_layer_norm, ffn.lin2, ffn.lin1, sa_layer_norm, out_lin, v_lin, k_lin, q_lin; then "
+    "embeddings.LayerNorm, position, word embeddings), Linear bias then weight, LayerNorm weight "
+    "then bias (not measured for DistilBERT); attention core put on v_lin."
+)
+
+#: HuggingFace ``gpt2`` config.json (Radford et al. 2019, the 124M "small" model)
+GPT2_SMALL = {"vocab_size": 50257, "n_embd": 768, "n_layer": 12, "n_head": 12,
+              "n_positions": 1024, "n_inner": 4 * 768}
+GPT2_SEQ_LEN = 1024  # tokens per sequence for compute_share: GPT-2's context length
+
+
+def build_gpt2(cfg: dict = GPT2_SMALL, seq: int = GPT2_SEQ_LEN) -> _Builder:
+    """HuggingFace transformers ``GPT2Model`` (modeling_gpt2.py; no LM head, so no tied weight)
+    with the ``gpt2`` config: 124,439,808 parameters in 148 tensors. Projections are ``Conv1D``
+    (weight stored ``[in, out]``, ``addmm(bias, x, weight)``: gradients bias then weight, as
+    Linear). Order and FLOP proxy as :func:`build_bert_base`: layers in forward execution order
+    (wte, then wpe, looked up in GPT2Model.forward in that order; each block ln_1, attn.c_attn,
+    attn.c_proj, ln_2, mlp.c_fc, mlp.c_proj; then ln_f); the attention core on the fused
+    c_attn, counted in full (seq x seq, as the masked matmuls compute it), sequence length
+    1024."""
+    d, n_layers, inner = cfg["n_embd"], cfg["n_layer"], cfg["n_inner"]
+    assert d % cfg["n_head"] == 0
+    assert seq <= cfg["n_positions"]
+    b = _Builder()
+    b.embedding("wte", cfg["vocab_size"], d, seq)
+    b.embedding("wpe", cfg["n_positions"], d, seq)
+    attn_core_bwd = 2 * (2 * seq * seq * d + 2 * seq * seq * d)  # as bert_base
+    for i in range(n_layers):
+        p = f"h.{i}"
+        b.layer_norm(f"{p}.ln_1", d, seq)
+        b.conv1d(f"{p}.attn.c_attn", d, 3 * d, seq, extra_bwd=attn_core_bwd)
+        b.conv1d(f"{p}.attn.c_proj", d, d, seq)
+        b.layer_norm(f"{p}.ln_2", d, seq)
+        b.conv1d(f"{p}.mlp.c_fc", d, inner, seq)
+        b.conv1d(f"{p}.mlp.c_proj", inner, d, seq)
+    b.layer_norm("ln_f", d, seq)
+    if cfg == GPT2_SMALL:
+        assert (_n_params(b), _n_tensors(b)) == (124_439_808, 148)  # gpt2 (124M)
+    return b
+
+
+GPT2_SMALL_SOURCE = (
+    "scripts/gen_layouts.py: HuggingFace transformers GPT2Model (modeling_gpt2.py; wte, wpe, "
+    "12 blocks, ln_f; no LM head, so no tied weights) with the gpt2 config.json (vocab_size "
+    "50257, n_embd 768, n_layer 12, n_head 12, n_positions 1024, n_inner 3072), i.e. GPT-2 "
+    "small of Radford et al. 2019; exact named_parameters() names, shapes from the config "
+    "arithmetic (no torch; Conv1D weights [in, out]: c_attn [768, 2304], c_fc [768, 3072], "
+    "mlp.c_proj [3072, 768]), float32, 124,439,808 parameters in 148 tensors. Tensor order: "
+    "backward = layers in reverse of forward execution order (ln_f, h.11 .. 0 with mlp.c_proj, "
+    "mlp.c_fc, ln_2, attn.c_proj, attn.c_attn, ln_1, then wpe, wte), Conv1D (addmm) bias then "
+    "weight as Linear, LayerNorm weight then bias (not measured for GPT-2). compute_share as "
+    "for bert_base at batch 1, sequence length 1024: Conv1D backward = 2 x forward FLOPs "
+    "(2*1024*in*out); attention core (Q K^T and probs V, 2*1024*1024*768 forward FLOPs each, "
+    "the causal mask not discounted) backward = 2 x forward, put on attn.c_attn; LayerNorm 10 "
+    "FLOPs per output element (an estimate); embedding backward 1024*768 (scatter-add). GELU, "
+    "softmax, dropout and residual adds ignored. Shares normalized to sum to 1 and rounded to "
+    "8 significant digits."
+)
+
+
+SOURCES = {"mnist": MNIST_SOURCE, "bert_base": BERT_BASE_SOURCE, "bert_medium": BERT_MEDIUM_SOURCE,
+           "mobilenet_v2": MOBILENET_V2_SOURCE, "vit_s16": VIT_S16_SOURCE,
+           "distilbert": DISTILBERT_SOURCE, "gpt2_small": GPT2_SMALL_SOURCE}
 
 
 MODELS = {
@@ -292,6 +560,10 @@ MODELS = {
     "mnist": build_mnist,
     "bert_base": build_bert_base,
     "bert_medium": lambda: build_bert_base(BERT_MEDIUM),
+    "mobilenet_v2": build_mobilenet_v2,
+    "vit_s16": build_vit,
+    "distilbert": build_distilbert,
+    "gpt2_small": build_gpt2,
 }
 
 

@@ -26,7 +26,17 @@ EXPECTED = {
     "bert_base": (199, 109_482_240, "pooler.dense.bias", "embeddings.word_embeddings.weight"),
     # embeddings (30522 + 512 + 2) x 512 + 1024, 8 x 3,152,384 per layer, pooler 262,656
     "bert_medium": (135, 41_373_184, "pooler.dense.bias", "embeddings.word_embeddings.weight"),
+    # torchvision MobileNetV2 (width 1.0); timm vit_small_patch16_224; HuggingFace DistilBertModel
+    # (distilbert-base-uncased) and GPT2Model (gpt2): torchvision's / the model cards' counts
+    "mobilenet_v2": (158, 3_504_872, "classifier.1.bias", "features.0.0.weight"),
+    "vit_s16": (152, 22_050_664, "head.bias", "patch_embed.proj.bias"),
+    "distilbert": (100, 66_362_880, "transformer.layer.5.output_layer_norm.weight",
+                   "embeddings.word_embeddings.weight"),
+    "gpt2_small": (148, 124_439_808, "ln_f.weight", "wte.weight"),
 }
+
+#: bare nn.Parameters (timm ViT's), whose names end in neither .weight nor .bias
+BARE = {"cls_token", "pos_embed"}
 
 
 def load(name):
@@ -61,7 +71,7 @@ def test_counts_and_order(name):
     for t in tensors:
         assert t["dtype"] == "float32"
         assert all(isinstance(s, int) and s > 0 for s in t["shape"])
-        assert t["name"].endswith((".weight", ".bias"))
+        assert t["name"].endswith((".weight", ".bias")) or t["name"] in BARE
         assert "running" not in t["name"] and "num_batches" not in t["name"]
 
 
@@ -73,8 +83,10 @@ def _gpu_profiles():
         return json.load(f)["profiles"]
 
 
-#: the torchvision models, whose order runs/gpu-profiles recorded (not the MNIST example's Net, not BERT)
-TORCHVISION = sorted(set(EXPECTED) - {"mnist", "bert_base", "bert_medium"})
+#: the torchvision models whose order runs/gpu-profiles recorded (not the MNIST example's Net, not
+#: the transformers, not MobileNetV2)
+TORCHVISION = sorted(set(EXPECTED) - {"mnist", "bert_base", "bert_medium", "mobilenet_v2", "vit_s16",
+                                      "distilbert", "gpt2_small"})
 
 
 @pytest.mark.parametrize("name", TORCHVISION)
@@ -91,13 +103,22 @@ def test_backward_order_is_the_order_recorded_on_a_gpu(name):
         assert [shapes[n] for n in names] == [t["shape"] for t in load(name)["tensors"]]
 
 
+#: last name component of the Linear layers (and GPT-2's Conv1D, addmm: the same order)
+LINEAR_LAST = ("query", "key", "value", "dense",  # BERT
+               "qkv", "proj", "fc1", "fc2", "head",  # ViT (not patch_embed.proj, a Conv2d)
+               "q_lin", "k_lin", "v_lin", "out_lin", "lin1", "lin2",  # DistilBERT
+               "c_attn", "c_proj", "c_fc")  # GPT-2 Conv1D
+
+
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_within_layer_order_linear_bias_first_others_weight_first(name):
     names = [t["name"] for t in load(name)["tensors"]]
     for i, n in enumerate(names):
+        if n in BARE:
+            continue
         layer, kind = n.rsplit(".", 1)
         linear = (layer in ("fc", "fc1", "fc2") or layer.startswith("classifier.")
-                  or layer.rsplit(".", 1)[-1] in ("query", "key", "value", "dense"))  # BERT
+                  or (layer.rsplit(".", 1)[-1] in LINEAR_LAST and layer != "patch_embed.proj"))
         if kind == ("bias" if linear else "weight") and i + 1 < len(names):
             partner = layer + (".weight" if linear else ".bias")
             if partner in names:
@@ -176,6 +197,69 @@ def test_bert_base_shapes_and_bytes():
                           "embeddings.word_embeddings.weight"]
     qkv = [n for n in names if n.startswith("encoder.layer.0.attention.self.")]
     assert [n.split(".")[-2] for n in qkv] == ["value"] * 2 + ["key"] * 2 + ["query"] * 2
+
+
+#: a few shapes per layout, from the published definitions (torchvision mobilenetv2.py, timm
+#: vision_transformer.py, HuggingFace modeling_distilbert.py and modeling_gpt2.py)
+KNOWN_SHAPES = {
+    "mobilenet_v2": {"features.0.0.weight": [32, 3, 3, 3],
+                     "features.1.conv.0.0.weight": [32, 1, 3, 3],  # depthwise, no expansion (t = 1)
+                     "features.1.conv.1.weight": [16, 32, 1, 1], "features.1.conv.2.bias": [16],
+                     "features.2.conv.0.0.weight": [96, 16, 1, 1],  # expansion 6
+                     "features.2.conv.1.0.weight": [96, 1, 3, 3],
+                     "features.17.conv.2.weight": [320, 960, 1, 1], "features.17.conv.3.weight": [320],
+                     "features.18.0.weight": [1280, 320, 1, 1], "classifier.1.weight": [1000, 1280]},
+    "vit_s16": {"cls_token": [1, 1, 384], "pos_embed": [1, 197, 384],
+                "patch_embed.proj.weight": [384, 3, 16, 16], "blocks.0.attn.qkv.weight": [1152, 384],
+                "blocks.0.attn.qkv.bias": [1152], "blocks.11.attn.proj.weight": [384, 384],
+                "blocks.11.mlp.fc1.weight": [1536, 384], "blocks.11.mlp.fc2.weight": [384, 1536],
+                "norm.weight": [384], "head.weight": [1000, 384]},
+    "distilbert": {"embeddings.word_embeddings.weight": [30522, 768],
+                   "embeddings.position_embeddings.weight": [512, 768],
+                   "transformer.layer.0.attention.q_lin.weight": [768, 768],
+                   "transformer.layer.5.ffn.lin1.weight": [3072, 768],
+                   "transformer.layer.5.ffn.lin2.weight": [768, 3072],
+                   "transformer.layer.5.output_layer_norm.bias": [768]},
+    "gpt2_small": {"wte.weight": [50257, 768], "wpe.weight": [1024, 768],
+                   "h.0.attn.c_attn.weight": [768, 2304], "h.0.attn.c_attn.bias": [2304],  # Conv1D [in, out]
+                   "h.11.attn.c_proj.weight": [768, 768], "h.11.mlp.c_fc.weight": [768, 3072],
+                   "h.11.mlp.c_proj.weight": [3072, 768], "ln_f.bias": [768]},
+}
+#: the last tensors in backward order (the layers that run first), and the projection that carries
+#: the attention core's FLOPs (more than the block's output projection of the same shape or smaller)
+TAIL = {
+    "mobilenet_v2": ["features.1.conv.0.0.weight", "features.0.1.weight", "features.0.1.bias",
+                     "features.0.0.weight"],
+    # pos_embed is added last in the forward pass, after the class token is concatenated to the patches
+    "vit_s16": ["pos_embed", "cls_token", "patch_embed.proj.weight", "patch_embed.proj.bias"],
+    # DistilBERT and GPT-2 look up words, then positions
+    "distilbert": ["embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias",
+                   "embeddings.position_embeddings.weight", "embeddings.word_embeddings.weight"],
+    "gpt2_small": ["h.0.ln_1.weight", "h.0.ln_1.bias", "wpe.weight", "wte.weight"],
+}
+ATTENTION = {"vit_s16": ("blocks.0.attn.qkv", "blocks.0.attn.proj"),
+             "distilbert": ("transformer.layer.0.attention.v_lin", "transformer.layer.0.attention.q_lin"),
+             "gpt2_small": ("h.0.attn.c_attn", "h.0.mlp.c_fc")}
+
+
+@pytest.mark.parametrize("name", sorted(KNOWN_SHAPES))
+def test_published_model_shapes_and_order(name):
+    tensors = load(name)["tensors"]
+    t = {x["name"]: x["shape"] for x in tensors}
+    for n, shape in KNOWN_SHAPES[name].items():
+        assert t[n] == shape, n
+    assert [x["name"] for x in tensors[-len(TAIL[name]):]] == TAIL[name]
+    share = {x["name"]: x["compute_share"] for x in tensors}
+    if name in ATTENTION:
+        core, other = ATTENTION[name]
+        assert share[core + ".bias"] > share[other + ".bias"] > 0.0
+    if name == "mobilenet_v2":  # InvertedResidual: 6 tensors without expansion (features.1), else 9
+        per_block = [sum(n.startswith(f"features.{i}.") for n in t) for i in range(19)]
+        assert per_block == [3, 6] + [9] * 16 + [3]
+    else:  # transformer blocks in reverse: 12 (ViT, GPT-2) or 16 (DistilBERT) tensors each
+        prefix = {"vit_s16": "blocks.", "distilbert": "transformer.layer.", "gpt2_small": "h."}[name]
+        seq = [int(n[len(prefix):].split(".")[0]) for n in t if n.startswith(prefix)]
+        assert seq == sorted(seq, reverse=True)
 
 
 def _load_script():
