@@ -138,6 +138,22 @@ def cases(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], env
     return out
 
 
+def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = "setup.model"):
+    """Predict one real replay trial with ``fenv`` (a :class:`autotuner.fit.store.FittedEnv`):
+    the trial's layout (``setup.model``: shipped name or a layout stored with the env under
+    ``env_path``), its emulated compute (``setup.compute_ms``, forward 1/3 and backward 2/3 as
+    :mod:`autotuner.realrun.replay` sleeps them, plus ``setup.update_ms``), the trial's shape
+    (``setup.testbed_hosts`` x ``setup.ranks_per_host``; else the env's cluster) and the env's
+    backend. Returns the :class:`autotuner.model.simulator.StepResult`. Raises KeyError for a
+    setup without ``compute_ms``, ScenarioError for an unknown layout."""
+    wl = replace(workload_for(float(setup["compute_ms"]) * 1e-3), update_s=float(setup.get("update_ms", 0.0)) * 1e-3)
+    L = load_data_layout(setup["model"], env_path, where)
+    hosts, rph = setup.get("testbed_hosts"), setup.get("ranks_per_host")
+    cluster = fenv.cluster if hosts is None else Cluster(int(hosts), int(rph))
+    backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
+    return simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, cluster, backend=backend)
+
+
 def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = False) -> list[Case]:
     """Real trials of a ``validation`` env: the fit's own records (marked calibrated) and every
     other ``validation/*.jsonl`` (held out: their configurations were not used by the fit).
@@ -168,20 +184,18 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
                                    shape), []).append(r)
         backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
         for (model, label, _, shape), rs in groups.items():
+            cfg = Config.from_dict(rs[0]["config"])
             if transfer or held_out_only:
-                st = rs[0]["setup"]
-                if "compute_ms" not in st:
+                if "compute_ms" not in rs[0]["setup"]:
                     continue
-                wl = replace(workload_for(float(st["compute_ms"]) * 1e-3), update_s=float(st.get("update_ms", 0.0)) * 1e-3)
-                L = load_data_layout(model, env.path, f"{f.name}: setup.model")
+                sim = simulate_trial(fenv, env.path, cfg, rs[0]["setup"], f"{f.name}: setup.model")
             elif model not in fenv.workloads:
                 continue
             else:
                 wl = fenv.workloads[model][1]
                 L = fenv.layout_for(model)
-            cfg = Config.from_dict(rs[0]["config"])
-            cluster = fenv.cluster if shape[0] is None else Cluster(int(shape[0]), int(shape[1]))
-            sim = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, cluster, backend=backend)
+                cluster = fenv.cluster if shape[0] is None else Cluster(int(shape[0]), int(shape[1]))
+                sim = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, cluster, backend=backend)
             tag = (f"{model} {label} ({cfg.fusion_threshold_mb:g} MiB, {cfg.cycle_time_ms:g} ms"
                    + (", cache off" if cfg.cache_capacity == 0 else "")
                    + (", hierarchical" if cfg.hierarchical_allreduce else "") + ")"
@@ -222,4 +236,51 @@ def summary(cs: list[Case]) -> list[dict]:
                     "held_out_mape_percent": float(np.mean([abs(c.error_pct) for c in held])) if held else None,
                     "held_out_worst": None if worst is None else {"quantity": worst.what,
                                                                   "error_percent": worst.error_pct}})
+    return out
+
+
+def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], env: str) -> dict:
+    """How far ``env``'s fitted model has been checked against real runs (a model file's
+    ``trust``, :class:`autotuner.schemas.TrustEntry`).
+
+    ``configurations``: held-out step times of :func:`cases` (numbers the fit did not use);
+    ``mean_error_pct`` / ``worst_pct``: their mean absolute and worst signed error (%);
+    ``trials``: the ok real trials behind them (validation records; a lab report's rows count one
+    each); ``repeat_spread_pct``: median over configurations run >= 2 times of (max - min) / median
+    of their trials' step times (%); ``band``: the larger of the mean error and the repeat spread,
+    as a fraction: predicted differences inside it are not evidence. An env with no held-out step
+    time gives ``{"trials": 0, "configurations": 0}`` (never checked). Never raises for a missing
+    runs folder or env (never checked)."""
+    from ..errors import AutotunerError
+    from ..readers.runs import parse_records
+
+    try:
+        cs = [c for c in cases(runs_dir, model_dir, env) if c.what.endswith("step time (ms)") and not c.calibrated]
+    except AutotunerError:
+        cs = []
+    out: dict = {"trials": 0, "configurations": len(cs)}
+    if not cs:
+        return out
+    err = np.array([c.error_pct for c in cs])
+    spreads, trials = [], 0
+    dirs = [Path(runs_dir)] if isinstance(runs_dir, (str, Path)) else [Path(d) for d in runs_dir]
+    folder = next((d / env for d in dirs if (d / env / "env.toml").is_file()), None)
+    groups: dict[tuple, list[float]] = {}
+    for f in sorted((folder / "validation").glob("*.jsonl")) if folder is not None else []:
+        recs, _ = parse_records(f.read_text(errors="replace"), f.name)
+        for r in recs:
+            if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):
+                key = (f.name, r["setup"].get("model"), json.dumps(r["config"], sort_keys=True),
+                       r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
+                groups.setdefault(key, []).append(float(r["measured_step_time_ms"]))
+    for rs in groups.values():
+        trials += len(rs)
+        if len(rs) >= 2:
+            spreads.append((max(rs) - min(rs)) / float(np.median(rs)) * 100)
+    out["trials"] = trials or len(cs)
+    out["mean_error_pct"] = float(np.mean(np.abs(err)))
+    out["worst_pct"] = float(err[np.argmax(np.abs(err))])
+    if spreads:
+        out["repeat_spread_pct"] = float(np.median(spreads))
+    out["band"] = max(out["mean_error_pct"], out.get("repeat_spread_pct", 0.0)) / 100
     return out

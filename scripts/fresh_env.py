@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Issue 20's fresh-environment protocol, in one command: measure a new environment, fit it on
+its sweep alone, ask suggest for a layout no fit has seen, replay >= 10 configurations of that
+layout for real (interleaved repeats), then print MAPE, worst, bias, Kendall tau and the pick
+against the defaults and autotune's best.
+
+    python scripts/fresh_env.py --env fresh-3gbit --model vit_s16 --compute-ms 300 -- --bandwidth-gbit 3
+    python scripts/fresh_env.py --env fresh-2x1-2gbit --model distilbert -- --testbed-hosts 2 \\
+        --ranks-per-host 1 --link-gbit 2
+    python scripts/fresh_env.py --env fresh-3gbit --model vit_s16 --only report   # figures again
+
+Arguments after ``--`` are the testbed options ``measure`` and ``validate`` share. Every phase
+resumes: ``measure`` and ``validate`` append item by item / trial by trial and measure only what
+is missing; the fit goes to ``autotuner/models/<env>.json`` (the env's sweep only: a temporary
+runs folder holding just that env); suggest's pick is kept in
+``runs/<env>/validation/pick-<model>.json`` and reused. Records: ``runs/<env>/sweep.jsonl``,
+``runs/<env>/validation/fresh-<model>.jsonl`` (+ its report); figures:
+``runs/<env>/validation/fresh-<model>-protocol.txt`` (``--only report`` rewrites it with the
+code of the day: the replays are never refitted).
+
+Root is needed for the emulated links. Run on a quiet machine, one protocol at a time.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "runs"
+MODELS = ROOT / "autotuner" / "models"
+
+#: The replayed grid besides suggest's pick, the defaults and autotune's best: fusion 0 / 1 / 4 /
+#: 8 / 16 / 32 / 64 MiB at a few cycle times, and the defaults with the response cache off.
+GRID = [
+    {"fusion_threshold_mb": 0, "cycle_time_ms": 1},
+    {"fusion_threshold_mb": 1, "cycle_time_ms": 1},
+    {"fusion_threshold_mb": 4, "cycle_time_ms": 5},
+    {"fusion_threshold_mb": 8, "cycle_time_ms": 2},
+    {"fusion_threshold_mb": 16, "cycle_time_ms": 10},
+    {"fusion_threshold_mb": 32, "cycle_time_ms": 5},
+    {"fusion_threshold_mb": 64, "cycle_time_ms": 25},
+    {"fusion_threshold_mb": 128, "cycle_time_ms": 1, "cache_capacity": 0},
+]
+
+
+def sh(*argv: str, stdout=None) -> None:
+    print("+ " + " ".join(argv), file=sys.stderr, flush=True)
+    subprocess.run(argv, check=True, stdout=stdout, cwd=ROOT)
+
+
+def fit_alone(env: str, out: Path = MODELS) -> None:
+    """Fit ``env`` on its sweep alone: a temporary runs folder holding only its env.toml, sweep
+    records and sweep timelines (not its replays), so the model, and the error band suggest
+    borrows for a never-checked env, owe nothing to the replays reported against them."""
+    with tempfile.TemporaryDirectory() as tmp:
+        d = Path(tmp) / env
+        d.mkdir()
+        for name in ("env.toml", "sweep.jsonl", "timelines"):
+            (d / name).symlink_to(RUNS.resolve() / env / name)
+        sh("autotuner", "fit", tmp, "--out", str(out))
+
+
+def report(env: str, model: str) -> list[str]:
+    sys.path.insert(0, str(ROOT))
+    from autotuner.fit.store import load_env
+    from autotuner.views.accuracy import simulate_trial
+    from autotuner.views.protocol import format_report, rows_from_records, summary
+    from autotuner.readers.runs import parse_records
+
+    path = RUNS / env / "validation" / f"fresh-{model}.jsonl"
+    recs, _ = parse_records(path.read_text(), path.name)
+    with tempfile.TemporaryDirectory() as tmp:  # the code of the day, on the sweep alone
+        fit_alone(env, Path(tmp))
+        fenv = load_env([Path(tmp)], env)
+    rows = rows_from_records(recs, lambda cfg, setup: simulate_trial(fenv, RUNS / env, cfg, dict(setup)).step_time_ms)
+    return format_report(rows, summary(rows, pick_label="proposal-1"))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--env", required=True)
+    ap.add_argument("--model", required=True, help="a layout no committed fit has seen")
+    ap.add_argument("--compute-ms", type=float, default=300.0)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--wait", choices=("spin", "sleep"), default="spin",
+                    help="measure --wait and validate --replay-wait")
+    ap.add_argument("--only", choices=("measure", "fit", "suggest", "validate", "report"))
+    ap.add_argument("testbed", nargs=argparse.REMAINDER, help="after --: measure/validate testbed options")
+    a = ap.parse_args()
+    tb = [x for x in a.testbed if x != "--"]
+    val = RUNS / a.env / "validation"
+    pick = val / f"pick-{a.model}.json"
+    phases = [a.only] if a.only else ["measure", "fit", "suggest", "validate", "report"]
+    if "measure" in phases:
+        sh("autotuner", "measure", "--env", a.env, "--runs-dir", str(RUNS), "--wait", a.wait, *tb)
+    if "fit" in phases:
+        fit_alone(a.env)
+    if "suggest" in phases and not pick.exists():
+        val.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=val, delete=False) as f:
+            sh("autotuner", "suggest", "--model", a.model, "--env", a.env, "--model-dir", str(MODELS),
+               "--compute-ms", f"{a.compute_ms:g}", "--compression", "none", "--top", "1", "--json", stdout=f)
+        Path(f.name).replace(pick)
+    if "validate" in phases:
+        picked = json.loads(pick.read_text())["proposals"][0]["config"]
+        props = val / f"fresh-{a.model}-proposals.json"
+        props.write_text(json.dumps([picked] + GRID, indent=1) + "\n")
+        sh("autotuner", "validate", "--env", a.env, "--model", a.model, "--compute-ms", f"{a.compute_ms:g}",
+           "--proposals", str(props), "--repeats", str(a.repeats), "--name", f"fresh-{a.model}",
+           "--runs-dir", str(RUNS), "--model-dir", str(MODELS), "--replay-wait", a.wait, "--keep-timelines", *tb)
+    if "report" in phases:
+        lines = report(a.env, a.model)
+        print("\n".join(lines))
+        out = val / f"fresh-{a.model}-protocol.txt"
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text("\n".join(lines) + "\n")
+        tmp.replace(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
