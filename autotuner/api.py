@@ -177,6 +177,11 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
         problems += env.problems
         png = bandwidth_plot(d, model_dir / f"{d['env']}-bandwidth.png")
         fitted.append((d, path, png))
+    from .views.accuracy import trust_of
+
+    for d, path, _ in fitted:  # every model written first: trust_of predicts with the new fits
+        d["trust"] = trust_of(runs_dir, model_dir, d["env"])
+        write_model(model_dir, d)
     if not fitted:  # one line, naming every problem, and nothing written
         raise FitError(f"no environment could be fitted: {'; '.join(problems)}")
     return fitted, problems
@@ -201,6 +206,54 @@ def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int 
     strategy = strategy or BayesStrategy(n_calls=n_calls, seed=seed, progress=progress)
     trials = strategy.trials(sc, ref, fixed)
     return trials, top_distinct(trials, top, ref)
+
+
+def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
+    """The error band ``suggest`` holds a predicted gain against, and the trust line every
+    prediction carries (issue 20).
+
+    Where ``fenv`` (a :class:`autotuner.fit.store.FittedEnv`) has been checked against real
+    trials (its model file's ``trust``, written by ``fit``: :func:`autotuner.views.accuracy.trust_of`),
+    the band is its own: the larger of its held-out mean error and its repeat spread. Otherwise it
+    is borrowed: the largest band of the checked environments measured on the same backend in
+    ``model_dir`` (every folder searched), or of all checked environments when none shares the
+    backend. Returns ``band`` (a fraction, >= :data:`autotuner.search.ranking.MIN_GAIN`),
+    ``source`` (one line: whose band and why), ``line`` (the trust line: "checked on N real
+    trials, mean error X %, worst Y %" or "never checked against a real run") and ``trust``."""
+    from .fit.store import find_models, model_dirs
+    from .readers.files import read_json
+    from .search.ranking import MIN_GAIN
+
+    t = fenv.raw.get("trust") or {}
+    if t.get("configurations"):
+        line = (f"checked on {t['trials']} real trials ({t['configurations']} configurations): mean error "
+                f"{t['mean_error_pct']:.1f} %, worst {t['worst_pct']:+.1f} %")
+        spread = t.get("repeat_spread_pct")
+        src = (f"its own: mean error {t['mean_error_pct']:.1f} %"
+               + (f", repeat spread {spread:.1f} %" if spread is not None else ""))
+        return {"band": max(float(t["band"]), MIN_GAIN), "source": src, "line": line, "trust": t}
+    backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower()
+    same, other = [], []
+    for name, path in find_models(model_dirs(model_dir)).items():
+        if name == fenv.name:
+            continue
+        try:
+            d = read_json(path, ScenarioError, str(path))
+        except ScenarioError:
+            continue
+        tt = d.get("trust") or {} if isinstance(d, dict) else {}
+        if tt.get("configurations") and tt.get("band") is not None:
+            b = str((d.get("cluster") or {}).get("backend") or "").lower()
+            (same if b == backend else other).append((float(tt["band"]), name))
+    pool = same or other
+    line = "never checked against a real run"
+    if not pool:
+        return {"band": MIN_GAIN, "source": f"no checked environment to borrow from: the {MIN_GAIN:.1%} tie rule",
+                "line": line, "trust": t}
+    band, name = max(pool)
+    why = f"same backend ({backend})" if same else "no checked env shares its backend"
+    return {"band": max(band, MIN_GAIN), "line": line, "trust": t,
+            "source": f"borrowed from {name}, the largest of {len(pool)} checked environment(s), {why}"}
 
 
 def simulate_result(sc: Scenario, cfg: Config, r: StepResult | None = None) -> dict[str, Any]:
@@ -277,7 +330,7 @@ def profile_model(spec: str, out: Path, *, input_shape: str, batch_size: int, de
 
 def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, progress=None,
             fixed: Mapping[str, Any] | None = None, strategy: str = "bayes",
-            compressions: Sequence[str] | None = None) -> dict[str, Any]:
+            compressions: Sequence[str] | None = None, band: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``autotuner suggest``: search, then the reference and the top proposals with their
     predicted step time (ms), speed-up over the reference, autotune score, ``horovodrun`` flags,
     ``HOROVOD_*`` variables and gradient ``compression`` (with ``compression_code``: the
@@ -299,12 +352,25 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
     Hierarchical allreduce is never searched nor proposed where the scenario's backend has none
     (:attr:`~autotuner.model.scenario.Scenario.has_hierarchical_allreduce`); a fixed
     ``hierarchical_allreduce`` on is then kept off and ``notes`` says why (one line each).
+    Noise-aware, minimal-change choice (issue 20; :func:`autotuner.search.ranking.minimal_change`):
+    ``band`` is :func:`error_band`'s result for the env (None: the :data:`MIN_GAIN` tie rule).
+    The search's trials and the whole default grid around the reference
+    (:func:`autotuner.search.grid.neighbourhood`) are pooled; a proposal is made only when the
+    best is predicted faster than the reference by more than the band, and it is then the
+    configuration within the band of the best that changes the fewest knobs, then has the
+    smallest fusion buffer. ``pick`` gives the band, its source, the predicted gain and the range
+    of equally good thresholds (MiB) and cycle times (ms); ``knob_only`` the best proposal
+    without compression, always; ``trust``: the env's trust line.
+
     Raises ScenarioError for another strategy, an unknown compression, or a lossy one
     (:data:`~autotuner.model.scenario.LOSSY`: never proposed).
     """
     import time
 
-    from .search.ranking import MIN_GAIN
+    import pandas as pd
+
+    from .search.grid import COLUMNS, neighbourhood
+    from .search.ranking import MIN_GAIN, Origin, Trial, minimal_change
 
     comps = list(HOROVOD_COMPRESSIONS if compressions is None else compressions)
     if not comps:
@@ -335,7 +401,7 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
         raise ScenarioError(f"unknown search strategy {strategy!r}; use bayes or grid")
     ref = replace(DEFAULTS_0_28, **(fixed or {}))
     scs = {c: replace(sc, compression=str(c)) for c in comps}
-    n_trials, found = 0, {}
+    n_trials, found, all_trials = 0, {}, {}
     for k, c in enumerate(comps):
         prog = None if progress is None else (
             lambda done, total, k=k: progress(done + k * total, total * len(comps)))
@@ -343,12 +409,24 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
                                        strategy=strat)
         n_trials += len(trials)
         found[c] = best
+        all_trials[c] = trials
+    band_f = float(band["band"]) if band else MIN_GAIN
+    picks = {}
+    for c in comps:  # pool the search's trials with the grid around the reference, per compression
+        rows = pd.DataFrame([{**{k: v for k, v in t.config.to_dict().items() if k in COLUMNS},
+                              "step_time_ms": t.step_time_s * 1e3} for t in all_trials[c]])
+        grid = neighbourhood(scs[c], ref, fixed or {})
+        picks[c] = minimal_change(pd.concat([grid, rows[COLUMNS]], ignore_index=True), ref, band_f)
+        n_trials += len(grid)
     wall = time.perf_counter() - t0
     base = scs[refc].simulate(ref)
-    cut = found[refc][0].step_time_s * (1 - MIN_GAIN)
-    winners = sorted(((t, c) for c in comps[1:] for t in found[c] if t.step_time_s < cut),
-                     key=lambda tc: tc[0].step_time_s)
-    picked = (winners + [(t, refc) for t in found[refc]])[:top]
+    kp = picks[refc]
+    knob_pick = Trial(kp.config, kp.step_time_s, Origin.search)
+    cut = kp.best_step_time_s * (1 - band_f)
+    winners = sorted(((Trial(picks[c].config, picks[c].step_time_s, Origin.search), c) for c in comps[1:]
+                      if picks[c].best_step_time_s < cut), key=lambda tc: tc[0].step_time_s)
+    rest = [(t, refc) for t in found[refc] if t.config != kp.config]
+    picked = (winners + [(knob_pick, refc)] + rest)[:top]
 
     def entry(c: Config, comp: Compression, r: StepResult | None = None) -> dict:
         r = r or scs[comp].simulate(c)
@@ -360,10 +438,15 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
            "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
            "default": entry(ref, refc, base), "proposals": [entry(t.config, c) for t, c in picked],
            "evaluations": n_trials, "search_seconds": wall}
-    res["keep_defaults"] = res["proposals"][0]["speedup_vs_default"] < 1 + MIN_GAIN
+    res["keep_defaults"] = kp.keep_defaults and not winners
+    res["knob_only"] = entry(kp.config, refc)
+    res["pick"] = {"band": band_f, "band_source": band["source"] if band else f"the {MIN_GAIN:.1%} tie rule",
+                   "gain": kp.gain, "best_step_time_ms": kp.best_step_time_s * 1e3, "best_config": kp.best.to_dict(),
+                   "equivalent": kp.equivalent, "threshold_mib": list(kp.threshold_mib), "cycle_ms": list(kp.cycle_ms)}
+    res["trust"] = band["line"] if band else None
     res["strategy"] = str(strategy)
     res["backend"] = sc.backend  # the --backend what-if simulated (None: the env's own)
-    res["min_gain"] = MIN_GAIN
+    res["min_gain"] = band_f
     res["compressions_searched"] = [str(c) for c in comps]
     res["best_by_compression"] = {str(c): found[c][0].step_time_s * 1e3 for c in comps}
     res["compression_notes"] = {str(c): COMPRESSION_NUMERICS[c] for c in dict.fromkeys(

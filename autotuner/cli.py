@@ -306,12 +306,13 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
             knobs: dict = None) -> None:
     """Search the knobs (and the gradient compression, none or fp16) with Bayesian optimization; print the best
     settings and their flags."""
+    from .api import error_band
     from .api import suggest as run_suggest
 
     fixed = _fixed(knobs)
     if compression is not None and compression in LOSSY:  # before loading anything: one line, exit 2
         raise AutotunerError(f"suggest never proposes lossy compression: {LOSSY[compression]}")
-    sc, _ = make_scenario(model_search_path(model_dir), env, model, nodes=nodes, gpus_per_node=gpus_per_node,
+    sc, fenv = make_scenario(model_search_path(model_dir), env, model, nodes=nodes, gpus_per_node=gpus_per_node,
                           bandwidth_gbps=bandwidth_gbps, compression=compression or Compression.none,
                           compute_ms=compute_ms, backend=backend)
     with Progress(TextColumn("searching"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
@@ -319,7 +320,8 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         task = prog.add_task("search", total=None)
         res = run_suggest(sc, top=top, n_calls=n_calls, seed=seed, fixed=fixed, strategy=strategy,
                           progress=lambda done, total: prog.update(task, completed=done, total=total),
-                          compressions=None if compression is None else (compression,))
+                          compressions=None if compression is None else (compression,),
+                          band=error_band(model_search_path(model_dir), fenv))
     for n in res.get("notes", ()):
         err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
@@ -341,9 +343,21 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                   f"{p['speedup_vs_default']:.3f}x", f"{p['score_bytes_per_us']:.1f}")
     out.print(t)
     b = res["proposals"][0]
+    pk = res["pick"]
+    out.print(f"trust:             {sc.env}: {res['trust']}", highlight=False, soft_wrap=True)
+    out.print(f"error band:        {pk['band']:.1%} ({pk['band_source']})", highlight=False, soft_wrap=True)
     if res["keep_defaults"]:
-        out.print("No configuration is predicted meaningfully faster than the reference here: keep it "
-                  "(the proposals tie with it).", highlight=False)
+        out.print(f"Keep the defaults: the best configuration found is predicted {pk['gain']:.1%} faster "
+                  f"({pk['best_step_time_ms']:.1f} vs {res['default']['step_time_ms']:.1f} ms), inside the "
+                  f"{pk['band']:.1%} error band.", highlight=False, soft_wrap=True)
+    else:
+        ko = res["knob_only"]["config"]
+        out.print(f"knobs only:        {ko['fusion_threshold_mb']:g} MiB, {ko['cycle_time_ms']:g} ms, cache "
+                  f"{'on' if ko['cache_capacity'] else 'off'}: {res['knob_only']['step_time_ms']:.1f} ms "
+                  f"(best found {pk['best_step_time_ms']:.1f} ms; gain {pk['gain']:.1%} > band {pk['band']:.1%}); "
+                  f"equally good within the band: {pk['threshold_mib'][0]:g}-{pk['threshold_mib'][1]:g} MiB, "
+                  f"{pk['cycle_ms'][0]:g}-{pk['cycle_ms'][1]:g} ms ({pk['equivalent']} configurations)",
+                  highlight=False, soft_wrap=True)
     out.print("horovodrun flags:  " + " ".join(b["horovodrun_flags"]), highlight=False)
     out.print("environment:       " + " ".join(f"{k}={v}" for k, v in b["env_vars"].items()), highlight=False)
     _print_compression(res, b)

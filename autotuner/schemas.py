@@ -612,6 +612,8 @@ class NegotiationEntry(_Schema):
     cache_ops: Index = 1
     nocache_ops: Index = 4
     per_tensor_us: NonNeg = 5.0
+    busy_us: NonNeg | None = None
+    nocache_us: NonNeg | None = None
 
 
 class HostPassesEntry(_Schema):
@@ -691,6 +693,19 @@ def _all_finite(v: Any) -> Any:
     return v
 
 
+class TrustEntry(_Schema):
+    """A model file's ``trust``: held-out step times compared (``configurations``, from
+    ``trials`` real trials), their mean absolute and worst signed error (%), the median range of
+    repeated trials of one configuration (% of its median), and the error band (a fraction)."""
+
+    trials: Annotated[int, Field(ge=0)]
+    configurations: Annotated[int, Field(ge=0)]
+    mean_error_pct: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    worst_pct: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    repeat_spread_pct: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
+    band: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+
+
 class ModelFile(_Schema):
     """A fitted model (``autotuner.model/1``, written by ``fit``, read by every other command)."""
 
@@ -705,6 +720,9 @@ class ModelFile(_Schema):
     workloads: dict[Text, WorkloadEntry]
     #: compute contention of ranks sharing one host (CPU ranks), or None
     contention: ContentionEntry | None = None
+    #: how far this env's predictions were checked against its real trials (``fit``:
+    #: :func:`autotuner.views.accuracy.trust_of`), or None
+    trust: TrustEntry | None = None
 
 
 # --- validation records ---------------------------------------------------------------------

@@ -56,6 +56,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     recs, problems = read_sweep_records(src, f"{env.path.name}/{meta['source']}")
     env.problems += problems
     tls = sorted((src.parent).glob(TIMELINE_GLOB))
+    cycles: dict[tuple[str, bool], list[float]] = {}  # (tier, cache on) -> negotiation per busy cycle (s)
     # per tier (the file name's first word: single | intra | inter), response bytes -> durations (s)
     pooled: dict[str, dict[int, list[float]]] = {}
     mem: list[tuple[int, float]] = []
@@ -74,6 +75,8 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
         for n, d in zip(df["nbytes"], df["duration_s"]):
             if d > 0:
                 by_size.setdefault(int(n), []).append(float(d))
+        tier_name, job = f.name.split("-", 1)[0], f.name.split("-", 1)[1].rsplit("-", 1)[0]
+        cycles.setdefault((tier_name, job != "cache-off"), []).extend(cycle_negotiation_s(tl))
         hs = response_host_samples(tl)
         mem += hs.memcpy
         gaps += hs.gaps
@@ -103,6 +106,12 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     neg_info = _per_tensor([r for r in recs if r.get("tier", first) == first])  # the fitted tier's batches only
     if neg_info.get("per_tensor_us") is not None:
         cost = replace(cost, negotiation=replace(cost.negotiation, per_tensor_s=neg_info["per_tensor_us"] * 1e-6))
+    cyc_info = _cycle_negotiation(cycles, first)
+    if cyc_info.get("cache_on_ms") is not None:
+        cost = replace(cost, negotiation=replace(
+            cost.negotiation, busy_s=cyc_info["cache_on_ms"] * 1e-3,
+            nocache_s=None if cyc_info.get("cache_off_ms") is None else cyc_info["cache_off_ms"] * 1e-3))
+    neg_info["per_cycle"] = cyc_info
     fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
                 "other_tiers": tiers_info,
                 "a_ms": lin.a_s * 1e3, "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2,
@@ -148,3 +157,46 @@ def _per_tensor(recs: list[dict[str, Any]]) -> dict[str, Any]:
     info["note"] = f"slope of (cache off - cache on) mean batch time per tensor, / {ranks} ranks"
     return info
 
+
+
+#: fewest busy cycles of a job kind for the per-cycle negotiation to be taken from a sweep
+MIN_CYCLES = 20
+
+
+def cycle_negotiation_s(tl) -> list[float]:
+    """The negotiation of every cycle that performed a response, read off one timeline (s): from
+    the cycle's mark (``CYCLE_START``, written by ``RunLoopOnce`` once the cycle's sleep ends,
+    horovod/common/operations.cc) to the start of the cycle's first response (its collective's
+    start, less its MEMCPY_IN_FUSION_BUFFER). In between, Horovod 0.28.1 runs
+    ``Controller::ComputeResponseList`` (horovod/common/controller.cc): with the response cache,
+    ``CoordinateCacheAndState``'s bit-vector allreduces over the controller's Gloo context
+    (gloo_controller.cc ``CrossRankBitwiseAnd``/``Or``), which wait for the slowest rank to
+    reach its cycle; without it, the coordinator's gather and broadcast of requests. Empty when
+    the timeline has no cycle marks (``--timeline-mark-cycles``)."""
+    cyc = np.array(sorted(tl.cycle_starts_us), float)
+    if cyc.size == 0:
+        return []
+    rs = sorted((r for r in tl.responses if r.op == "allreduce"), key=lambda r: r.start_us)
+    out, seen = [], set()
+    for r in rs:
+        k = int(np.searchsorted(cyc, r.start_us, side="right")) - 1
+        if k < 0 or k in seen:
+            continue
+        seen.add(k)
+        d = r.start_us - r.memcpy_in_us - cyc[k]
+        if d >= 0:
+            out.append(d * 1e-6)
+    return out
+
+
+def _cycle_negotiation(cycles: dict[tuple[str, bool], list[float]], tier: str) -> dict[str, Any]:
+    """Per-cycle negotiation of the fitted ``tier``: the mean over its busy cycles (a step pays
+    the sum, so the mean, heavy tail included), cache on (the main and fusion-off jobs) and off
+    (the cache-off job); None where fewer than :data:`MIN_CYCLES` cycles were seen."""
+    info: dict[str, Any] = {"note": "mean of CYCLE_START -> first response start over the sweep's busy cycles"}
+    for key, on in (("cache_on", True), ("cache_off", False)):
+        v = cycles.get((tier, on), [])
+        info[f"{key}_cycles"] = len(v)
+        info[f"{key}_ms"] = float(np.mean(v)) * 1e3 if len(v) >= MIN_CYCLES else None
+        info[f"{key}_median_ms"] = float(np.median(v)) * 1e3 if v else None
+    return info

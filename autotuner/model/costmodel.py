@@ -141,20 +141,32 @@ class Negotiation:
 
     ``ctrl_op_s`` (one small controller collective, s) is set by ``fit`` from the fitted
     latency; ``per_tensor_s`` is an estimate, not identifiable from the lab reports.
+    Where a sweep measured them (:mod:`autotuner.fit.sweep` :func:`~autotuner.fit.sweep.cycle_negotiation_s`:
+    the timeline from a cycle's mark to its first response, mean over the busy cycles), a cycle
+    that negotiates tensors costs ``busy_s`` with the cache on and hitting, and ``nocache_s``
+    (+ the per-tensor work) with the cache off or missing, in place of the products of
+    ``ctrl_op_s``: those cycles start when the slowest rank reaches them, which one small
+    collective's latency does not show. Idle cycles keep the products. None: not measured.
     """
 
     ctrl_op_s: float = 100e-6
     cache_ops: int = 1
     nocache_ops: int = 4
     per_tensor_s: float = 5e-6
+    busy_s: float | None = None
+    nocache_s: float | None = None
 
     def cycle_s(self, n_tensors: int, p: int, cache_enabled: bool, all_hits: bool) -> float:
         """Negotiation time (s) of a cycle negotiating ``n_tensors`` on ``p`` ranks."""
         if p <= 1:
             return 0.0
+        busy = n_tensors > 0
+        if busy and cache_enabled and all_hits and self.busy_s is not None:
+            return self.busy_s
         t = self.cache_ops * self.ctrl_op_s if cache_enabled else 0.0
-        if not cache_enabled or (n_tensors > 0 and not all_hits):
-            t += self.nocache_ops * self.ctrl_op_s + self.per_tensor_s * n_tensors * p
+        if not cache_enabled or (busy and not all_hits):
+            t += ((self.nocache_s if busy and self.nocache_s is not None else self.nocache_ops * self.ctrl_op_s)
+                  + self.per_tensor_s * n_tensors * p)
         return t
 
 
@@ -350,7 +362,11 @@ class CostModel:
             "negotiation": {"ctrl_op_us": self.negotiation.ctrl_op_s * 1e6,
                             "cache_ops": self.negotiation.cache_ops,
                             "nocache_ops": self.negotiation.nocache_ops,
-                            "per_tensor_us": self.negotiation.per_tensor_s * 1e6},
+                            "per_tensor_us": self.negotiation.per_tensor_s * 1e6,
+                            **({} if self.negotiation.busy_s is None
+                               else {"busy_us": self.negotiation.busy_s * 1e6}),
+                            **({} if self.negotiation.nocache_s is None
+                               else {"nocache_us": self.negotiation.nocache_s * 1e6})},
             **({"host_passes": self.host.to_dict()} if self.host else {}),
             **({"backends": {k: b.to_dict() for k, b in self.backends}} if self.backends else {}),
         }
@@ -367,7 +383,10 @@ class CostModel:
             negotiation=Negotiation(ctrl_op_s=float(n.get("ctrl_op_us", 100)) * 1e-6,
                                     cache_ops=int(n.get("cache_ops", 1)),
                                     nocache_ops=int(n.get("nocache_ops", 4)),
-                                    per_tensor_s=float(n.get("per_tensor_us", 5)) * 1e-6),
+                                    per_tensor_s=float(n.get("per_tensor_us", 5)) * 1e-6,
+                                    busy_s=None if n.get("busy_us") is None else float(n["busy_us"]) * 1e-6,
+                                    nocache_s=(None if n.get("nocache_us") is None
+                                               else float(n["nocache_us"]) * 1e-6)),
             host=HostPasses.from_dict(d["host_passes"]) if d.get("host_passes") else None,
             backends=tuple((k, BackendCost.from_dict(v)) for k, v in (d.get("backends") or {}).items()),
         )

@@ -112,23 +112,49 @@ class GridStrategy:
         fixed = pin_unsupported_off(fixed, getattr(sc, "effective_backend", None))
         f = np.asarray(self.fusion_mb if self.fusion_mb is not None else GRID_FUSION_MB, dtype=float)
         c = np.asarray(self.cycle_ms if self.cycle_ms is not None else GRID_CYCLE_MS, dtype=float)
-        if "fusion_threshold_bytes" in fixed:
-            f = np.array([fixed["fusion_threshold_bytes"] / MIB])
-        if "cycle_time_ms" in fixed:
-            c = np.array([fixed["cycle_time_ms"]])
-        combos: list[Combo] = []
-        for cb in ALL_COMBOS:
-            if cb.hierarchical_allgather or (cb.hierarchical_allreduce and sc.cluster.nodes == 1):
-                continue  # no effect on gradient allreduce / on one node (knobs.py)
-            cb = Combo(fixed.get("cache_capacity", cb.cache_capacity),
-                       fixed.get("hierarchical_allreduce", cb.hierarchical_allreduce),
-                       fixed.get("hierarchical_allgather", False))
-            if cb not in combos:
-                combos.append(cb)
-        df = grid_step_times(sc, f, c, combos)
+        df = _fixed_grid(sc, f, c, fixed)
         ref = Trial(reference, sc.simulate(reference).step_time_s, Origin.default)
         return [ref] + [Trial(_row_config(r), r.step_time_ms * 1e-3, Origin.search)
                         for r in df.nsmallest(64, "step_time_ms", keep="first").itertuples(index=False)]
 
 
-__all__ = ["GridStrategy", "grid_step_times", "best_of_grid", "Combo", "ALL_COMBOS", "GRID_FUSION_MB", "GRID_CYCLE_MS", "COLUMNS"]
+def _fixed_grid(sc: Scenario, f: np.ndarray, c: np.ndarray, fixed: Mapping[str, Any]) -> pd.DataFrame:
+    """:func:`grid_step_times` over thresholds ``f`` (MiB) x cycle times ``c`` (ms) and the on/off
+    combinations that matter for ``sc`` (hierarchical allgather never: it does not touch gradient
+    allreduce; hierarchical allreduce only on several nodes), every knob of ``fixed`` at its value."""
+    if "fusion_threshold_bytes" in fixed:
+        f = np.array([fixed["fusion_threshold_bytes"] / MIB])
+    if "cycle_time_ms" in fixed:
+        c = np.array([fixed["cycle_time_ms"]])
+    combos: list[Combo] = []
+    for cb in ALL_COMBOS:
+        if cb.hierarchical_allgather or (cb.hierarchical_allreduce and sc.cluster.nodes == 1):
+            continue  # no effect on gradient allreduce / on one node (knobs.py)
+        cb = Combo(fixed.get("cache_capacity", cb.cache_capacity),
+                   fixed.get("hierarchical_allreduce", cb.hierarchical_allreduce),
+                   fixed.get("hierarchical_allgather", False))
+        if cb not in combos:
+            combos.append(cb)
+    return grid_step_times(sc, f, c, combos)
+
+
+def neighbourhood(sc: Scenario, reference: Config, fixed: Mapping[str, Any]) -> pd.DataFrame:
+    """Every configuration of the default grid plus the reference's own threshold and cycle time
+    (so that one-knob changes from the reference are in it), on the on/off combinations of
+    :class:`GridStrategy`, ``fixed`` knobs pinned (hierarchical allreduce off where the backend has
+    none). The table :func:`autotuner.search.ranking.minimal_change` chooses from; columns
+    :data:`COLUMNS`. The reference's own row is included (its hierarchical allgather setting is
+    added as a combination when it is on)."""
+    fixed = dict(pin_unsupported_off(fixed, getattr(sc, "effective_backend", None)))
+    f = np.union1d(GRID_FUSION_MB.astype(float), [reference.fusion_threshold_bytes / MIB])
+    c = np.union1d(GRID_CYCLE_MS, [reference.cycle_time_ms])
+    df = _fixed_grid(sc, f, c, fixed)
+    if reference.hierarchical_allgather or (reference.hierarchical_allreduce and sc.cluster.nodes == 1):
+        ref_row = grid_step_times(sc, [reference.fusion_threshold_bytes / MIB], [reference.cycle_time_ms],
+                                  [Combo(reference.cache_capacity, reference.hierarchical_allreduce,
+                                         reference.hierarchical_allgather)])
+        df = pd.concat([df, ref_row], ignore_index=True)
+    return df
+
+
+__all__ = ["GridStrategy", "neighbourhood", "grid_step_times", "best_of_grid", "Combo", "ALL_COMBOS", "GRID_FUSION_MB", "GRID_CYCLE_MS", "COLUMNS"]

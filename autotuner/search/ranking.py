@@ -89,3 +89,88 @@ def top_distinct(trials: list[Trial], k: int, default: Config | None = None,
         if len(out) == k:
             break
     return out
+
+
+
+@dataclass(frozen=True)
+class Pick:
+    """The noise-aware choice among evaluated configurations (:func:`minimal_change`).
+
+    ``config`` / ``step_time_s``: the proposal (the reference itself when ``keep_defaults``);
+    ``best`` / ``best_step_time_s``: the fastest configuration; ``reference_step_time_s``: the
+    reference's; ``band``: the error band used (fraction of the step time); ``gain``: predicted
+    gain of the best over the reference (fraction of the reference's step time); ``equivalent``:
+    configurations within the band of the best with the proposal's on/off knobs, whose fusion
+    thresholds (MiB) and cycle times (ms) span ``threshold_mib`` and ``cycle_ms`` (min, max)."""
+
+    config: Config
+    step_time_s: float
+    best: Config
+    best_step_time_s: float
+    reference_step_time_s: float
+    band: float
+    gain: float
+    keep_defaults: bool
+    equivalent: int
+    threshold_mib: tuple[float, float]
+    cycle_ms: tuple[float, float]
+
+
+def minimal_change(df, ref: Config, band: float) -> Pick:
+    """Issue 20's noise-aware rule over a table of evaluated configurations.
+
+    ``df``: a pandas DataFrame with the columns of :data:`autotuner.search.grid.COLUMNS`
+    (``fusion_threshold_mb``, ``cycle_time_ms``, ``cache_capacity``, ``hierarchical_allreduce``,
+    ``hierarchical_allgather``, ``step_time_ms``), one row per configuration, ``ref`` among them.
+    A proposal is made only when the best row is predicted faster than the reference by more than
+    ``band`` (a fraction of the reference's step time): otherwise the reference is kept. Among the
+    rows within ``band`` of the best (step <= best · (1 + band)) it takes the one closest to the
+    reference: fewest knobs changed (threshold, cycle time, cache on/off, hierarchical allreduce,
+    hierarchical allgather), then the smallest fusion threshold (Horovod allocates the fusion
+    buffer per device: horovod/common/fusion_buffer_manager.cc), then the shortest step.
+    Raises ValueError when ``ref`` has no row or ``band`` < 0.
+    """
+    import numpy as np
+
+    from ..knobs import config_from_values
+
+    if not band >= 0:
+        raise ValueError(f"band must be >= 0, got {band}")
+    thr = np.rint(df["fusion_threshold_mb"].to_numpy(float) * MIB).astype(np.int64)
+    cyc = df["cycle_time_ms"].to_numpy(float)
+    cache = df["cache_capacity"].to_numpy() > 0
+    har = df["hierarchical_allreduce"].to_numpy(bool)
+    hag = df["hierarchical_allgather"].to_numpy(bool)
+    st = df["step_time_ms"].to_numpy(float) * 1e-3
+    changed = ((thr != ref.fusion_threshold_bytes).astype(int) + (cyc != ref.cycle_time_ms)
+               + (cache != ref.cache_enabled) + (har != ref.hierarchical_allreduce) + (hag != ref.hierarchical_allgather))
+    is_ref = np.flatnonzero(changed == 0)
+    if is_ref.size == 0:
+        raise ValueError("minimal_change needs a row of the reference configuration")
+    ref_s = float(st[is_ref].min())
+    b = int(np.argmin(st))
+    cut = st[b] * (1.0 + band)
+    gain = 1.0 - st[b] / ref_s
+    keep = gain <= band or ref_s <= cut
+    within = np.flatnonzero(st <= cut)
+    k = int(is_ref[np.argmin(st[is_ref])]) if keep else int(within[np.lexsort((st[within], thr[within], changed[within]))[0]])
+
+    def config(i: int) -> Config:
+        return config_from_values({"fusion_threshold_bytes": int(thr[i]), "cycle_time_ms": float(cyc[i]),
+                                   "cache_capacity": int(df["cache_capacity"].iloc[i]),
+                                   "hierarchical_allreduce": bool(har[i]), "hierarchical_allgather": bool(hag[i])})
+    same = within[(cache[within] == cache[k]) & (har[within] == har[k])]
+    if same.size == 0:
+        same = np.array([k])
+    return Pick(config(k), float(st[k]), config(b), float(st[b]), ref_s, float(band), float(gain), bool(keep),
+                int(same.size), (float(thr[same].min()) / MIB, float(thr[same].max()) / MIB),
+                (float(cyc[same].min()), float(cyc[same].max())))
+
+
+def knobs_changed(c: Config, ref: Config) -> int:
+    """How many knobs ``c`` sets differently from ``ref`` (fusion threshold, cycle time, response
+    cache on/off, hierarchical allreduce, hierarchical allgather): the count
+    :func:`minimal_change` minimises."""
+    return int((c.fusion_threshold_bytes != ref.fusion_threshold_bytes) + (c.cycle_time_ms != ref.cycle_time_ms)
+               + (c.cache_enabled != ref.cache_enabled) + (c.hierarchical_allreduce != ref.hierarchical_allreduce)
+               + (c.hierarchical_allgather != ref.hierarchical_allgather))

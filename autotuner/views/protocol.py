@@ -134,11 +134,12 @@ def summary(rows: Sequence[Row], pick_label: str | None = None, min_gap: float =
 
 def format_report(rows: Sequence[Row], s: Mapping) -> list[str]:
     """Plain aligned text lines (no wrapping, nothing cut) for the rows and the summary."""
-    w = max(len(r.label) for r in rows)
-    lines = [f"{'configuration':<{w}}  {'knobs':<28} {'measured ms (range)':>26} {'predicted':>9} {'error':>7}"]
+    w = max(len(r.label) for r in rows + [Row("configuration", rows[0].config, (1.0,), 1.0)])
+    kw = max(len(r.describe()) for r in rows)
+    lines = [f"{'configuration':<{w}}  {'knobs':<{kw}}  {'measured ms (range)':>24}  {'predicted':>9}  {'error':>6}"]
     for r in sorted(rows, key=lambda r: r.measured_median_ms):
         rng = f"{r.measured_median_ms:.1f} ({min(r.measured_ms):.1f}-{max(r.measured_ms):.1f})"
-        lines.append(f"{r.label:<{w}}  {r.describe():<28} {rng:>26} {r.predicted_ms:>9.1f} {r.error_pct:>+6.1f}%")
+        lines.append(f"{r.label:<{w}}  {r.describe():<{kw}}  {rng:>24}  {r.predicted_ms:>9.1f}  {r.error_pct:>+5.1f}%")
     lines.append(f"{s['configurations']} configurations, >= {s['repeats_min']} repeats each: MAPE {s['mape_pct']:.1f} %, "
                  f"worst {s['worst_pct']:+.1f} %, bias {s['bias_pct']:+.1f} %")
     lines.append(f"Kendall tau {s['kendall_tau_all']:.2f} over {s['pairs_all']} pairs; "

@@ -1,0 +1,151 @@
+"""Issue 20: the fresh-environment protocol's figures, the per-cycle negotiation a sweep
+measures, and the noise-aware, minimal-change pick. Everything here reads committed records
+(runs/fresh-*, runs/local-gloo-1gbit-sweep) or is arithmetic; no Horovod is run."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from autotuner.fit.sweep import MIN_CYCLES, _cycle_negotiation, cycle_negotiation_s
+from autotuner.knobs import DEFAULTS_0_28, MIB, Config
+from autotuner.model.costmodel import Negotiation
+from autotuner.model.fastsim import simulate_configs
+from autotuner.model.simulator import simulate_step
+from autotuner.readers.runs import parse_records
+from autotuner.readers.timeline import read_timeline
+from autotuner.search.grid import COLUMNS
+from autotuner.search.ranking import knobs_changed, minimal_change
+from autotuner.views.protocol import Row, kendall_tau, rows_from_records, summary, versus
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "runs"
+FRESH = {"fresh-3gbit": "vit_s16", "fresh-0.5gbit": "mobilenet_v2"}
+
+
+# --- protocol figures ---------------------------------------------------------------------
+
+def test_kendall_tau_counts_only_pairs_apart():
+    meas = [100.0, 101.0, 110.0, 120.0]
+    pred = [101.0, 100.0, 111.0, 119.0]  # the 1 % pair is inverted, the others agree
+    assert kendall_tau(meas, pred) == (pytest.approx(4 / 6), 6)
+    assert kendall_tau(meas, pred, 0.02) == (1.0, 5)
+    tau, n = kendall_tau([1.0, 1.0], [1.0, 2.0], 0.02)
+    assert n == 0 and math.isnan(tau)
+
+
+def test_summary_arithmetic_and_versus():
+    c = DEFAULTS_0_28
+    rows = [Row("default", c, (100.0, 102.0, 104.0), 98.0), Row("proposal-1", replace(c, cycle_time_ms=2.0),
+                                                                (90.0, 91.0, 95.0), 93.6)]
+    s = summary(rows, "proposal-1")
+    assert s["mape_pct"] == pytest.approx((3.921568627 + 2.857142857) / 2)
+    assert s["bias_pct"] == pytest.approx((-3.921568627 + 2.857142857) / 2)
+    assert s["worst_pct"] == pytest.approx(-3.921568627)
+    v = versus(rows[1], rows[0])
+    assert v.speedup == pytest.approx(102 / 91) and not v.overlap
+    assert s["versus"] == [{"other": "default", "speedup": pytest.approx(102 / 91), "within_noise": False}]
+
+
+@pytest.mark.parametrize("env", sorted(e for e in FRESH if (RUNS / e / "validation").is_dir()))
+def test_fresh_env_records_hold_ten_configurations_three_repeats(env):
+    """The protocol's replays as committed: >= 10 configurations (defaults, autotune's best, the
+    pick, the grid), each >= 3 interleaved repeats, and the autotune run."""
+    f = RUNS / env / "validation" / f"fresh-{FRESH[env]}.jsonl"
+    recs, bad = parse_records(f.read_text(), f.name)
+    assert not bad
+    rows = rows_from_records(recs, lambda cfg, setup: 1.0)
+    assert len(rows) >= 10
+    assert min(len(r.measured_ms) for r in rows) >= 3
+    assert any(r.get("kind") == "autotune" and r["status"] == "ok" for r in recs)
+    assert {"default", "autotune_best", "proposal-1"} <= {r.label for r in rows}
+
+
+# --- the per-cycle negotiation a sweep measures -----------------------------------------------
+
+def test_cycle_negotiation_read_off_a_committed_sweep_timeline():
+    """Each busy cycle's negotiation = first response start - MEMCPY_IN - the cycle mark, once per
+    cycle, checked by hand on the committed 1 Gbit/s sweep's main job."""
+    tl = read_timeline(RUNS / "local-gloo-1gbit-sweep" / "timelines" / "single-main-0.json.gz")
+    got = cycle_negotiation_s(tl)
+    cyc = np.array(sorted(tl.cycle_starts_us))
+    rs = sorted((r for r in tl.responses if r.op == "allreduce"), key=lambda r: r.start_us)
+    first = {}
+    for r in rs:
+        k = int(np.searchsorted(cyc, r.start_us, side="right")) - 1
+        first.setdefault(k, r)
+    want = [(r.start_us - r.memcpy_in_us - cyc[k]) * 1e-6 for k, r in sorted(first.items()) if k >= 0]
+    want = [w for w in want if w >= 0]
+    assert len(got) == len(want) > MIN_CYCLES
+    assert got == pytest.approx(want)
+    info = _cycle_negotiation({("single", True): got, ("single", False): got[:3]}, "single")
+    assert info["cache_on_ms"] == pytest.approx(np.mean(got) * 1e3)
+    assert info["cache_off_ms"] is None and info["cache_off_cycles"] == 3  # too few: not used
+
+
+def test_busy_cycle_cost_only_for_cycles_that_negotiate_tensors():
+    n = Negotiation(ctrl_op_s=20e-6, busy_s=1.5e-3, nocache_s=2.5e-3, per_tensor_s=5e-6)
+    assert n.cycle_s(0, 2, True, True) == pytest.approx(20e-6)  # idle cycle: one bit allreduce
+    assert n.cycle_s(4, 2, True, True) == pytest.approx(1.5e-3)  # busy, cache hits
+    assert n.cycle_s(4, 2, False, False) == pytest.approx(2.5e-3 + 5e-6 * 4 * 2)  # cache off
+    assert n.cycle_s(0, 2, False, False) == pytest.approx(4 * 20e-6)  # idle, cache off: the products
+    assert n.cycle_s(4, 2, True, False) == pytest.approx(20e-6 + 2.5e-3 + 5e-6 * 4 * 2)  # misses
+    assert Negotiation().cycle_s(4, 2, True, True) == pytest.approx(100e-6)  # unmeasured: unchanged
+
+
+def test_fast_and_reference_simulators_agree_on_the_busy_cycle_cost():
+    """Contract: the batch simulator reads the busy-cycle negotiation exactly as the reference."""
+    from autotuner.fit.store import load_env
+    from autotuner.readers.layouts import load_layout
+    from autotuner.fit.fitters import workload_for
+
+    fenv = load_env([ROOT / "autotuner" / "models"], "local-gloo-1gbit-sweep")
+    cost = replace(fenv.cost, negotiation=replace(fenv.cost.negotiation, busy_s=1.7e-3, nocache_s=2.7e-3))
+    L = load_layout("mobilenet_v2")
+    wl = workload_for(0.15)
+    cfgs = [DEFAULTS_0_28, Config(fusion_threshold_bytes=0, cycle_time_ms=1.0),
+            Config(fusion_threshold_bytes=MIB, cycle_time_ms=3.0, cache_capacity=0),
+            Config(fusion_threshold_bytes=8 * MIB, cycle_time_ms=0.4)]
+    fast = simulate_configs(L.sizes_bytes, L.ready_fraction, wl, cfgs, cost, fenv.cluster)
+    ref = [simulate_step(L.sizes_bytes, L.ready_fraction, wl, c, cost, fenv.cluster).step_time_s for c in cfgs]
+    assert fast == pytest.approx(ref, rel=1e-12)
+    base = [simulate_step(L.sizes_bytes, L.ready_fraction, wl, c, fenv.cost, fenv.cluster).step_time_s for c in cfgs]
+    assert all(r > b for r, b in zip(ref, base))  # the term costs time on every configuration
+
+
+# --- the noise-aware, minimal-change pick -------------------------------------------------------
+
+def _table(rows):
+    return pd.DataFrame([{"fusion_threshold_mb": f, "cycle_time_ms": c, "cache_capacity": cap,
+                          "hierarchical_allreduce": False, "hierarchical_allgather": False, "step_time_ms": ms}
+                         for f, c, cap, ms in rows], columns=COLUMNS)
+
+
+def test_minimal_change_keeps_the_defaults_inside_the_band():
+    df = _table([(128, 1.0, 1024, 100.0), (16, 0.5, 1024, 98.0), (8, 1.0, 1024, 99.0)])
+    p = minimal_change(df, DEFAULTS_0_28, 0.03)
+    assert p.keep_defaults and p.config == DEFAULTS_0_28 and p.gain == pytest.approx(0.02)
+
+
+def test_minimal_change_prefers_fewest_knobs_then_smallest_buffer():
+    df = _table([(128, 1.0, 1024, 100.0), (16, 0.5, 1024, 90.0), (32, 1.0, 1024, 90.5),
+                 (24, 1.0, 1024, 90.8), (64, 1.0, 1024, 93.0), (8, 1.0, 0, 90.1)])
+    p = minimal_change(df, DEFAULTS_0_28, 0.01)
+    assert not p.keep_defaults
+    assert p.config.fusion_threshold_bytes == 24 * MIB and p.config.cycle_time_ms == 1.0  # one knob, 24 < 32
+    assert knobs_changed(p.config, DEFAULTS_0_28) == 1
+    assert p.best.fusion_threshold_bytes == 16 * MIB
+    assert p.threshold_mib == (16.0, 32.0) and p.cycle_ms == (0.5, 1.0) and p.equivalent == 3
+
+
+def test_minimal_change_refuses_bad_input():
+    df = _table([(16, 0.5, 1024, 90.0)])
+    with pytest.raises(ValueError, match="reference"):
+        minimal_change(df, DEFAULTS_0_28, 0.01)
+    with pytest.raises(ValueError, match="band"):
+        minimal_change(_table([(128, 1.0, 1024, 1.0)]), DEFAULTS_0_28, -0.1)
