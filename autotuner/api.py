@@ -215,9 +215,9 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
     Where ``fenv`` (a :class:`autotuner.fit.store.FittedEnv`) has been checked against real
     trials (its model file's ``trust``, written by ``fit``: :func:`autotuner.views.accuracy.trust_of`),
     the band is its own: the larger of its held-out mean error and its repeat spread. Otherwise it
-    is borrowed: the largest band of the checked environments measured on the same backend in
+    is borrowed: the median band of the checked environments measured on the same backend in
     ``model_dir`` (every folder searched), or of all checked environments when none shares the
-    backend. Returns ``band`` (a fraction, >= :data:`autotuner.search.ranking.MIN_GAIN`),
+    backend, and ``source`` gives their range. Returns ``band`` (a fraction, >= :data:`autotuner.search.ranking.MIN_GAIN`),
     ``source`` (one line: whose band and why), ``line`` (the trust line: "checked on N real
     trials, mean error X %, worst Y %" or "never checked against a real run") and ``trust``."""
     from .fit.store import find_models, model_dirs
@@ -245,15 +245,18 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
         if tt.get("configurations") and tt.get("band") is not None:
             b = str((d.get("cluster") or {}).get("backend") or "").lower()
             (same if b == backend else other).append((float(tt["band"]), name))
-    pool = same or other
+    pool = sorted(same or other)
     line = "never checked against a real run"
     if not pool:
         return {"band": MIN_GAIN, "source": f"no checked environment to borrow from: the {MIN_GAIN:.1%} tie rule",
                 "line": line, "trust": t}
-    band, name = max(pool)
-    why = f"same backend ({backend})" if same else "no checked env shares its backend"
-    return {"band": max(band, MIN_GAIN), "line": line, "trust": t,
-            "source": f"borrowed from {name}, the largest of {len(pool)} checked environment(s), {why}"}
+    import statistics
+
+    band = statistics.median(b for b, _ in pool)
+    why = f"same backend, {backend}" if same else "none shares its backend"
+    return {"band": max(band, MIN_GAIN), "line": line, "trust": t, "range": (pool[0][0], pool[-1][0]),
+            "source": (f"borrowed: the median of {len(pool)} checked environment(s) ({why}), whose bands span "
+                       f"{pool[0][0]:.1%} ({pool[0][1]}) to {pool[-1][0]:.1%} ({pool[-1][1]})")}
 
 
 def simulate_result(sc: Scenario, cfg: Config, r: StepResult | None = None) -> dict[str, Any]:
@@ -441,7 +444,7 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
     res["keep_defaults"] = kp.keep_defaults and not winners
     res["knob_only"] = entry(kp.config, refc)
     res["pick"] = {"band": band_f, "band_source": band["source"] if band else f"the {MIN_GAIN:.1%} tie rule",
-                   "gain": kp.gain, "best_step_time_ms": kp.best_step_time_s * 1e3, "best_config": kp.best.to_dict(),
+                   "gain": kp.gain, "keep_knobs": kp.keep_defaults, "best_step_time_ms": kp.best_step_time_s * 1e3, "best_config": kp.best.to_dict(),
                    "equivalent": kp.equivalent, "threshold_mib": list(kp.threshold_mib), "cycle_ms": list(kp.cycle_ms)}
     res["trust"] = band["line"] if band else None
     res["strategy"] = str(strategy)

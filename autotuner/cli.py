@@ -255,6 +255,9 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     _hierarchical_note(sc, cfg)
     r = sc.simulate(cfg)
     d = simulate_result(sc, cfg, r)
+    from .api import error_band
+
+    d["trust"] = error_band(model_search_path(model_dir), fenv)["line"]
     if timeline is not None:
         path, _ = write_simulated_timeline(sc, fenv, cfg, timeline, steps=timeline_steps)
         d["timeline"] = str(path)
@@ -266,6 +269,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
               f"({sc.cluster.nodes}x{sc.cluster.gpus_per_node}, {sc.cost.link_gbps:g} Gbit/s{_backend_note(sc)})")
     out.print(f"step time {r.step_time_ms:.1f} ms, {len(r.responses)} responses/step, collectives {r.comm_s * 1e3:.1f} ms "
               f"({r.overlap:.0%} during backward), autotune score {r.score_bytes_per_us:.1f} bytes/µs")
+    out.print(f"trust: {sc.env}: {d['trust']}", highlight=False, soft_wrap=True)
     if "wall_time_s" in d:
         out.print(f"wall time of the whole run {d['wall_time_s']:.1f} s ({sc.run.startup_s:g} s start-up + "
                   f"{d['steps_per_rank']} steps per rank x {r.step_time_ms:.1f} ms)", highlight=False)
@@ -352,12 +356,15 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                   f"{pk['band']:.1%} error band.", highlight=False, soft_wrap=True)
     else:
         ko = res["knob_only"]["config"]
-        out.print(f"knobs only:        {ko['fusion_threshold_mb']:g} MiB, {ko['cycle_time_ms']:g} ms, cache "
-                  f"{'on' if ko['cache_capacity'] else 'off'}: {res['knob_only']['step_time_ms']:.1f} ms "
-                  f"(best found {pk['best_step_time_ms']:.1f} ms; gain {pk['gain']:.1%} > band {pk['band']:.1%}); "
-                  f"equally good within the band: {pk['threshold_mib'][0]:g}-{pk['threshold_mib'][1]:g} MiB, "
-                  f"{pk['cycle_ms'][0]:g}-{pk['cycle_ms'][1]:g} ms ({pk['equivalent']} configurations)",
-                  highlight=False, soft_wrap=True)
+        what = ("keep the reference's knobs" if pk["keep_knobs"] else
+                f"{ko['fusion_threshold_mb']:g} MiB, {ko['cycle_time_ms']:g} ms, cache "
+                f"{'on' if ko['cache_capacity'] else 'off'}")
+        cmp_ = "inside" if pk["keep_knobs"] else "beyond"
+        out.print(f"knobs only:        {what}: {res['knob_only']['step_time_ms']:.1f} ms (best found "
+                  f"{pk['best_step_time_ms']:.1f} ms, {pk['gain']:.1%} faster than the reference: {cmp_} the "
+                  f"{pk['band']:.1%} band); equally good within the band: {pk['threshold_mib'][0]:g}-"
+                  f"{pk['threshold_mib'][1]:g} MiB, {pk['cycle_ms'][0]:g}-{pk['cycle_ms'][1]:g} ms "
+                  f"({pk['equivalent']} configurations)", highlight=False, soft_wrap=True)
     out.print("horovodrun flags:  " + " ".join(b["horovodrun_flags"]), highlight=False)
     out.print("environment:       " + " ".join(f"{k}={v}" for k, v in b["env_vars"].items()), highlight=False)
     _print_compression(res, b)
@@ -657,13 +664,18 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     bws = parse_float_list(bandwidth_gbps, "--bandwidth-gbps") if bandwidth_gbps is not None else None
     model_dirs, runs_dirs = model_search_path(model_dir), runs_search_path(runs_dir)
     check_output_dir(out_dir, "--out")
-    sc, _ = make_scenario(model_dirs, env, model, compression=compression, compute_ms=compute_ms, backend=backend)
+    sc, fenv = make_scenario(model_dirs, env, model, compression=compression, compute_ms=compute_ms, backend=backend)
     batch = batch_size or env_batch_size(runs_dirs, sc.env) or (sc.run.batch_size if sc.run else None)
     res = scale(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bws, batch_per_gpu=batch, ranks=rs)
     files = scale_plot(res, out_dir / f"scale-{sc.env}-{Path(sc.model).stem}")
+    from .api import error_band
+
+    trust = error_band(model_dirs, fenv)["line"]
     if as_json:
-        print(json.dumps(res.to_dict() | {"files": [str(f) for f in files]}, allow_nan=False))
+        print(json.dumps(res.to_dict() | {"files": [str(f) for f in files], "trust": trust}, allow_nan=False))
         return
+    wide.print(f"trust: {sc.env}: {trust} (on its own shape; other shapes are what-ifs)", highlight=False,
+               soft_wrap=True)
     s = res.scenario
     by_ranks = res.axis == "ranks"
     intra = (f"intra-node tier {s['intra_bandwidth_gbps']:.1f} Gbit/s (fitted)" if s["intra_bandwidth_gbps"]

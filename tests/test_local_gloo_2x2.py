@@ -56,6 +56,12 @@ def _recorded_predictions(fig, fenv, env_dir, every=lambda r: True):
     """(file, record, the model's prediction for the record's shape) for every successful fixed-
     configuration trial under ``env_dir/validation``; every record (failed ones too) must satisfy
     ``every`` and every file must parse without problems."""
+    from dataclasses import replace
+
+    # the trials ran before the sweep's busy-cycle negotiation (issue 20) entered the model: their
+    # recorded predictions are the shipped model's without it
+    neg = replace(fenv.cost.negotiation, busy_s=None, nocache_s=None)
+    fenv = replace(fenv, cost=replace(fenv.cost, negotiation=neg))
     for f in sorted((env_dir / "validation").glob("*.jsonl")):
         recs, problems = parse_records(f.read_text(), f.name)
         assert problems == []

@@ -239,6 +239,10 @@ def summary(cs: list[Case]) -> list[dict]:
     return out
 
 
+#: the suffix of a validation case run on another emulated shape (``... on 1x4: step time (ms)``)
+_SHAPE = __import__("re").compile(r"\) on (\d+)x(\d+): ")
+
+
 def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], env: str) -> dict:
     """How far ``env``'s fitted model has been checked against real runs (a model file's
     ``trust``, :class:`autotuner.schemas.TrustEntry`).
@@ -246,18 +250,26 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     ``configurations``: held-out step times of :func:`cases` (numbers the fit did not use);
     ``mean_error_pct`` / ``worst_pct``: their mean absolute and worst signed error (%);
     ``trials``: the ok real trials behind them (validation records; a lab report's rows count one
-    each); ``repeat_spread_pct``: median over configurations run >= 2 times of (max - min) / median
+    each); trials on another shape than the env's (``validate --testbed-hosts``) are what-ifs and
+    left out; ``repeat_spread_pct``: median over configurations run >= 2 times of (max - min) / median
     of their trials' step times (%); ``band``: the larger of the mean error and the repeat spread,
     as a fraction: predicted differences inside it are not evidence. An env with no held-out step
     time gives ``{"trials": 0, "configurations": 0}`` (never checked). Never raises for a missing
-    runs folder or env (never checked)."""
+    runs folder or env, nor for records the fit left out (never checked)."""
     from ..errors import AutotunerError
     from ..readers.runs import parse_records
 
     try:
-        cs = [c for c in cases(runs_dir, model_dir, env) if c.what.endswith("step time (ms)") and not c.calibrated]
-    except AutotunerError:
-        cs = []
+        fenv = load_env(model_dir, env)
+        own = (fenv.cluster.nodes, fenv.cluster.gpus_per_node)
+
+        def other_shape(what: str) -> bool:  # trials on another shape are what-ifs, not this env
+            m = _SHAPE.search(what)
+            return m is not None and (int(m.group(1)), int(m.group(2))) != own
+        cs = [c for c in cases(runs_dir, model_dir, env) if c.what.endswith("step time (ms)") and not c.calibrated
+              and not other_shape(c.what)]
+    except (AutotunerError, StopIteration, KeyError, ValueError, TypeError):  # a row the fit left out
+        cs, own = [], None
     out: dict = {"trials": 0, "configurations": len(cs)}
     if not cs:
         return out
@@ -269,7 +281,9 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     for f in sorted((folder / "validation").glob("*.jsonl")) if folder is not None else []:
         recs, _ = parse_records(f.read_text(errors="replace"), f.name)
         for r in recs:
-            if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):
+            if (r.get("status") == "ok" and r.get("config") and not r["setup"].get("command")
+                    and (r["setup"].get("testbed_hosts") is None
+                         or (r["setup"]["testbed_hosts"], r["setup"].get("ranks_per_host")) == own)):
                 key = (f.name, r["setup"].get("model"), json.dumps(r["config"], sort_keys=True),
                        r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
                 groups.setdefault(key, []).append(float(r["measured_step_time_ms"]))
