@@ -94,7 +94,8 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
         cluster = Cluster(nodes or fenv.cluster.nodes, gpus_per_node or fenv.cluster.gpus_per_node)
     except CostModelError as e:
         raise ScenarioError(str(e)) from None
-    cost = fenv.cost if bandwidth_gbps is None else fenv.cost.with_bandwidth(bandwidth_gbps)
+    base = fenv.cost_for(cluster)  # more ranks on a host than cores: the host-local tier at their share
+    cost = base if bandwidth_gbps is None else base.with_bandwidth(bandwidth_gbps)
     if backend is not None:
         try:
             cost = cost.with_backend(str(backend).lower())

@@ -282,6 +282,8 @@ class EnvToml(Knobs):
     nodes: Count | None = None
     gpus_per_node: GpusPerNode | None = None
     link_gbps: LinkGbit | None = None
+    #: CPU cores each host's ranks share (``measure`` records the cores it ran on; issue 20)
+    cores_per_host: Count | None = None
     overlap: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
     #: latency of the inter-node tier (µs) for ``breakdown`` envs; up to 1 s
     alpha_us: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] | None = None
@@ -645,6 +647,7 @@ class CostModelEntry(_Schema):
 class ClusterEntry(_Schema):
     nodes: Count
     gpus_per_node: GpusPerNode
+    cores_per_host: Count | None = None
     gpu: str | None = None
     backend: str | None = None
     horovod_version: str | None = None

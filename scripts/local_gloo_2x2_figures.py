@@ -58,7 +58,7 @@ def _records(name: str) -> list[dict]:
 
 def predict(fenv, model: str, cfg: Config, shape: tuple[int, int], compute_ms: float, per_message: bool = False):
     L = load_layout(model)
-    cost = fenv.cost
+    cost = fenv.cost_for(Cluster(*shape))  # more ranks on a host than cores: its share (issue 20)
     if per_message and cost.inter.large_from_bytes is not None:
         p = shape[0] * shape[1]
         if p > 2:  # 2(p-1) alpha' = 2 alpha  =>  alpha' = alpha / (p-1)

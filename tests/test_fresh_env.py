@@ -190,3 +190,41 @@ def test_judged_env_pick_beats_or_keeps_the_defaults_within_its_band(env):
     else:
         p = by["proposal-1"].measured_median_ms
         assert p <= by["default"].measured_median_ms and p <= by["autotune_best"].measured_median_ms
+
+
+# --- ranks sharing a host's cores --------------------------------------------------------------------
+
+def test_cpu_share_of_the_host_local_tier():
+    """min(1, c/L) / min(1, c/L_m): 4 ranks on 2 cores against a tier measured with 2 -> half the
+    bandwidth; no change while every rank has a core; the one-host env's only tier on one node."""
+    from autotuner.fit.store import load_env
+
+    two = load_env([ROOT / "autotuner" / "models"], "local-gloo-2x2-poll")
+    c = two.cost
+    assert c.cpu_shared(4, 2, 2, 1).intra.bandwidth_Bps == pytest.approx(c.intra.bandwidth_Bps / 2)
+    assert c.cpu_shared(8, 2, 2, 1).intra.bandwidth_Bps == pytest.approx(c.intra.bandwidth_Bps / 4)
+    assert c.cpu_shared(2, 2, 2, 2) is c and c.cpu_shared(1, 2, 2, 4) is c
+    one = load_env([ROOT / "autotuner" / "models"], "fresh-poll-2gbit").cost
+    assert one.intra is None
+    assert one.cpu_shared(4, 2, 2, 1).inter.bandwidth_Bps == pytest.approx(one.inter.bandwidth_Bps / 2)
+    assert one.cpu_shared(4, 2, 2, 2) is one  # several nodes: the inter tier is a network, not the host
+    with pytest.raises(Exception, match=">= 1"):
+        c.cpu_shared(0, 2, 2, 1)
+
+
+def test_fast_and_reference_simulators_agree_on_the_cpu_shared_tier():
+    from autotuner.fit.fitters import workload_for
+    from autotuner.fit.store import load_env
+    from autotuner.model.costmodel import Cluster
+    from autotuner.readers.layouts import load_layout
+
+    fenv = load_env([ROOT / "autotuner" / "models"], "local-gloo-2x2-poll")
+    cl = Cluster(1, 4)
+    cost = fenv.cost_for(cl)
+    assert cost != fenv.cost
+    L = load_layout("resnet50")
+    cfgs = [DEFAULTS_0_28, Config(fusion_threshold_bytes=4 * MIB, cycle_time_ms=2.0)]
+    fast = simulate_configs(L.sizes_bytes, L.ready_fraction, workload_for(0.3), cfgs, cost, cl, backend="gloo")
+    ref = [simulate_step(L.sizes_bytes, L.ready_fraction, workload_for(0.3), c, cost, cl, backend="gloo").step_time_s
+           for c in cfgs]
+    assert fast == pytest.approx(ref, rel=1e-12)

@@ -58,10 +58,11 @@ def _recorded_predictions(fig, fenv, env_dir, every=lambda r: True):
     ``every`` and every file must parse without problems."""
     from dataclasses import replace
 
-    # the trials ran before the sweep's busy-cycle negotiation (issue 20) entered the model: their
-    # recorded predictions are the shipped model's without it
+    # the trials ran before the sweep's busy-cycle negotiation and the ranks' share of a host's
+    # cores (issue 20) entered the model: their recorded predictions are the shipped model's without
     neg = replace(fenv.cost.negotiation, busy_s=None, nocache_s=None)
-    fenv = replace(fenv, cost=replace(fenv.cost, negotiation=neg))
+    cl = {k: v for k, v in fenv.raw["cluster"].items() if k != "cores_per_host"}
+    fenv = replace(fenv, cost=replace(fenv.cost, negotiation=neg), raw={**fenv.raw, "cluster": cl})
     for f in sorted((env_dir / "validation").glob("*.jsonl")):
         recs, problems = parse_records(f.read_text(), f.name)
         assert problems == []
@@ -160,9 +161,6 @@ def topo(fenv):
     return {(r["model"], r["shape"], r["label"]): r for r in FIG.topo_table(fenv)["rows"]}
 
 
-CPU_BOUND = ("one host of 4 ranks: the loopback tier was measured with 2 ranks on 2 cores; at 4 ranks each has "
-             "half a core and the CPU-bound loopback collective runs at half the rate (the model has no "
-             "ranks-per-core term; test_poll_one_host_of_four_ranks_is_cpu_bound_arithmetic)")
 OVERSUBSCRIBED = ("4 ranks share this machine's 2 cores (every emulated host runs on them): each rank's waiter "
                   "spins (horovod/torch/mpi_ops_v2.cc WaitAndClear), a small allreduce costs 5-15x the 2-rank "
                   "sweep's (runs/local-gloo-2x2/validation/testbed-capacity.json); the 2x2 fit cannot see it")
@@ -172,7 +170,7 @@ OVERSUBSCRIBED = ("4 ranks share this machine's 2 cores (every emulated host run
 @pytest.mark.parametrize("model", ["resnet50", "bert_medium"])
 @pytest.mark.parametrize("label", ["default", "proposal-1"])
 def test_topology_what_if_within_10_percent(topo, shape, model, label, request):
-    if shape != "2x1":
+    if shape == "4x1" or (shape, model, label) == ("1x4", "bert_medium", "default"):
         request.applymarker(pytest.mark.xfail(strict=True, reason=OVERSUBSCRIBED))
     r = topo[(model, shape, label)]
     assert abs(r["error_pct"]) <= 10, r
@@ -188,6 +186,8 @@ def test_one_host_of_four_ranks_is_cpu_bound_arithmetic(fenv, topo):
 
     L = FIG.load_layout("resnet50")
     cost = dc_replace(fenv.cost, intra=fenv.cost.intra.scaled((2 / 4) / (2 / 2)))
+    assert fenv.cost_for(FIG.Cluster(1, 4)) == cost  # the model's own term is this arithmetic (issue 20)
+    assert fenv.cost_for(FIG.Cluster(2, 2)) == fenv.cost and fenv.cost_for(FIG.Cluster(4, 1)) == fenv.cost
     pred = FIG.simulate_step(L.sizes_bytes, L.ready_fraction, FIG.workload_for(0.3), DEFAULTS_0_28, cost,
                              FIG.Cluster(1, 4), backend="gloo").step_time_ms
     for label in ("default", "proposal-1"):
@@ -249,9 +249,9 @@ def ptopo(pfenv):
 @pytest.mark.parametrize("shape", ["2x1", "4x1", "1x4"])
 @pytest.mark.parametrize("model", ["resnet50", "bert_medium"])
 @pytest.mark.parametrize("label", ["default", "proposal-1"])
-def test_poll_topology_what_if_within_10_percent(ptopo, shape, model, label, request):
-    if shape == "1x4":
-        request.applymarker(pytest.mark.xfail(strict=True, reason=CPU_BOUND))
+def test_poll_topology_what_if_within_10_percent(ptopo, shape, model, label):
+    """1x4 included since issue 20: the host-local tier at the ranks' share of the env's recorded
+    cores (:meth:`autotuner.model.costmodel.CostModel.cpu_shared`; was -30 to -34 %)."""
     r = ptopo[(model, shape, label)]
     assert abs(r["error_pct"]) <= 10, r
 
@@ -264,6 +264,7 @@ def test_poll_one_host_of_four_ranks_is_cpu_bound_arithmetic(pfenv, ptopo):
     from autotuner.knobs import DEFAULTS_0_28
 
     cost = dc_replace(pfenv.cost, intra=pfenv.cost.intra.scaled(0.5))
+    assert pfenv.cost_for(FIGP.Cluster(1, 4)) == cost  # the model's own term is this arithmetic (issue 20)
     for model in ("resnet50", "bert_medium"):
         L = FIGP.load_layout(model)
         pred = FIGP.simulate_step(L.sizes_bytes, L.ready_fraction, FIGP.workload_for(0.3), DEFAULTS_0_28, cost,

@@ -316,6 +316,7 @@ def _model_dict(env: EnvData, cluster: Cluster, cost: CostModel, fit_info: dict[
         "default": bool(meta.get("default", False)),  # the env used when --env is not given
         "source": f"runs/{env.path.name}/{meta['source']}",
         "cluster": {"nodes": cluster.nodes, "gpus_per_node": cluster.gpus_per_node,
+                    **({"cores_per_host": int(meta["cores_per_host"])} if meta.get("cores_per_host") else {}),
                     "gpu": meta.get("gpu"), "backend": meta.get("backend"),
                     "horovod_version": meta.get("horovod_version")},
         "measured_config": cfg.to_dict(),

@@ -60,6 +60,16 @@ class FittedEnv:
     #: models whose forward/backward are the whole step's work on one rank, split over the ranks
     global_work: frozenset[str] = frozenset()
 
+    def cost_for(self, cluster: Cluster) -> CostModel:
+        """The cost model for ``cluster``: where the env records its hosts' ``cores_per_host``
+        and ``cluster`` puts more ranks on a host than the env was measured with, the host-local
+        tier at the ranks' share of the cores (:meth:`autotuner.model.costmodel.CostModel.cpu_shared`);
+        else :attr:`cost`."""
+        cores = (self.raw.get("cluster") or {}).get("cores_per_host")
+        if not cores:
+            return self.cost
+        return self.cost.cpu_shared(cluster.gpus_per_node, int(cores), self.cluster.gpus_per_node, cluster.nodes)
+
     def layout_for(self, model: str) -> Layout:
         """The layout of ``model``'s workload, as the model file names it: a shipped layout or a
         .json file in the model file's folder, never code (:func:`autotuner.readers.layouts.load_data_layout`).

@@ -352,6 +352,26 @@ class CostModel:
         return (intra.reduce_scatter_s(nbytes, L) + 2 * shard / self.host_copy_Bps
                 + self.inter.allreduce_s(nbytes, N) + intra.reduce_scatter_s(nbytes, L))
 
+    def cpu_shared(self, ranks_per_host: int, cores: int, measured_ranks_per_host: int, nodes: int) -> "CostModel":
+        """This model for ``ranks_per_host`` ranks sharing a host's ``cores`` CPU cores, when its
+        host-local tier was measured with ``measured_ranks_per_host`` ranks on such a host (issue 20).
+
+        Gloo moves host-local traffic over TCP loopback: the copies into and out of the socket
+        buffers and the reduction run on the ranks' own cores, so that tier is CPU-bound. With
+        ``L`` ranks on ``c`` < ``L`` cores each rank's threads get ``c / L`` of a core (processor
+        sharing, the OS scheduler's fair share), so the tier's bandwidth is scaled by
+        ``min(1, c/L) / min(1, c/L_m)``. The tier is ``intra`` where fitted, else, on one node,
+        ``inter`` (a one-host env's only tier). Nothing is fitted: ``c`` is the env's recorded
+        ``cores_per_host``. Unchanged when the ratio is 1. Raises CostModelError for counts < 1."""
+        if min(ranks_per_host, cores, measured_ranks_per_host, nodes) < 1:
+            raise CostModelError("ranks, cores and nodes must be >= 1")
+        s = min(1.0, cores / ranks_per_host) / min(1.0, cores / measured_ranks_per_host)
+        if s == 1.0:
+            return self
+        if self.intra is not None:
+            return replace(self, intra=self.intra.scaled(s))
+        return replace(self, inter=self.inter.scaled(s)) if nodes == 1 else self
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "inter": self.inter.to_dict(),

@@ -204,6 +204,15 @@ def sweep_command(todo: list[tuple], repeats: int, warmup: int, wait: str = "spi
             ("--wait", wait) if wait != "spin" else ())
 
 
+def cores_per_host() -> int:
+    """CPU cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count`` where it is
+    missing): the cores a host's ranks share, recorded in env.toml as ``cores_per_host``."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
 def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: float, note: str,
              horovod_version: str) -> str:
     """The env.toml of a sweep environment (keys: :class:`autotuner.schemas.SweepEnv`)."""
@@ -219,6 +228,8 @@ def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: 
         f"nodes = {nodes}",
         f"gpus_per_node = {gpn}",
         f"link_gbps = {link_gbps:g}",
+        "# the CPU cores this machine gave the ranks (os.sched_getaffinity); emulated hosts all share them",
+        f"cores_per_host = {cores_per_host()}",
         'backend = "gloo"',
         f'horovod_version = "{horovod_version}"',
         ""])

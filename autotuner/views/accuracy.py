@@ -143,15 +143,15 @@ def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = 
     the trial's layout (``setup.model``: shipped name or a layout stored with the env under
     ``env_path``), its emulated compute (``setup.compute_ms``, forward 1/3 and backward 2/3 as
     :mod:`autotuner.realrun.replay` sleeps them, plus ``setup.update_ms``), the trial's shape
-    (``setup.testbed_hosts`` x ``setup.ranks_per_host``; else the env's cluster) and the env's
-    backend. Returns the :class:`autotuner.model.simulator.StepResult`. Raises KeyError for a
+    (``setup.testbed_hosts`` x ``setup.ranks_per_host``; else the env's cluster; the cost model for
+    that shape, :meth:`autotuner.fit.store.FittedEnv.cost_for`) and the env's backend. Returns the :class:`autotuner.model.simulator.StepResult`. Raises KeyError for a
     setup without ``compute_ms``, ScenarioError for an unknown layout."""
     wl = replace(workload_for(float(setup["compute_ms"]) * 1e-3), update_s=float(setup.get("update_ms", 0.0)) * 1e-3)
     L = load_data_layout(setup["model"], env_path, where)
     hosts, rph = setup.get("testbed_hosts"), setup.get("ranks_per_host")
     cluster = fenv.cluster if hosts is None else Cluster(int(hosts), int(rph))
     backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
-    return simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, cluster, backend=backend)
+    return simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost_for(cluster), cluster, backend=backend)
 
 
 def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = False) -> list[Case]:
@@ -195,7 +195,8 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
                 wl = fenv.workloads[model][1]
                 L = fenv.layout_for(model)
                 cluster = fenv.cluster if shape[0] is None else Cluster(int(shape[0]), int(shape[1]))
-                sim = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, cluster, backend=backend)
+                sim = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost_for(cluster), cluster,
+                                    backend=backend)
             tag = (f"{model} {label} ({cfg.fusion_threshold_mb:g} MiB, {cfg.cycle_time_ms:g} ms"
                    + (", cache off" if cfg.cache_capacity == 0 else "")
                    + (", hierarchical" if cfg.hierarchical_allreduce else "") + ")"
