@@ -260,6 +260,28 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
                        f"{pool[0][0]:.1%} ({pool[0][1]}) to {pool[-1][0]:.1%} ({pool[-1][1]})")}
 
 
+def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[str]:
+    """One line per way a profiled layout differs from the environment it is predicted in
+    (issue 20): its ``device`` against the env's ranks (the model file's ``cluster.gpu``:
+    "none (CPU ranks)" for an env measured with CPU ranks, a GPU's name otherwise) and its
+    ``batch_size`` against the env's (``env_batch``: :func:`env_batch_size`, or the timed run's).
+    [] for a layout without them (written from published shapes)."""
+    out = []
+    L = sc.layout
+    gpu = str((fenv.raw.get("cluster") or {}).get("gpu") or "")
+    cpu_env = gpu.lower().startswith("none") or "cpu" in gpu.lower()
+    if L.device is not None and gpu:
+        cpu_layout = L.device.lower().startswith("cpu")
+        if cpu_layout != cpu_env:
+            out.append(f"layout {L.name!r} was profiled on {L.device}, env {fenv.name!r} ran its ranks on "
+                       f"{gpu}: its compute times and readiness are the {L.device}'s")
+    batch = env_batch or (sc.run.batch_size if sc.run else None)
+    if L.batch_size is not None and batch is not None and L.batch_size != batch:
+        out.append(f"layout {L.name!r} was profiled at batch {L.batch_size} per rank, env {fenv.name!r} "
+                   f"trained batch {batch}: the compute differs from the env's")
+    return out
+
+
 def simulate_result(sc: Scenario, cfg: Config, r: StepResult | None = None) -> dict[str, Any]:
     """JSON-ready result of one simulated configuration (``simulate --json``): the scenario,
     the knobs, step time (ms), collectives (ms), overlap, the autotune score (bytes/µs) and

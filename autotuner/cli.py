@@ -255,9 +255,12 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     _hierarchical_note(sc, cfg)
     r = sc.simulate(cfg)
     d = simulate_result(sc, cfg, r)
-    from .api import error_band
+    from .api import error_band, layout_warnings
 
     d["trust"] = error_band(model_search_path(model_dir), fenv)["line"]
+    d["warnings"] = layout_warnings(sc, fenv)
+    for w in d["warnings"]:
+        err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
     if timeline is not None:
         path, _ = write_simulated_timeline(sc, fenv, cfg, timeline, steps=timeline_steps)
         d["timeline"] = str(path)
@@ -326,8 +329,13 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                           progress=lambda done, total: prog.update(task, completed=done, total=total),
                           compressions=None if compression is None else (compression,),
                           band=error_band(model_search_path(model_dir), fenv))
+    from .api import layout_warnings
+
+    res["warnings"] = layout_warnings(sc, fenv)
     for n in res.get("notes", ()):
         err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
+    for w in res["warnings"]:
+        err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
         print(json.dumps(res, allow_nan=False))
         return
@@ -668,9 +676,11 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     batch = batch_size or env_batch_size(runs_dirs, sc.env) or (sc.run.batch_size if sc.run else None)
     res = scale(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bws, batch_per_gpu=batch, ranks=rs)
     files = scale_plot(res, out_dir / f"scale-{sc.env}-{Path(sc.model).stem}")
-    from .api import error_band
+    from .api import error_band, layout_warnings
 
     trust = error_band(model_dirs, fenv)["line"]
+    for w in layout_warnings(sc, fenv, batch_size or env_batch_size(runs_dirs, sc.env)):
+        err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
         print(json.dumps(res.to_dict() | {"files": [str(f) for f in files], "trust": trust}, allow_nan=False))
         return

@@ -241,3 +241,41 @@ def test_fast_and_reference_simulators_agree_on_the_cpu_shared_tier():
     ref = [simulate_step(L.sizes_bytes, L.ready_fraction, workload_for(0.3), c, cost, cl, backend="gloo").step_time_s
            for c in cfgs]
     assert fast == pytest.approx(ref, rel=1e-12)
+
+
+# --- a profiled layout that differs from the env ------------------------------------------------------
+
+def _profiled(tmp_path, device, batch):
+    d = json.loads((ROOT / "tests" / "data" / "tiny_layout.json").read_text())
+    d.update(device=device, batch_size=batch, forward_ms=10.0, backward_ms=20.0)
+    for t in d["tensors"]:
+        t.pop("ready_ms", None)
+    f = tmp_path / f"tiny-{device}.json"
+    f.write_text(json.dumps(d))
+    return f
+
+
+def test_layout_warnings_name_device_and_batch(tmp_path):
+    from autotuner.api import layout_warnings, make_scenario
+
+    models = [ROOT / "autotuner" / "models"]
+    sc, fenv = make_scenario(models, "fresh-poll-2gbit", str(_profiled(tmp_path, "cuda", 16)))
+    w = layout_warnings(sc, fenv, env_batch=32)
+    assert len(w) == 2 and "profiled on cuda" in w[0] and "none (CPU ranks)" in w[0] and "batch 16" in w[1]
+    sc, fenv = make_scenario(models, "fresh-poll-2gbit", str(_profiled(tmp_path, "cpu", 16)))
+    assert layout_warnings(sc, fenv, env_batch=16) == []
+    sc, fenv = make_scenario(models, "fresh-poll-2gbit", "vit_s16", compute_ms=300)
+    assert layout_warnings(sc, fenv, env_batch=64) == []  # written from published shapes: no device, no batch
+
+
+def test_simulate_prints_the_device_warning_and_the_trust_line(tmp_path):
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "simulate", "--model", str(_profiled(tmp_path, "cuda", 8)),
+                        "--env", "fresh-poll-2gbit", "--json"], capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["trust"].startswith("checked on 33 real trials") and d["warnings"]
+    assert "warning: layout" in p.stderr and "Traceback" not in p.stderr

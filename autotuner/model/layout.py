@@ -34,6 +34,8 @@ class Layout:
         forward_ms, backward_ms: measured forward (+ loss) and backward time per step, ms
             (``autotuner profile``), or None; both or neither. When given, they are the
             workload of an uncalibrated model (:func:`autotuner.api.make_scenario`).
+        device, batch_size: where ``autotuner profile`` ran the model and its batch per rank
+            (None for layouts written from published shapes).
         ready_ms: shape (T,), measured ms from the end of forward until each gradient is
             ready, non-decreasing, <= ``backward_ms``; or None. Needs ``backward_ms``. When
             given, :attr:`ready_fraction` is ``ready_ms / backward_ms`` instead of the shares.
@@ -51,6 +53,9 @@ class Layout:
     forward_ms: float | None = None
     backward_ms: float | None = None
     ready_ms: tuple[float, ...] | None = None
+    #: where ``autotuner profile`` ran it (``cpu``, ``cuda``) and its batch per rank, or None
+    device: str | None = None
+    batch_size: int | None = None
 
     def __post_init__(self) -> None:
         n = len(self.names)

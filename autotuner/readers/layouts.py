@@ -52,6 +52,8 @@ def layout_from_dict(d: dict, where: str = "<dict>") -> Layout:
             backward_ms=None if d.get("backward_ms") is None else float(d["backward_ms"]),
             ready_ms=(tuple(float(t["ready_ms"]) for t in tensors)
                       if d.get("backward_ms") is not None and tensors[0].get("ready_ms") is not None else None),
+            device=None if d.get("device") is None else str(d["device"]),
+            batch_size=None if d.get("batch_size") is None else int(d["batch_size"]),
         )
     except (KeyError, TypeError, ValueError) as e:
         if isinstance(e, LayoutError):
