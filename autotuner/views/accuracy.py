@@ -6,6 +6,7 @@ Each :class:`Case` is one measured number next to its prediction. Used by the te
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -241,7 +242,7 @@ def summary(cs: list[Case]) -> list[dict]:
 
 
 #: the suffix of a validation case run on another emulated shape (``... on 1x4: step time (ms)``)
-_SHAPE = __import__("re").compile(r"\) on (\d+)x(\d+): ")
+_SHAPE = re.compile(r"\) on (\d+)x(\d+): ")
 
 
 def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], env: str) -> dict:
@@ -257,8 +258,8 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     as a fraction: predicted differences inside it are not evidence. An env with no held-out step
     time gives ``{"trials": 0, "configurations": 0}`` (never checked). Never raises for a missing
     runs folder or env, nor for records the fit left out (never checked)."""
+    from ..api import read_validation_records
     from ..errors import AutotunerError
-    from ..readers.runs import parse_records
 
     try:
         fenv = load_env(model_dir, env)
@@ -277,17 +278,15 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     err = np.array([c.error_pct for c in cs])
     spreads, trials = [], 0
     dirs = [Path(runs_dir)] if isinstance(runs_dir, (str, Path)) else [Path(d) for d in runs_dir]
-    folder = next((d / env for d in dirs if (d / env / "env.toml").is_file()), None)
+    first = next((d for d in dirs if (d / env / "env.toml").is_file()), None)  # the env's folder, as cases()
     groups: dict[tuple, list[float]] = {}
-    for f in sorted((folder / "validation").glob("*.jsonl")) if folder is not None else []:
-        recs, _ = parse_records(f.read_text(errors="replace"), f.name)
-        for r in recs:
-            if (r.get("status") == "ok" and r.get("config") and not r["setup"].get("command")
-                    and (r["setup"].get("testbed_hosts") is None
-                         or (r["setup"]["testbed_hosts"], r["setup"].get("ranks_per_host")) == own)):
-                key = (f.name, r["setup"].get("model"), json.dumps(r["config"], sort_keys=True),
-                       r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
-                groups.setdefault(key, []).append(float(r["measured_step_time_ms"]))
+    for stem, r in read_validation_records(first, env) if first is not None else []:
+        if (r.get("status") == "ok" and r.get("config") and not r["setup"].get("command")
+                and (r["setup"].get("testbed_hosts") is None
+                     or (r["setup"]["testbed_hosts"], r["setup"].get("ranks_per_host")) == own)):
+            key = (stem, r["setup"].get("model"), json.dumps(r["config"], sort_keys=True),
+                   r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
+            groups.setdefault(key, []).append(float(r["measured_step_time_ms"]))
     for rs in groups.values():
         trials += len(rs)
         if len(rs) >= 2:
