@@ -36,7 +36,7 @@ from .model.scenario import (  # noqa: F401 (Compression, LOSSY, COMPRESSION_NUM
 )
 from .model.simulator import StepResult, Workload
 from .readers.layouts import load_layout
-from .readers.runs import read_runs
+from .readers.runs import read_runs, read_validation_records  # noqa: F401 (read_validation_records: for the CLI)
 from .writers.atomic import check_output_dir
 
 
@@ -481,38 +481,6 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
         res["fixed"] = dict(fixed)
     res["notes"] = notes
     return res
-
-
-def read_validation_records(runs_dir: Path | Sequence[Path], env: str,
-                            problems: list[str] | None = None) -> list[tuple[str, dict]]:
-    """Every record of ``<runs>/<env>/validation/*.jsonl`` as (file stem, record), read only;
-    ``runs_dir`` is one folder or several (:func:`autotuner.paths.runs_search_path`: the records
-    of every one, in order).
-
-    Records are checked by :class:`autotuner.schemas.Record`. Unreadable files and lines, and
-    records that do not match, are skipped (a view must not fail on them, nor repair them: the
-    writer, :class:`autotuner.realrun.validation.TrialStore`, does that) and named in
-    ``problems`` when a list is given (``file:line: field: value: reason``). [] when there is
-    no folder, or when ``env`` is not a plain name.
-    """
-    from .readers.runs import parse_records
-    from .schemas import is_plain_name
-
-    notes = problems if problems is not None else []
-    out: list[tuple[str, dict]] = []
-    if not is_plain_name(env):
-        return out
-    dirs = [runs_dir] if isinstance(runs_dir, (str, Path)) else list(runs_dir)
-    for path in [p for d in dirs for p in sorted((Path(d) / env / "validation").glob("*.jsonl"))]:
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as e:
-            notes.append(f"{path}: cannot read ({e.strerror or e}); skipped")
-            continue
-        recs, bad = parse_records(text, path.name)
-        notes += bad
-        out += [(path.stem, rec) for rec in recs]
-    return out
 
 
 def env_batch_size(runs_dir: Path | Sequence[Path], env: str) -> int | None:

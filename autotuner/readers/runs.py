@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..errors import AutotunerError, RunsError, SchemaError
-from ..schemas import EnvToml, Format, Record, check, check_env_toml
+from ..schemas import EnvToml, Format, Record, check, check_env_toml, is_plain_name
 from .files import read_text, read_toml
 from .labreport import (
     BreakdownCell,
@@ -76,6 +76,35 @@ def parse_records(text: str, source: str, *, strict: bool = False) -> tuple[list
         more = f" (and {len(bad) - 1} more bad record(s))" if len(bad) > 1 else ""
         raise SchemaError(bad[0] + more)
     return records, problems
+
+
+def read_validation_records(runs_dir: Path | Sequence[Path], env: str,
+                            problems: list[str] | None = None) -> list[tuple[str, dict]]:
+    """Every record of ``<runs>/<env>/validation/*.jsonl`` as (file stem, record), read only;
+    ``runs_dir`` is one folder or several (:func:`autotuner.paths.runs_search_path`: the records
+    of every one, in order).
+
+    Records are checked by :class:`autotuner.schemas.Record`. Unreadable files and lines, and
+    records that do not match, are skipped (a view must not fail on them, nor repair them: the
+    writer, :class:`autotuner.realrun.validation.TrialStore`, does that) and named in
+    ``problems`` when a list is given (``file:line: field: value: reason``). [] when there is
+    no folder, or when ``env`` is not a plain name.
+    """
+    notes = problems if problems is not None else []
+    out: list[tuple[str, dict]] = []
+    if not is_plain_name(env):
+        return out
+    dirs = [runs_dir] if isinstance(runs_dir, (str, Path)) else list(runs_dir)
+    for path in [p for d in dirs for p in sorted((Path(d) / env / "validation").glob("*.jsonl"))]:
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError as e:
+            notes.append(f"{path}: cannot read ({e.strerror or e}); skipped")
+            continue
+        recs, bad = parse_records(text, path.name)
+        notes += bad
+        out += [(path.stem, rec) for rec in recs]
+    return out
 
 
 def read_env_meta(path: Path) -> tuple[dict[str, Any], EnvToml]:

@@ -258,7 +258,7 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     as a fraction: predicted differences inside it are not evidence. An env with no held-out step
     time gives ``{"trials": 0, "configurations": 0}`` (never checked). Never raises for a missing
     runs folder or env, nor for records the fit left out (never checked)."""
-    from ..api import read_validation_records
+    from ..readers.runs import read_validation_records
     from ..errors import AutotunerError
 
     try:
