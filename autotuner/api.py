@@ -264,8 +264,9 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
     """One line per way a profiled layout differs from the environment it is predicted in
     (issue 20): its ``device`` against the env's ranks (the model file's ``cluster.gpu``:
     "none (CPU ranks)" for an env measured with CPU ranks, a GPU's name otherwise) and its
-    ``batch_size`` against the env's (``env_batch``: :func:`env_batch_size`, or the timed run's).
-    [] for a layout without them (written from published shapes)."""
+    ``batch_size`` against the env's (``env_batch``: :func:`env_batch_size`, or the timed run's),
+    and a CPU layout whose ranks fill the host's ``cores_per_host`` (compute and Horovod's threads
+    share the cores: not modelled). [] for a layout without them (written from published shapes)."""
     out = []
     L = sc.layout
     gpu = str((fenv.raw.get("cluster") or {}).get("gpu") or "")
@@ -275,6 +276,12 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
         if cpu_layout != cpu_env:
             out.append(f"layout {L.name!r} was profiled on {L.device}, env {fenv.name!r} ran its ranks on "
                        f"{gpu}: its compute times and readiness are the {L.device}'s")
+    cores = (fenv.raw.get("cluster") or {}).get("cores_per_host")
+    if L.device is not None and L.device.lower().startswith("cpu") and cores and sc.cluster.gpus_per_node >= cores:
+        out.append(f"layout {L.name!r} computes on the CPU with {sc.cluster.gpus_per_node} ranks on each host's "
+                   f"{cores} cores: Horovod's background thread and Gloo take CPU from the compute, which is "
+                   f"not modelled (a CPU transformer measured 8-28 % slower than predicted: "
+                   f"docs/fresh-environments.md, section 7)")
     batch = env_batch or (sc.run.batch_size if sc.run else None)
     if L.batch_size is not None and batch is not None and L.batch_size != batch:
         out.append(f"layout {L.name!r} was profiled at batch {L.batch_size} per rank, env {fenv.name!r} "

@@ -263,7 +263,10 @@ def test_layout_warnings_name_device_and_batch(tmp_path):
     w = layout_warnings(sc, fenv, env_batch=32)
     assert len(w) == 2 and "profiled on cuda" in w[0] and "none (CPU ranks)" in w[0] and "batch 16" in w[1]
     sc, fenv = make_scenario(models, "fresh-poll-2gbit", str(_profiled(tmp_path, "cpu", 16)))
-    assert layout_warnings(sc, fenv, env_batch=16) == []
+    w = layout_warnings(sc, fenv, env_batch=16)  # same device kind and batch; CPU compute fills the 2 cores
+    assert len(w) == 1 and "computes on the CPU with 2 ranks on each host's 2 cores" in w[0]
+    sc, fenv = make_scenario(models, "fresh-poll-2x1-2gbit", str(_profiled(tmp_path, "cpu", 16)))
+    assert layout_warnings(sc, fenv, env_batch=16) == []  # one rank per emulated host of 2 cores
     sc, fenv = make_scenario(models, "fresh-poll-2gbit", "vit_s16", compute_ms=300)
     assert layout_warnings(sc, fenv, env_batch=64) == []  # written from published shapes: no device, no batch
 

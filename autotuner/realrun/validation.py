@@ -38,6 +38,10 @@ from ..knobs import DEFAULTS_0_28, Config
 from ..readers.runs import parse_records
 from ..schemas import Setup  # noqa: F401 (the setup of a validation, defined with its record schema)
 
+#: environment variables every trial's command gets: measured steps and warm-up steps (a user's
+#: script reads them when not told otherwise; the replay workload gets them as flags too)
+STEPS_VAR, WARMUP_VAR = "AUTOTUNER_STEPS", "AUTOTUNER_WARMUP"
+
 
 class TrialKind(StrEnum):
     """What a trial measures: Horovod's defaults, Horovod's autotune run, autotune's best
@@ -352,8 +356,10 @@ class TrialRunner:
         if timeline is not None:
             timeline.unlink(missing_ok=True)
         command = s.command or replay_command(s.model, s.compute_ms, s.steps, warmup, s.update_ms, s.replay_wait)
+        # A user's command learns the trial's step counts from the environment (examples/train_horovod.py).
+        counts = {STEPS_VAR: str(s.steps), WARMUP_VAR: str(warmup)}
         job = Job(np=s.np, hosts=s.hosts, command=tuple(command), config=spec.config, autotune=at,
-                  timeline=timeline, prefix=self.prefix, launcher=self.launcher)
+                  timeline=timeline, prefix=self.prefix, launcher=self.launcher, extra_env=counts)
         try:
             res = run_job(job, timeout)
         except FileNotFoundError as e:

@@ -1,0 +1,86 @@
+"""Issue 20, part 4's compute half: a real CPU training script of our own (examples/train_horovod.py),
+its profiled layout, and what the committed real runs say about the prediction
+(docs/fresh-environments.md, section 7)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from autotuner.readers.layouts import load_layout
+from autotuner.readers.replay_output import parse_output
+from autotuner.readers.runs import parse_records
+from autotuner.realrun.launcher import Job, run_job
+from autotuner.realrun.validation import STEPS_VAR, WARMUP_VAR
+from tests.cli_helpers import need_horovod
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "examples" / "train_horovod.py"
+LAYOUT = ROOT / "examples" / "layouts" / "tiny_transformer.json"
+RECORDS = ROOT / "runs" / "fresh-poll-2gbit" / "validation" / "cpu-tiny_transformer.jsonl"
+
+
+def test_example_script_under_horovodrun_takes_its_step_counts_from_validate():
+    """The counts validate passes (AUTOTUNER_STEPS / AUTOTUNER_WARMUP) reach the script: 2 measured
+    step lines in the form validate reads, from 2 real ranks."""
+    need_horovod()
+    job = Job(np=2, command=(sys.executable, str(SCRIPT), "--batch-size", "2"),
+              extra_env={STEPS_VAR: "2", WARMUP_VAR: "1"})
+    res = run_job(job, timeout_s=150)
+    assert res.returncode == 0 and not res.timed_out, res.stderr[-2000:]
+    out = parse_output(res.stdout)
+    assert out.form == "step_lines" and len(out.step_times_ms) == 2, res.stdout[-1000:]
+
+
+@pytest.mark.parametrize("args", [["--steps", "x"], ["--warmup", "-1"], ["--batch-size", "0"]])
+def test_example_script_refuses_bad_counts_in_one_line(args):
+    p = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": ""})
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+
+
+def test_profiled_layout_matches_the_script():
+    """The committed layout is the script's model, profiled with one torch thread (as the script trains)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import train_horovod as th
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    lay, raw = load_layout(str(LAYOUT)), json.loads(LAYOUT.read_text())
+    params = [p for p in th.build_model().parameters() if p.requires_grad]
+    assert lay.n_tensors == len(params) == 52
+    assert int(lay.sizes_bytes.sum()) == 4 * sum(p.numel() for p in params)
+    assert lay.device == "cpu" and raw["threads"] == 1 and lay.batch_size == 16
+
+
+def _measured_vs_predicted():
+    recs, problems = parse_records(RECORDS.read_text(), RECORDS.name)
+    assert not problems
+    by: dict[str, list[dict]] = {}
+    for r in recs:
+        if r["status"] == "ok":
+            by.setdefault(r["trial"].rsplit("/", 1)[0], []).append(r)
+    out = {}
+    for label, rs in by.items():
+        med = sorted(r["measured_step_time_ms"] for r in rs)[len(rs) // 2]
+        out[label] = (len(rs), med, rs[0]["predicted_step_time_ms"])
+    return out
+
+
+def test_committed_cpu_runs_three_repeats_of_five_configurations():
+    rows = _measured_vs_predicted()
+    assert len(rows) == 5 and all(n == 3 for n, _, _ in rows.values())
+    # the compute is the profiled forward + backward, inside every measured step
+    assert all(med > 312.8 for _, med, _ in rows.values())
+
+
+@pytest.mark.xfail(strict=True, reason="part 4's compute half is not modelled: predicted 8-28 % low "
+                   "(docs/fresh-environments.md section 7)")
+def test_cpu_training_predicted_within_ten_percent():
+    """Issue 20's acceptance for part 4: a real CPU training script of our own within 10 %."""
+    for label, (_, med, pred) in _measured_vs_predicted().items():
+        assert abs(pred / med - 1) <= 0.10, (label, med, pred)
