@@ -276,7 +276,7 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
         if cpu_layout != cpu_env:
             out.append(f"layout {L.name!r} was profiled on {L.device}, env {fenv.name!r} ran its ranks on "
                        f"{gpu}: its compute times and readiness are the {L.device}'s")
-    cores = (fenv.raw.get("cluster") or {}).get("cores_per_host")
+    cores = fenv.cores_per_host
     if L.device is not None and L.device.lower().startswith("cpu") and cores and sc.cluster.gpus_per_node >= cores:
         out.append(f"layout {L.name!r} computes on the CPU with {sc.cluster.gpus_per_node} ranks on each host's "
                    f"{cores} cores: Horovod's background thread and Gloo take CPU from the compute, which is "

@@ -60,15 +60,22 @@ class FittedEnv:
     #: models whose forward/backward are the whole step's work on one rank, split over the ranks
     global_work: frozenset[str] = frozenset()
 
+    @property
+    def cores_per_host(self) -> int | None:
+        """CPU cores each host's ranks share (the model file's ``cluster.cores_per_host``, from the
+        env's env.toml or ``measure``), or None where the env does not record it."""
+        cores = (self.raw.get("cluster") or {}).get("cores_per_host")
+        return int(cores) if cores else None
+
     def cost_for(self, cluster: Cluster) -> CostModel:
         """The cost model for ``cluster``: where the env records its hosts' ``cores_per_host``
         and ``cluster`` puts more ranks on a host than the env was measured with, the host-local
         tier at the ranks' share of the cores (:meth:`autotuner.model.costmodel.CostModel.cpu_shared`);
         else :attr:`cost`."""
-        cores = (self.raw.get("cluster") or {}).get("cores_per_host")
-        if not cores:
+        cores = self.cores_per_host
+        if cores is None:
             return self.cost
-        return self.cost.cpu_shared(cluster.gpus_per_node, int(cores), self.cluster.gpus_per_node, cluster.nodes)
+        return self.cost.cpu_shared(cluster.gpus_per_node, cores, self.cluster.gpus_per_node, cluster.nodes)
 
     def layout_for(self, model: str) -> Layout:
         """The layout of ``model``'s workload, as the model file names it: a shipped layout or a
