@@ -103,11 +103,17 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
             raise ScenarioError(f"env {fenv.name!r}: {e}") from None
     calibrated = model in fenv.workloads and compute_ms is None
     run = fenv.run_shapes.get(model) if calibrated else None
+    cores = fenv.cores_per_host
+    # a layout profiled on the CPU, its ranks filling the host's cores: Horovod's cycles take CPU from
+    # the compute (a calibrated model's compute was measured inside its Horovod job: already in it)
+    cycle_cpu = (not calibrated and layout.device is not None and layout.device.lower().startswith("cpu")
+                 and cores is not None and cluster.gpus_per_node >= cores)
     return Scenario(fenv.name, model, layout, wl, cost, cluster, compression, run=run,
                     backend=None if backend is None else str(backend).lower(),
                     contention=fenv.contention if calibrated else None,
                     global_work=calibrated and model in fenv.global_work,
-                    env_backend=str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None), fenv
+                    env_backend=str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None,
+                    cycle_cpu=cycle_cpu), fenv
 
 
 def write_simulated_timeline(sc: Scenario, fenv: FittedEnv, config: Config, path: Path, *,
@@ -266,7 +272,7 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
     "none (CPU ranks)" for an env measured with CPU ranks, a GPU's name otherwise) and its
     ``batch_size`` against the env's (``env_batch``: :func:`env_batch_size`, or the timed run's),
     and a CPU layout whose ranks fill the host's ``cores_per_host`` (compute and Horovod's threads
-    share the cores: not modelled). [] for a layout without them (written from published shapes)."""
+    share the cores: the cycles are charged where ``measure``'s cpu phase ran, the rest is not). [] for a layout without them (written from published shapes)."""
     out = []
     L = sc.layout
     gpu = str((fenv.raw.get("cluster") or {}).get("gpu") or "")
@@ -278,10 +284,14 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
                        f"{gpu}: its compute times and readiness are the {L.device}'s")
     cores = fenv.cores_per_host
     if L.device is not None and L.device.lower().startswith("cpu") and cores and sc.cluster.gpus_per_node >= cores:
+        cpu = sc.cost.negotiation.cpu_s
+        charged = (f"Horovod's cycles are charged ({cpu * 1e6:.0f} µs of compute per cycle, measure's cpu phase), "
+                   "ranks computing at once and the collectives' CPU are not" if cpu is not None and sc.cycle_cpu
+                   else "Horovod's thread and Gloo take CPU from the compute, not modelled here (no cpu phase: "
+                        "re-run autotuner measure)")
         out.append(f"layout {L.name!r} computes on the CPU with {sc.cluster.gpus_per_node} ranks on each host's "
-                   f"{cores} cores: Horovod's background thread and Gloo take CPU from the compute, which is "
-                   f"not modelled (a CPU transformer measured 8-28 % slower than predicted: "
-                   f"docs/fresh-environments.md, section 7)")
+                   f"{cores} cores: {charged}; a CPU transformer measured 8-15 % slower than predicted "
+                   f"(docs/fresh-environments.md, section 8)")
     batch = env_batch or (sc.run.batch_size if sc.run else None)
     if L.batch_size is not None and batch is not None and L.batch_size != batch:
         out.append(f"layout {L.name!r} was profiled at batch {L.batch_size} per rank, env {fenv.name!r} "
@@ -618,13 +628,16 @@ def validation_setup(**kw):
 
 def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], name: str, proposals: list[Config] | None,
                    top: int = 1, repeats: int = 3, autotune: bool = True, defaults: bool = True,
-                   timeout_s: float = 600.0, keep_timelines: bool = False, on_event=None):
+                   timeout_s: float = 600.0, keep_timelines: bool = False, timeline: bool = True, on_event=None):
     """Real validation of ``setup`` (see :mod:`autotuner.realrun.validation`); returns (records, report path, verdict).
 
     Trials run in the emulated network of ``setup.bandwidth_gbit`` (:mod:`autotuner.realrun.testbed`;
     plain loopback, said in the report, when it cannot be built). Records are appended to
     ``runs_dir/<env>/validation/<name>.jsonl``; a re-run resumes. With ``keep_timelines`` each
-    trial's raw timeline is kept gzipped in ``validation/timelines/<name>/``. ``on_event(str)`` gets
+    trial's raw timeline is kept gzipped in ``validation/timelines/<name>/``. ``timeline`` False: the
+    fixed-configuration trials run without Horovod's timeline (as a production run does: on a host
+    whose cores the ranks' compute fills, its writer thread costs the step ~5 %, docs/fresh-environments.md
+    section 7); their records then have no fused-response samples. ``on_event(str)`` gets
     one line per finished trial. Raises ScenarioError / ValidationError for unusable input.
     """
     import shutil
@@ -646,6 +659,8 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
     except (ModelStoreError, ScenarioError) as e:
         sc, predict, why = None, (lambda c: None), str(e)
         model_note = f"no predictions ({why})"
+    if keep_timelines and not timeline:
+        raise ValidationError("--keep-timelines needs the trials' timelines: drop --no-timeline")
     if proposals is None:
         if sc is None:
             raise ValidationError(f"cannot propose configurations: {why}; "
@@ -659,7 +674,7 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
     with _sigterm_as_exit():
         recs, net_note, runner = _run_trials(setup, store, scratch, proposals, repeats=repeats,
                                              autotune=autotune, defaults=defaults, timeout_s=timeout_s,
-                                             predict=predict, say=say,
+                                             predict=predict, say=say, timeline=timeline,
                                              keep=vdir / "timelines" / name if keep_timelines else None)
     for n in store.dropped:  # damaged-store notes: on stderr as well as in the report
         say(f"note: {n}")
@@ -667,7 +682,8 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
         shutil.copyfile(f, vdir / f"{name}-{f.name}")
     shutil.rmtree(scratch, ignore_errors=True)
     notes = [f"setup: {setup.to_dict()}", f"network: {net_note}", model_note,
-             f"{repeats} repeats per fixed configuration, interleaved; records: {store.path.name}"]
+             f"{repeats} repeats per fixed configuration, interleaved; records: {store.path.name}"
+             + ("" if timeline else "; trials run without Horovod's timeline (--no-timeline)")]
     if autotune:
         notes.append("Horovod autotune shortened to fit the run: warm-up samples "
                      f"{runner.autotune_warmup_samples}, steps per sample {runner.autotune_steps_per_sample}, "
@@ -700,14 +716,15 @@ def _sigterm_as_exit():
 
 
 def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, defaults, timeout_s, predict, say,
-                keep):
+                keep, timeline: bool = True):
     """Run the autotune trial, then the interleaved fixed-configuration rounds, in the testbed."""
     from .realrun.launcher import testbed_for
     from .realrun.validation import TrialRunner, autotune_best_config, plan, run_pending
 
     with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, net_note):
         say(net_note)
-        runner = TrialRunner(setup, scratch, tb.prefix, timeout_s, keep_timelines=keep, launcher=tb.launcher)
+        runner = TrialRunner(setup, scratch, tb.prefix, timeout_s, keep_timelines=keep, launcher=tb.launcher,
+                             timeline=timeline)
 
         def done(rec):
             m = rec["measured_step_time_ms"]
@@ -731,9 +748,10 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
 def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth_gbit: float | None = None,
             sizes: str | None = None, repeats: int = 5, warmup: int = 1, timeout_s: float = 900.0,
             testbed_hosts: int | None = None, ranks_per_host: int | None = None, link_gbit: float | None = None,
-            wait: str = "spin", on_total=None, on_item=None, on_event=None) -> dict:
+            wait: str = "spin", cpu_repeats: int = 5, on_total=None, on_item=None, on_event=None) -> dict:
     """``autotuner measure``: the allreduce sweep of :mod:`autotuner.realrun.measure` into
-    ``runs_dir/<env>/`` (resumes a killed sweep). ``sizes``: ``LO:HI`` or a comma list (bytes,
+    ``runs_dir/<env>/`` (resumes a killed sweep), then its ``cpu`` phase (``cpu_repeats`` job
+    pairs, :mod:`autotuner.realrun.cpuprobe`; 0 skips it). ``sizes``: ``LO:HI`` or a comma list (bytes,
     ``K``/``M``/``G`` binary units), default 1K:512M. Returns the JSON-ready summary. Raises
     ValidationError (one line) for bad input, a missing horovodrun or a failed job; OutputError
     when ``runs_dir/<env>`` cannot be written."""
@@ -747,6 +765,8 @@ def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth
         np, hosts = topo[0] * topo[1], cluster_hosts(*topo)
     if np < 2:
         raise ValidationError(f"--np {np}: an allreduce needs at least 2 ranks")
+    if cpu_repeats < 0:
+        raise ValidationError(f"--cpu-repeats {cpu_repeats}: must be >= 0")
     tiers(np, hosts)  # bad --hosts: one line before anything starts
     sz = parse_sizes(sizes) if sizes else DEFAULT_SIZES
     env_dir = runs_dir / env
@@ -754,5 +774,5 @@ def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth
     setup = SweepSetup(np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit, repeats=repeats, warmup=warmup,
                        testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait)
     with _sigterm_as_exit():
-        return run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, on_total=on_total, on_item=on_item,
-                           on_event=on_event)
+        return run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, cpu_repeats=cpu_repeats,
+                           on_total=on_total, on_item=on_item, on_event=on_event)

@@ -426,6 +426,9 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
              timeout_s: float = typer.Option(600.0, "--timeout", help="seconds per trial before it is killed",
                                              callback=opt.checked(opt.Seconds, "--timeout")),
              keep_timelines: bool = typer.Option(False, "--keep-timelines", help="keep each trial's timeline (gzipped)"),
+             timeline: bool = typer.Option(True, "--timeline/--no-timeline",
+                                           help="record Horovod's timeline in each trial (off: as a production run; "
+                                           "on full CPU hosts its writer costs ~5 %)"),
              batch_size: Optional[int] = typer.Option(None, "--batch-size",
                                                       help="images per rank per step (for img/sec output)",
                                                       callback=opt.checked(opt.Count, "--batch-size")),
@@ -445,7 +448,7 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
     recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dirs, name=name or Path(model).stem,
                                            proposals=proposals, top=top, repeats=repeats, autotune=autotune,
                                            defaults=defaults, timeout_s=timeout_s, keep_timelines=keep_timelines,
-                                           on_event=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))
+                                           timeline=timeline, on_event=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))
     out.print(f"{len(recs)} trials recorded; report: {report}", highlight=False)
     out.print(verdict, highlight=False)
 
@@ -829,6 +832,9 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                                            callback=opt.checked(opt.Index, "--warmup")),
                 timeout_s: float = typer.Option(900.0, "--timeout", help="seconds per horovodrun job before it is killed",
                                                 callback=opt.checked(opt.Seconds, "--timeout")),
+                cpu_repeats: int = typer.Option(5, "--cpu-repeats", help="job pairs of the cpu phase (compute beside "
+                                                "1 ms vs 100 ms idle cycles; 0 skips it)",
+                                                callback=opt.checked(opt.Index, "--cpu-repeats")),
                 as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
                 runs_dir: Optional[Path] = _runs_dir_opt("where the sweep goes (default: $AUTOTUNER_RUNS_DIR, else "
                                                          "./runs when it holds environments, else the user's runs folder)")
@@ -843,7 +849,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
         task = bar.add_task(f"measure {env}", total=None)
         summary = measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, sizes=sizes,
                           repeats=repeats, warmup=warmup, timeout_s=timeout_s, testbed_hosts=testbed_hosts,
-                          ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait,
+                          ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait, cpu_repeats=cpu_repeats,
                           on_total=lambda done, total: bar.update(task, completed=done, total=total),
                           on_item=lambda r: bar.update(task, advance=1,
                                                        description=f"{r['phase']} {r['bytes']} B: {r['median_ms']:.2f} ms"),

@@ -490,6 +490,25 @@ class SweepRecord(BaseModel):
     part: PlainName
 
 
+class CpuProbeRecord(BaseModel):
+    """One line of ``cpu.jsonl``, the ``cpu`` phase of ``autotuner measure``
+    (:mod:`autotuner.realrun.cpuprobe`): one job timing compute units beside idle cycles at
+    ``cycle_time_ms``, ``repeat`` of the interleaved series. Unknown keys are kept."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    phase: Literal["cpu"]
+    tier: Literal["intra", "inter", "single"]
+    cycle_time_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    repeat: Annotated[int, Field(ge=0)]
+    #: mean over ranks of each rank's wall time per unit (ms); the slowest rank's
+    unit_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    unit_ms_max: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    #: the compute thread's CPU time over its wall time, mean over ranks
+    cpu_share: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    units: Annotated[int, Field(ge=2)]
+    ranks: Annotated[int, Field(ge=1)]
+
+
 class _EnvHead(BaseModel):
     model_config = ConfigDict(extra="allow")
     format: Format
@@ -616,6 +635,8 @@ class NegotiationEntry(_Schema):
     per_tensor_us: NonNeg = 5.0
     busy_us: NonNeg | None = None
     nocache_us: NonNeg | None = None
+    #: compute time a rank with no spare core loses per background-loop cycle (µs; measure's cpu phase)
+    cpu_us: NonNeg | None = None
 
 
 class HostPassesEntry(_Schema):

@@ -36,11 +36,14 @@ STREAMS = {  # name: (bytes per tensor, tensors per batch, batches timed)
 ALONE_MATMULS = 1000  # compute units timed alone (the model kernel: 12)
 
 
-def rank_main(kernel: str, streams: dict) -> None:
-    import horovod.torch as hvd
+def rank_main(kernel: str, streams: dict, plain: bool = False) -> None:
     import torch
 
-    hvd.init()
+    if plain:  # no Horovod at all: the units alone, np processes at once (the no-cycle baseline)
+        hvd = None
+    else:
+        import horovod.torch as hvd
+        hvd.init()
     torch.set_num_threads(1)
     a, b = torch.randn(256, 1024), torch.randn(1024, 1024)
     work = lambda: torch.mm(a, b)  # noqa: E731
@@ -81,10 +84,16 @@ def rank_main(kernel: str, streams: dict) -> None:
             work()
             times.append((time.perf_counter() - t) * 1e3)
         wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
-        hvd.allreduce(torch.zeros(1), name="sync")
+        if hvd is not None:
+            hvd.allreduce(torch.zeros(1), name="sync")
         return times, busy / wall, cpu / wall, wall
 
     out = []
+    if not streams:  # idle cycles only: the compute units timed with nothing in flight
+        alone, _, cpu_alone, wall = run(None)
+        out.append({"stream": "plain" if plain else "idle", "units": len(alone), "unit_ms_median": round(statistics.median(alone), 4),
+                    "unit_ms_mean": round(statistics.fmean(alone), 4), "cpu_share_alone": round(cpu_alone, 3),
+                    "wall_s": round(wall, 3), "np": int(os.environ.get("PLAIN_NP", "0")) if plain else hvd.size()})
     for name, stream in streams.items():
         alone, _, cpu_alone, _ = run(None)
         with_comm, busy, cpu_share, _ = run(stream)
@@ -96,10 +105,11 @@ def rank_main(kernel: str, streams: dict) -> None:
                     "stretch": round(statistics.fmean(with_comm) / statistics.fmean(alone), 4),
                     "busy_fraction": round(busy, 3), "cpu_share": round(cpu_share, 3),
                     "cpu_share_alone": round(cpu_alone, 3), "np": hvd.size()})
-    if hvd.rank() == 0:
+    if plain or hvd.rank() == 0:
         for r in out:
             print("CONTENTION " + json.dumps(r), flush=True)
-    hvd.shutdown()
+    if hvd is not None:
+        hvd.shutdown()
 
 
 def main() -> int:
@@ -110,11 +120,15 @@ def main() -> int:
     ap.add_argument("--out", type=Path, required=True, help="JSON Lines file to append to")
     ap.add_argument("--kernel", choices=("mm", "model"), default="mm",
                     help="compute: a 256x1024 @ 1024x1024 matmul, or examples/train_horovod.py's forward+backward")
-    ap.add_argument("--streams", default=",".join(STREAMS), help="which streams, comma-separated")
+    ap.add_argument("--streams", default=",".join(STREAMS),
+                    help="which streams, comma-separated; 'idle': the units alone under idle cycles only")
+    ap.add_argument("--plain", action="store_true",
+                    help="no Horovod: --np plain processes time the units at once (the baseline of 'idle')")
     ap.add_argument("--rank", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.rank:
-        rank_main(a.kernel, {k: STREAMS[k] for k in a.streams.split(',')})
+        rank_main(a.kernel, {} if a.plain else {k: STREAMS[k] for k in a.streams.split(',') if k != "idle"},
+                  plain=a.plain)
         return 0
     if a.np < 1 or a.cycle_time_ms <= 0:
         print("error: --np and --cycle-time-ms must be positive", file=sys.stderr)
@@ -125,9 +139,17 @@ def main() -> int:
     cmd = ["horovodrun", "-np", str(a.np), "-H", f"localhost:{a.np}", "--gloo", "--cycle-time-ms",
            f"{a.cycle_time_ms:g}", sys.executable, __file__, "--rank", "--kernel", a.kernel,
            "--streams", a.streams, "--out", str(a.out)]
-    with shaped_network(a.bandwidth_gbit) as tb:
-        res = subprocess.run(tb.wrap(cmd), capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    if a.plain:
+        me = [sys.executable, __file__, "--rank", "--plain", "--kernel", a.kernel, "--out", str(a.out)]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PLAIN_NP": str(a.np)}
+        procs = [subprocess.Popen(me, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                 for _ in range(a.np)]
+        outs = [p.communicate(timeout=300) for p in procs]
+        res = subprocess.CompletedProcess(me, max(p.returncode for p in procs), outs[0][0], outs[0][1])
+    else:
+        with shaped_network(a.bandwidth_gbit) as tb:
+            res = subprocess.run(tb.wrap(cmd), capture_output=True, text=True, timeout=300,
+                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
     rows = [json.loads(line.split("CONTENTION ", 1)[1]) for line in res.stdout.splitlines() if "CONTENTION " in line]
     if res.returncode != 0 or not rows:
         print(f"error: horovodrun exit {res.returncode}: {(res.stderr or res.stdout).strip().splitlines()[-1:]}",

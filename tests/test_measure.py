@@ -16,10 +16,11 @@ import pytest
 
 from autotuner.errors import ValidationError
 from autotuner.realrun import measure as M
-from autotuner.readers.sweep import parse_sweep_records
+from autotuner.readers.sweep import parse_cpu_records, parse_sweep_records
 from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
 
-SHORT = dict(sizes=(1024, 4096, 65536), fusion_sizes=(65536, 262144), tiny_counts=(1, 8), unfused_sizes=(1024, 16384))
+SHORT = dict(sizes=(1024, 4096, 65536), fusion_sizes=(65536, 262144), tiny_counts=(1, 8), unfused_sizes=(1024, 16384),
+             cpu_repeats=1)
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -75,6 +76,7 @@ def test_bad_records_are_named_and_skipped():
     (["--hosts", "a:zero"], "--hosts"),
     (["--np", "0"], "--np"),
     (["--env", "../x"], "--env"),
+    (["--cpu-repeats", "-1"], "--cpu-repeats"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, args, needle):
     base = {"--env": "e", "--runs-dir": str(tmp_path)}
@@ -102,9 +104,14 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
         assert r["n"] == 2 == len(r["times_ms"]) and r["median_ms"] > 0 and r["ranks"] == 2
     assert sorted(p.name.rsplit("-", 1)[0] for p in (env_dir / "timelines").glob("*.json.gz")) == [
         "single-cache-off", "single-fusion-off", "single-main"]
+    # the cpu phase: one (1 ms, 100 ms) pair of jobs, compute units timed on both ranks
+    crecs, problems = parse_cpu_records((env_dir / "cpu.jsonl").read_text(), "cpu.jsonl")
+    assert problems == [] and [r["cycle_time_ms"] for r in crecs] == [1.0, 100.0]
+    assert all(r["ranks"] == 2 and r["unit_ms_max"] >= r["unit_ms"] > 0 and r["tier"] == "single" for r in crecs)
+    assert s1["cpu"]["jobs_new"] == 2
     # a re-run measures nothing again
     s2 = M.run_measure(env_dir, setup, timeout_s=300, **SHORT)
-    assert s2["items_new"] == 0 and s2["items_recorded"] == want
+    assert s2["items_new"] == 0 and s2["items_recorded"] == want and s2["cpu"]["jobs_new"] == 0
     # another setup in the same environment is refused
     with pytest.raises(ValidationError, match="another setup"):
         M.run_measure(env_dir, M.SweepSetup(np=2, hosts="", bandwidth_gbit=None, repeats=3, warmup=1), **SHORT)
@@ -114,6 +121,8 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     d = json.loads((tmp_path / "models" / "sweep-test.json").read_text())
     assert d["fit"]["form"].endswith("from an allreduce sweep") and d["workloads"] == {}
     assert d["cost_model"]["inter"]["bandwidth_gbps"] > 0 and d["fit"]["host_passes"]["n_memcpy"] >= 3
+    # one pair is fewer than the fit needs for the per-cycle compute cost: said, not fitted
+    assert d["fit"]["negotiation"]["cpu"]["cpu_us"] is None and "fewer than" in d["fit"]["negotiation"]["cpu"]["note"]
     # a sweep env has no workload: simulate takes --compute-ms
     p = run("simulate", "--model", "resnet50", "--env", "sweep-test", "--model-dir", str(tmp_path / "models"),
             "--compute-ms", "100")
@@ -124,7 +133,7 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     need_horovod()
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "autotuner.cli", "measure", "--env", "k", "--runs-dir", str(runs),
-            "--sizes", "1K:256K", "--repeats", "2"]
+            "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     rec = runs / "k" / "sweep.jsonl"

@@ -232,7 +232,7 @@ def test_bad_records_are_skipped_and_named(change, needle):
 
 
 def test_committed_records_all_validate():
-    from autotuner.readers.sweep import parse_sweep_records
+    from autotuner.readers.sweep import parse_cpu_records, parse_sweep_records
 
     files = sorted((ROOT / "runs").rglob("*.jsonl"))
     assert len(files) >= 6
@@ -240,9 +240,20 @@ def test_committed_records_all_validate():
         if f.parent.name == "experiments":  # a script's own JSON lines (scripts/cpu_contention.py)
             assert all(isinstance(json.loads(line), dict) for line in f.read_text().splitlines()), f
             continue
-        parse = parse_sweep_records if f.name == "sweep.jsonl" else parse_records
+        parse = {"sweep.jsonl": parse_sweep_records, "cpu.jsonl": parse_cpu_records}.get(f.name, parse_records)
         recs, problems = parse(f.read_text(), f.name)
         assert problems == [] and recs, f
+
+
+def test_bad_cpu_phase_records_are_named_and_skipped():
+    from autotuner.readers.sweep import parse_cpu_records
+
+    good = {"phase": "cpu", "tier": "single", "cycle_time_ms": 1.0, "repeat": 0, "unit_ms": 4.9, "unit_ms_max": 5.3,
+            "cpu_share": 0.93, "units": 400, "ranks": 2}
+    text = "\n".join(json.dumps(r) for r in (good, {**good, "unit_ms": -1.0}, {**good, "cycle_time_ms": 0}))
+    recs, problems = parse_cpu_records(text, "cpu.jsonl")
+    assert len(recs) == 1 and len(problems) == 2
+    assert problems[0].startswith("cpu.jsonl:2: unit_ms") and problems[1].startswith("cpu.jsonl:3: cycle_time_ms")
 
 
 def test_fit_on_records_without_setup_is_one_line_and_writes_nothing(tmp_path):

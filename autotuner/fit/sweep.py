@@ -37,7 +37,7 @@ from ..errors import AutotunerError, FitError
 from ..knobs import MIB
 from ..model.costmodel import Cluster
 from ..readers.runs import EnvData
-from ..readers.sweep import read_sweep_records
+from ..readers.sweep import read_cpu_records, read_sweep_records
 from ..readers.timeline import read_timeline, samples
 from ..readers.timeline_steps import response_host_samples
 from .fitters import _model_dict, fit_collective_tier, run_config, timeline_cost_model
@@ -112,6 +112,12 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
             cost.negotiation, busy_s=cyc_info["cache_on_ms"] * 1e-3,
             nocache_s=None if cyc_info.get("cache_off_ms") is None else cyc_info["cache_off_ms"] * 1e-3))
     neg_info["per_cycle"] = cyc_info
+    crecs, cproblems = read_cpu_records(src.parent / CPU_RECORDS, f"{env.path.name}/{CPU_RECORDS}")
+    env.problems += cproblems
+    cpu_info = cycle_cpu(crecs, cost.negotiation, cluster.size)
+    if cpu_info.get("cpu_us") is not None:
+        cost = replace(cost, negotiation=replace(cost.negotiation, cpu_s=cpu_info["cpu_us"] * 1e-6))
+    neg_info["cpu"] = cpu_info
     fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
                 "other_tiers": tiers_info,
                 "a_ms": lin.a_s * 1e3, "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2,
@@ -157,6 +163,50 @@ def _per_tensor(recs: list[dict[str, Any]]) -> dict[str, Any]:
     info["note"] = f"slope of (cache off - cache on) mean batch time per tensor, / {ranks} ranks"
     return info
 
+
+
+#: the cpu phase's records, beside ``source`` (:data:`autotuner.realrun.measure.CPU_RECORDS`; not
+#: imported: the fit does not load the real-run package)
+CPU_RECORDS = "cpu.jsonl"
+#: fewest complete (fast, reference) job pairs for the per-cycle compute cost
+MIN_CPU_PAIRS = 3
+
+
+def cycle_cpu(recs: list[dict[str, Any]], neg, p: int) -> dict[str, Any]:
+    """Compute time a rank loses per background-loop cycle (``cpu_us``, µs) from the ``cpu``
+    phase's records (:mod:`autotuner.realrun.cpuprobe`): per repeat, the share of the compute
+    thread's wall time lost to the fast cycle, ``f = 1 - u_ref / u_fast`` (``u``: the slowest
+    rank's wall time per compute unit, ms, ``unit_ms_max``: a synchronous step waits for it, and
+    the loss is not shared evenly: on the 2-core testbed one rank lost 12-15 % at a 1 ms cycle
+    and the other ~0; the reference is the slowest cycle time measured), the median over repeats,
+    times the fast cycle's idle period (:meth:`autotuner.model.costmodel.Negotiation.idle_period_s`
+    of ``neg`` on ``p`` ranks, cache on), the reference cycle's own share taken out: with
+    :meth:`~autotuner.model.costmodel.Negotiation.compute_stretch`'s ``u = u0 / (1 - c/P)``,
+    ``f = (c/P_f - c/P_r) / (1 - c/P_r)``, so ``c = f·P_f / (1 - P_f/P_r + f·P_f/P_r)``. ``cpu_us`` is None (with a note) with
+    fewer than :data:`MIN_CPU_PAIRS` pairs; 0 when the fast cycle cost nothing measurable (f <= 0)."""
+    by: dict[int, dict[float, float]] = {}
+    for r in recs:
+        by.setdefault(int(r["repeat"]), {})[float(r["cycle_time_ms"])] = float(r["unit_ms_max"])
+    cycles = sorted({c for d in by.values() for c in d})
+    info: dict[str, Any] = {"form": "f = 1 - u_ref/u_fast per interleaved pair (slowest rank's time per unit); "
+                                    "cpu_us = median f x idle period at the fast cycle, corrected for the "
+                                    "reference cycle's own share",
+                            "cpu_us": None, "cycles_ms": cycles, "pairs": []}
+    if len(cycles) < 2:
+        info["note"] = "no cpu phase (measure --cpu-repeats): compute beside Horovod's cycles not measured"
+        return info
+    fast, ref = cycles[0], cycles[-1]
+    pairs = [(k, d[fast], d[ref]) for k, d in sorted(by.items()) if fast in d and ref in d]
+    info["pairs"] = [{"repeat": k, "unit_ms_fast": a, "unit_ms_ref": b, "f": 1 - b / a} for k, a, b in pairs]
+    if len(pairs) < MIN_CPU_PAIRS:
+        info["note"] = f"{len(pairs)} complete pair(s), fewer than {MIN_CPU_PAIRS}: per-cycle compute cost not fitted"
+        return info
+    f = float(np.median([1 - b / a for _, a, b in pairs]))
+    pf, pr = neg.idle_period_s(fast * 1e-3, p, True), neg.idle_period_s(ref * 1e-3, p, True)
+    info.update(f_median=f, f_min=min(x["f"] for x in info["pairs"]), f_max=max(x["f"] for x in info["pairs"]),
+                period_fast_ms=pf * 1e3, period_ref_ms=pr * 1e3,
+                cpu_us=max(0.0, f) * pf / (1 - pf / pr + max(0.0, f) * pf / pr) * 1e6)
+    return info
 
 
 #: fewest busy cycles of a job kind for the per-cycle negotiation to be taken from a sweep

@@ -147,6 +147,12 @@ class Negotiation:
     (+ the per-tensor work) with the cache off or missing, in place of the products of
     ``ctrl_op_s``: those cycles start when the slowest rank reaches them, which one small
     collective's latency does not show. Idle cycles keep the products. None: not measured.
+
+    ``cpu_s``: compute time (s) a rank loses to one cycle of its background thread when its
+    compute has no spare core (CPU ranks filling their host's cores, issue 20 part 4): measured
+    by ``measure``'s ``cpu`` phase (:mod:`autotuner.realrun.cpuprobe`, fitted by
+    :func:`autotuner.fit.sweep.cycle_cpu`); :meth:`compute_stretch` turns it into the compute's
+    slowdown at a cycle time. None: not measured.
     """
 
     ctrl_op_s: float = 100e-6
@@ -155,6 +161,26 @@ class Negotiation:
     per_tensor_s: float = 5e-6
     busy_s: float | None = None
     nocache_s: float | None = None
+    cpu_s: float | None = None
+
+    def idle_period_s(self, cycle_s: float, p: int, cache_enabled: bool) -> float:
+        """Spacing (s) of idle cycles at cycle time ``cycle_s`` (s): ``RunLoopOnce`` sleeps what
+        is left of the cycle time after a cycle's work (operations.cc), so the larger of the two."""
+        return max(cycle_s, self.cycle_s(0, p, cache_enabled, cache_enabled))
+
+    def compute_stretch(self, cycle_s: float, p: int, cache_enabled: bool) -> float:
+        """Compute time with the background loop cycling every :meth:`idle_period_s` / compute
+        time alone (dimensionless, >= 1) for a rank whose compute has no spare core: each cycle
+        takes :attr:`cpu_s` from the compute thread, a share ``f = cpu_s / period`` of its wall
+        time, so the compute runs ``1 / (1 - f)`` longer (``f`` capped at 0.9). 1.0 when
+        :attr:`cpu_s` is None or ``p`` is 1 (no background loop work). Raises CostModelError for a
+        non-positive ``cycle_s``."""
+        if not cycle_s > 0:
+            raise CostModelError(f"cycle time must be > 0 s, got {cycle_s}")
+        if self.cpu_s is None or p <= 1:
+            return 1.0
+        f = min(0.9, max(0.0, self.cpu_s) / self.idle_period_s(cycle_s, p, cache_enabled))
+        return 1.0 / (1.0 - f)
 
     def cycle_s(self, n_tensors: int, p: int, cache_enabled: bool, all_hits: bool) -> float:
         """Negotiation time (s) of a cycle negotiating ``n_tensors`` on ``p`` ranks."""
@@ -386,7 +412,9 @@ class CostModel:
                             **({} if self.negotiation.busy_s is None
                                else {"busy_us": self.negotiation.busy_s * 1e6}),
                             **({} if self.negotiation.nocache_s is None
-                               else {"nocache_us": self.negotiation.nocache_s * 1e6})},
+                               else {"nocache_us": self.negotiation.nocache_s * 1e6}),
+                            **({} if self.negotiation.cpu_s is None
+                               else {"cpu_us": self.negotiation.cpu_s * 1e6})},
             **({"host_passes": self.host.to_dict()} if self.host else {}),
             **({"backends": {k: b.to_dict() for k, b in self.backends}} if self.backends else {}),
         }
@@ -406,7 +434,8 @@ class CostModel:
                                     per_tensor_s=float(n.get("per_tensor_us", 5)) * 1e-6,
                                     busy_s=None if n.get("busy_us") is None else float(n["busy_us"]) * 1e-6,
                                     nocache_s=(None if n.get("nocache_us") is None
-                                               else float(n["nocache_us"]) * 1e-6)),
+                                               else float(n["nocache_us"]) * 1e-6),
+                                    cpu_s=None if n.get("cpu_us") is None else float(n["cpu_us"]) * 1e-6),
             host=HostPasses.from_dict(d["host_passes"]) if d.get("host_passes") else None,
             backends=tuple((k, BackendCost.from_dict(v)) for k, v in (d.get("backends") or {}).items()),
         )

@@ -77,6 +77,10 @@ class Scenario:
     global_work: bool = False
     #: the environment's own collective backend (its model file's ``cluster.backend``), or None
     env_backend: str | None = None
+    #: True: the ranks compute on the CPU with no spare core (a CPU layout, as many ranks per host
+    #: as cores or more): every cycle of Horovod's background loop takes CPU from the compute
+    #: (:meth:`compute_stretch`)
+    cycle_cpu: bool = False
 
     @property
     def effective_backend(self) -> str | None:
@@ -116,6 +120,24 @@ class Scenario:
         return replace(w, forward_s=w.forward_s * f, backward_s=w.backward_s * f,
                        host_backward_s=None if w.host_backward_s is None else w.host_backward_s * f)
 
+    def compute_stretch(self, cycle_time_ms: float, cache_enabled: bool = True) -> float:
+        """Compute slowdown (>= 1) at cycle time ``cycle_time_ms`` (ms) from the background loop's
+        cycles (:meth:`autotuner.model.costmodel.Negotiation.compute_stretch`) when
+        :attr:`cycle_cpu`, else 1.0; also 1.0 for an env whose ``measure`` had no cpu phase."""
+        if not self.cycle_cpu:
+            return 1.0
+        return self.cost.negotiation.compute_stretch(cycle_time_ms * 1e-3, self.cluster.size, cache_enabled)
+
+    def workload_at(self, cycle_time_ms: float, cache_enabled: bool = True) -> Workload:
+        """:attr:`rank_workload` with forward, backward and the host's backward stretched by
+        :meth:`compute_stretch` (the update too: it is compute on the same core)."""
+        w = self.rank_workload
+        f = self.compute_stretch(cycle_time_ms, cache_enabled)
+        if f == 1.0:
+            return w
+        return replace(w, forward_s=w.forward_s * f, backward_s=w.backward_s * f, update_s=w.update_s * f,
+                       host_backward_s=None if w.host_backward_s is None else w.host_backward_s * f)
+
     def wall_s(self, step_s: float) -> float | None:
         """Wall time (s) of the calibrated run on this scenario's ranks with a step of
         ``step_s`` seconds (:class:`autotuner.model.wallclock.RunShape`), or None without one."""
@@ -125,7 +147,8 @@ class Scenario:
         """:func:`simulate_step` on this scenario (with :attr:`effective_backend`: hierarchical
         allreduce reads as off where that backend has none); ``kw`` passes ``trace``,
         ``measure_steps``, ..."""
-        return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction, self.rank_workload, config,
+        return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction,
+                             self.workload_at(config.cycle_time_ms, config.cache_capacity > 0), config,
                              self.cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression],
                              backend=self.effective_backend, **kw)
 
@@ -136,10 +159,27 @@ class Scenario:
         ``hierarchical_allreduce`` and optionally ``hierarchical_allgather``, arrays broadcast
         together to one shape S (internal units: bytes, ms). Returns float64 seconds, shape S,
         equal to :meth:`simulate`'s ``step_time_s`` for each configuration (the same
-        :attr:`effective_backend` rule for hierarchical allreduce).
+        :attr:`effective_backend` rule for hierarchical allreduce; with :attr:`cycle_cpu`, the
+        configurations are simulated in groups of one compute stretch, :meth:`workload_at`).
         """
         from .fastsim import simulate_batch
 
-        return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, self.rank_workload, self.cost,
-                              self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression],
-                              backend=self.effective_backend, **knobs)
+        def run(wl: Workload, kn: dict) -> np.ndarray:
+            return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, wl, self.cost, self.cluster,
+                                  compression_ratio=COMPRESSION_RATIO[self.compression],
+                                  backend=self.effective_backend, **kn)
+
+        if not self.cycle_cpu or self.cost.negotiation.cpu_s is None:
+            return run(self.rank_workload, knobs)
+        names = list(knobs)
+        arrs = np.broadcast_arrays(*(np.asarray(knobs[k]) for k in names))
+        shape = arrs[0].shape
+        flat = dict(zip(names, (a.reshape(-1) for a in arrs)))
+        cyc = flat["cycle_time_ms"].astype(float)
+        cache_on = flat["cache_capacity"] > 0
+        out = np.empty(cyc.size)
+        groups = np.unique(np.stack([cyc, cache_on.astype(float)]), axis=1)
+        for c, on in groups.T:
+            sel = (cyc == c) & (cache_on == bool(on))
+            out[sel] = run(self.workload_at(float(c), bool(on)), {k: v[sel] for k, v in flat.items()})
+        return out.reshape(shape)

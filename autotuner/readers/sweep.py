@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunsError, SchemaError
-from ..schemas import SweepRecord, check
+from ..schemas import CpuProbeRecord, SweepRecord, check
 from .files import read_text
 
 
-def parse_sweep_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """(records, problems) of a sweep record file's text; each problem names ``source:line``."""
+def parse_sweep_records(text: str, source: str, schema: type = SweepRecord) -> tuple[list[dict[str, Any]], list[str]]:
+    """(records, problems) of a sweep record file's text; each problem names ``source:line``.
+    ``schema``: :class:`~autotuner.schemas.SweepRecord` (``sweep.jsonl``) or
+    :class:`~autotuner.schemas.CpuProbeRecord` (``cpu.jsonl``, :func:`parse_cpu_records`)."""
     recs, problems = [], []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -26,7 +28,7 @@ def parse_sweep_records(text: str, source: str) -> tuple[list[dict[str, Any]], l
             problems.append(f"{source}:{n}: skipped unreadable record ({getattr(e, 'msg', type(e).__name__)})")
             continue
         try:
-            check(SweepRecord, rec, f"{source}:{n}")
+            check(schema, rec, f"{source}:{n}")
         except SchemaError as e:
             problems.append(f"{e} (record skipped)")
             continue
@@ -37,3 +39,16 @@ def parse_sweep_records(text: str, source: str) -> tuple[list[dict[str, Any]], l
 def read_sweep_records(path: Path, source: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
     """Read and parse ``path`` (:func:`parse_sweep_records`). Raises RunsError when it cannot be read."""
     return parse_sweep_records(read_text(path, RunsError), source or str(path))
+
+
+def parse_cpu_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(records, problems) of a ``cpu.jsonl`` (the ``cpu`` phase of ``autotuner measure``)."""
+    return parse_sweep_records(text, source, CpuProbeRecord)
+
+
+def read_cpu_records(path: Path, source: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Read ``cpu.jsonl`` (:func:`parse_cpu_records`); ([], []) when absent (a sweep measured before
+    the phase existed). Raises RunsError when it cannot be read."""
+    if not path.exists():
+        return [], []
+    return parse_cpu_records(read_text(path, RunsError), source or str(path))

@@ -39,11 +39,16 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..knobs import DEFAULTS_0_28, MIB
-from ..readers.sweep import parse_sweep_records
+from ..readers.sweep import parse_cpu_records, parse_sweep_records
 from .sweep import FUSION_SPLIT
 from .validation import TrialStore
 
 RECORDS = "sweep.jsonl"
+#: the ``cpu`` phase's records (:mod:`autotuner.realrun.cpuprobe`)
+CPU_RECORDS = "cpu.jsonl"
+#: interleaved (fast cycle, reference cycle) job pairs of the ``cpu`` phase
+CPU_REPEATS = 5
+_CPU_LINE = re.compile(rb"AUTOTUNER_CPU (\{.*\})")
 #: the default message sizes: 1 KiB to 512 MiB, doubling (bytes)
 DEFAULT_SIZES = tuple(1024 * 2**i for i in range(20))
 #: fused responses measured by the fusion phase (bytes): 64 KiB to Horovod's default fusion threshold, 64 MiB
@@ -263,13 +268,15 @@ def _busy() -> str | None:
 
 def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion_sizes=DEFAULT_FUSION_SIZES,
                 tiny_counts=DEFAULT_TINY_COUNTS, unfused_sizes=DEFAULT_UNFUSED_SIZES, timeout_s: float = 900.0,
-                on_total: Callable[[int, int], None] | None = None,
+                cpu_repeats: int = CPU_REPEATS, on_total: Callable[[int, int], None] | None = None,
                 on_item: Callable[[dict[str, Any]], None] | None = None,
                 on_event: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run (or resume) the sweep of ``setup`` into ``env_dir`` (see the module docstring).
 
-    ``on_total(done, total)`` is called once with the item counts, ``on_item(record)`` per
-    item recorded, ``on_event(line)`` per job started or finished. Returns a JSON-ready summary.
+    ``cpu_repeats``: job pairs of the ``cpu`` phase (:func:`run_cpu_phase`, after the sweep's
+    jobs; 0 skips it). ``on_total(done, total)`` is called once with the item counts,
+    ``on_item(record)`` per item recorded, ``on_event(line)`` per job started or finished.
+    Returns a JSON-ready summary.
     Raises ValidationError (horovodrun missing, another setup already recorded, a job that
     failed before measuring anything, hosts malformed).
     """
@@ -383,6 +390,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 raise ValidationError(f"{stem}: horovodrun exit {rc} after {got} of {len(todo)} item(s): "
                                       f"{tail[0].strip()[-300:]}")
             say(f"{stem}: done ({got} item(s))")
+        cpu = run_cpu_phase(env_dir, setup, plan[0], tb, cpu_repeats, timeout_s, say)
     shutil.rmtree(scratch, ignore_errors=True)
     recs = store.records()
     big = [r for r in recs if r["phase"] == "allreduce" and r["tier"] != "intra"]  # the cluster's link, not a host's lo
@@ -393,5 +401,41 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 "mib": top["bytes"] / MIB, "median_ms": top["median_ms"],
                 "algbw_gbit_s": round(top["bytes"] * 8 / (top["median_ms"] * 1e-3) / 1e9, 3)},
             "timelines": sorted(str(p.relative_to(env_dir)) for p in (env_dir / "timelines").glob("*.json.gz")),
-            "dropped": store.dropped}
+            "cpu": cpu, "dropped": store.dropped}
+
+
+def run_cpu_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
+                  say: Callable[[str], None]) -> dict[str, Any]:
+    """The ``cpu`` phase (:mod:`autotuner.realrun.cpuprobe`): ``repeats`` pairs of jobs on
+    ``tier``'s host, cycle time 1 ms then 100 ms (:data:`autotuner.realrun.cpuprobe.CYCLES_MS`),
+    interleaved; one :class:`autotuner.schemas.CpuProbeRecord` appended to ``cpu.jsonl`` per job
+    (resumable: recorded (cycle, repeat) jobs are not run again). ``tb``: the open testbed.
+    Returns ``{"records": path, "jobs_new": n, "jobs_recorded": n}``. Raises ValidationError for
+    a job that failed or printed no result."""
+    from .cpuprobe import CYCLES_MS
+    from .launcher import Job, run_job
+
+    store = TrialStore(env_dir / CPU_RECORDS, parse=parse_cpu_records)
+    done = {(r["tier"], float(r["cycle_time_ms"]), int(r["repeat"])) for r in store.records()}
+    new = 0
+    for k in range(repeats):
+        for cyc in CYCLES_MS:
+            if (tier.name, cyc, k) in done:
+                continue
+            job = Job(np=tier.np, hosts=tier.hosts, command=(sys.executable, "-m", "autotuner.realrun.cpuprobe"),
+                      prefix=tb.prefix, config=replace(DEFAULTS_0_28, cycle_time_ms=cyc), launcher=tb.launcher)
+            say(f"{tier.name}-cpu: compute units beside idle cycles of {cyc:g} ms (pair {k + 1} of {repeats})")
+            res = run_job(job, timeout_s)
+            m = _CPU_LINE.search(res.stdout.encode())
+            if res.returncode != 0 or not m:
+                tail = [ln for ln in (res.stderr + res.stdout).splitlines() if ln.strip()][-1:] or ["no output"]
+                raise ValidationError(f"{tier.name}-cpu: horovodrun exit {res.returncode}"
+                                      f"{' (timed out)' if res.timed_out else ''}: {tail[0].strip()[-300:]}")
+            d = json.loads(m.group(1))
+            store.append({"phase": "cpu", "tier": tier.name, "cycle_time_ms": cyc, "repeat": k, **d,
+                          "part": f"{tier.name}-cpu", "setup": setup.to_dict(),
+                          "load_avg_1m": round(os.getloadavg()[0], 2),
+                          "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            new += 1
+    return {"records": str(store.path), "jobs_new": new, "jobs_recorded": len(store.records())}
 

@@ -1,0 +1,126 @@
+"""Issue 20, part 4's compute half: the compute a rank loses to Horovod's background-loop cycles when
+its compute fills its core. Measured by `measure`'s cpu phase (runs/fresh-poll-2gbit/cpu.jsonl),
+fitted into `Negotiation.cpu_s`, charged by both simulators (docs/fresh-environments.md, section 8)."""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotuner.api import make_scenario
+from autotuner.errors import CostModelError
+from autotuner.knobs import DEFAULTS_0_28, MIB, Config
+from autotuner.model.costmodel import Negotiation
+from autotuner.readers.runs import parse_records
+from autotuner.readers.sweep import parse_cpu_records
+from autotuner.views.protocol import kendall_tau
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = "fresh-poll-2gbit"
+CPU = ROOT / "runs" / ENV / "cpu.jsonl"
+LAYOUT = str(ROOT / "examples" / "layouts" / "tiny_transformer.json")
+MODELS = [ROOT / "autotuner" / "models"]
+NO_TIMELINE = ROOT / "runs" / ENV / "validation" / "cpu-tiny_transformer-c.jsonl"
+
+
+def _model():
+    return json.loads((ROOT / "autotuner" / "models" / f"{ENV}.json").read_text())
+
+
+def test_per_cycle_cost_is_the_arithmetic_of_the_committed_cpu_phase():
+    """By hand from the records: per pair f = 1 - u(100 ms) / u(1 ms) on the slowest rank, the median,
+    times the 1 ms idle period, the 100 ms cycle's own share taken out."""
+    recs, problems = parse_cpu_records(CPU.read_text(), CPU.name)
+    assert not problems and len(recs) == 10
+    by = {}
+    for r in recs:
+        by.setdefault(r["repeat"], {})[r["cycle_time_ms"]] = r["unit_ms_max"]
+    f = statistics.median(1 - d[100.0] / d[1.0] for d in by.values())
+    c = f * 1e-3 / (1 - 0.01 + f * 0.01)
+    got = _model()["cost_model"]["negotiation"]["cpu_us"] * 1e-6
+    assert got == pytest.approx(c, rel=1e-9)
+    assert 0.08 < f < 0.16 and 80e-6 < got < 160e-6  # 12 % of a 1 ms cycle's time, on the slower rank
+    # the loss lands on one rank: the mean over ranks loses about half as much
+    fm = statistics.median(1 - r100["unit_ms"] / r1["unit_ms"] for r1, r100 in
+                           zip([r for r in recs if r["cycle_time_ms"] == 1.0],
+                               [r for r in recs if r["cycle_time_ms"] == 100.0]))
+    assert fm < 0.75 * f
+
+
+def test_compute_stretch_law():
+    n = Negotiation(ctrl_op_s=20e-6, cpu_s=119e-6)
+    assert n.compute_stretch(1e-3, 2, True) == pytest.approx(1 / (1 - 0.119))
+    assert n.compute_stretch(25e-3, 2, True) == pytest.approx(1 / (1 - 119e-6 / 25e-3))
+    assert n.compute_stretch(0.1e-3, 2, True) == pytest.approx(1 / (1 - 0.9))  # capped
+    assert Negotiation().compute_stretch(1e-3, 2, True) == 1.0  # not measured
+    assert n.compute_stretch(1e-3, 1, True) == 1.0  # one rank: no background loop work
+    with pytest.raises(CostModelError, match="cycle time"):
+        n.compute_stretch(0.0, 2, True)
+
+
+CONFIGS = [DEFAULTS_0_28, Config(fusion_threshold_bytes=0, cycle_time_ms=1.0),
+           Config(fusion_threshold_bytes=4 * MIB, cycle_time_ms=5.0),
+           Config(fusion_threshold_bytes=16 * MIB, cycle_time_ms=10.0, cache_capacity=0),
+           Config(fusion_threshold_bytes=64 * MIB, cycle_time_ms=25.0)]
+
+
+def test_fast_and_reference_simulators_agree_on_the_compute_stretch():
+    sc, _ = make_scenario(MODELS, ENV, LAYOUT)
+    assert sc.cycle_cpu and sc.cost.negotiation.cpu_s is not None
+    ref = [sc.simulate(c).step_time_s for c in CONFIGS]
+    fast = sc.step_times(fusion_threshold_bytes=np.array([c.fusion_threshold_bytes for c in CONFIGS]),
+                         cycle_time_ms=np.array([c.cycle_time_ms for c in CONFIGS]),
+                         cache_capacity=np.array([c.cache_capacity for c in CONFIGS]),
+                         hierarchical_allreduce=np.array([False] * len(CONFIGS)))
+    assert list(fast) == pytest.approx(ref, rel=1e-12)
+    off = replace(sc, cycle_cpu=False)
+    base = [off.simulate(c).step_time_s for c in CONFIGS]
+    assert ref[0] > base[0] * 1.02 and ref[1] > base[1] * 1.02  # 1 ms cycles cost the compute
+    # elsewhere a small stretch moves which cycle a gradient lands in: the step may shift either way, slightly
+    assert all(r >= b * 0.999 for r, b in zip(ref, base))
+
+
+def test_stretch_only_where_cpu_compute_fills_the_cores():
+    one, _ = make_scenario(MODELS, ENV, LAYOUT, gpus_per_node=1)  # 1 rank on 2 cores: a spare core
+    assert not one.cycle_cpu
+    shapes, _ = make_scenario(MODELS, ENV, "mobilenet_v2", compute_ms=150)  # written from shapes: no device
+    assert not shapes.cycle_cpu
+    other, _ = make_scenario(MODELS, "fresh-poll-0.75gbit", LAYOUT)  # no cpu phase measured: no charge
+    assert other.cycle_cpu and other.compute_stretch(1.0) == 1.0
+
+
+def _measured_and_predicted(path):
+    recs, problems = parse_records(path.read_text(), path.name)
+    assert not problems
+    by = {}
+    for r in recs:
+        if r["status"] == "ok":
+            by.setdefault(r["label"], []).append(r)
+    sc, _ = make_scenario(MODELS, ENV, LAYOUT)
+    out = {}
+    for label, rs in by.items():
+        cfg = Config(**{k: v for k, v in rs[0]["config"].items() if k != "fusion_threshold_mb"})
+        out[label] = (len(rs), statistics.median(r["measured_step_time_ms"] for r in rs), sc.simulate(cfg).step_time_ms)
+    return out
+
+
+def test_cpu_script_without_timeline_is_ranked_right():
+    """The real CPU training runs without Horovod's timeline (validate --no-timeline), 3 interleaved
+    repeats of 5 configurations: the model fitted on the env's sweep and cpu phase alone ranks them
+    (Kendall tau over pairs > 2 % apart)."""
+    rows = _measured_and_predicted(NO_TIMELINE)
+    assert len(rows) == 5 and all(n == 3 for n, _, _ in rows.values())
+    meas, pred = zip(*((m, p) for _, m, p in rows.values()))
+    tau, pairs = kendall_tau(list(meas), list(pred), 0.02)
+    assert pairs >= 5 and tau >= 0.8, (tau, pairs, rows)
+
+
+@pytest.mark.xfail(strict=True, reason="predicted 8-15 % low without a timeline (fusion off -15 %): ranks computing "
+                   "at once and busy cycles are not charged (docs/fresh-environments.md section 8)")
+def test_cpu_script_without_timeline_within_ten_percent():
+    for label, (_, med, pred) in _measured_and_predicted(NO_TIMELINE).items():
+        assert abs(pred / med - 1) <= 0.10, (label, med, pred)
