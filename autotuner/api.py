@@ -343,10 +343,12 @@ class ProfileDevice(StrEnum):
 
 
 def profile_model(spec: str, out: Path, *, input_shape: str, batch_size: int, device: str = "cpu",
-                  amp: bool = False, steps: int = 10, warmup: int = 3) -> dict[str, Any]:
+                  amp: bool = False, steps: int = 10, warmup: int = 3, threads: int | None = None,
+                  concurrent: int = 1) -> dict[str, Any]:
     """``autotuner profile``: run the ``torch.nn.Module`` of ``spec`` (``pkg.mod:factory``) forward
     and backward, time each gradient's readiness (:mod:`autotuner.realrun.profile`; torch is
-    imported only here), write the measured layout JSON to ``out`` atomically.
+    imported only here), write the measured layout JSON to ``out`` atomically. CPU: ``threads``
+    torch threads, ``concurrent`` copies computing at once (the ranks of one host).
 
     Returns the JSON-ready summary (``profile --json``): ``out`` (the path written), the layout's
     name, device, dtype, amp, batch size, input shape, steps, forward/backward ms, ``tensors``,
@@ -361,12 +363,12 @@ def profile_model(spec: str, out: Path, *, input_shape: str, batch_size: int, de
 
     check_output_dir(Path(out).parent, "--out")  # before minutes of profiling
     d, warnings = profile_layout(spec, input_shape=input_shape, batch_size=batch_size, device=str(device),
-                                 amp=amp, steps=steps, warmup=warmup)
+                                 amp=amp, steps=steps, warmup=warmup, threads=threads, concurrent=concurrent)
     path = atomic_write_text(Path(out), json.dumps(d, indent=1, allow_nan=False) + "\n")
     ts = d["tensors"]
     return {"model": spec, "out": str(path), **{k: d[k] for k in (
                 "name", "device", "device_name", "dtype", "amp", "batch_size", "input_shape", "steps", "warmup",
-                "forward_ms", "backward_ms")},
+                "forward_ms", "backward_ms")}, "threads": d.get("threads"), "concurrent": d.get("concurrent"),
             "tensors": len(ts), "bytes": layout_from_dict(d, str(path)).total_bytes,
             "first_ready_ms": ts[0]["ready_ms"], "last_ready_ms": ts[-1]["ready_ms"], "warnings": warnings}
 

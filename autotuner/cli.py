@@ -791,6 +791,12 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
                                           callback=opt.checked(opt.Count, "--steps")),
                 warmup: int = typer.Option(3, "--warmup", help="warm-up steps, not measured",
                                            callback=opt.checked(opt.Index, "--warmup")),
+                threads: Optional[int] = typer.Option(None, "--threads", help="CPU: torch threads per rank, as your "
+                                                      "script sets them (default: torch's)",
+                                                      callback=opt.checked(opt.Count, "--threads")),
+                concurrent: int = typer.Option(1, "--concurrent", help="CPU: copies computing at once, as the ranks "
+                                               "on one host do (e.g. 2 for horovodrun -np 2 on one host)",
+                                               callback=opt.checked(opt.Count, "--concurrent")),
                 out_file: Path = typer.Option(..., "--out", help="layout JSON to write (for --model FILE.json)"),
                 as_json: bool = typer.Option(False, "--json", help="print a JSON summary")) -> None:
     """Measure your model's gradient readiness, forward and backward times; write a layout JSON that
@@ -798,7 +804,7 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
     from .api import profile_model
 
     d = profile_model(model, out_file, input_shape=input_shape, batch_size=batch_size, device=device,
-                      amp=amp, steps=steps, warmup=warmup)
+                      amp=amp, steps=steps, warmup=warmup, threads=threads, concurrent=concurrent)
     for w in d["warnings"]:
         err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
@@ -806,7 +812,9 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
         return
     out.print(f"[bold]{model}[/] on {d['device']} ({d['device_name']}), {'autocast ' if d['amp'] else ''}{d['dtype']}, "
               f"batch {d['batch_size']} x {d['input_shape']}: forward {d['forward_ms']:.2f} ms, backward "
-              f"{d['backward_ms']:.2f} ms (medians of {d['steps']} steps after {d['warmup']} warm-up)", highlight=False)
+              f"{d['backward_ms']:.2f} ms (medians of {d['steps']} steps after {d['warmup']} warm-up"
+              + (f"; {d['threads']} thread(s), {d['concurrent']} cop{'y' if d['concurrent'] == 1 else 'ies'} at once"
+                 if d.get("threads") else "") + ")", highlight=False)
     out.print(f"{d['tensors']} gradients, {d['bytes'] / MIB:.2f} MiB; first ready {d['first_ready_ms']:.2f} ms, "
               f"last {d['last_ready_ms']:.2f} ms after the end of forward", highlight=False)
     out.print(f"wrote {d['out']}; use it as: autotuner simulate --model {d['out']}", highlight=False, soft_wrap=True)

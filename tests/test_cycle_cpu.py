@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = "fresh-poll-2gbit"
 CPU = ROOT / "runs" / ENV / "cpu.jsonl"
 LAYOUT = str(ROOT / "examples" / "layouts" / "tiny_transformer.json")
+#: the same model profiled with --threads 1 --concurrent 2 (the other rank computing meanwhile)
+LAYOUT_C2 = str(ROOT / "examples" / "layouts" / "tiny_transformer_c2.json")
 MODELS = [ROOT / "autotuner" / "models"]
 NO_TIMELINE = ROOT / "runs" / ENV / "validation" / "cpu-tiny_transformer-c.jsonl"
 
@@ -93,14 +95,14 @@ def test_stretch_only_where_cpu_compute_fills_the_cores():
     assert other.cycle_cpu and other.compute_stretch(1.0) == 1.0
 
 
-def _measured_and_predicted(path):
+def _measured_and_predicted(path, layout=LAYOUT):
     recs, problems = parse_records(path.read_text(), path.name)
     assert not problems
     by = {}
     for r in recs:
         if r["status"] == "ok":
             by.setdefault(r["label"], []).append(r)
-    sc, _ = make_scenario(MODELS, ENV, LAYOUT)
+    sc, _ = make_scenario(MODELS, ENV, layout)
     out = {}
     for label, rs in by.items():
         cfg = Config(**{k: v for k, v in rs[0]["config"].items() if k != "fusion_threshold_mb"})
@@ -108,19 +110,36 @@ def _measured_and_predicted(path):
     return out
 
 
-def test_cpu_script_without_timeline_is_ranked_right():
+def test_concurrent_profile_records_the_ranks_sharing_the_host():
+    alone, c2 = (json.loads(Path(p).read_text()) for p in (LAYOUT, LAYOUT_C2))
+    assert alone["threads"] == c2["threads"] == 1 and c2["concurrent"] == 2 and "concurrent" not in alone
+    ratio = (c2["forward_ms"] + c2["backward_ms"]) / (alone["forward_ms"] + alone["backward_ms"])
+    assert 1.02 < ratio < 1.10  # caches and memory bandwidth shared with the other copy
+
+
+@pytest.mark.parametrize("layout", [LAYOUT, LAYOUT_C2])
+def test_cpu_script_without_timeline_is_ranked_right(layout):
     """The real CPU training runs without Horovod's timeline (validate --no-timeline), 3 interleaved
     repeats of 5 configurations: the model fitted on the env's sweep and cpu phase alone ranks them
     (Kendall tau over pairs > 2 % apart)."""
-    rows = _measured_and_predicted(NO_TIMELINE)
+    rows = _measured_and_predicted(NO_TIMELINE, layout)
     assert len(rows) == 5 and all(n == 3 for n, _, _ in rows.values())
     meas, pred = zip(*((m, p) for _, m, p in rows.values()))
     tau, pairs = kendall_tau(list(meas), list(pred), 0.02)
     assert pairs >= 5 and tau >= 0.8, (tau, pairs, rows)
 
 
-@pytest.mark.xfail(strict=True, reason="predicted 8-15 % low without a timeline (fusion off -15 %): ranks computing "
-                   "at once and busy cycles are not charged (docs/fresh-environments.md section 8)")
-def test_cpu_script_without_timeline_within_ten_percent():
-    for label, (_, med, pred) in _measured_and_predicted(NO_TIMELINE).items():
-        assert abs(pred / med - 1) <= 0.10, (label, med, pred)
+def test_cpu_script_within_ten_percent_but_fusion_off():
+    """Profiled as the docs say (--threads 1 --concurrent 2), the four fused configurations are
+    within 10 % (measured -5.7 to -6.9 %); fusion off is the strict xfail below."""
+    rows = _measured_and_predicted(NO_TIMELINE, LAYOUT_C2)
+    for label, (_, med, pred) in rows.items():
+        if label != "proposal-1":  # fusion off
+            assert -0.10 <= pred / med - 1 < 0, (label, med, pred)
+
+
+@pytest.mark.xfail(strict=True, reason="fusion off predicted 12 % low: the CPU each collective and busy cycle takes "
+                   "from the slower rank's compute is not charged (docs/fresh-environments.md section 8)")
+def test_cpu_script_fusion_off_within_ten_percent():
+    _, med, pred = _measured_and_predicted(NO_TIMELINE, LAYOUT_C2)["proposal-1"]
+    assert abs(pred / med - 1) <= 0.10, (med, pred)

@@ -201,12 +201,34 @@ def test_unused_parameters_are_reported_and_frozen_ones_left_out(tmp_path):
     ("factory_models:small_cnn", "3,8,8", ("--batch-size", "0"), "--batch-size: 0: must be >= 1"),
     ("factory_models:small_cnn", "3,8,8", ("--steps", "0"), "--steps: 0: must be >= 1"),
     ("factory_models:small_cnn", "3,8,8", ("--device", "tpu"), "'tpu' is not one of 'cpu', 'cuda'"),
+    ("factory_models:small_cnn", "3,8,8", ("--concurrent", "0"), "--concurrent: 0: must be >= 1"),
+    ("factory_models:small_cnn", "3,8,8", ("--threads", "-2"), "--threads: -2: must be >= 1"),
 ])
 def test_bad_input_is_one_line(tmp_path, model, shape, extra, needle):
     out = tmp_path / "x.json"
     p = run("profile", "--model", model, "--input-shape", shape, "--batch-size", "2", "--out", str(out), *extra)
     assert_one_line_error(p, needle)
     assert not out.exists()
+
+
+def test_threads_and_concurrent_copies_are_recorded_and_cleaned_up(tmp_path):
+    """--threads sets torch's threads, --concurrent 2 runs one more copy of the model meanwhile (as the
+    other rank of a host computes); both land in the layout, and the copy is gone afterwards."""
+    s, d, p = _profile(tmp_path / "c.json", "factory_models:mlp", "256", 64, "--threads", "1", "--concurrent", "2")
+    assert d["threads"] == 1 and d["concurrent"] == 2 and s["concurrent"] == 2
+    assert "1 concurrent copy(ies) computing" in d["source"]
+    left = subprocess.run(["pgrep", "-f", "autotuner.realrun.profile factory_models:mlp"], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
+    load_layout(str(tmp_path / "c.json"))  # loads back as a layout
+
+
+def test_a_copy_that_fails_is_one_line():
+    """A copy that cannot build its model stops the profile with one line, not a hang."""
+    from autotuner.realrun import profile as P
+
+    with pytest.raises(P.ProfileError, match="a copy of factory_models:nope exited before its first step"):
+        with P._concurrent_copies(1, "factory_models:nope", "8", 2, 1):
+            pass
 
 
 def test_cuda_without_a_gpu_is_one_line(tmp_path):

@@ -216,10 +216,79 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine() or "cpu"
 
 
+#: a concurrent copy prints this once its first forward + backward is done (it then computes until killed)
+COPY_READY = "AUTOTUNER_PROFILE_COPY_READY"
+
+
+def _copy_main(spec: str, input_shape: str, batch_size: int, threads: int) -> None:
+    """A concurrent copy (``python -m autotuner.realrun.profile``): the model's forward + backward
+    in a loop, as another rank on the same host would compute, until the profiling process kills it."""
+    import sys
+
+    import torch
+
+    from ..readers.layouts import build_module
+
+    torch.set_num_threads(threads)
+    _, module = build_module(spec)
+    module.train()
+    x = torch.randn(batch_size, *parse_shape(input_shape), generator=torch.Generator().manual_seed(1))
+    first = True
+    while True:
+        default_loss(module(x)).backward()
+        for p in module.parameters():
+            p.grad = None
+        if first:
+            print(COPY_READY, flush=True)
+            sys.stdout.close()
+            first = False
+
+
+@contextlib.contextmanager
+def _concurrent_copies(n: int, spec: str, input_shape: str, batch_size: int, threads: int):
+    """``n`` copies of the model computing in other processes while the block runs (CPU only):
+    started, each waited for until its first step is done, killed on exit. Raises ProfileError
+    when one exits before it is ready."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    procs = []
+    try:
+        for _ in range(n):
+            procs.append(subprocess.Popen([sys.executable, "-m", "autotuner.realrun.profile", spec, input_shape,
+                                           str(batch_size), str(threads)], stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, env=env, text=True))
+        for pr in procs:
+            line = pr.stdout.readline()
+            if COPY_READY not in line:
+                pr.wait(timeout=5)
+                tail = [ln for ln in (pr.stderr.read() or "").splitlines() if ln.strip()][-1:] or ["no output"]
+                raise ProfileError(f"--concurrent: a copy of {spec} exited before its first step: {tail[0][-300:]}")
+        yield
+    finally:
+        for pr in procs:
+            pr.kill()
+        for pr in procs:
+            pr.wait()
+            for f in (pr.stdout, pr.stderr):
+                if f:
+                    f.close()
+
+
 def profile_layout(spec: str, *, input_shape: str, batch_size: int, device: str = "cpu", amp: bool = False,
-                   steps: int = 10, warmup: int = 3) -> tuple[dict, list[str]]:
+                   steps: int = 10, warmup: int = 3, threads: int | None = None,
+                   concurrent: int = 1) -> tuple[dict, list[str]]:
     """Profile the ``torch.nn.Module`` that ``spec`` (``pkg.mod:factory``) builds: returns (an
     ``autotuner.layout/1`` dict with the measured times, warnings).
+
+    CPU only: ``threads`` sets torch's intra-op threads (None: torch's default; a training script
+    usually sets its own, and the times follow it); ``concurrent`` N > 1 runs N - 1 copies of the
+    same forward + backward in other processes meanwhile (:func:`_concurrent_copies`), as the other
+    ranks on one host compute during training: cores, caches and memory bandwidth are then
+    shared as they will be (measured on this 2-core machine: +2 to +5 % for two copies of a small
+    transformer, docs/fresh-environments.md section 8). Both are recorded in the layout.
 
     The module is put in train mode on ``device``; the input is ``torch.randn(batch_size,
     *input_shape)`` (seed 0). ``amp``: autocast forward + loss in bfloat16 on CPU; on CUDA in
@@ -245,6 +314,12 @@ def profile_layout(spec: str, *, input_shape: str, batch_size: int, device: str 
     cuda = device == "cuda"
     if cuda and not torch.cuda.is_available():
         raise ProfileError("--device cuda: CUDA is not available")
+    if concurrent < 1 or (threads is not None and threads < 1):
+        raise ProfileError("--concurrent and --threads must be >= 1")
+    if cuda and (concurrent > 1 or threads is not None):
+        raise ProfileError("--concurrent and --threads are for --device cpu (ranks sharing a host's cores)")
+    if threads is not None:
+        torch.set_num_threads(threads)
     attr, module = build_module(spec)
     trainable = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
     if not trainable:
@@ -258,7 +333,10 @@ def profile_layout(spec: str, *, input_shape: str, batch_size: int, device: str 
     module = _user_call(f"moving {spec} to {device}", lambda: module.to(dev).train())
     gen = torch.Generator(device="cpu").manual_seed(0)
     x = torch.randn(batch_size, *shape, generator=gen).to(dev)
-    m = measure(module, x, cuda=cuda, amp_dtype=amp_dtype, steps=steps, warmup=warmup, what=spec)
+    copies = (_concurrent_copies(concurrent - 1, spec, input_shape, batch_size, torch.get_num_threads())
+              if concurrent > 1 else contextlib.nullcontext())
+    with copies:
+        m = measure(module, x, cuda=cuda, amp_dtype=amp_dtype, steps=steps, warmup=warmup, what=spec)
 
     names, ready, unused = m.ready_order()
     params = dict(trainable)
@@ -299,7 +377,8 @@ def profile_layout(spec: str, *, input_shape: str, batch_size: int, device: str 
         "name": f"{attr}-{device}-{prec}-b{batch_size}",
         "source": (f"{PROFILER}: {spec}, input {list(shape)} x batch {batch_size}, {device} ({dev_name}), "
                    f"{'autocast ' + compute_dtype if amp else compute_dtype}, torch {torch.__version__}; "
-                   f"median of {steps} steps after {warmup} warm-up; tensors in order of the "
+                   f"median of {steps} steps after {warmup} warm-up"
+                   f"{f', {concurrent - 1} concurrent copy(ies) computing' if concurrent > 1 else ''}; tensors in order of the "
                    "post-accumulate-grad hooks; ready_ms = ms from the end of forward to the hook "
                    f"({'CUDA events' if cuda else 'time.perf_counter_ns'}); compute_share = increment of "
                    "ready_ms over the last one"),
@@ -325,6 +404,7 @@ def profile_layout(spec: str, *, input_shape: str, batch_size: int, device: str 
     }
     if not cuda:
         d["threads"] = torch.get_num_threads()
+        d["concurrent"] = concurrent
     if notes:
         d["notes"] = notes
     if d["tail_ms"] is None:
@@ -334,3 +414,9 @@ def profile_layout(spec: str, *, input_shape: str, batch_size: int, device: str 
                            "use a larger --batch-size or input")
     layout_from_dict(d, f"profile of {spec}")  # what is written loads back
     return d, warnings
+
+
+if __name__ == "__main__":  # a concurrent copy (_concurrent_copies): spec, input shape, batch size, threads
+    import sys as _sys
+
+    _copy_main(_sys.argv[1], _sys.argv[2], int(_sys.argv[3]), int(_sys.argv[4]))
