@@ -284,13 +284,16 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
                        f"{gpu}: its compute times and readiness are the {L.device}'s")
     cores = fenv.cores_per_host
     if L.device is not None and L.device.lower().startswith("cpu") and cores and sc.cluster.gpus_per_node >= cores:
-        cpu = sc.cost.negotiation.cpu_s
-        charged = (f"Horovod's cycles are charged ({cpu * 1e6:.0f} µs of compute per cycle, measure's cpu phase), "
-                   "ranks computing at once and the collectives' CPU are not" if cpu is not None and sc.cycle_cpu
-                   else "Horovod's thread and Gloo take CPU from the compute, not modelled here (no cpu phase: "
-                        "re-run autotuner measure)")
+        cpu, delay = sc.cost.negotiation.cpu_s, sc.cost.compute_delay
+        if sc.cycle_cpu and cpu is not None:
+            charged = (f"charged from measure's cpu phase: {cpu * 1e6:.0f} µs of compute per Horovod cycle"
+                       + (f", {delay.per_response_s * 1e3:.1f} ms more per response during the backward"
+                          if delay is not None else ""))
+        else:
+            charged = ("Horovod's thread and Gloo take CPU from the compute and the compute slows the "
+                       "collectives, not modelled here (no cpu phase: re-run autotuner measure)")
         out.append(f"layout {L.name!r} computes on the CPU with {sc.cluster.gpus_per_node} ranks on each host's "
-                   f"{cores} cores: {charged}; a CPU transformer measured 8-15 % slower than predicted "
+                   f"{cores} cores: {charged}; checked on one CPU script, -7 to -2 % "
                    f"(docs/fresh-environments.md, section 8)")
     batch = env_batch or (sc.run.batch_size if sc.run else None)
     if L.batch_size is not None and batch is not None and L.batch_size != batch:

@@ -499,6 +499,18 @@ class CpuProbeRecord(BaseModel):
     phase: Literal["cpu"]
     tier: Literal["intra", "inter", "single"]
     cycle_time_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    #: ``idle`` (absent in the first records), or a stream of :data:`autotuner.realrun.cpuprobe.STREAMS`
+    stream: PlainName = "idle"
+    stream_bytes: Annotated[int, Field(ge=4)] | None = None
+    stream_tensors: Annotated[int, Field(ge=1)] | None = None
+    stream_batches: Annotated[int, Field(ge=1)] | None = None
+    wall_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    #: a stream's timeline, relative to the env folder
+    timeline: str | None = None
+    #: a stream's: whether the main thread computed meanwhile; median batch time and its share per response (ms)
+    compute: bool | None = None
+    batch_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    response_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     repeat: Annotated[int, Field(ge=0)]
     #: mean over ranks of each rank's wall time per unit (ms); the slowest rank's
     unit_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
@@ -653,6 +665,11 @@ class BackendEntry(_Schema):
     ctrl_op_us: NonNeg
 
 
+class ComputeDelayEntry(_Schema):
+    per_response_us: NonNeg
+    per_byte_ns: NonNeg = 0.0
+
+
 class CostModelEntry(_Schema):
     inter: TierEntry
     intra: TierEntry | None = None
@@ -663,6 +680,8 @@ class CostModelEntry(_Schema):
     host_passes: HostPassesEntry | None = None
     #: per collective backend (mpi, gloo, nccl): its intra-node tier and controller cost
     backends: dict[PlainName, BackendEntry] | None = None
+    #: how much longer a collective runs beside compute that fills the cores (measure's cpu phase)
+    compute_delay: ComputeDelayEntry | None = None
 
 
 class ClusterEntry(_Schema):

@@ -104,11 +104,16 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
         assert r["n"] == 2 == len(r["times_ms"]) and r["median_ms"] > 0 and r["ranks"] == 2
     assert sorted(p.name.rsplit("-", 1)[0] for p in (env_dir / "timelines").glob("*.json.gz")) == [
         "single-cache-off", "single-fusion-off", "single-main"]
-    # the cpu phase: one (1 ms, 100 ms) pair of jobs, compute units timed on both ranks
+    # the cpu phase: one round of jobs: idle cycles of 1 ms and 100 ms, then each stream beside compute and alone
     crecs, problems = parse_cpu_records((env_dir / "cpu.jsonl").read_text(), "cpu.jsonl")
-    assert problems == [] and [r["cycle_time_ms"] for r in crecs] == [1.0, 100.0]
+    assert problems == [] and [r["stream"] for r in crecs] == [
+        "idle", "idle", "4MiBx1", "4MiBx1-alone", "64KiBx16", "64KiBx16-alone"]
+    assert [r["cycle_time_ms"] for r in crecs] == [1.0, 100.0, 1.0, 1.0, 1.0, 1.0]
     assert all(r["ranks"] == 2 and r["unit_ms_max"] >= r["unit_ms"] > 0 and r["tier"] == "single" for r in crecs)
-    assert s1["cpu"]["jobs_new"] == 2
+    streams = [r for r in crecs if r["stream"] != "idle"]
+    assert all(r["response_ms"] > 0 and (env_dir / r["timeline"]).exists() for r in streams)
+    assert [r["compute"] for r in streams] == [True, False, True, False]
+    assert s1["cpu"]["jobs_new"] == 6
     # a re-run measures nothing again
     s2 = M.run_measure(env_dir, setup, timeout_s=300, **SHORT)
     assert s2["items_new"] == 0 and s2["items_recorded"] == want and s2["cpu"]["jobs_new"] == 0
@@ -123,6 +128,7 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     assert d["cost_model"]["inter"]["bandwidth_gbps"] > 0 and d["fit"]["host_passes"]["n_memcpy"] >= 3
     # one pair is fewer than the fit needs for the per-cycle compute cost: said, not fitted
     assert d["fit"]["negotiation"]["cpu"]["cpu_us"] is None and "fewer than" in d["fit"]["negotiation"]["cpu"]["note"]
+    assert "compute_delay" not in d["cost_model"]
     # a sweep env has no workload: simulate takes --compute-ms
     p = run("simulate", "--model", "resnet50", "--env", "sweep-test", "--model-dir", str(tmp_path / "models"),
             "--compute-ms", "100")

@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import AutotunerError, FitError
 from ..knobs import MIB
-from ..model.costmodel import Cluster
+from ..model.costmodel import Cluster, ComputeDelay
 from ..readers.runs import EnvData
 from ..readers.sweep import read_cpu_records, read_sweep_records
 from ..readers.timeline import read_timeline, samples
@@ -117,6 +117,10 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     cpu_info = cycle_cpu(crecs, cost.negotiation, cluster.size)
     if cpu_info.get("cpu_us") is not None:
         cost = replace(cost, negotiation=replace(cost.negotiation, cpu_s=cpu_info["cpu_us"] * 1e-6))
+    delay = stream_delay(crecs, src.parent, env.problems)
+    if delay["per_response_us"] is not None:
+        cost = replace(cost, compute_delay=ComputeDelay(delay["per_response_us"] * 1e-6, delay["per_byte_ns"] * 1e-9))
+    cpu_info["streams"] = delay
     neg_info["cpu"] = cpu_info
     fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
                 "other_tiers": tiers_info,
@@ -186,7 +190,8 @@ def cycle_cpu(recs: list[dict[str, Any]], neg, p: int) -> dict[str, Any]:
     fewer than :data:`MIN_CPU_PAIRS` pairs; 0 when the fast cycle cost nothing measurable (f <= 0)."""
     by: dict[int, dict[float, float]] = {}
     for r in recs:
-        by.setdefault(int(r["repeat"]), {})[float(r["cycle_time_ms"])] = float(r["unit_ms_max"])
+        if r.get("stream", "idle") == "idle":
+            by.setdefault(int(r["repeat"]), {})[float(r["cycle_time_ms"])] = float(r["unit_ms_max"])
     cycles = sorted({c for d in by.values() for c in d})
     info: dict[str, Any] = {"form": "f = 1 - u_ref/u_fast per interleaved pair (slowest rank's time per unit); "
                                     "cpu_us = median f x idle period at the fast cycle, corrected for the "
@@ -207,6 +212,58 @@ def cycle_cpu(recs: list[dict[str, Any]], neg, p: int) -> dict[str, Any]:
                 period_fast_ms=pf * 1e3, period_ref_ms=pr * 1e3,
                 cpu_us=max(0.0, f) * pf / (1 - pf / pr + max(0.0, f) * pf / pr) * 1e6)
     return info
+
+
+def stream_delay(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> dict[str, Any]:
+    """How much longer a response runs while the ranks' compute fills the cores, from the ``cpu``
+    phase's streams (:data:`autotuner.realrun.cpuprobe.STREAMS`, fusion off, 1 ms cycles): each
+    stream ran beside compute and alone, and its timeline (``cpu-timelines/``) gives every
+    response's collective span (as the sweep's fit reads them). Per stream and round, the mean span
+    of the stream's responses (its tensor size; the probe's own 8- and 24-byte allreduces left
+    out); per stream, the median over rounds, with compute and alone; ``delta = with - alone``.
+    ``delta = per_response + per_byte x bytes`` over the streams by non-negative least squares
+    (``scipy.optimize.nnls``): ``per_response_us``, ``per_byte_ns``. None (with a note) without
+    two streams of :data:`MIN_CPU_PAIRS` rounds each way. ``problems`` gets unreadable timelines."""
+    from pathlib import Path
+
+    from scipy.optimize import nnls
+
+    spans: dict[tuple[str, bool], list[float]] = {}
+    size: dict[str, int] = {}
+    for r in recs:
+        name = str(r.get("stream", "idle"))
+        if name == "idle" or not r.get("timeline") or not r.get("stream_bytes"):
+            continue
+        base, alone = name.removesuffix("-alone"), name.endswith("-alone")
+        try:
+            tl = read_timeline(Path(env_dir) / r["timeline"])
+        except AutotunerError as e:
+            problems.append(f"{r['timeline']}: dropped ({e})")
+            continue
+        df = samples(tl)
+        d = df["duration_s"][df["nbytes"] == int(r["stream_bytes"])]
+        if len(d):
+            spans.setdefault((base, alone), []).append(float(d.mean()))
+            size[base] = int(r["stream_bytes"])
+    out: dict[str, Any] = {"form": "delta = mean collective span beside compute - alone (stream timelines, median over "
+                                   "rounds); delta = per_response + per_byte x bytes (nnls)",
+                           "per_response_us": None, "per_byte_ns": None, "by_stream": {}}
+    rows = []
+    for base in sorted(size):
+        w, a = spans.get((base, False), []), spans.get((base, True), [])
+        if min(len(w), len(a)) < MIN_CPU_PAIRS:
+            continue
+        mw, ma = float(np.median(w)), float(np.median(a))
+        out["by_stream"][base] = {"bytes": size[base], "rounds": min(len(w), len(a)), "with_compute_ms": mw * 1e3,
+                                  "alone_ms": ma * 1e3, "delta_ms": (mw - ma) * 1e3}
+        rows.append((size[base], mw - ma))
+    if len(rows) < 2:
+        out["note"] = "fewer than two streams timed beside compute and alone: the delay is not charged"
+        return out
+    A = np.array([[1.0, n * 1e-9] for n, _ in rows])  # columns: per response (s), per byte (ns)
+    (per_resp, per_byte_ns), resid = nnls(A, np.array([max(0.0, d) for _, d in rows]))
+    out.update(per_response_us=float(per_resp) * 1e6, per_byte_ns=float(per_byte_ns), residual_ms=float(resid) * 1e3)
+    return out
 
 
 #: fewest busy cycles of a job kind for the per-cycle negotiation to be taken from a sweep

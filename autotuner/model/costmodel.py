@@ -197,6 +197,35 @@ class Negotiation:
 
 
 @dataclass(frozen=True)
+class ComputeDelay:
+    """How much longer a response's collective runs while the ranks' compute fills the host's
+    cores (issue 20, part 4: "the collective slowed by compute").
+
+    A Gloo collective is a chain of TCP sends and receives driven by Horovod's background thread
+    and Gloo's threads (Horovod 0.28.1 ``horovod/common/ops/gloo_operations.cc``
+    ``GlooAllreduce::Execute``): each step needs its thread scheduled, and with a compute
+    thread on every core it waits for one. ``extra_s(n) = per_response_s + per_byte_s · n``,
+    fitted by :func:`autotuner.fit.sweep.stream_delay` from ``measure``'s cpu phase (streams
+    timed beside compute and alone); the simulators add it to each response that starts before
+    the backward ends in a :attr:`~autotuner.model.simulator.Workload.cpu_bound` workload.
+
+    Raises CostModelError for a negative or non-finite value.
+    """
+
+    per_response_s: float
+    per_byte_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (self.per_response_s >= 0 and self.per_byte_s >= 0 and np.isfinite(self.per_response_s)
+                and np.isfinite(self.per_byte_s)):
+            raise CostModelError(f"compute delay needs finite values >= 0, got {self}")
+
+    def extra_s(self, nbytes):
+        """Added duration (s) of a response of ``nbytes`` wire bytes (scalar or array)."""
+        return self.per_response_s + self.per_byte_s * nbytes
+
+
+@dataclass(frozen=True)
 class HostPasses:
     """Host (CPU) time around each response besides its collective, with a cache knee.
 
@@ -315,6 +344,8 @@ class CostModel:
         backends: ``((name, BackendCost), ...)``: the intra-node tier and negotiation of each
             collective backend measured in this environment (``mpi``, ``gloo``, ``nccl``), for
             the ``--backend`` what-if (:meth:`with_backend`); empty when only one was measured.
+        compute_delay: how much longer a collective runs beside compute that fills the cores
+            (:class:`ComputeDelay`), or None when not measured.
     """
 
     inter: Tier
@@ -325,6 +356,7 @@ class CostModel:
     negotiation: Negotiation = field(default_factory=Negotiation)
     host: HostPasses | None = None
     backends: tuple[tuple[str, BackendCost], ...] = ()
+    compute_delay: ComputeDelay | None = None
 
     def with_backend(self, name: str) -> "CostModel":
         """What-if: this environment with collective backend ``name`` (its fitted intra-node tier
@@ -417,6 +449,8 @@ class CostModel:
                                else {"cpu_us": self.negotiation.cpu_s * 1e6})},
             **({"host_passes": self.host.to_dict()} if self.host else {}),
             **({"backends": {k: b.to_dict() for k, b in self.backends}} if self.backends else {}),
+            **({"compute_delay": {"per_response_us": self.compute_delay.per_response_s * 1e6,
+                                  "per_byte_ns": self.compute_delay.per_byte_s * 1e9}} if self.compute_delay else {}),
         }
 
     @classmethod
@@ -438,5 +472,8 @@ class CostModel:
                                     cpu_s=None if n.get("cpu_us") is None else float(n["cpu_us"]) * 1e-6),
             host=HostPasses.from_dict(d["host_passes"]) if d.get("host_passes") else None,
             backends=tuple((k, BackendCost.from_dict(v)) for k, v in (d.get("backends") or {}).items()),
+            compute_delay=(ComputeDelay(float(d["compute_delay"]["per_response_us"]) * 1e-6,
+                                        float(d["compute_delay"].get("per_byte_ns", 0.0)) * 1e-9)
+                           if d.get("compute_delay") else None),
         )
 

@@ -185,8 +185,10 @@ class _Tables:
         self.ready_rel = fwd + bwd * frac
         self.hook_rel = hand_over_times(self.ready_rel, fwd, workload.host_backward_s)
         self.stall = 1.0 - min(max(workload.overlap, 0.0), 1.0)
+        self.delay = cost.compute_delay if workload.cpu_bound else None
         self.asyn = workload.async_collectives
         cum = np.concatenate(([0], np.cumsum(wire)))
+        self.cum = cum
         nbytes = (cum[None, :] - cum[:, None]).astype(float)  # (T + 1, T + 1): bytes of [a, b)
         nbytes = nbytes[:T]  # rows a < T
         dur = np.empty((2, T, T + 1))
@@ -270,6 +272,9 @@ class _Tables:
                     rd = R[np.arange(ids.size)[sl], b - 1]
                 tt = np.maximum(t[sl], rd)  # WAIT_FOR_DATA
                 start = np.maximum(tt, sf[sl])
+                if self.delay is not None:  # as the reference: responses starting before the backward ends
+                    nb = (self.cum[b] - self.cum[aa]).astype(float)
+                    dur = np.where(start < be[sl], dur + self.delay.extra_s(nb), dur)
                 if stall > 0:
                     self._slip(R, be, np.arange(ids.size)[sl], start, dur, b, cols, stall, rate)
                 sf[sl] = start + dur

@@ -130,12 +130,14 @@ class Scenario:
 
     def workload_at(self, cycle_time_ms: float, cache_enabled: bool = True) -> Workload:
         """:attr:`rank_workload` with forward, backward and the host's backward stretched by
-        :meth:`compute_stretch` (the update too: it is compute on the same core)."""
+        :meth:`compute_stretch` (the update too: it is compute on the same core) and, with
+        :attr:`cycle_cpu`, marked :attr:`~autotuner.model.simulator.Workload.cpu_bound` (the
+        responses' CPU slows the backward while they run)."""
         w = self.rank_workload
-        f = self.compute_stretch(cycle_time_ms, cache_enabled)
-        if f == 1.0:
+        if not self.cycle_cpu:
             return w
-        return replace(w, forward_s=w.forward_s * f, backward_s=w.backward_s * f, update_s=w.update_s * f,
+        f = self.compute_stretch(cycle_time_ms, cache_enabled)
+        return replace(w, cpu_bound=True, forward_s=w.forward_s * f, backward_s=w.backward_s * f, update_s=w.update_s * f,
                        host_backward_s=None if w.host_backward_s is None else w.host_backward_s * f)
 
     def wall_s(self, step_s: float) -> float | None:
@@ -169,7 +171,7 @@ class Scenario:
                                   compression_ratio=COMPRESSION_RATIO[self.compression],
                                   backend=self.effective_backend, **kn)
 
-        if not self.cycle_cpu or self.cost.negotiation.cpu_s is None:
+        if not self.cycle_cpu:
             return run(self.rank_workload, knobs)
         names = list(knobs)
         arrs = np.broadcast_arrays(*(np.asarray(knobs[k]) for k in names))

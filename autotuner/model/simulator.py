@@ -83,6 +83,10 @@ class Workload:
             CUDA stream and completes on a finalizer thread, so the background loop is not
             blocked for their duration (they still run one after another on that stream).
             False: each collective blocks the loop (Gloo/MPI CPU ops).
+        cpu_bound: True when the compute runs on CPU cores the ranks fill (set by
+            :meth:`autotuner.model.scenario.Scenario.workload_at`): a response that starts before
+            the backward ends runs :meth:`autotuner.model.costmodel.ComputeDelay.extra_s` longer
+            (nothing where the env measured no delay).
     """
 
     forward_s: float
@@ -92,6 +96,7 @@ class Workload:
     overlap: float = 1.0
     host_backward_s: float | None = None
     async_collectives: bool = False
+    cpu_bound: bool = False
 
     @property
     def compute_s(self) -> float:
@@ -346,6 +351,7 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
     cum = np.concatenate(([0], np.cumsum(wire)))
 
     stall = 1.0 - min(max(workload.overlap, 0.0), 1.0)
+    delay = cost.compute_delay if workload.cpu_bound else None
     hook_rel = hand_over_times(ready_rel, fwd, workload.host_backward_s)
     asyn = workload.async_collectives
     step_start = 0.0
@@ -389,6 +395,8 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
                 t_loop = t
                 t = max(t, float(ready_abs[i + b - 1]))  # WAIT_FOR_DATA on the ready events
                 start = max(t, stream_free)
+                if delay is not None and start < bwd_end:  # the compute holds the cores meanwhile
+                    dur += delay.extra_s(float(nbytes))
                 if tracing:
                     t_resps.append(TracedResponse(i + a, i + b, nbytes, len(t_cycles) - 1, t_loop, t, start, dur,
                                                   mem))

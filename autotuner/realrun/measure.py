@@ -46,8 +46,10 @@ from .validation import TrialStore
 RECORDS = "sweep.jsonl"
 #: the ``cpu`` phase's records (:mod:`autotuner.realrun.cpuprobe`)
 CPU_RECORDS = "cpu.jsonl"
-#: interleaved (fast cycle, reference cycle) job pairs of the ``cpu`` phase
+#: interleaved rounds of the ``cpu`` phase (idle 1 ms, idle 100 ms, each stream)
 CPU_REPEATS = 5
+#: the cpu phase's stream timelines (apart from ``timelines/``: the sweep's fit pools those)
+CPU_TIMELINES = "cpu-timelines"
 _CPU_LINE = re.compile(rb"AUTOTUNER_CPU (\{.*\})")
 #: the default message sizes: 1 KiB to 512 MiB, doubling (bytes)
 DEFAULT_SIZES = tuple(1024 * 2**i for i in range(20))
@@ -406,33 +408,54 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
 
 def run_cpu_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
                   say: Callable[[str], None]) -> dict[str, Any]:
-    """The ``cpu`` phase (:mod:`autotuner.realrun.cpuprobe`): ``repeats`` pairs of jobs on
-    ``tier``'s host, cycle time 1 ms then 100 ms (:data:`autotuner.realrun.cpuprobe.CYCLES_MS`),
-    interleaved; one :class:`autotuner.schemas.CpuProbeRecord` appended to ``cpu.jsonl`` per job
-    (resumable: recorded (cycle, repeat) jobs are not run again). ``tb``: the open testbed.
+    """The ``cpu`` phase (:mod:`autotuner.realrun.cpuprobe`): ``repeats`` rounds of jobs on
+    ``tier``'s host, interleaved: idle cycles of 1 ms, then of 100 ms
+    (:data:`autotuner.realrun.cpuprobe.CYCLES_MS`), then each stream of
+    :data:`autotuner.realrun.cpuprobe.STREAMS` at 1 ms with fusion off, beside compute and alone; one
+    :class:`autotuner.schemas.CpuProbeRecord` appended to ``cpu.jsonl`` per job (resumable:
+    recorded (cycle, stream, repeat) jobs are not run again). ``tb``: the open testbed.
     Returns ``{"records": path, "jobs_new": n, "jobs_recorded": n}``. Raises ValidationError for
     a job that failed or printed no result."""
-    from .cpuprobe import CYCLES_MS
+    from .cpuprobe import CYCLES_MS, STREAMS
     from .launcher import Job, run_job
 
     store = TrialStore(env_dir / CPU_RECORDS, parse=parse_cpu_records)
-    done = {(r["tier"], float(r["cycle_time_ms"]), int(r["repeat"])) for r in store.records()}
+    done = {(r["tier"], float(r["cycle_time_ms"]), r.get("stream", "idle"), int(r["repeat"])) for r in store.records()}
+    # each stream beside compute, then alone (the collectives' own time at the same cycle and fusion)
+    jobs = [(c, "idle", None) for c in CYCLES_MS] + [(CYCLES_MS[0], f"{name}{tag}", spec) for name, spec in STREAMS.items()
+                                                     for tag in ("", "-alone")]
     new = 0
     for k in range(repeats):
-        for cyc in CYCLES_MS:
-            if (tier.name, cyc, k) in done:
+        for cyc, stream, spec in jobs:
+            if (tier.name, cyc, stream, k) in done:
                 continue
-            job = Job(np=tier.np, hosts=tier.hosts, command=(sys.executable, "-m", "autotuner.realrun.cpuprobe"),
-                      prefix=tb.prefix, config=replace(DEFAULTS_0_28, cycle_time_ms=cyc), launcher=tb.launcher)
-            say(f"{tier.name}-cpu: compute units beside idle cycles of {cyc:g} ms (pair {k + 1} of {repeats})")
-            res = run_job(job, timeout_s)
+            cmd = ("-m", "autotuner.realrun.cpuprobe") + (() if spec is None else ("--stream", ",".join(map(str, spec))))
+            cmd += ("--no-compute",) if stream.endswith("-alone") else ()
+            # streams: fusion off, so each tensor of a batch is a response of its own
+            cfg = replace(DEFAULTS_0_28, cycle_time_ms=cyc, **({} if spec is None else {"fusion_threshold_bytes": 0}))
+            tl = None
+            if spec is not None:  # the streams' collectives are read off their timelines (fit.sweep.stream_delay)
+                (env_dir / ".scratch").mkdir(parents=True, exist_ok=True)
+                tl = env_dir / ".scratch" / f"cpu-{stream}-{time.time_ns()}.json"
+            job = Job(np=tier.np, hosts=tier.hosts, command=(sys.executable, *cmd), prefix=tb.prefix, config=cfg,
+                      launcher=tb.launcher, timeline=tl)
+            what = (f"compute beside idle cycles of {cyc:g} ms" if spec is None else
+                    f"a stream of {stream.removesuffix('-alone')} allreduces"
+                    + (" alone" if stream.endswith("-alone") else " beside compute"))
+            say(f"{tier.name}-cpu: {what} (round {k + 1} of {repeats})")
+            try:
+                res = run_job(job, timeout_s)
+            finally:
+                kept = (_gzip_into(tl, env_dir / CPU_TIMELINES, f"{tier.name}-{stream}-r{k}")
+                        if tl is not None and tl.exists() and tl.stat().st_size > 0 else None)
             m = _CPU_LINE.search(res.stdout.encode())
             if res.returncode != 0 or not m:
                 tail = [ln for ln in (res.stderr + res.stdout).splitlines() if ln.strip()][-1:] or ["no output"]
                 raise ValidationError(f"{tier.name}-cpu: horovodrun exit {res.returncode}"
                                       f"{' (timed out)' if res.timed_out else ''}: {tail[0].strip()[-300:]}")
             d = json.loads(m.group(1))
-            store.append({"phase": "cpu", "tier": tier.name, "cycle_time_ms": cyc, "repeat": k, **d,
+            store.append({"phase": "cpu", "tier": tier.name, "cycle_time_ms": cyc, "stream": stream, "repeat": k,
+                          **d, **({} if kept is None else {"timeline": str(kept.relative_to(env_dir))}),
                           "part": f"{tier.name}-cpu", "setup": setup.to_dict(),
                           "load_avg_1m": round(os.getloadavg()[0], 2),
                           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
