@@ -871,6 +871,10 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
     if big:
         out.print(f"largest allreduce: {big['mib']:g} MiB in {big['median_ms']:.1f} ms (algbw {big['algbw_gbit_s']:.3f} Gbit/s)",
                   highlight=False)
+    cpu = summary.get("cpu")
+    if cpu:
+        out.print(f"cpu phase: {cpu['jobs_new']} job(s) run, {cpu['jobs_recorded']} recorded in {cpu['records']}",
+                  highlight=False)
     out.print(f"network: {summary['network']}", highlight=False)
     out.print(f"next: autotuner fit {runs_dir}", highlight=False)
 

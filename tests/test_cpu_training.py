@@ -43,6 +43,17 @@ def test_example_script_refuses_bad_counts_in_one_line(args):
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
 
 
+def test_validate_refuses_keep_timelines_without_timelines(tmp_path):
+    need_horovod()
+    from tests.cli_helpers import assert_one_line_error, run
+
+    p = run("validate", "--env", "fresh-poll-2gbit", "--model", str(LAYOUT), "--no-autotune", "--runs-dir",
+            str(tmp_path), "--keep-timelines", "--no-timeline", "--", "python", str(SCRIPT))
+    assert_one_line_error(p, "--keep-timelines needs the trials' timelines")
+    assert not (tmp_path / "fresh-poll-2gbit" / "validation").exists() or not any(
+        (tmp_path / "fresh-poll-2gbit" / "validation").glob("*.jsonl"))
+
+
 def test_profiled_layout_matches_the_script():
     """The committed layout is the script's model, profiled with one torch thread (as the script trains)."""
     sys.path.insert(0, str(SCRIPT.parent))
