@@ -753,10 +753,12 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
 def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth_gbit: float | None = None,
             sizes: str | None = None, repeats: int = 5, warmup: int = 1, timeout_s: float = 900.0,
             testbed_hosts: int | None = None, ranks_per_host: int | None = None, link_gbit: float | None = None,
-            wait: str = "spin", cpu_repeats: int = 5, on_total=None, on_item=None, on_event=None) -> dict:
+            wait: str = "spin", cpu_repeats: int = 5, trickle_repeats: int = 2, on_total=None, on_item=None,
+            on_event=None) -> dict:
     """``autotuner measure``: the allreduce sweep of :mod:`autotuner.realrun.measure` into
-    ``runs_dir/<env>/`` (resumes a killed sweep), then its ``cpu`` phase (``cpu_repeats`` job
-    pairs, :mod:`autotuner.realrun.cpuprobe`; 0 skips it). ``sizes``: ``LO:HI`` or a comma list (bytes,
+    ``runs_dir/<env>/`` (resumes a killed sweep), then its ``cpu`` phase (``cpu_repeats``
+    rounds, :mod:`autotuner.realrun.cpuprobe`) and its ``trickle`` phase (``trickle_repeats``
+    rounds, :mod:`autotuner.realrun.trickleprobe`; 0 skips either). ``sizes``: ``LO:HI`` or a comma list (bytes,
     ``K``/``M``/``G`` binary units), default 1K:512M. Returns the JSON-ready summary. Raises
     ValidationError (one line) for bad input, a missing horovodrun or a failed job; OutputError
     when ``runs_dir/<env>`` cannot be written."""
@@ -770,8 +772,9 @@ def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth
         np, hosts = topo[0] * topo[1], cluster_hosts(*topo)
     if np < 2:
         raise ValidationError(f"--np {np}: an allreduce needs at least 2 ranks")
-    if cpu_repeats < 0:
-        raise ValidationError(f"--cpu-repeats {cpu_repeats}: must be >= 0")
+    if cpu_repeats < 0 or trickle_repeats < 0:
+        bad = "--cpu-repeats" if cpu_repeats < 0 else "--trickle-repeats"
+        raise ValidationError(f"{bad} {min(cpu_repeats, trickle_repeats)}: must be >= 0")
     tiers(np, hosts)  # bad --hosts: one line before anything starts
     sz = parse_sizes(sizes) if sizes else DEFAULT_SIZES
     env_dir = runs_dir / env
@@ -780,4 +783,5 @@ def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth
                        testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait)
     with _sigterm_as_exit():
         return run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, cpu_repeats=cpu_repeats,
+                           trickle_repeats=trickle_repeats,
                            on_total=on_total, on_item=on_item, on_event=on_event)

@@ -840,9 +840,12 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                                            callback=opt.checked(opt.Index, "--warmup")),
                 timeout_s: float = typer.Option(900.0, "--timeout", help="seconds per horovodrun job before it is killed",
                                                 callback=opt.checked(opt.Seconds, "--timeout")),
-                cpu_repeats: int = typer.Option(5, "--cpu-repeats", help="job pairs of the cpu phase (compute beside "
-                                                "1 ms vs 100 ms idle cycles; 0 skips it)",
+                cpu_repeats: int = typer.Option(5, "--cpu-repeats", help="rounds of the cpu phase (compute beside "
+                                                "Horovod's cycles, collectives beside compute; 0 skips it)",
                                                 callback=opt.checked(opt.Index, "--cpu-repeats")),
+                trickle_repeats: int = typer.Option(2, "--trickle-repeats", help="rounds of the trickle phase "
+                                                    "(tensors one per cycle, at 1 and 5 ms; 0 skips it)",
+                                                    callback=opt.checked(opt.Index, "--trickle-repeats")),
                 as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
                 runs_dir: Optional[Path] = _runs_dir_opt("where the sweep goes (default: $AUTOTUNER_RUNS_DIR, else "
                                                          "./runs when it holds environments, else the user's runs folder)")
@@ -858,6 +861,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
         summary = measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, sizes=sizes,
                           repeats=repeats, warmup=warmup, timeout_s=timeout_s, testbed_hosts=testbed_hosts,
                           ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait, cpu_repeats=cpu_repeats,
+                          trickle_repeats=trickle_repeats,
                           on_total=lambda done, total: bar.update(task, completed=done, total=total),
                           on_item=lambda r: bar.update(task, advance=1,
                                                        description=f"{r['phase']} {r['bytes']} B: {r['median_ms']:.2f} ms"),
@@ -871,10 +875,11 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
     if big:
         out.print(f"largest allreduce: {big['mib']:g} MiB in {big['median_ms']:.1f} ms (algbw {big['algbw_gbit_s']:.3f} Gbit/s)",
                   highlight=False)
-    cpu = summary.get("cpu")
-    if cpu:
-        out.print(f"cpu phase: {cpu['jobs_new']} job(s) run, {cpu['jobs_recorded']} recorded in {cpu['records']}",
-                  highlight=False)
+    for name in ("cpu", "trickle"):
+        ph = summary.get(name)
+        if ph:
+            out.print(f"{name} phase: {ph['jobs_new']} job(s) run, {ph['jobs_recorded']} recorded in {ph['records']}",
+                      highlight=False)
     out.print(f"network: {summary['network']}", highlight=False)
     out.print(f"next: autotuner fit {runs_dir}", highlight=False)
 

@@ -521,6 +521,23 @@ class CpuProbeRecord(BaseModel):
     ranks: Annotated[int, Field(ge=1)]
 
 
+class TrickleRecord(BaseModel):
+    """One line of ``trickle.jsonl``, the ``trickle`` phase of ``autotuner measure``
+    (:mod:`autotuner.realrun.trickleprobe`): one job at ``cycle_time_ms``, fusion off, whose
+    timeline holds the responses. Unknown keys are kept."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    phase: Literal["trickle"]
+    tier: Literal["intra", "inter", "single"]
+    cycle_time_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    repeat: Annotated[int, Field(ge=0)]
+    gap_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    sizes: Annotated[list[Annotated[int, Field(ge=4)]], Field(min_length=1)]
+    tensors: Annotated[int, Field(ge=2)]
+    ranks: Annotated[int, Field(ge=1)]
+    timeline: str | None = None
+
+
 class _EnvHead(BaseModel):
     model_config = ConfigDict(extra="allow")
     format: Format

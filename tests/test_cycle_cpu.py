@@ -179,3 +179,17 @@ def test_second_environment_within_ten_percent_and_ranked():
     meas, pred = zip(*((m, p) for _, m, p in rows.values()))
     tau, pairs = kendall_tau(list(meas), list(pred), 0.02)
     assert pairs >= 5 and tau >= 0.8, (tau, pairs)
+
+
+def test_trickle_phase_is_recorded_not_charged():
+    """measure's trickle phase (tensors one per cycle vs all at once, 1 and 5 ms cycles) is in every
+    sweep env's model file as measured; it is not a term (docs/fresh-environments.md section 9)."""
+    from autotuner.fit import sweep as S
+    from autotuner.realrun import trickleprobe as T
+
+    assert (S.TRICKLE, S.BACK_TO_BACK) == (T.TRICKLE, T.BACK_TO_BACK)
+    lone = _model()["fit"]["negotiation"]["lone"]
+    assert set(lone["extra_ms_by_cycle"]) == {"1", "5"}
+    # alone in its cycle a response runs longer than back to back, more at 5 ms than at 1 ms
+    assert 0 < lone["extra_ms_by_cycle"]["1"] < lone["extra_ms_by_cycle"]["5"] < 3
+    assert "lone_us" not in _model()["cost_model"]["negotiation"]

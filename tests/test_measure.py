@@ -16,11 +16,11 @@ import pytest
 
 from autotuner.errors import ValidationError
 from autotuner.realrun import measure as M
-from autotuner.readers.sweep import parse_cpu_records, parse_sweep_records
+from autotuner.readers.sweep import parse_cpu_records, parse_sweep_records, parse_trickle_records
 from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
 
 SHORT = dict(sizes=(1024, 4096, 65536), fusion_sizes=(65536, 262144), tiny_counts=(1, 8), unfused_sizes=(1024, 16384),
-             cpu_repeats=1)
+             cpu_repeats=1, trickle_repeats=1)
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -77,6 +77,7 @@ def test_bad_records_are_named_and_skipped():
     (["--np", "0"], "--np"),
     (["--env", "../x"], "--env"),
     (["--cpu-repeats", "-1"], "--cpu-repeats"),
+    (["--trickle-repeats", "-2"], "--trickle-repeats"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, args, needle):
     base = {"--env": "e", "--runs-dir": str(tmp_path)}
@@ -114,9 +115,14 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     assert all(r["response_ms"] > 0 and (env_dir / r["timeline"]).exists() for r in streams)
     assert [r["compute"] for r in streams] == [True, False, True, False]
     assert s1["cpu"]["jobs_new"] == 6
+    # the trickle phase: one job per cycle time, its timeline kept
+    trecs, problems = parse_trickle_records((env_dir / "trickle.jsonl").read_text(), "trickle.jsonl")
+    assert problems == [] and [r["cycle_time_ms"] for r in trecs] == [1.0, 5.0] and s1["trickle"]["jobs_new"] == 2
+    assert all((env_dir / r["timeline"]).exists() and r["gap_ms"] == 1.5 * r["cycle_time_ms"] for r in trecs)
     # a re-run measures nothing again
     s2 = M.run_measure(env_dir, setup, timeout_s=300, **SHORT)
     assert s2["items_new"] == 0 and s2["items_recorded"] == want and s2["cpu"]["jobs_new"] == 0
+    assert s2["trickle"]["jobs_new"] == 0
     # another setup in the same environment is refused
     with pytest.raises(ValidationError, match="another setup"):
         M.run_measure(env_dir, M.SweepSetup(np=2, hosts="", bandwidth_gbit=None, repeats=3, warmup=1), **SHORT)
@@ -139,7 +145,7 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     need_horovod()
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "autotuner.cli", "measure", "--env", "k", "--runs-dir", str(runs),
-            "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0"]
+            "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0", "--trickle-repeats", "0"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     rec = runs / "k" / "sweep.jsonl"

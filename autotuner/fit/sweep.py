@@ -37,7 +37,7 @@ from ..errors import AutotunerError, FitError
 from ..knobs import MIB
 from ..model.costmodel import Cluster, ComputeDelay
 from ..readers.runs import EnvData
-from ..readers.sweep import read_cpu_records, read_sweep_records
+from ..readers.sweep import read_cpu_records, read_sweep_records, read_trickle_records
 from ..readers.timeline import read_timeline, samples
 from ..readers.timeline_steps import response_host_samples
 from .fitters import _model_dict, fit_collective_tier, run_config, timeline_cost_model
@@ -121,6 +121,12 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     if delay["per_response_us"] is not None:
         cost = replace(cost, compute_delay=ComputeDelay(delay["per_response_us"] * 1e-6, delay["per_byte_ns"] * 1e-9))
     cpu_info["streams"] = delay
+    trecs, tproblems = read_trickle_records(src.parent / TRICKLE_RECORDS, f"{env.path.name}/{TRICKLE_RECORDS}")
+    env.problems += tproblems
+    # measured and recorded, not charged: as a simulator term (the cycle's only response + lone +
+    # per_cycle x cycle) it moved the envs' held-out errors by -0.4 to +0.2 points and made two worse
+    # (docs/fresh-environments.md section 9)
+    neg_info["lone"] = lone_response(trecs, src.parent, env.problems)
     neg_info["cpu"] = cpu_info
     fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
                 "other_tiers": tiers_info,
@@ -172,6 +178,68 @@ def _per_tensor(recs: list[dict[str, Any]]) -> dict[str, Any]:
 #: the cpu phase's records, beside ``source`` (:data:`autotuner.realrun.measure.CPU_RECORDS`; not
 #: imported: the fit does not load the real-run package)
 CPU_RECORDS = "cpu.jsonl"
+#: the trickle phase's records, beside ``source`` (:data:`autotuner.realrun.measure.TRICKLE_RECORDS`)
+TRICKLE_RECORDS = "trickle.jsonl"
+#: the tensor-name prefixes of autotuner.realrun.trickleprobe (not imported: fit does not load realrun)
+TRICKLE, BACK_TO_BACK = "trickle", "b2b"
+
+
+def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> dict[str, Any]:
+    """How much longer a response alone in its cycle runs, from the ``trickle`` phase's timelines
+    (:mod:`autotuner.realrun.trickleprobe`): per job and tensor size, the mean collective span of
+    the tensors enqueued one per cycle less that of the same tensors enqueued all at once (each
+    name's first use left out: the response cache's miss), averaged over the sizes; per cycle
+    time, the median over rounds; then ``extra = lone + per_cycle x cycle`` through the cycle
+    times by non-negative least squares (``scipy.optimize.nnls``). ``lone_us`` None (with a note)
+    without two cycle times. ``problems`` gets unreadable timelines. Recorded in the model file's
+    ``fit.negotiation.lone``; not a term of the cost model (docs/fresh-environments.md section 9)."""
+    from pathlib import Path
+
+    from scipy.optimize import nnls
+
+    per_cycle: dict[float, list[float]] = {}
+    sizes_info: dict[str, list[float]] = {}
+    for r in recs:
+        if not r.get("timeline"):
+            continue
+        try:
+            tl = read_timeline(Path(env_dir) / r["timeline"])
+        except AutotunerError as e:
+            problems.append(f"{r['timeline']}: dropped ({e})")
+            continue
+        spans: dict[tuple[str, int], list[float]] = {}
+        seen: set[str] = set()
+        for resp in sorted(tl.responses, key=lambda x: x.start_us):
+            if resp.op != "allreduce" or len(resp.tensors) != 1:
+                continue
+            name = resp.tensors[0].split(".", 1)[-1]  # "allreduce.trickle.4096.3" -> "trickle.4096.3"
+            kind = name.split(".", 1)[0]
+            if kind not in (TRICKLE, BACK_TO_BACK) or name in seen:
+                seen.add(name)
+                continue
+            spans.setdefault((kind, resp.nbytes), []).append(resp.duration_us * 1e-6)
+        extras = [float(np.mean(spans[(TRICKLE, n)]) - np.mean(spans[(BACK_TO_BACK, n)]))
+                  for n in r["sizes"] if spans.get((TRICKLE, n)) and spans.get((BACK_TO_BACK, n))]
+        for n in r["sizes"]:
+            if spans.get((TRICKLE, n)) and spans.get((BACK_TO_BACK, n)):
+                sizes_info.setdefault(f"{float(r['cycle_time_ms']):g} ms, {n} B", []).append(
+                    float(np.mean(spans[(TRICKLE, n)]) - np.mean(spans[(BACK_TO_BACK, n)])) * 1e3)
+        if extras:
+            per_cycle.setdefault(float(r["cycle_time_ms"]), []).append(float(np.mean(extras)))
+    out: dict[str, Any] = {"form": "extra = mean span one per cycle - all at once (per size, averaged); median over "
+                                   "rounds; extra = lone + per_cycle x cycle (nnls)", "lone_us": None, "per_cycle": 0.0,
+                           "extra_ms_by_cycle": {f"{c:g}": float(np.median(v)) * 1e3 for c, v in sorted(per_cycle.items())},
+                           "extra_ms_by_cycle_and_size": sizes_info}
+    if len(per_cycle) < 2:
+        out["note"] = "fewer than two cycle times in a trickle phase: a lone response costs what the sweep says"
+        return out
+    cs = sorted(per_cycle)
+    A = np.array([[1.0, c * 1e-3] for c in cs])
+    (lone, slope), _ = nnls(A, np.array([max(0.0, float(np.median(per_cycle[c]))) for c in cs]))
+    out.update(lone_us=float(lone) * 1e6, per_cycle=float(slope))
+    return out
+
+
 #: fewest complete (fast, reference) job pairs for the per-cycle compute cost
 MIN_CPU_PAIRS = 3
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunsError, SchemaError
-from ..schemas import CpuProbeRecord, SweepRecord, check
+from ..schemas import CpuProbeRecord, SweepRecord, TrickleRecord, check
 from .files import read_text
 
 
@@ -52,3 +52,16 @@ def read_cpu_records(path: Path, source: str | None = None) -> tuple[list[dict[s
     if not path.exists():
         return [], []
     return parse_cpu_records(read_text(path, RunsError), source or str(path))
+
+
+def parse_trickle_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(records, problems) of a ``trickle.jsonl`` (the ``trickle`` phase of ``autotuner measure``)."""
+    return parse_sweep_records(text, source, TrickleRecord)
+
+
+def read_trickle_records(path: Path, source: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Read ``trickle.jsonl`` (:func:`parse_trickle_records`); ([], []) when absent. Raises RunsError
+    when it cannot be read."""
+    if not path.exists():
+        return [], []
+    return parse_trickle_records(read_text(path, RunsError), source or str(path))

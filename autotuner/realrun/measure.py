@@ -39,7 +39,7 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..knobs import DEFAULTS_0_28, MIB
-from ..readers.sweep import parse_cpu_records, parse_sweep_records
+from ..readers.sweep import parse_cpu_records, parse_sweep_records, parse_trickle_records
 from .sweep import FUSION_SPLIT
 from .validation import TrialStore
 
@@ -50,6 +50,9 @@ CPU_RECORDS = "cpu.jsonl"
 CPU_REPEATS = 5
 #: the cpu phase's stream timelines (apart from ``timelines/``: the sweep's fit pools those)
 CPU_TIMELINES = "cpu-timelines"
+#: the ``trickle`` phase's records and timelines (:mod:`autotuner.realrun.trickleprobe`), rounds of it
+TRICKLE_RECORDS, TRICKLE_TIMELINES, TRICKLE_REPEATS = "trickle.jsonl", "trickle-timelines", 2
+_TRICKLE_LINE = re.compile(rb"AUTOTUNER_TRICKLE (\{.*\})")
 _CPU_LINE = re.compile(rb"AUTOTUNER_CPU (\{.*\})")
 #: the default message sizes: 1 KiB to 512 MiB, doubling (bytes)
 DEFAULT_SIZES = tuple(1024 * 2**i for i in range(20))
@@ -270,13 +273,14 @@ def _busy() -> str | None:
 
 def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion_sizes=DEFAULT_FUSION_SIZES,
                 tiny_counts=DEFAULT_TINY_COUNTS, unfused_sizes=DEFAULT_UNFUSED_SIZES, timeout_s: float = 900.0,
-                cpu_repeats: int = CPU_REPEATS, on_total: Callable[[int, int], None] | None = None,
+                cpu_repeats: int = CPU_REPEATS, trickle_repeats: int = TRICKLE_REPEATS, on_total: Callable[[int, int], None] | None = None,
                 on_item: Callable[[dict[str, Any]], None] | None = None,
                 on_event: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Run (or resume) the sweep of ``setup`` into ``env_dir`` (see the module docstring).
 
-    ``cpu_repeats``: job pairs of the ``cpu`` phase (:func:`run_cpu_phase`, after the sweep's
-    jobs; 0 skips it). ``on_total(done, total)`` is called once with the item counts,
+    ``cpu_repeats``: rounds of the ``cpu`` phase (:func:`run_cpu_phase`, after the sweep's
+    jobs; 0 skips it); ``trickle_repeats``: rounds of the ``trickle`` phase
+    (:func:`run_trickle_phase`, last; 0 skips it). ``on_total(done, total)`` is called once with the item counts,
     ``on_item(record)`` per item recorded, ``on_event(line)`` per job started or finished.
     Returns a JSON-ready summary.
     Raises ValidationError (horovodrun missing, another setup already recorded, a job that
@@ -393,6 +397,8 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                                       f"{tail[0].strip()[-300:]}")
             say(f"{stem}: done ({got} item(s))")
         cpu = run_cpu_phase(env_dir, setup, plan[0], tb, cpu_repeats, timeout_s, say)
+        # the fitted tier's ranks (the fit's "single" or "inter"): the responses a step's collectives are
+        trickle = run_trickle_phase(env_dir, setup, plan[-1], tb, trickle_repeats, timeout_s, say)
     shutil.rmtree(scratch, ignore_errors=True)
     recs = store.records()
     big = [r for r in recs if r["phase"] == "allreduce" and r["tier"] != "intra"]  # the cluster's link, not a host's lo
@@ -403,7 +409,63 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 "mib": top["bytes"] / MIB, "median_ms": top["median_ms"],
                 "algbw_gbit_s": round(top["bytes"] * 8 / (top["median_ms"] * 1e-3) / 1e9, 3)},
             "timelines": sorted(str(p.relative_to(env_dir)) for p in (env_dir / "timelines").glob("*.json.gz")),
-            "cpu": cpu, "dropped": store.dropped}
+            "cpu": cpu, "trickle": trickle, "dropped": store.dropped}
+
+
+@dataclass(frozen=True)
+class ProbeJob:
+    """One job of a probe phase (``cpu``, ``trickle``): ``key`` names it in the records (resume),
+    ``fields`` go into its record, ``module`` (``python -m``) with ``args`` runs on every rank
+    under ``cfg``; ``timeline``: record the job's timeline (kept gzipped); ``what``: progress text."""
+
+    key: tuple
+    fields: dict
+    module: str
+    args: tuple
+    cfg: Any
+    timeline: bool
+    what: str
+
+
+def _run_probe_jobs(env_dir: Path, setup: SweepSetup, tier: Tier, tb, timeout_s: float, say: Callable[[str], None],
+                    *, phase: str, records: str, parse, timelines: str, line: re.Pattern, jobs: list[ProbeJob],
+                    key_of: Callable[[dict], tuple]) -> dict[str, Any]:
+    """Run the ``jobs`` not yet in ``env_dir/records`` (``key_of(record)`` against each job's key),
+    in order, on ``tier``'s host; append one record per job (its ``line`` JSON, the job's fields,
+    its kept timeline under ``timelines/``). Raises ValidationError for a job that failed or
+    printed no result."""
+    from .launcher import Job, run_job
+
+    store = TrialStore(env_dir / records, parse=parse)
+    done = {key_of(r) for r in store.records()}
+    new = 0
+    for pj in jobs:
+        if pj.key in done:
+            continue
+        tl = None
+        if pj.timeline:
+            (env_dir / ".scratch").mkdir(parents=True, exist_ok=True)
+            tl = env_dir / ".scratch" / f"{phase}-{time.time_ns()}.json"
+        job = Job(np=tier.np, hosts=tier.hosts, command=(sys.executable, "-m", pj.module, *pj.args), prefix=tb.prefix,
+                  config=pj.cfg, launcher=tb.launcher, timeline=tl)
+        say(f"{tier.name}-{phase}: {pj.what}")
+        try:
+            res = run_job(job, timeout_s)
+        finally:
+            stem = "-".join([tier.name, *(str(k) for k in pj.key[1:])])
+            kept = (_gzip_into(tl, env_dir / timelines, stem)
+                    if tl is not None and tl.exists() and tl.stat().st_size > 0 else None)
+        m = line.search(res.stdout.encode())
+        if res.returncode != 0 or not m:
+            tail = [ln for ln in (res.stderr + res.stdout).splitlines() if ln.strip()][-1:] or ["no output"]
+            raise ValidationError(f"{tier.name}-{phase}: horovodrun exit {res.returncode}"
+                                  f"{' (timed out)' if res.timed_out else ''}: {tail[0].strip()[-300:]}")
+        store.append({"phase": phase, "tier": tier.name, **pj.fields, **json.loads(m.group(1)),
+                      **({} if kept is None else {"timeline": str(kept.relative_to(env_dir))}),
+                      "part": f"{tier.name}-{phase}", "setup": setup.to_dict(),
+                      "load_avg_1m": round(os.getloadavg()[0], 2), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        new += 1
+    return {"records": str(store.path), "jobs_new": new, "jobs_recorded": len(store.records())}
 
 
 def run_cpu_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
@@ -411,54 +473,46 @@ def run_cpu_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int
     """The ``cpu`` phase (:mod:`autotuner.realrun.cpuprobe`): ``repeats`` rounds of jobs on
     ``tier``'s host, interleaved: idle cycles of 1 ms, then of 100 ms
     (:data:`autotuner.realrun.cpuprobe.CYCLES_MS`), then each stream of
-    :data:`autotuner.realrun.cpuprobe.STREAMS` at 1 ms with fusion off, beside compute and alone; one
-    :class:`autotuner.schemas.CpuProbeRecord` appended to ``cpu.jsonl`` per job (resumable:
-    recorded (cycle, stream, repeat) jobs are not run again). ``tb``: the open testbed.
-    Returns ``{"records": path, "jobs_new": n, "jobs_recorded": n}``. Raises ValidationError for
-    a job that failed or printed no result."""
+    :data:`autotuner.realrun.cpuprobe.STREAMS` at 1 ms with fusion off, beside compute and alone
+    (its timeline kept in ``cpu-timelines/``); one :class:`autotuner.schemas.CpuProbeRecord`
+    appended to ``cpu.jsonl`` per job (resumable: recorded (cycle, stream, repeat) jobs are not
+    run again). ``tb``: the open testbed. Returns ``{"records": path, "jobs_new": n,
+    "jobs_recorded": n}``. Raises ValidationError for a job that failed or printed no result."""
     from .cpuprobe import CYCLES_MS, STREAMS
-    from .launcher import Job, run_job
 
-    store = TrialStore(env_dir / CPU_RECORDS, parse=parse_cpu_records)
-    done = {(r["tier"], float(r["cycle_time_ms"]), r.get("stream", "idle"), int(r["repeat"])) for r in store.records()}
-    # each stream beside compute, then alone (the collectives' own time at the same cycle and fusion)
-    jobs = [(c, "idle", None) for c in CYCLES_MS] + [(CYCLES_MS[0], f"{name}{tag}", spec) for name, spec in STREAMS.items()
-                                                     for tag in ("", "-alone")]
-    new = 0
+    jobs = []
     for k in range(repeats):
-        for cyc, stream, spec in jobs:
-            if (tier.name, cyc, stream, k) in done:
-                continue
-            cmd = ("-m", "autotuner.realrun.cpuprobe") + (() if spec is None else ("--stream", ",".join(map(str, spec))))
-            cmd += ("--no-compute",) if stream.endswith("-alone") else ()
-            # streams: fusion off, so each tensor of a batch is a response of its own
-            cfg = replace(DEFAULTS_0_28, cycle_time_ms=cyc, **({} if spec is None else {"fusion_threshold_bytes": 0}))
-            tl = None
-            if spec is not None:  # the streams' collectives are read off their timelines (fit.sweep.stream_delay)
-                (env_dir / ".scratch").mkdir(parents=True, exist_ok=True)
-                tl = env_dir / ".scratch" / f"cpu-{stream}-{time.time_ns()}.json"
-            job = Job(np=tier.np, hosts=tier.hosts, command=(sys.executable, *cmd), prefix=tb.prefix, config=cfg,
-                      launcher=tb.launcher, timeline=tl)
-            what = (f"compute beside idle cycles of {cyc:g} ms" if spec is None else
-                    f"a stream of {stream.removesuffix('-alone')} allreduces"
-                    + (" alone" if stream.endswith("-alone") else " beside compute"))
-            say(f"{tier.name}-cpu: {what} (round {k + 1} of {repeats})")
-            try:
-                res = run_job(job, timeout_s)
-            finally:
-                kept = (_gzip_into(tl, env_dir / CPU_TIMELINES, f"{tier.name}-{stream}-r{k}")
-                        if tl is not None and tl.exists() and tl.stat().st_size > 0 else None)
-            m = _CPU_LINE.search(res.stdout.encode())
-            if res.returncode != 0 or not m:
-                tail = [ln for ln in (res.stderr + res.stdout).splitlines() if ln.strip()][-1:] or ["no output"]
-                raise ValidationError(f"{tier.name}-cpu: horovodrun exit {res.returncode}"
-                                      f"{' (timed out)' if res.timed_out else ''}: {tail[0].strip()[-300:]}")
-            d = json.loads(m.group(1))
-            store.append({"phase": "cpu", "tier": tier.name, "cycle_time_ms": cyc, "stream": stream, "repeat": k,
-                          **d, **({} if kept is None else {"timeline": str(kept.relative_to(env_dir))}),
-                          "part": f"{tier.name}-cpu", "setup": setup.to_dict(),
-                          "load_avg_1m": round(os.getloadavg()[0], 2),
-                          "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-            new += 1
-    return {"records": str(store.path), "jobs_new": new, "jobs_recorded": len(store.records())}
+        for c in CYCLES_MS:
+            jobs.append(ProbeJob((tier.name, c, "idle", k), {"cycle_time_ms": c, "stream": "idle", "repeat": k},
+                                 "autotuner.realrun.cpuprobe", (), replace(DEFAULTS_0_28, cycle_time_ms=c), False,
+                                 f"compute beside idle cycles of {c:g} ms (round {k + 1} of {repeats})"))
+        for name, spec in STREAMS.items():  # fusion off: each tensor of a batch is a response of its own
+            for alone in (False, True):
+                stream = f"{name}-alone" if alone else name
+                jobs.append(ProbeJob(
+                    (tier.name, CYCLES_MS[0], stream, k), {"cycle_time_ms": CYCLES_MS[0], "stream": stream, "repeat": k},
+                    "autotuner.realrun.cpuprobe", ("--stream", ",".join(map(str, spec))) + (("--no-compute",) if alone else ()),
+                    replace(DEFAULTS_0_28, cycle_time_ms=CYCLES_MS[0], fusion_threshold_bytes=0), True,
+                    f"a stream of {name} allreduces {'alone' if alone else 'beside compute'} (round {k + 1} of {repeats})"))
+    return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="cpu", records=CPU_RECORDS,
+                           parse=parse_cpu_records, timelines=CPU_TIMELINES, line=_CPU_LINE, jobs=jobs,
+                           key_of=lambda r: (r["tier"], float(r["cycle_time_ms"]), r.get("stream", "idle"),
+                                             int(r["repeat"])))
 
+
+def run_trickle_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
+                      say: Callable[[str], None]) -> dict[str, Any]:
+    """The ``trickle`` phase (:mod:`autotuner.realrun.trickleprobe`): ``repeats`` rounds of one job
+    per cycle time of :data:`autotuner.realrun.trickleprobe.CYCLES_MS`, fusion off, tensors
+    enqueued 1.5 cycle times apart and then all at once; timelines kept in ``trickle-timelines/``,
+    one :class:`autotuner.schemas.TrickleRecord` per job in ``trickle.jsonl`` (resumable). Returns
+    and raises as :func:`run_cpu_phase`."""
+    from .trickleprobe import CYCLES_MS
+
+    jobs = [ProbeJob((tier.name, c, k), {"cycle_time_ms": c, "repeat": k}, "autotuner.realrun.trickleprobe",
+                     ("--gap-ms", f"{1.5 * c:g}"), replace(DEFAULTS_0_28, cycle_time_ms=c, fusion_threshold_bytes=0),
+                     True, f"tensors one per cycle of {c:g} ms, then all at once (round {k + 1} of {repeats})")
+            for k in range(repeats) for c in CYCLES_MS]
+    return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="trickle", records=TRICKLE_RECORDS,
+                           parse=parse_trickle_records, timelines=TRICKLE_TIMELINES, line=_TRICKLE_LINE, jobs=jobs,
+                           key_of=lambda r: (r["tier"], float(r["cycle_time_ms"]), int(r["repeat"])))
