@@ -193,3 +193,29 @@ def test_trickle_phase_is_recorded_not_charged():
     # alone in its cycle a response runs longer than back to back, more at 5 ms than at 1 ms
     assert 0 < lone["extra_ms_by_cycle"]["1"] < lone["extra_ms_by_cycle"]["5"] < 3
     assert "lone_us" not in _model()["cost_model"]["negotiation"]
+
+
+@pytest.mark.parametrize("host_backward_s, overlap", [(None, 1.0), (0.08, 1.0), (0.08, 0.6), (None, 0.5)])
+def test_fast_simulator_compute_scale_matches_the_reference_on_scaled_workloads(host_backward_s, overlap):
+    """Contract: simulate_batch's per-configuration compute_scale is the reference run on the workload
+    scaled so (forward, backward, update, host backward), the response delay and the stall included."""
+    from autotuner.fit.store import load_env
+    from autotuner.model.costmodel import ComputeDelay
+    from autotuner.model.fastsim import simulate_configs
+    from autotuner.model.simulator import Workload, simulate_step
+    from autotuner.readers.layouts import load_layout
+
+    fenv = load_env(MODELS, ENV)
+    cost = replace(fenv.cost, compute_delay=ComputeDelay(2e-3, 1e-10))
+    L = load_layout("mobilenet_v2")
+    wl = Workload(forward_s=0.05, backward_s=0.1, update_s=0.01, host_backward_s=host_backward_s, overlap=overlap,
+                  cpu_bound=True)
+    cfgs = CONFIGS * 2
+    scales = np.array([1.0, 1.13, 1.02, 1.0, 1.005, 1.3, 0.9, 1.0, 1.07, 1.2])
+    fast = simulate_configs(L.sizes_bytes, L.ready_fraction, wl, cfgs, cost, fenv.cluster, compute_scale=scales)
+    ref = []
+    for c, f in zip(cfgs, scales):
+        w = replace(wl, forward_s=wl.forward_s * f, backward_s=wl.backward_s * f, update_s=wl.update_s * f,
+                    host_backward_s=None if host_backward_s is None else host_backward_s * f)
+        ref.append(simulate_step(L.sizes_bytes, L.ready_fraction, w, c, cost, fenv.cluster).step_time_s)
+    assert list(fast) == pytest.approx(ref, rel=1e-12)

@@ -179,7 +179,19 @@ class Negotiation:
             raise CostModelError(f"cycle time must be > 0 s, got {cycle_s}")
         if self.cpu_s is None or p <= 1:
             return 1.0
-        f = min(0.9, max(0.0, self.cpu_s) / self.idle_period_s(cycle_s, p, cache_enabled))
+        return float(self.compute_stretches(np.array([cycle_s]), p, np.array([cache_enabled]))[0])
+
+    def compute_stretches(self, cycle_s: np.ndarray, p: int, cache_enabled: np.ndarray) -> np.ndarray:
+        """:meth:`compute_stretch` of many cycle times at once (arrays of one shape: s, bool);
+        the same arithmetic, elementwise. Raises CostModelError for a non-positive cycle time."""
+        cycle_s = np.asarray(cycle_s, dtype=float)
+        if not np.all(cycle_s > 0):
+            raise CostModelError(f"cycle time must be > 0 s, got {cycle_s[~(cycle_s > 0)][0]}")
+        if self.cpu_s is None or p <= 1:
+            return np.ones(cycle_s.shape)
+        idle = np.where(np.asarray(cache_enabled, dtype=bool), self.cycle_s(0, p, True, True),
+                        self.cycle_s(0, p, False, False))
+        f = np.minimum(0.9, max(0.0, self.cpu_s) / np.maximum(cycle_s, idle))
         return 1.0 / (1.0 - f)
 
     def cycle_s(self, n_tensors: int, p: int, cache_enabled: bool, all_hits: bool) -> float:

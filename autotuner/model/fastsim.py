@@ -84,7 +84,8 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
                    cluster: Cluster, *, fusion_threshold_bytes, cycle_time_ms, cache_capacity,
                    hierarchical_allreduce, hierarchical_allgather=False, compression_ratio: float = 1.0,
                    warmup_steps: int = 1, measure_steps: int = 2, loop_phase_s: float = 0.0,
-                   dedupe: bool = True, chunk: int = DEFAULT_CHUNK, backend: str | None = None) -> np.ndarray:
+                   dedupe: bool = True, chunk: int = DEFAULT_CHUNK, backend: str | None = None,
+                   compute_scale=None) -> np.ndarray:
     """Steady-state step time (s) of every configuration, as :func:`~autotuner.model.simulator.simulate_step`.
 
     Args:
@@ -102,6 +103,9 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
         dedupe: simulate each distinguishable configuration once (exact, see module docstring).
             False simulates every entry (for benchmarks of the simulator itself).
         chunk: configurations per lockstep batch.
+        compute_scale: None, or per configuration (broadcast with the knobs) the multiplier of the
+            workload's forward, backward, update and host backward (the reference run on the
+            workload scaled so: :meth:`autotuner.model.scenario.Scenario.workload_at`).
 
     Returns:
         float64 array of shape S, seconds.
@@ -110,12 +114,15 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
         ValueError: mismatched or empty layout arrays, bad step counts.
         KnobError: a knob out of range (as :meth:`~autotuner.knobs.Config.validate`).
     """
-    thr, cyc_ms, cap, hier, _ = np.broadcast_arrays(
+    thr, cyc_ms, cap, hier, _, csc = np.broadcast_arrays(
         np.asarray(fusion_threshold_bytes), np.asarray(cycle_time_ms, dtype=float),
         np.asarray(cache_capacity), np.asarray(hierarchical_allreduce, dtype=bool),
-        np.asarray(hierarchical_allgather, dtype=bool))
+        np.asarray(hierarchical_allgather, dtype=bool), np.asarray(1.0 if compute_scale is None else compute_scale,
+                                                                   dtype=float))
     shape = thr.shape
-    thr, cyc_ms, cap, hier = (x.reshape(-1) for x in (thr, cyc_ms, cap, hier))
+    thr, cyc_ms, cap, hier, csc = (x.reshape(-1) for x in (thr, cyc_ms, cap, hier, csc))
+    if compute_scale is not None and not np.all(np.isfinite(csc) & (csc > 0)):
+        raise ValueError("compute_scale must be finite and > 0")
     for name, arr in (("fusion_threshold_bytes", thr), ("cycle_time_ms", cyc_ms), ("cache_capacity", cap)):
         k = KNOB_BY_FIELD[name]  # the knob table's range, as Config's validation
         bad = ~(np.isfinite(arr) & (arr >= k.low) & (arr <= k.high))
@@ -127,7 +134,9 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
     if measure_steps < 1 or warmup_steps < 0:
         raise ValueError("measure_steps must be >= 1 and warmup_steps >= 0")
     if cluster.size == 1:  # one rank: Horovod does nothing (simulator._single_rank)
-        return np.full(shape, workload.forward_s + workload.backward_s + workload.update_s)
+        return ((workload.forward_s * csc + workload.backward_s * csc + workload.update_s * csc).reshape(shape)
+                if compute_scale is not None else np.full(shape, workload.forward_s + workload.backward_s
+                                                          + workload.update_s))
     T = sim.T
     # knobs -> what the reference reads: plan id, cycle (s), negotiation class, hierarchical flag
     uthr, thr_inv = np.unique(thr, return_inverse=True)
@@ -145,17 +154,21 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
     if dedupe:
         ucyc, cyc_inv = np.unique(cycle, return_inverse=True)
         key = ((plan * ucyc.size + cyc_inv.reshape(-1)) * 3 + negc) * 2 + hier_eff
+        if compute_scale is not None:
+            usc, sc_inv = np.unique(csc, return_inverse=True)
+            key = key * usc.size + sc_inv.reshape(-1)
         _, first, inv = np.unique(key, return_index=True, return_inverse=True)
         inv = inv.reshape(-1)
     else:
         first, inv = np.arange(thr.size), np.arange(thr.size)
     out = np.empty(first.size)
-    if sim.stall > 0:  # (M, T) readiness matrix per chunk: keep it near 32 MiB
+    if sim.stall > 0 or compute_scale is not None:  # (M, T) matrices per chunk: keep them near 32 MiB
         chunk = max(1, min(chunk, (1 << 22) // T))
     for lo in range(0, first.size, chunk):
         sel = first[lo:lo + chunk]
         out[lo:lo + chunk] = sim.run(plans, plan[sel], cycle[sel], negc[sel], hier_eff[sel],
-                                     warmup_steps, measure_steps, loop_phase_s)
+                                     warmup_steps, measure_steps, loop_phase_s,
+                                     None if compute_scale is None else csc[sel])
     return out[inv].reshape(shape)
 
 
@@ -184,6 +197,7 @@ class _Tables:
         self.fwd, self.bwd, self.update = fwd, bwd, workload.update_s
         self.ready_rel = fwd + bwd * frac
         self.hook_rel = hand_over_times(self.ready_rel, fwd, workload.host_backward_s)
+        self.frac, self.host_bwd = frac, workload.host_backward_s
         self.stall = 1.0 - min(max(workload.overlap, 0.0), 1.0)
         self.delay = cost.compute_delay if workload.cpu_bound else None
         self.asyn = workload.async_collectives
@@ -219,13 +233,27 @@ class _Tables:
             j -= dn
         return j
 
+    def _scaled(self, scale: np.ndarray):
+        """Per configuration, the workload's times multiplied by ``scale`` (M,), as the reference
+        computes them from a workload scaled so (:meth:`autotuner.model.scenario.Scenario.workload_at`):
+        forward, backward, update (M,), readiness and hand-over times (M, T), the same arithmetic."""
+        fw, bw, up = self.fwd * scale, self.bwd * scale, self.update * scale
+        ready = fw[:, None] + bw[:, None] * self.frac[None, :]
+        if self.host_bwd is None:
+            return fw, bw, up, ready, ready
+        T = self.T
+        host = fw[:, None] + np.maximum(self.host_bwd * scale, 0.0)[:, None] * np.arange(1, T + 1)[None, :] / T
+        return fw, bw, up, ready, np.minimum(ready, host)
+
     def run(self, plans: np.ndarray, plan: np.ndarray, cycle: np.ndarray, negc: np.ndarray, hier: np.ndarray,
-            warmup_steps: int, measure_steps: int, loop_phase_s: float) -> np.ndarray:
+            warmup_steps: int, measure_steps: int, loop_phase_s: float, scale: np.ndarray | None = None) -> np.ndarray:
         """Mean measured step time (s), shape (M,).
 
         ``plans`` (P, T) fusion plans (:func:`fusion_plan`); per configuration, shape (M,): ``plan``
-        row of ``plans``, ``cycle`` (s), ``negc`` negotiation class, ``hier`` effective flag (0/1).
+        row of ``plans``, ``cycle`` (s), ``negc`` negotiation class, ``hier`` effective flag (0/1),
+        ``scale`` the compute's multiplier (None: 1 for all, the workload as given).
         """
+        sc = None if scale is None else self._scaled(scale)
         M, T = cycle.size, self.T
         Tp1 = T + 1
         period = np.maximum(cycle, self.neg[negc, 0])
@@ -245,8 +273,14 @@ class _Tables:
             c = np.zeros(M)  # start of the current cycle
             t = s0.copy()  # background thread's clock
             sf = s0.copy()  # collective stream free at
-            be = s0 + self.fwd + self.bwd  # backward end
-            R = s0[:, None] + self.ready_rel[None, :] if stall > 0 else None
+            if sc is None:
+                be = s0 + self.fwd + self.bwd  # backward end
+                R = s0[:, None] + self.ready_rel[None, :] if stall > 0 else None
+                up = RR = HR = None
+            else:  # per-configuration compute (the CPU stretch)
+                be = s0 + sc[0] + sc[1]
+                up, RR, HR = sc[2], sc[3], sc[4]
+                R = s0[:, None] + RR if stall > 0 else None
             cyc, per, nc, hr, row = cycle, period, negc, hier, plan * T
             step_end = np.empty(M)
             while ids.size:
@@ -254,11 +288,11 @@ class _Tables:
                 sl = slice(None)  # those performing a response in this iteration
                 if new.size:
                     an, ln, sn = a[new], lt[new], s0[new]
-                    h = sn + self.hook_rel[an]
+                    h = sn + (self.hook_rel[an] if HR is None else HR[new, an])
                     idle = ln < h  # sleep whole periods until the next hand-over
                     pn = per[new][idle]
                     ln[idle] = ln[idle] + np.ceil((h[idle] - ln[idle]) / pn - 1e-12) * pn
-                    jn = self._count_handed(sn, ln)
+                    jn = self._count_handed(sn, ln) if HR is None else ((sn[:, None] + HR[new]) <= ln[:, None]).sum(1)
                     c[new], j[new] = ln, jn
                     t[new] = ln + neg_flat[nc[new] * Tp1 + (jn - an)]
                     if np.any(jn == an):  # rounding left the hand-over just after the cycle start:
@@ -267,7 +301,7 @@ class _Tables:
                 b = np.minimum(j[sl], nxt_flat[row[sl] + aa])  # FuseResponses
                 dur = self.dur[(hr[sl] * T + aa) * Tp1 + b]
                 if R is None:
-                    rd = s0[sl] + self.ready_rel[b - 1]
+                    rd = s0[sl] + (self.ready_rel[b - 1] if RR is None else RR[np.arange(ids.size)[sl], b - 1])
                 else:
                     rd = R[np.arange(ids.size)[sl], b - 1]
                 tt = np.maximum(t[sl], rd)  # WAIT_FOR_DATA
@@ -287,13 +321,15 @@ class _Tables:
                     if fin.any():
                         f = np.flatnonzero(fin)
                         g = ids[f]
-                        step_end[g] = np.maximum(np.maximum(be[f], sf[f]), t[f]) + self.update
+                        step_end[g] = np.maximum(np.maximum(be[f], sf[f]), t[f]) + (self.update if up is None else up[f])
                         loop_t[g] = lt[f]
                         keep = ~fin
                         ids, s0, lt, a, j, c, t, sf, be = (x[keep] for x in (ids, s0, lt, a, j, c, t, sf, be))
                         cyc, per, nc, hr, row = (x[keep] for x in (cyc, per, nc, hr, row))
                         if R is not None:
                             R = R[keep]
+                        if RR is not None:
+                            up, RR, HR = up[keep], RR[keep], HR[keep]
             if step >= warmup_steps:
                 times[:, step - warmup_steps] = step_end - step_start
             step_start = step_end

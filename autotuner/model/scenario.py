@@ -161,8 +161,8 @@ class Scenario:
         ``hierarchical_allreduce`` and optionally ``hierarchical_allgather``, arrays broadcast
         together to one shape S (internal units: bytes, ms). Returns float64 seconds, shape S,
         equal to :meth:`simulate`'s ``step_time_s`` for each configuration (the same
-        :attr:`effective_backend` rule for hierarchical allreduce; with :attr:`cycle_cpu`, the
-        configurations are simulated in groups of one compute stretch, :meth:`workload_at`).
+        :attr:`effective_backend` rule for hierarchical allreduce; with :attr:`cycle_cpu`, each
+        configuration's compute stretch goes in as ``compute_scale``, as :meth:`workload_at`).
         """
         from .fastsim import simulate_batch
 
@@ -173,15 +173,8 @@ class Scenario:
 
         if not self.cycle_cpu:
             return run(self.rank_workload, knobs)
-        names = list(knobs)
-        arrs = np.broadcast_arrays(*(np.asarray(knobs[k]) for k in names))
-        shape = arrs[0].shape
-        flat = dict(zip(names, (a.reshape(-1) for a in arrs)))
-        cyc = flat["cycle_time_ms"].astype(float)
-        cache_on = flat["cache_capacity"] > 0
-        out = np.empty(cyc.size)
-        groups = np.unique(np.stack([cyc, cache_on.astype(float)]), axis=1)
-        for c, on in groups.T:
-            sel = (cyc == c) & (cache_on == bool(on))
-            out[sel] = run(self.workload_at(float(c), bool(on)), {k: v[sel] for k, v in flat.items()})
-        return out.reshape(shape)
+        # the CPU stretch per configuration (a function of its cycle time and cache), in one batch
+        cyc, cap = np.broadcast_arrays(np.asarray(knobs["cycle_time_ms"], dtype=float),
+                                       np.asarray(knobs["cache_capacity"]))
+        stretch = self.cost.negotiation.compute_stretches(cyc * 1e-3, self.cluster.size, cap > 0)
+        return run(replace(self.rank_workload, cpu_bound=True), {**knobs, "compute_scale": stretch})
