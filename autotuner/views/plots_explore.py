@@ -208,15 +208,22 @@ def scale_plot(sc: Scaling, stem: Path) -> list[Path]:
             a_h.plot(n, g[f"best_{y}"], "o-", color=col, label=f"{bw:g} Gbit/s best")
             a_h.plot(n, g[f"default_{y}"], "s--", color=col, alpha=0.7, label=f"{bw:g} Gbit/s defaults")
         else:
-            m = g["nodes"] > 1
-            a_h.plot(n[m], g["hier_gain_percent"][m], "o-", color=col, label=f"{bw:g} Gbit/s")
+            m = (g["nodes"] > 1) & g["hier_gain_percent"].notna()
+            if m.any():
+                a_h.plot(n[m], g["hier_gain_percent"][m], "o-", color=col, label=f"{bw:g} Gbit/s")
     if not by_ranks:
         a_h.axhline(0, color="k", lw=0.8)
+        if not a_h.lines[:-1]:  # only the zero line: no hierarchical gain to draw (a backend without it)
+            a_h.text(0.5, 0.5, "no hierarchical allreduce on this backend", ha="center", va="center",
+                     transform=a_h.transAxes, fontsize=9)
+    lo, hi = float(t[sc.axis].min()), float(t[sc.axis].max())
     for a in axs.flat:
+        a.set_xlim(lo / 1.3, hi * 1.3)  # the points' range: an empty panel has none of its own
         a.set_xscale("log", base=2)
         a.set_xlabel("ranks (one node)" if by_ranks else "nodes")
         a.grid(True, which="both", alpha=0.3)
-        a.legend(fontsize=7)
+        if a.get_legend_handles_labels()[0]:
+            a.legend(fontsize=7)
     a_t.set_ylabel("predicted step time (ms)")
     a_e.set_ylabel("scaling efficiency")
     a_e.set_ylim(0, 1.05)
