@@ -219,3 +219,35 @@ def test_fast_simulator_compute_scale_matches_the_reference_on_scaled_workloads(
                     host_backward_s=None if host_backward_s is None else host_backward_s * f)
         ref.append(simulate_step(L.sizes_bytes, L.ready_fraction, w, c, cost, fenv.cluster).step_time_s)
     assert list(fast) == pytest.approx(ref, rel=1e-12)
+
+
+PICK = ROOT / "runs" / ENV / "validation" / "cpu-tiny_transformer_c2-pick.jsonl"
+
+
+def _pick_rows():
+    recs, problems = parse_records(PICK.read_text(), PICK.name)
+    assert not problems
+    by = {}
+    for r in recs:
+        by.setdefault(r["label"], []).append(r)
+    return {k: (sorted(x["measured_step_time_ms"] for x in v), v[0]["predicted_step_time_ms"], v[0]["config"])
+            for k, v in by.items()}
+
+
+def test_suggest_pick_for_the_cpu_script_measured_a_tie_with_the_defaults():
+    """suggest's top pick for the CPU script (128 MiB, 39.6 ms: only the cycle time changed), run against the
+    defaults, 3 interleaved repeats, no timeline: not slower at the median, and the ranges overlap (a tie),
+    where the model predicted 8 % faster."""
+    rows = _pick_rows()
+    d, p = rows["default"][0], rows["proposal-1"][0]
+    assert rows["proposal-1"][2]["cycle_time_ms"] == pytest.approx(39.6) and len(d) == len(p) == 3
+    assert p[1] <= d[1] and p[0] <= d[-1] and d[0] <= p[-1]
+    assert rows["proposal-1"][1] < 0.93 * rows["default"][1]  # the 8 % the model promised
+
+
+@pytest.mark.xfail(strict=True, reason="long cycle times on CPU compute are predicted 6-9 % fast: the simulated loop "
+                   "locks into a favourable phase (docs/fresh-environments.md section 8, 'What suggest's pick measured')")
+def test_suggest_pick_for_the_cpu_script_predicted_within_five_percent():
+    rows = _pick_rows()
+    meas, pred, _ = rows["proposal-1"]
+    assert abs(pred / meas[1] - 1) <= 0.05, (meas, pred)
