@@ -79,7 +79,8 @@ class Scenario:
     env_backend: str | None = None
     #: True: the ranks compute on the CPU with no spare core (a CPU layout, as many ranks per host
     #: as cores or more): every cycle of Horovod's background loop takes CPU from the compute
-    #: (:meth:`compute_stretch`)
+    #: (:meth:`compute_stretch`), and the compute slows the collectives that run beside it
+    #: (:class:`~autotuner.model.costmodel.ComputeDelay`); both from ``measure``'s cpu phase
     cycle_cpu: bool = False
 
     @property
@@ -166,15 +167,12 @@ class Scenario:
         """
         from .fastsim import simulate_batch
 
-        def run(wl: Workload, kn: dict) -> np.ndarray:
-            return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, wl, self.cost, self.cluster,
-                                  compression_ratio=COMPRESSION_RATIO[self.compression],
-                                  backend=self.effective_backend, **kn)
-
-        if not self.cycle_cpu:
-            return run(self.rank_workload, knobs)
-        # the CPU stretch per configuration (a function of its cycle time and cache), in one batch
-        cyc, cap = np.broadcast_arrays(np.asarray(knobs["cycle_time_ms"], dtype=float),
-                                       np.asarray(knobs["cache_capacity"]))
-        stretch = self.cost.negotiation.compute_stretches(cyc * 1e-3, self.cluster.size, cap > 0)
-        return run(replace(self.rank_workload, cpu_bound=True), {**knobs, "compute_scale": stretch})
+        wl, extra = self.rank_workload, {}
+        if self.cycle_cpu:  # the CPU stretch per configuration (a function of its cycle time and cache)
+            cyc, cap = np.broadcast_arrays(np.asarray(knobs["cycle_time_ms"], dtype=float),
+                                           np.asarray(knobs["cache_capacity"]))
+            wl = replace(wl, cpu_bound=True)
+            extra = {"compute_scale": self.cost.negotiation.compute_stretches(cyc * 1e-3, self.cluster.size, cap > 0)}
+        return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, wl, self.cost, self.cluster,
+                              compression_ratio=COMPRESSION_RATIO[self.compression],
+                              backend=self.effective_backend, **knobs, **extra)

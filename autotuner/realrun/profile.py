@@ -253,18 +253,25 @@ def _concurrent_copies(n: int, spec: str, input_shape: str, batch_size: int, thr
     import subprocess
     import sys
 
+    import tempfile
+
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    procs = []
+    procs, errs = [], []
     try:
         for _ in range(n):
+            errs.append(tempfile.TemporaryFile())  # a file, not a pipe: a chatty copy never blocks on it
             procs.append(subprocess.Popen([sys.executable, "-m", "autotuner.realrun.profile", spec, input_shape,
                                            str(batch_size), str(threads)], stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, env=env, text=True))
-        for pr in procs:
-            line = pr.stdout.readline()
-            if COPY_READY not in line:
+                                          stderr=errs[-1], env=env, text=True))
+        for pr, err in zip(procs, errs):
+            for line in pr.stdout:  # the model may print first; EOF: the copy ended
+                if COPY_READY in line:
+                    break
+            else:
                 pr.wait(timeout=5)
-                tail = [ln for ln in (pr.stderr.read() or "").splitlines() if ln.strip()][-1:] or ["no output"]
+                err.seek(0)
+                text = err.read().decode(errors="replace")
+                tail = [ln for ln in text.splitlines() if ln.strip()][-1:] or ["no output"]
                 raise ProfileError(f"--concurrent: a copy of {spec} exited before its first step: {tail[0][-300:]}")
         yield
     finally:
@@ -272,9 +279,10 @@ def _concurrent_copies(n: int, spec: str, input_shape: str, batch_size: int, thr
             pr.kill()
         for pr in procs:
             pr.wait()
-            for f in (pr.stdout, pr.stderr):
-                if f:
-                    f.close()
+            if pr.stdout:
+                pr.stdout.close()
+        for err in errs:
+            err.close()
 
 
 def profile_layout(spec: str, *, input_shape: str, batch_size: int, device: str = "cpu", amp: bool = False,
