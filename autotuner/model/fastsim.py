@@ -85,7 +85,7 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
                    hierarchical_allreduce, hierarchical_allgather=False, compression_ratio: float = 1.0,
                    warmup_steps: int = 1, measure_steps: int = 2, loop_phase_s: float = 0.0,
                    dedupe: bool = True, chunk: int = DEFAULT_CHUNK, backend: str | None = None,
-                   compute_scale=None) -> np.ndarray:
+                   compute_scale=None, phases: int = 0) -> np.ndarray:
     """Steady-state step time (s) of every configuration, as :func:`~autotuner.model.simulator.simulate_step`.
 
     Args:
@@ -103,6 +103,10 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
         dedupe: simulate each distinguishable configuration once (exact, see module docstring).
             False simulates every entry (for benchmarks of the simulator itself).
         chunk: configurations per lockstep batch.
+        phases: > 0: the step with the loop's phase random, as
+            :func:`autotuner.model.simulator.simulate_step_phases` (that many single steps from
+            evenly spread loop phases, averaged; ``warmup_steps``, ``measure_steps`` and
+            ``loop_phase_s`` are then unused). 0: the steady state, as :func:`simulate_step`.
         compute_scale: None, or per configuration (broadcast with the knobs) the multiplier of the
             workload's forward, backward, update and host backward (the reference run on the
             workload scaled so: :meth:`autotuner.model.scenario.Scenario.workload_at`).
@@ -166,9 +170,14 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
         chunk = max(1, min(chunk, (1 << 22) // T))
     for lo in range(0, first.size, chunk):
         sel = first[lo:lo + chunk]
-        out[lo:lo + chunk] = sim.run(plans, plan[sel], cycle[sel], negc[sel], hier_eff[sel],
-                                     warmup_steps, measure_steps, loop_phase_s,
-                                     None if compute_scale is None else csc[sel])
+        args = (plans, plan[sel], cycle[sel], negc[sel], hier_eff[sel])
+        scl = None if compute_scale is None else csc[sel]
+        if phases > 0:  # simulator.simulate_step_phases: single steps from evenly spread loop phases, averaged
+            per = np.maximum(cycle[sel], sim.neg[negc[sel], 0])
+            out[lo:lo + chunk] = np.mean(np.stack([sim.run(*args, 0, 1, (k + 0.5) * per / phases, scl)
+                                                   for k in range(phases)], axis=1), axis=1)
+        else:
+            out[lo:lo + chunk] = sim.run(*args, warmup_steps, measure_steps, loop_phase_s, scl)
     return out[inv].reshape(shape)
 
 
@@ -246,12 +255,13 @@ class _Tables:
         return fw, bw, up, ready, np.minimum(ready, host)
 
     def run(self, plans: np.ndarray, plan: np.ndarray, cycle: np.ndarray, negc: np.ndarray, hier: np.ndarray,
-            warmup_steps: int, measure_steps: int, loop_phase_s: float, scale: np.ndarray | None = None) -> np.ndarray:
+            warmup_steps: int, measure_steps: int, loop_phase_s, scale: np.ndarray | None = None) -> np.ndarray:
         """Mean measured step time (s), shape (M,).
 
         ``plans`` (P, T) fusion plans (:func:`fusion_plan`); per configuration, shape (M,): ``plan``
         row of ``plans``, ``cycle`` (s), ``negc`` negotiation class, ``hier`` effective flag (0/1),
-        ``scale`` the compute's multiplier (None: 1 for all, the workload as given).
+        ``scale`` the compute's multiplier (None: 1 for all, the workload as given);
+        ``loop_phase_s`` a scalar or shape (M,).
         """
         sc = None if scale is None else self._scaled(scale)
         M, T = cycle.size, self.T
@@ -260,7 +270,7 @@ class _Tables:
         neg_flat = self.neg.reshape(-1)
         nxt_flat = plans.reshape(-1)
         step_start = np.zeros(M)
-        loop_t = np.full(M, float(loop_phase_s))
+        loop_t = np.broadcast_to(np.asarray(loop_phase_s, dtype=float), (M,)).copy()
         times = np.empty((M, measure_steps))
         cols = np.arange(T)[None, :]
         stall, rate = self.stall, 1.0 - self.stall

@@ -15,7 +15,7 @@ from ..knobs import Config, hierarchical_allreduce_supported
 from .contention import Contention
 from .costmodel import Cluster, CostModel
 from .layout import Layout
-from .simulator import StepResult, Workload, simulate_step
+from .simulator import PHASES, StepResult, Workload, simulate_step, simulate_step_phases
 from .wallclock import RunShape
 
 
@@ -149,9 +149,15 @@ class Scenario:
     def simulate(self, config: Config, **kw) -> StepResult:
         """:func:`simulate_step` on this scenario (with :attr:`effective_backend`: hierarchical
         allreduce reads as off where that backend has none); ``kw`` passes ``trace``,
-        ``measure_steps``, ..."""
-        return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction,
-                             self.workload_at(config.cycle_time_ms, config.cache_capacity > 0), config,
+        ``measure_steps``, ... With :attr:`cycle_cpu` and no ``kw``, the step with the loop's
+        phase random (:func:`autotuner.model.simulator.simulate_step_phases`): a CPU compute
+        varies between steps; with ``kw`` the steady state as for any scenario."""
+        wl = self.workload_at(config.cycle_time_ms, config.cache_capacity > 0)
+        if self.cycle_cpu and not kw:  # CPU compute jitters: the loop's phase at a step's start is random
+            return simulate_step_phases(self.layout.sizes_bytes, self.layout.ready_fraction, wl, config, self.cost,
+                                        self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression],
+                                        backend=self.effective_backend)
+        return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction, wl, config,
                              self.cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression],
                              backend=self.effective_backend, **kw)
 
@@ -172,7 +178,8 @@ class Scenario:
             cyc, cap = np.broadcast_arrays(np.asarray(knobs["cycle_time_ms"], dtype=float),
                                            np.asarray(knobs["cache_capacity"]))
             wl = replace(wl, cpu_bound=True)
-            extra = {"compute_scale": self.cost.negotiation.compute_stretches(cyc * 1e-3, self.cluster.size, cap > 0)}
+            extra = {"compute_scale": self.cost.negotiation.compute_stretches(cyc * 1e-3, self.cluster.size, cap > 0),
+                     "phases": PHASES}
         return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, wl, self.cost, self.cluster,
                               compression_ratio=COMPRESSION_RATIO[self.compression],
                               backend=self.effective_backend, **knobs, **extra)

@@ -49,7 +49,7 @@ Semantics, each from Horovod's source (read at v0.28.1 and v0.20.3; cited, not c
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -297,6 +297,38 @@ def _single_rank(workload: Workload, nbytes: int, warmup_steps: int, measure_ste
                   for k in range(warmup_steps, warmup_steps + measure_steps))
     return StepResult(step_time_s=step, responses=(), comm_s=0.0, overlap=0.0, bytes_per_step=nbytes, n_cycles=0,
                       trace=SimTrace(steps, 1, False, 0.0, 0.0) if trace else None)
+
+
+#: loop phases a jittering compute's step is averaged over (:func:`simulate_step_phases`)
+PHASES = 4
+
+
+def simulate_step_phases(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload: Workload,
+                         config: Config, cost: CostModel, cluster: Cluster, *, phases: int = PHASES,
+                         compression_ratio: float = 1.0, backend: str | None = None) -> StepResult:
+    """One step with the background loop's phase at the step's start random: the mean step time
+    of ``phases`` single steps (:func:`simulate_step` with no warm-up), the loop's next cycle at
+    ``(k + 0.5) · period / phases`` after the step starts (period: ``max(cycle time, idle
+    negotiation)``, k = 0 .. phases - 1).
+
+    Why: Horovod's loop restarts its timer at every cycle (operations.cc ``RunLoopOnce``), so with
+    a compute that takes the same time every step the loop keeps one alignment against the step
+    (the steady state of :func:`simulate_step`, which may be a lucky one: the first busy cycle
+    right after the first gradient). A compute that varies from step to step (CPU ranks: ±6 %
+    between steps of the CPU transformer) moves the first busy cycle anywhere in the period, which
+    matters once the cycle time is long (docs/fresh-environments.md section 8). Returns the middle
+    phase's result (responses, comm) with ``step_time_s`` the mean. Raises ValueError as
+    :func:`simulate_step` and for ``phases`` < 1."""
+    if phases < 1:
+        raise ValueError("phases must be >= 1")
+    p = cluster.size
+    cache_on = config.cache_capacity > 0
+    period = max(config.cycle_time_ms * 1e-3,
+                 cost.negotiation.cycle_s(0, p, cache_on, cache_on and config.cache_capacity >= len(sizes_bytes)))
+    runs = [simulate_step(sizes_bytes, ready_fraction, workload, config, cost, cluster,
+                          compression_ratio=compression_ratio, warmup_steps=0, measure_steps=1,
+                          loop_phase_s=(k + 0.5) * period / phases, backend=backend) for k in range(phases)]
+    return replace(runs[phases // 2], step_time_s=float(np.mean([r.step_time_s for r in runs])))
 
 
 def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload: Workload,
