@@ -103,11 +103,8 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
             raise ScenarioError(f"env {fenv.name!r}: {e}") from None
     calibrated = model in fenv.workloads and compute_ms is None
     run = fenv.run_shapes.get(model) if calibrated else None
-    cores = fenv.cores_per_host
-    # a layout profiled on the CPU, its ranks filling the host's cores: Horovod's cycles take CPU from
-    # the compute (a calibrated model's compute was measured inside its Horovod job: already in it)
-    cycle_cpu = (not calibrated and layout.device is not None and layout.device.lower().startswith("cpu")
-                 and cores is not None and cluster.gpus_per_node >= cores)
+    # a calibrated model's compute was measured inside its Horovod job: the CPU sharing is already in it
+    cycle_cpu = not calibrated and _cpu_fills_cores(layout, cluster.gpus_per_node, fenv.cores_per_host)
     return Scenario(fenv.name, model, layout, wl, cost, cluster, compression, run=run,
                     backend=None if backend is None else str(backend).lower(),
                     contention=fenv.contention if calibrated else None,
@@ -266,6 +263,14 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
                        f"{pool[0][0]:.1%} ({pool[0][1]}) to {pool[-1][0]:.1%} ({pool[-1][1]})")}
 
 
+def _cpu_fills_cores(layout, ranks_per_host: int, cores: int | None) -> bool:
+    """Whether a layout profiled on the CPU runs with as many ranks per host as the host's ``cores``
+    or more (no spare core: compute and Horovod's threads share them). False without a device or a
+    core count."""
+    return (layout.device is not None and layout.device.lower().startswith("cpu") and bool(cores)
+            and ranks_per_host >= cores)
+
+
 def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[str]:
     """One line per way a profiled layout differs from the environment it is predicted in
     (issue 20): its ``device`` against the env's ranks (the model file's ``cluster.gpu``:
@@ -283,7 +288,7 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
             out.append(f"layout {L.name!r} was profiled on {L.device}, env {fenv.name!r} ran its ranks on "
                        f"{gpu}: its compute times and readiness are the {L.device}'s")
     cores = fenv.cores_per_host
-    if L.device is not None and L.device.lower().startswith("cpu") and cores and sc.cluster.gpus_per_node >= cores:
+    if _cpu_fills_cores(L, sc.cluster.gpus_per_node, cores):
         cpu, delay = sc.cost.negotiation.cpu_s, sc.cost.compute_delay
         if sc.cycle_cpu and cpu is not None:
             charged = (f"charged from measure's cpu phase: {cpu * 1e6:.0f} µs of compute per Horovod cycle"

@@ -37,7 +37,7 @@ from ..errors import AutotunerError, FitError
 from ..knobs import MIB
 from ..model.costmodel import Cluster, ComputeDelay
 from ..readers.runs import EnvData
-from ..readers.sweep import read_cpu_records, read_sweep_records, read_trickle_records
+from ..readers.sweep import parse_cpu_records, parse_trickle_records, read_phase_records, read_sweep_records
 from ..readers.timeline import read_timeline, samples
 from ..readers.timeline_steps import response_host_samples
 from .fitters import _model_dict, fit_collective_tier, run_config, timeline_cost_model
@@ -112,7 +112,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
             cost.negotiation, busy_s=cyc_info["cache_on_ms"] * 1e-3,
             nocache_s=None if cyc_info.get("cache_off_ms") is None else cyc_info["cache_off_ms"] * 1e-3))
     neg_info["per_cycle"] = cyc_info
-    crecs, cproblems = read_cpu_records(src.parent / CPU_RECORDS, f"{env.path.name}/{CPU_RECORDS}")
+    crecs, cproblems = read_phase_records(src.parent / CPU_RECORDS, parse_cpu_records, f"{env.path.name}/{CPU_RECORDS}")
     env.problems += cproblems
     cpu_info = cycle_cpu(crecs, cost.negotiation, cluster.size)
     if cpu_info.get("cpu_us") is not None:
@@ -121,7 +121,8 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     if delay["per_response_us"] is not None:
         cost = replace(cost, compute_delay=ComputeDelay(delay["per_response_us"] * 1e-6, delay["per_byte_ns"] * 1e-9))
     cpu_info["streams"] = delay
-    trecs, tproblems = read_trickle_records(src.parent / TRICKLE_RECORDS, f"{env.path.name}/{TRICKLE_RECORDS}")
+    trecs, tproblems = read_phase_records(src.parent / TRICKLE_RECORDS, parse_trickle_records,
+                                          f"{env.path.name}/{TRICKLE_RECORDS}")
     env.problems += tproblems
     # measured and recorded, not charged: as a simulator term (the cycle's only response + lone +
     # per_cycle x cycle) it moved the envs' held-out errors by -0.4 to +0.2 points and made two worse
@@ -184,6 +185,20 @@ TRICKLE_RECORDS = "trickle.jsonl"
 TRICKLE, BACK_TO_BACK = "trickle", "b2b"
 
 
+def _kept_timeline(env_dir, rec: dict[str, Any], problems: list[str]):
+    """The timeline a probe phase's record kept (``rec["timeline"]``, relative to ``env_dir``), or
+    None: the record has none, or it cannot be read (named in ``problems``)."""
+    from pathlib import Path
+
+    if not rec.get("timeline"):
+        return None
+    try:
+        return read_timeline(Path(env_dir) / rec["timeline"])
+    except AutotunerError as e:
+        problems.append(f"{rec['timeline']}: dropped ({e})")
+        return None
+
+
 def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> dict[str, Any]:
     """How much longer a response alone in its cycle runs, from the ``trickle`` phase's timelines
     (:mod:`autotuner.realrun.trickleprobe`): per job and tensor size, the mean collective span of
@@ -193,19 +208,13 @@ def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> d
     times by non-negative least squares (``scipy.optimize.nnls``). ``lone_us`` None (with a note)
     without two cycle times. ``problems`` gets unreadable timelines. Recorded in the model file's
     ``fit.negotiation.lone``; not a term of the cost model (docs/fresh-environments.md section 9)."""
-    from pathlib import Path
-
     from scipy.optimize import nnls
 
     per_cycle: dict[float, list[float]] = {}
     sizes_info: dict[str, list[float]] = {}
     for r in recs:
-        if not r.get("timeline"):
-            continue
-        try:
-            tl = read_timeline(Path(env_dir) / r["timeline"])
-        except AutotunerError as e:
-            problems.append(f"{r['timeline']}: dropped ({e})")
+        tl = _kept_timeline(env_dir, r, problems)
+        if tl is None:
             continue
         spans: dict[tuple[str, int], list[float]] = {}
         seen: set[str] = set()
@@ -292,8 +301,6 @@ def stream_delay(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> di
     ``delta = per_response + per_byte x bytes`` over the streams by non-negative least squares
     (``scipy.optimize.nnls``): ``per_response_us``, ``per_byte_ns``. None (with a note) without
     two streams of :data:`MIN_CPU_PAIRS` rounds each way. ``problems`` gets unreadable timelines."""
-    from pathlib import Path
-
     from scipy.optimize import nnls
 
     spans: dict[tuple[str, bool], list[float]] = {}
@@ -303,10 +310,8 @@ def stream_delay(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> di
         if name == "idle" or not r.get("timeline") or not r.get("stream_bytes"):
             continue
         base, alone = name.removesuffix("-alone"), name.endswith("-alone")
-        try:
-            tl = read_timeline(Path(env_dir) / r["timeline"])
-        except AutotunerError as e:
-            problems.append(f"{r['timeline']}: dropped ({e})")
+        tl = _kept_timeline(env_dir, r, problems)
+        if tl is None:
             continue
         df = samples(tl)
         d = df["duration_s"][df["nbytes"] == int(r["stream_bytes"])]

@@ -175,10 +175,6 @@ class Negotiation:
         time, so the compute runs ``1 / (1 - f)`` longer (``f`` capped at 0.9). 1.0 when
         :attr:`cpu_s` is None or ``p`` is 1 (no background loop work). Raises CostModelError for a
         non-positive ``cycle_s``."""
-        if not cycle_s > 0:
-            raise CostModelError(f"cycle time must be > 0 s, got {cycle_s}")
-        if self.cpu_s is None or p <= 1:
-            return 1.0
         return float(self.compute_stretches(np.array([cycle_s]), p, np.array([cache_enabled]))[0])
 
     def compute_stretches(self, cycle_s: np.ndarray, p: int, cache_enabled: np.ndarray) -> np.ndarray:
@@ -189,8 +185,8 @@ class Negotiation:
             raise CostModelError(f"cycle time must be > 0 s, got {cycle_s[~(cycle_s > 0)][0]}")
         if self.cpu_s is None or p <= 1:
             return np.ones(cycle_s.shape)
-        idle = np.where(np.asarray(cache_enabled, dtype=bool), self.cycle_s(0, p, True, True),
-                        self.cycle_s(0, p, False, False))
+        idle = np.where(np.asarray(cache_enabled, dtype=bool), self.idle_period_s(0.0, p, True),
+                        self.idle_period_s(0.0, p, False))  # an idle cycle's own work, cache on / off
         f = np.minimum(0.9, max(0.0, self.cpu_s) / np.maximum(cycle_s, idle))
         return 1.0 / (1.0 - f)
 

@@ -46,22 +46,15 @@ def parse_cpu_records(text: str, source: str) -> tuple[list[dict[str, Any]], lis
     return parse_sweep_records(text, source, CpuProbeRecord)
 
 
-def read_cpu_records(path: Path, source: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Read ``cpu.jsonl`` (:func:`parse_cpu_records`); ([], []) when absent (a sweep measured before
-    the phase existed). Raises RunsError when it cannot be read."""
-    if not path.exists():
-        return [], []
-    return parse_cpu_records(read_text(path, RunsError), source or str(path))
-
-
 def parse_trickle_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
     """(records, problems) of a ``trickle.jsonl`` (the ``trickle`` phase of ``autotuner measure``)."""
     return parse_sweep_records(text, source, TrickleRecord)
 
 
-def read_trickle_records(path: Path, source: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Read ``trickle.jsonl`` (:func:`parse_trickle_records`); ([], []) when absent. Raises RunsError
-    when it cannot be read."""
+def read_phase_records(path: Path, parse, source: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Read a probe phase's record file (``cpu.jsonl`` with :func:`parse_cpu_records`,
+    ``trickle.jsonl`` with :func:`parse_trickle_records`); ([], []) when absent (a sweep measured
+    before the phase existed, or with it skipped). Raises RunsError when it cannot be read."""
     if not path.exists():
         return [], []
-    return parse_trickle_records(read_text(path, RunsError), source or str(path))
+    return parse(read_text(path, RunsError), source or str(path))
