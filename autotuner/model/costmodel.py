@@ -126,6 +126,11 @@ class Tier:
         return t
 
 
+#: the largest share of a compute thread's time Horovod's loop can take (:meth:`Negotiation.compute_stretch`):
+#: a never-sleeping loop thread and the compute thread share one core fairly
+MAX_CYCLE_SHARE = 0.5
+
+
 @dataclass(frozen=True)
 class Negotiation:
     """Cost of one background-loop cycle's negotiation (controller.cc ComputeResponseList).
@@ -172,7 +177,10 @@ class Negotiation:
         """Compute time with the background loop cycling every :meth:`idle_period_s` / compute
         time alone (dimensionless, >= 1) for a rank whose compute has no spare core: each cycle
         takes :attr:`cpu_s` from the compute thread, a share ``f = cpu_s / period`` of its wall
-        time, so the compute runs ``1 / (1 - f)`` longer (``f`` capped at 0.9). 1.0 when
+        time, so the compute runs ``1 / (1 - f)`` longer. ``f`` is capped at :data:`MAX_CYCLE_SHARE`:
+        a loop whose cycles need more CPU than their period holds is a thread that never sleeps,
+        and the OS scheduler (CFS) gives it and the compute thread a fair half of the core each
+        (measured only at 1 and 100 ms cycles; below ~0.3 ms the cap decides). 1.0 when
         :attr:`cpu_s` is None or ``p`` is 1 (no background loop work). Raises CostModelError for a
         non-positive ``cycle_s``."""
         return float(self.compute_stretches(np.array([cycle_s]), p, np.array([cache_enabled]))[0])
@@ -187,7 +195,7 @@ class Negotiation:
             return np.ones(cycle_s.shape)
         idle = np.where(np.asarray(cache_enabled, dtype=bool), self.idle_period_s(0.0, p, True),
                         self.idle_period_s(0.0, p, False))  # an idle cycle's own work, cache on / off
-        f = np.minimum(0.9, max(0.0, self.cpu_s) / np.maximum(cycle_s, idle))
+        f = np.minimum(MAX_CYCLE_SHARE, max(0.0, self.cpu_s) / np.maximum(cycle_s, idle))
         return 1.0 / (1.0 - f)
 
     def cycle_s(self, n_tensors: int, p: int, cache_enabled: bool, all_hits: bool) -> float:
