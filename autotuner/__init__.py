@@ -7,7 +7,10 @@ when a name that needs them is used).
 from importlib import import_module
 
 _EXPORTS = {
-    "fit_runs": ".api", "make_scenario": ".api",
+    "fit_runs": ".api", "make_scenario": ".api", "suggest": ".api", "simulate": ".api",
+    "SuggestResult": ".results", "SimulateResult": ".results", "Proposal": ".results", "Choice": ".results",
+    "Response": ".results",
+    "Strategy": ".search.ranking", "GridStrategy": ".search.grid", "BayesStrategy": ".search.bayes",
     "AutotunerError": ".errors", "ScenarioError": ".errors",
     "DEFAULTS_0_20": ".knobs", "DEFAULTS_0_28": ".knobs", "Config": ".knobs", "KNOBS": ".knobs",
     "horovod_env": ".knobs", "horovodrun_flags": ".knobs",

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .errors import KnobError, ScenarioError
-from .fit.fitters import fit_env
 from .fit.store import FittedEnv, load_env, write_model
 from .knobs import (
     DEFAULTS_0_28,
@@ -36,7 +35,6 @@ from .model.scenario import (  # noqa: F401 (Compression, LOSSY, COMPRESSION_NUM
 )
 from .model.simulator import StepResult, Workload
 from .readers.layouts import load_layout
-from .readers.runs import read_runs, read_validation_records  # noqa: F401 (read_validation_records: for the CLI)
 from .writers.atomic import check_output_dir
 
 
@@ -166,6 +164,9 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
         bandwidth_plot,  # matplotlib: imported only when plotting (keeps `suggest` start fast)
     )
 
+    from .fit.fitters import fit_env
+    from .readers.runs import read_runs
+
     envs, problems = read_runs(runs_dir)
     fitted = []
     for env in envs:
@@ -193,23 +194,38 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
 
 def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0,
                     progress=None, fixed: Mapping[str, Any] | None = None, strategy=None) -> tuple[list, list]:
-    """Search ``sc`` with ``strategy`` (default: Bayesian optimization refined on the batch
-    simulator, :class:`autotuner.search.bayes.BayesStrategy` with ``n_calls``, ``seed`` and
-    ``progress``); returns (all trials, top distinct by :func:`autotuner.search.ranking.top_distinct`).
+    """Search ``sc`` with ``strategy`` (a :class:`autotuner.search.ranking.Strategy`; default: Bayesian
+    optimization refined on the batch simulator, :class:`autotuner.search.bayes.BayesStrategy` with
+    ``n_calls``, ``seed`` and ``progress``); returns (all trials, top distinct by
+    :func:`autotuner.search.ranking.top_distinct`). ``suggest`` itself answers from the exact grid
+    (:func:`suggest_scenario`).
 
     ``fixed``: knobs the search keeps (field name -> value, internal units); the reference the
     proposals are ranked against is then Horovod's defaults with those knobs applied. Knobs the
     scenario's backend ignores are pinned off (:func:`autotuner.knobs.pin_unsupported_off`:
     hierarchical allreduce on ``gloo`` and ``mpi``), so no trial has them on.
     """
-    from .search.bayes import BayesStrategy
     from .search.ranking import top_distinct
 
     fixed = pin_unsupported_off(fixed or {}, sc.effective_backend)
     ref = replace(DEFAULTS_0_28, **fixed)
-    strategy = strategy or BayesStrategy(n_calls=n_calls, seed=seed, progress=progress)
+    if strategy is None:
+        from .search.bayes import BayesStrategy
+
+        strategy = BayesStrategy(n_calls=n_calls, seed=seed, progress=progress)
     trials = strategy.trials(sc, ref, fixed)
     return trials, top_distinct(trials, top, ref)
+
+
+def _trials_table(trials) -> dict[str, Any]:
+    """Trials as a :func:`autotuner.search.grid.grid_table`-form table (column -> array)."""
+    import numpy as np
+
+    from .search.grid import COLUMNS
+
+    rows = [{**{k: v for k, v in t.config.to_dict().items() if k in COLUMNS}, "step_time_ms": t.step_time_s * 1e3}
+            for t in trials]
+    return {k: np.array([r[k] for r in rows]) for k in COLUMNS}
 
 
 def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
@@ -381,18 +397,21 @@ def profile_model(spec: str, out: Path, *, input_shape: str, batch_size: int, de
             "first_ready_ms": ts[0]["ready_ms"], "last_ready_ms": ts[-1]["ready_ms"], "warnings": warnings}
 
 
-def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, progress=None,
-            fixed: Mapping[str, Any] | None = None, strategy: str = "bayes",
-            compressions: Sequence[str] | None = None, band: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """``autotuner suggest``: search, then the reference and the top proposals with their
+def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None,
+                     fixed: Mapping[str, Any] | None = None,
+                     compressions: Sequence[str] | None = None, band: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``autotuner suggest`` on a built scenario (:func:`suggest` is the typed entry point): search, then the reference and the top proposals with their
     predicted step time (ms), speed-up over the reference, autotune score, ``horovodrun`` flags,
     ``HOROVOD_*`` variables and gradient ``compression`` (with ``compression_code``: the
     ``hvd.DistributedOptimizer`` argument that sets it, not a horovodrun flag).
     ``keep_defaults`` is True when no proposal is predicted faster than the reference by more
     than :data:`autotuner.search.ranking.MIN_GAIN` (the tie rule: then the first proposal is the
-    reference itself). ``search_seconds``: wall time (s). ``strategy``: ``bayes`` (default, ~30
-    simulations + batch refinement) or ``grid`` (every configuration of
-    :mod:`autotuner.search.grid`, ~10^5-10^6 batch simulations).
+    reference itself). ``search_seconds``: wall time (s). ``strategy``: a
+    :class:`autotuner.search.ranking.Strategy` object; None (default) answers from the exact grid
+    on the fast simulator (:func:`autotuner.search.grid.neighbourhood`, ~10^5-10^6 configurations
+    in a fraction of a second), which the noise-aware choice reads anyway; a
+    :class:`autotuner.search.bayes.BayesStrategy` adds its ~30 simulations + batch refinement.
+    ``progress(done, total)`` is called once per compression searched.
 
     ``compressions``: the gradient compressions searched (None: Horovod 0.28.1's,
     :data:`~autotuner.model.scenario.HOROVOD_COMPRESSIONS`: none and fp16; one value pins it).
@@ -415,15 +434,13 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
     of equally good thresholds (MiB) and cycle times (ms); ``knob_only`` the best proposal
     without compression, always; ``trust``: the env's trust line.
 
-    Raises ScenarioError for another strategy, an unknown compression, or a lossy one
+    Raises ScenarioError for a strategy without ``trials``, an unknown compression, or a lossy one
     (:data:`~autotuner.model.scenario.LOSSY`: never proposed).
     """
     import time
 
-    import pandas as pd
-
-    from .search.grid import COLUMNS, neighbourhood
-    from .search.ranking import MIN_GAIN, Origin, Trial, minimal_change
+    from .search.grid import concat_tables, neighbourhood, table_trials
+    from .search.ranking import MIN_GAIN, Origin, Trial, minimal_change, top_distinct
 
     comps = list(HOROVOD_COMPRESSIONS if compressions is None else compressions)
     if not comps:
@@ -444,33 +461,28 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
     user_fixed = dict(fixed or {})  # the knobs the caller fixed, any the backend ignores pinned off
     fixed = {k: v for k, v in pin_unsupported_off(user_fixed, sc.effective_backend).items() if k in user_fixed}
 
+    if strategy is not None and not callable(getattr(strategy, "trials", None)):
+        raise ScenarioError(f"not a search strategy: {strategy!r} (use GridStrategy() or BayesStrategy())")
     t0 = time.perf_counter()
-    strat = None
-    if strategy == "grid":
-        from .search.grid import GridStrategy
-
-        strat = GridStrategy()
-    elif strategy != "bayes":
-        raise ScenarioError(f"unknown search strategy {strategy!r}; use bayes or grid")
     ref = replace(DEFAULTS_0_28, **(fixed or {}))
     scs = {c: replace(sc, compression=str(c)) for c in comps}
-    n_trials, found, all_trials = 0, {}, {}
-    for k, c in enumerate(comps):
-        prog = None if progress is None else (
-            lambda done, total, k=k: progress(done + k * total, total * len(comps)))
-        trials, best = suggest_configs(scs[c], top=top, n_calls=n_calls, seed=seed, progress=prog, fixed=fixed,
-                                       strategy=strat)
-        n_trials += len(trials)
-        found[c] = best
-        all_trials[c] = trials
+    n_trials, found, picks = 0, {}, {}
     band_f = float(band["band"]) if band else MIN_GAIN
-    picks = {}
-    for c in comps:  # pool the search's trials with the grid around the reference, per compression
-        rows = pd.DataFrame([{**{k: v for k, v in t.config.to_dict().items() if k in COLUMNS},
-                              "step_time_ms": t.step_time_s * 1e3} for t in all_trials[c]])
-        grid = neighbourhood(scs[c], ref, fixed or {})
-        picks[c] = minimal_change(pd.concat([grid, rows[COLUMNS]], ignore_index=True), ref, band_f)
-        n_trials += len(grid)
+    for k, c in enumerate(comps):
+        # the noise-aware choice reads the whole default grid around the reference; a strategy's
+        # own trials (Bayesian search, another grid) are pooled with it
+        table = neighbourhood(scs[c], ref, fixed or {})
+        n_trials += len(table["step_time_ms"])
+        trials = table_trials(table, 64, Origin.search)
+        if strategy is not None:
+            own = strategy.trials(scs[c], ref, fixed or {})
+            n_trials += len(own)
+            trials = own + trials
+            table = concat_tables(table, _trials_table(own))
+        found[c] = top_distinct(trials, top, ref)
+        picks[c] = minimal_change(table, ref, band_f)
+        if progress is not None:
+            progress(k + 1, len(comps))
     wall = time.perf_counter() - t0
     base = scs[refc].simulate(ref)
     kp = picks[refc]
@@ -497,7 +509,7 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
                    "gain": kp.gain, "keep_knobs": kp.keep_defaults, "best_step_time_ms": kp.best_step_time_s * 1e3, "best_config": kp.best.to_dict(),
                    "equivalent": kp.equivalent, "threshold_mib": list(kp.threshold_mib), "cycle_ms": list(kp.cycle_ms)}
     res["trust"] = band["line"] if band else None
-    res["strategy"] = str(strategy)
+    res["strategy"] = "grid" if strategy is None else type(strategy).__name__
     res["backend"] = sc.backend  # the --backend what-if simulated (None: the env's own)
     res["min_gain"] = band_f
     res["compressions_searched"] = [str(c) for c in comps]
@@ -508,6 +520,109 @@ def suggest(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0, pro
         res["fixed"] = dict(fixed)
     res["notes"] = notes
     return res
+
+
+def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | None = None,
+            compression: str | None = None, strategy=None, top: int = 3, nodes: int | None = None,
+            gpus_per_node: int | None = None, bandwidth_gbps: float | None = None, compute_ms: float | None = None,
+            backend: str | None = None, model_dir: Path | Sequence[Path] | None = None, progress=None):
+    """Best knobs for ``model`` on ``env``: ``autotuner suggest`` as a function.
+
+    Args:
+        model: a shipped layout (``vgg16``), a layout ``.json`` path, or ``pkg.mod:factory``.
+        env: a fitted environment (None: the one marked default).
+        fixed: knobs kept, by option name in flag units (``{"cycle_time_ms": 5,
+            "fusion_threshold_mb": 64}``) or field name; the others are searched and the reference is
+            Horovod 0.28.1's defaults with these applied.
+        compression: pin the gradient compression (``none`` or ``fp16``); None searches both.
+        strategy: a :class:`autotuner.search.ranking.Strategy` object
+            (:class:`~autotuner.search.grid.GridStrategy`, :class:`~autotuner.search.bayes.BayesStrategy`)
+            whose trials are pooled with the exact grid; None: the exact grid alone (fast simulator).
+        top: proposals returned (>= 1).
+        nodes, gpus_per_node, bandwidth_gbps (Gbit/s), compute_ms (forward + backward, ms),
+            backend: what-ifs, as :func:`make_scenario`.
+        model_dir: fitted models searched first (None: :func:`autotuner.paths.model_search_path`).
+        progress: called as ``progress(done, total)`` once per compression searched.
+
+    Returns a :class:`autotuner.results.SuggestResult`. Raises an
+    :class:`~autotuner.errors.AutotunerError` subclass (one-line message) for an unknown model,
+    env, knob or compression, a lossy compression, a bad value or a too-large layout.
+    """
+    from .knobs import fixed_fields
+    from .results import SuggestResult
+
+    if not isinstance(top, int) or top < 1:
+        raise ScenarioError(f"top must be a whole number >= 1, got {top!r}")
+    if compression is not None and compression in LOSSY:
+        raise ScenarioError(f"suggest never proposes lossy compression: {LOSSY[Compression(compression)]}")
+    fx = fixed_fields(fixed, "fixed")
+    dirs = _model_dirs(model_dir)
+    sc, fenv = make_scenario(dirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
+                             bandwidth_gbps=bandwidth_gbps, compression=compression or "none",
+                             compute_ms=compute_ms, backend=backend)
+    res = suggest_scenario(sc, top=top, strategy=strategy, progress=progress, fixed=fx,
+                           compressions=None if compression is None else (compression,),
+                           band=error_band(dirs, fenv))
+    return SuggestResult.from_dict(res, link_gbps=sc.cost.link_gbps, warnings=layout_warnings(sc, fenv))
+
+
+def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str, Any] | None = None,
+             compression: str = "none", nodes: int | None = None, gpus_per_node: int | None = None,
+             bandwidth_gbps: float | None = None, compute_ms: float | None = None, backend: str | None = None,
+             model_dir: Path | Sequence[Path] | None = None, timeline: Path | None = None, timeline_steps: int = 2):
+    """Predicted step of one configuration: ``autotuner simulate`` as a function.
+
+    ``config``: a :class:`~autotuner.knobs.Config`, or knobs by option name in flag units / field
+    name (unset ones take Horovod 0.28.1's defaults; None: the defaults). ``compression``: the
+    gradient compression simulated (a lossy one is simulated as asked, and ``warnings`` says so).
+    ``timeline``: also write the simulated steps (``timeline_steps`` of them) as a Horovod timeline
+    there. Other arguments as :func:`suggest`. Returns a :class:`autotuner.results.SimulateResult`;
+    raises an :class:`~autotuner.errors.AutotunerError` subclass (one line) for bad input.
+    """
+    from .knobs import config_from_values
+    from .results import Response, SimulateResult
+
+    cfg = config if isinstance(config, Config) else config_from_values(dict(config or {}))
+    if timeline is not None:
+        check_output_dir(Path(timeline).parent, "--timeline")
+    dirs = _model_dirs(model_dir)
+    sc, fenv = make_scenario(dirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
+                             bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms,
+                             backend=backend)
+    notes, warnings = [], []
+    if compression in LOSSY:  # simulated as asked, never silently
+        warnings.append(LOSSY[Compression(compression)])
+    why = hierarchical_allreduce_note(sc.effective_backend) if cfg.hierarchical_allreduce else None
+    if why:
+        notes.append(f"{KNOB_BY_FIELD['hierarchical_allreduce'].flag} simulated as off on backend "
+                     f"{sc.effective_backend}: {why}")
+    r = sc.simulate(cfg)
+    written = None
+    if timeline is not None:
+        written, _ = write_simulated_timeline(sc, fenv, cfg, Path(timeline), steps=timeline_steps)
+    run = sc.run
+    return SimulateResult(
+        env=sc.env, model=sc.model, layout=sc.layout.name, n_tensors=sc.layout.n_tensors,
+        layout_mib=sc.layout.total_bytes / 2**20, nodes=sc.cluster.nodes, gpus_per_node=sc.cluster.gpus_per_node,
+        link_gbps=sc.cost.link_gbps, compression=sc.compression, backend=sc.backend, config=cfg,
+        step_time_ms=r.step_time_ms, comm_ms=r.comm_s * 1e3, overlap=r.overlap,
+        score_bytes_per_us=r.score_bytes_per_us, bytes_per_step=r.bytes_per_step,
+        responses=tuple(Response(x.nbytes, x.n_tensors, x.start_s * 1e3, x.duration_s * 1e3) for x in r.responses),
+        trust=error_band(dirs, fenv)["line"], warnings=tuple(warnings + layout_warnings(sc, fenv)),
+        notes=tuple(notes),
+        steps_per_rank=None if run is None else run.steps_per_rank(sc.cluster.size),
+        wall_time_s=None if run is None else sc.wall_s(r.step_time_s),
+        startup_s=None if run is None else run.startup_s,
+        timeline=None if written is None else str(written))
+
+
+def _model_dirs(model_dir) -> list[Path]:
+    """The fitted-model folders searched: ``model_dir`` first (one or several), then the default search."""
+    from .paths import model_search_path
+
+    if model_dir is None or isinstance(model_dir, (str, Path)):
+        return model_search_path(None if model_dir is None else Path(model_dir))
+    return [Path(p) for p in model_dir]
 
 
 def env_batch_size(runs_dir: Path | Sequence[Path], env: str) -> int | None:
@@ -675,8 +790,8 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
         if sc is None:
             raise ValidationError(f"cannot propose configurations: {why}; "
                                   "pass --proposals FILE or fit the environment first")
-        _, best = suggest_configs(sc, top=top)
-        proposals = [t.config for t in best]
+        res = suggest_scenario(sc, top=top, compressions=("none",), band=error_band(model_dir, fenv))
+        proposals = [Config.from_dict(p["config"]) for p in res["proposals"]]
     vdir = runs_dir / setup.env / "validation"
     check_output_dir(vdir, "--runs-dir")
     store = TrialStore(vdir / f"{name}.jsonl")

@@ -54,6 +54,7 @@ from .api import (  # noqa: E402
 )
 from .errors import AutotunerError  # noqa: E402
 from .knobs import KNOB_BY_FIELD, KNOB_BY_PARAM, KNOBS, MIB, config_from_values, hierarchical_allreduce_note  # noqa: E402
+from .render import render_table  # noqa: E402
 from .paths import model_output_dir, model_search_path, runs_output_dir, runs_search_path  # noqa: E402
 from .writers.atomic import check_output_dir  # noqa: E402
 
@@ -207,7 +208,7 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
                            for m, w in d["workloads"].items())
         t.add_row(d["env"], f["form"], f"{inter['alpha_us']:.1f}", f"{inter['bandwidth_gbps']:.2f}",
                   "-" if r2 is None else f"{r2:.4f}", "-" if mp is None else f"{mp:.1f}", models)
-    out.print(t)
+    render_table(out, t)
     for d, path, png in fitted:
         f = d["fit"]
         if "r2_with_comm_scale" in f:
@@ -243,49 +244,45 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                                                 callback=opt.checked(opt.Count, "--timeline-steps")),
              as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
              knobs: dict = None) -> None:
-    """Simulate one configuration (unset knobs take Horovod 0.28's defaults)."""
-    cfg = config_from_values(knobs)
-    if timeline is not None:
-        check_output_dir(timeline.parent, "--timeline")
-    sc, fenv = make_scenario(model_search_path(model_dir), env, model, nodes=nodes, gpus_per_node=gpus_per_node,
-                             bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms,
-                             backend=backend)
-    if compression in LOSSY:  # simulated as asked, but never silently: one line on stderr
-        err.print(f"warning: {LOSSY[compression]}", highlight=False, markup=False, soft_wrap=True)
-    _hierarchical_note(sc, cfg)
-    r = sc.simulate(cfg)
-    d = simulate_result(sc, cfg, r)
-    from .api import error_band, layout_warnings
+    """Simulate one configuration (unset knobs take Horovod 0.28's defaults).
 
-    d["trust"] = error_band(model_search_path(model_dir), fenv)["line"]
-    d["warnings"] = layout_warnings(sc, fenv)
-    for w in d["warnings"]:
+    Example:
+
+        autotuner simulate --model resnet50 --env local-gloo-1gbit --timeline sim.json
+    """
+    import autotuner
+
+    r = autotuner.simulate(model, env, config=knobs, compression=str(compression), nodes=nodes,
+                           gpus_per_node=gpus_per_node, bandwidth_gbps=bandwidth_gbps, compute_ms=compute_ms,
+                           backend=None if backend is None else str(backend), model_dir=model_search_path(model_dir),
+                           timeline=timeline, timeline_steps=timeline_steps)
+    for w in r.warnings:
         err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
-    if timeline is not None:
-        path, _ = write_simulated_timeline(sc, fenv, cfg, timeline, steps=timeline_steps)
-        d["timeline"] = str(path)
+    for n in r.notes:
+        err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
-        print(json.dumps(d, allow_nan=False))
+        print(json.dumps(r.to_dict(), allow_nan=False))
         return
-    out.print(f"[bold]{sc.model}[/] (layout {sc.layout.name}, {sc.layout.n_tensors} tensors, "
-              f"{sc.layout.total_bytes / MIB:.1f} MiB) on [bold]{sc.env}[/] "
-              f"({sc.cluster.nodes}x{sc.cluster.gpus_per_node}, {sc.cost.link_gbps:g} Gbit/s{_backend_note(sc)})")
-    out.print(f"step time {r.step_time_ms:.1f} ms, {len(r.responses)} responses/step, collectives {r.comm_s * 1e3:.1f} ms "
-              f"({r.overlap:.0%} during backward), autotune score {r.score_bytes_per_us:.1f} bytes/µs")
-    out.print(f"trust: {sc.env}: {d['trust']}", highlight=False, soft_wrap=True)
-    if "wall_time_s" in d:
-        out.print(f"wall time of the whole run {d['wall_time_s']:.1f} s ({sc.run.startup_s:g} s start-up + "
-                  f"{d['steps_per_rank']} steps per rank x {r.step_time_ms:.1f} ms)", highlight=False)
+    be = f", backend {r.backend}" if r.backend else ""
+    out.print(f"[bold]{r.model}[/] (layout {r.layout}, {r.n_tensors} tensors, {r.layout_mib:.1f} MiB) on "
+              f"[bold]{r.env}[/] ({r.nodes}x{r.gpus_per_node}, {r.link_gbps:g} Gbit/s{be})", soft_wrap=True)
+    out.print(f"step time {r.step_time_ms:.1f} ms, {len(r.responses)} responses/step, collectives {r.comm_ms:.1f} ms "
+              f"({r.overlap:.0%} during backward), autotune score {r.score_bytes_per_us:.1f} bytes/µs", soft_wrap=True)
+    out.print(f"trust: {r.env}: {r.trust}", highlight=False, soft_wrap=True)
+    if r.wall_time_s is not None:
+        out.print(f"wall time of the whole run {r.wall_time_s:.1f} s ({r.startup_s:g} s start-up + "
+                  f"{r.steps_per_rank} steps per rank x {r.step_time_ms:.1f} ms)", highlight=False, soft_wrap=True)
     t = Table(title="fused responses (one step)")
     for col in ("#", "MiB", "tensors", "start ms", "duration ms"):
         t.add_column(col, justify="right")
     for i, x in enumerate(r.responses[:40]):
-        t.add_row(str(i), f"{x.nbytes / MIB:.2f}", str(x.n_tensors), f"{x.start_s * 1e3:.1f}", f"{x.duration_s * 1e3:.2f}")
-    out.print(t)
+        t.add_row(str(i), f"{x.nbytes / MIB:.2f}", str(x.tensors), f"{x.start_ms:.1f}", f"{x.duration_ms:.2f}")
+    render_table(out, t)
     if len(r.responses) > 40:
         out.print(f"... {len(r.responses) - 40} more (use --json)")
-    if timeline is not None:
-        out.print(f"wrote {d['timeline']} ({timeline_steps} simulated steps, Horovod timeline format)", highlight=False)
+    if r.timeline is not None:
+        out.print(f"wrote {r.timeline} ({timeline_steps} simulated steps, Horovod timeline format)", highlight=False,
+                  soft_wrap=True)
 
 
 @app.command()
@@ -293,12 +290,13 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
             env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
             top: int = typer.Option(3, "--top", help="proposals to show", callback=opt.checked(opt.Count, "--top")),
-            n_calls: int = typer.Option(24, "--n-calls", help="Bayesian-optimization proposals",
+            n_calls: int = typer.Option(24, "--n-calls", help="Bayesian-optimization proposals (--strategy bayes)",
                                         callback=opt.checked(opt.Calls, "--n-calls")),
             seed: int = typer.Option(0, "--seed", callback=opt.checked(opt.Seed, "--seed")),
-            strategy: SearchStrategy = typer.Option(SearchStrategy.bayes, "--strategy",
-                                                    help="bayes: Bayesian optimization + batch refinement (seconds); "
-                                                         "grid: every configuration of the exhaustive grid (minutes)"),
+            strategy: SearchStrategy = typer.Option(SearchStrategy.grid, "--strategy",
+                                                    help="grid: the exact grid on the fast simulator (under a "
+                                                         "second); bayes: also a Bayesian search (--n-calls, "
+                                                         "--seed; a few seconds)"),
             nodes: Optional[int] = _nodes_opt(),
             gpus_per_node: Optional[int] = _gpus_opt(),
             bandwidth_gbps: Optional[float] = _bw_opt(),
@@ -311,86 +309,83 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
             model_dir: Optional[Path] = _model_dir_opt(),
             as_json: bool = typer.Option(False, "--json"),
             knobs: dict = None) -> None:
-    """Search the knobs (and the gradient compression, none or fp16) with Bayesian optimization; print the best
-    settings and their flags."""
-    from .api import error_band
-    from .api import suggest as run_suggest
+    """Search the knobs (and the gradient compression, none or fp16); print the best settings and their flags.
 
-    fixed = _fixed(knobs)
-    if compression is not None and compression in LOSSY:  # before loading anything: one line, exit 2
-        raise AutotunerError(f"suggest never proposes lossy compression: {LOSSY[compression]}")
-    sc, fenv = make_scenario(model_search_path(model_dir), env, model, nodes=nodes, gpus_per_node=gpus_per_node,
-                          bandwidth_gbps=bandwidth_gbps, compression=compression or Compression.none,
-                          compute_ms=compute_ms, backend=backend)
+    The exact grid on the fast simulator (~10^5-10^6 configurations, under a second);
+    --strategy bayes pools a Bayesian search's trials with it. Example:
+
+        autotuner suggest --model resnet50 --env local-gloo-1gbit --compute-ms 300
+    """
+    import autotuner
+
+    search = autotuner.BayesStrategy(n_calls=n_calls, seed=seed) if strategy == SearchStrategy.bayes else None
     with Progress(TextColumn("searching"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as prog:
-        task = prog.add_task("search", total=None)
-        res = run_suggest(sc, top=top, n_calls=n_calls, seed=seed, fixed=fixed, strategy=strategy,
-                          progress=lambda done, total: prog.update(task, completed=done, total=total),
-                          compressions=None if compression is None else (compression,),
-                          band=error_band(model_search_path(model_dir), fenv))
-    from .api import layout_warnings
-
-    res["warnings"] = layout_warnings(sc, fenv)
-    for n in res.get("notes", ()):
+        task = prog.add_task("search", total=1 if compression else 2)
+        r = autotuner.suggest(model, env, fixed=knobs, compression=None if compression is None else str(compression),
+                              strategy=search, top=top, nodes=nodes, gpus_per_node=gpus_per_node,
+                              bandwidth_gbps=bandwidth_gbps, compute_ms=compute_ms,
+                              backend=None if backend is None else str(backend), model_dir=model_search_path(model_dir),
+                              progress=lambda done, total: prog.update(task, completed=done, total=total))
+    for n in r.notes:
         err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
-    for w in res["warnings"]:
+    for w in r.warnings:
         err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
-        print(json.dumps(res, allow_nan=False))
+        print(json.dumps(r.to_dict(), allow_nan=False))
         return
-    out.print(f"[bold]{sc.model}[/] (layout {sc.layout.name}) on [bold]{sc.env}[/] "
-              f"({sc.cluster.nodes}x{sc.cluster.gpus_per_node}, {sc.cost.link_gbps:g} Gbit/s{_backend_note(sc)}): "
-              f"{res['evaluations']} configurations simulated in {res['search_seconds']:.1f} s")
+    be = f", backend {r.backend}" if r.backend else ""
+    out.print(f"[bold]{r.model}[/] (layout {r.layout}) on [bold]{r.env}[/] "
+              f"({r.nodes}x{r.gpus_per_node}, {r.link_gbps:g} Gbit/s{be}): "
+              f"{r.evaluations} configurations simulated in {r.search_seconds:.2f} s", soft_wrap=True)
     t = Table(title="proposals (predicted)")
     for col in ("", "fusion MiB", "cycle ms", "cache", "hier. allreduce", "compression", "step ms", "speed-up",
                 "score B/µs"):
         t.add_column(col, justify="right")
-    ref = "reference (0.28 + fixed)" if fixed else "default (0.28)"
-    rows = [(ref, res["default"])] + [(f"#{i + 1}", p) for i, p in enumerate(res["proposals"])]
-    for name, p in rows:
-        c = p["config"]
-        t.add_row(name, f"{c['fusion_threshold_mb']:g}", f"{c['cycle_time_ms']:.2f}", "on" if c["cache_capacity"] else "off",
-                  "yes" if c["hierarchical_allreduce"] else "no", p["compression"], f"{p['step_time_ms']:.1f}",
-                  f"{p['speedup_vs_default']:.3f}x", f"{p['score_bytes_per_us']:.1f}")
-    out.print(t)
-    b = res["proposals"][0]
-    pk = res["pick"]
-    out.print(f"trust:             {sc.env}: {res['trust']}", highlight=False, soft_wrap=True)
-    out.print(f"error band:        {pk['band']:.1%} ({pk['band_source']})", highlight=False, soft_wrap=True)
-    if res["keep_defaults"]:
-        out.print(f"Keep the defaults: the best configuration found is predicted {pk['gain']:.1%} faster "
-                  f"({pk['best_step_time_ms']:.1f} vs {res['default']['step_time_ms']:.1f} ms), inside the "
-                  f"{pk['band']:.1%} error band.", highlight=False, soft_wrap=True)
+    ref = "reference (0.28 + fixed)" if r.fixed else "default (0.28)"
+    for name, p in [(ref, r.default)] + [(f"#{i + 1}", p) for i, p in enumerate(r.proposals)]:
+        c = p.config
+        t.add_row(name, f"{c.fusion_threshold_bytes / MIB:g}", f"{c.cycle_time_ms:.2f}",
+                  "on" if c.cache_capacity else "off", "yes" if c.hierarchical_allreduce else "no", p.compression,
+                  f"{p.step_time_ms:.1f}", f"{p.speedup_vs_default:.3f}x", f"{p.score_bytes_per_us:.1f}")
+    render_table(out, t)
+    b, pk = r.best, r.choice
+    out.print(f"trust:             {r.env}: {r.trust}", highlight=False, soft_wrap=True)
+    out.print(f"error band:        {pk.band:.1%} ({pk.band_source})", highlight=False, soft_wrap=True)
+    if r.keep_defaults:
+        out.print(f"Keep the defaults: the best configuration found is predicted {pk.gain:.1%} faster "
+                  f"({pk.best_step_time_ms:.1f} vs {r.default.step_time_ms:.1f} ms), inside the "
+                  f"{pk.band:.1%} error band.", highlight=False, soft_wrap=True)
     else:
-        ko = res["knob_only"]["config"]
-        what = ("keep the reference's knobs" if pk["keep_knobs"] else
-                f"{ko['fusion_threshold_mb']:g} MiB, {ko['cycle_time_ms']:g} ms, cache "
-                f"{'on' if ko['cache_capacity'] else 'off'}")
-        cmp_ = "inside" if pk["keep_knobs"] else "beyond"
-        out.print(f"knobs only:        {what}: {res['knob_only']['step_time_ms']:.1f} ms (best found "
-                  f"{pk['best_step_time_ms']:.1f} ms, {pk['gain']:.1%} faster than the reference: {cmp_} the "
-                  f"{pk['band']:.1%} band); equally good within the band: {pk['threshold_mib'][0]:g}-"
-                  f"{pk['threshold_mib'][1]:g} MiB, {pk['cycle_ms'][0]:g}-{pk['cycle_ms'][1]:g} ms "
-                  f"({pk['equivalent']} configurations)", highlight=False, soft_wrap=True)
-    out.print("horovodrun flags:  " + " ".join(b["horovodrun_flags"]), highlight=False)
-    out.print("environment:       " + " ".join(f"{k}={v}" for k, v in b["env_vars"].items()), highlight=False)
-    _print_compression(res, b)
+        ko = r.knob_only.config
+        what = ("keep the reference's knobs" if pk.keep_knobs else
+                f"{ko.fusion_threshold_bytes / MIB:g} MiB, {ko.cycle_time_ms:g} ms, cache "
+                f"{'on' if ko.cache_capacity else 'off'}")
+        cmp_ = "inside" if pk.keep_knobs else "beyond"
+        out.print(f"knobs only:        {what}: {r.knob_only.step_time_ms:.1f} ms (best found "
+                  f"{pk.best_step_time_ms:.1f} ms, {pk.gain:.1%} faster than the reference: {cmp_} the "
+                  f"{pk.band:.1%} band); equally good within the band: {pk.threshold_mib[0]:g}-"
+                  f"{pk.threshold_mib[1]:g} MiB, {pk.cycle_ms[0]:g}-{pk.cycle_ms[1]:g} ms "
+                  f"({pk.equivalent} configurations)", highlight=False, soft_wrap=True)
+    out.print("horovodrun flags:  " + " ".join(b.horovodrun_flags), highlight=False, soft_wrap=True)
+    out.print("environment:       " + " ".join(f"{k}={v}" for k, v in b.env_vars.items()), highlight=False,
+              soft_wrap=True)
+    _print_compression(r, b)
 
 
-def _print_compression(res: dict, b: dict) -> None:
+def _print_compression(r, b) -> None:
     """suggest: how to switch on the best proposal's compression, what it does to the numerics,
     and, when compression was searched and is not proposed, what it was predicted to give."""
-    best = res["best_by_compression"]
-    if b["compression"] != res["default"]["compression"]:
-        out.print(f"compression:       {b['compression']} (not a horovodrun flag: pass {b['compression_code']} to "
+    best = r.best_by_compression
+    if b.compression != r.default.compression:
+        out.print(f"compression:       {b.compression} (not a horovodrun flag: pass {b.compression_code} to "
                   f"hvd.DistributedOptimizer in the training script)", highlight=False, soft_wrap=True)
     elif len(best) > 1:
-        others = ", ".join(f"{c} {ms:.1f} ms" for c, ms in best.items() if c != b["compression"])
-        out.print(f"compression:       {b['compression']} (best with {others}: not faster by more than "
-                  f"{res['min_gain']:.1%}, so not proposed)", highlight=False, soft_wrap=True)
-    if b["compression"] in res["compression_notes"]:
-        out.print(f"numerics:          {res['compression_notes'][b['compression']]}", highlight=False, soft_wrap=True)
+        others = ", ".join(f"{c} {ms:.1f} ms" for c, ms in best.items() if c != b.compression)
+        out.print(f"compression:       {b.compression} (best with {others}: not faster by more than "
+                  f"{r.choice.band:.1%}, so not proposed)", highlight=False, soft_wrap=True)
+    if b.compression in r.compression_notes:
+        out.print(f"numerics:          {r.compression_notes[b.compression]}", highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -502,14 +497,14 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
         a = None if rs[key] is None else rs[key] * scale
         b = None if ss[key] is None else ss[key] * scale
         t.add_row(label, f(a, spec), f(b, spec), f(d["ratio"][key], ".2f"))
-    out.print(t)
+    render_table(out, t)
     t = Table(title="by response size (responses per step, mean collective ms)")
     for col in ("size", "real n", "sim n", "real ms", "sim ms", "sim / real"):
         t.add_column(col, justify="right")
     for b in d["by_size"]:
         t.add_row(b["bucket"], f(b["real_per_step"], ".1f"), f(b["sim_per_step"], ".1f"), f(b["real_mean_ms"]),
                   f(b["sim_mean_ms"]), f(b["ratio"]))
-    out.print(t)
+    render_table(out, t)
     if len(d["by_position"]) <= 40:
         t = Table(title="response by position in the step (mean over steps)")
         for col in ("#", "real MiB", "sim MiB", "real tensors", "sim tensors", "real ms", "sim ms"):
@@ -517,7 +512,7 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
         for b in d["by_position"]:
             t.add_row(str(b["position"]), f(b["real_bytes"] and b["real_bytes"] / MIB), f(b["sim_bytes"] and b["sim_bytes"] / MIB),
                       f(b["real_tensors"], ".1f"), f(b["sim_tensors"], ".1f"), f(b["real_ms"]), f(b["sim_ms"]))
-        out.print(t)
+        render_table(out, t)
     else:
         out.print(f"{len(d['by_position'])} responses per step at most: response by position in --json", highlight=False)
     out.print(f"{d['n_matched']} response(s) fused alike on both sides; {d['unmatched_real']} real and "
@@ -529,7 +524,7 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
         for m in d["largest_differences"]:
             t.add_row(m["first_tensor"].removeprefix("allreduce."), str(m["tensors"]), f"{m['bytes'] / MIB:.2f}", f(m["real_ms"]),
                       f(m["sim_ms"]), f(m["diff_ms"], "+.2f"), f(m["ratio"]))
-        out.print(t)
+        render_table(out, t)
 
 
 #: ``scale``'s node counts when neither --nodes nor --ranks is given
@@ -537,8 +532,9 @@ SCALE_NODES = "1,2,4,8,16,32,64"
 
 
 def _wide_console() -> Console:
-    """The terminal's console, or one 180 columns wide when stdout is not a terminal (wide tables stay readable)."""
-    return out if out.is_terminal else Console(width=180)
+    """The console wide outputs print on: stdout's (tables go through :func:`autotuner.render.render_table`,
+    plain full-width text when piped)."""
+    return out
 
 
 @app.command("explore")
@@ -564,30 +560,27 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                 knobs: dict = None) -> None:
     """Predicted step time over fusion threshold x cycle time per on/off combination; heatmaps + sensitivity."""
     wide = _wide_console()
-    from .api import load_proposals, read_validation_records, suggest_configs
+    from .api import error_band, load_proposals, suggest_scenario
+    from .knobs import Config
+    from .readers.runs import read_validation_records
     from .views.explore import explore
     from .views.plots_explore import heatmaps, sensitivity_plot
 
     model_dirs, runs_dirs = model_search_path(model_dir), runs_search_path(runs_dir)
     check_output_dir(out_dir, "--out")
-    sc, _ = make_scenario(model_dirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
-                          bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms,
-                          backend=backend)
+    sc, fenv = make_scenario(model_dirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
+                             bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms,
+                             backend=backend)
     t0 = time.perf_counter()
     if knobs:
         pick, suggest_pick = config_from_values(knobs), False
         _hierarchical_note(sc, pick)
     elif pick_file is not None:
         pick, suggest_pick = load_proposals(pick_file)[0], False
-    elif suggest_pick:
-        # one BLAS thread: the GP refits are small matrices, and on a shared machine threaded BLAS
-        # spin-waits (suggest 43 s wall vs 9 s single-threaded, 2 cores at load 6)
-        from threadpoolctl import (
-            threadpool_limits,  # scikit-learn's dependency, so skopt's
-        )
-
-        with threadpool_limits(limits=1):
-            pick = suggest_configs(sc)[1][0].config
+    elif suggest_pick:  # suggest's own pick (the same call as `autotuner suggest` with this compression)
+        pick = suggest_scenario(sc, top=1, compressions=(str(compression),),
+                                band=error_band(model_dirs, fenv))["proposals"][0]["config"]
+        pick = Config.from_dict(pick)
     else:
         pick = None
     t_suggest = time.perf_counter() - t0
@@ -615,7 +608,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         off = g[g["fusion_threshold_bytes"] == 0]["step_time_ms"].min()
         t.add_row(label, f"{b['step_time_ms']:.1f}", f"{b['fusion_threshold_mb']:.3g}", f"{b['cycle_time_ms']:.3g}",
                   f"{off:.1f}")
-    wide.print(t)
+    render_table(wide, t)
     for m in ex.marks:
         if m.kind != "autotune-start":
             c = m.config
@@ -631,7 +624,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                        "on" if r["cache"] else "off", str(r["n"]),
                        f"{r['measured_step_time_ms']:.1f}", f"{r['predicted_step_time_ms']:.1f}",
                        f"{r['error_percent']:+.1f}")
-        wide.print(mt)
+        render_table(wide, mt)
     elif not same_setup:
         wide.print("measured points: not overlaid (a what-if differs from the measured setup)")
     wide.print("wrote " + ", ".join(str(f) for f in files), highlight=False, soft_wrap=True)
@@ -728,7 +721,7 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
             t.add_column(col, justify="right")
         for _, r in g.iterrows():
             t.add_row(*(f(r) for _, f in cols))
-        wide.print(t)
+        render_table(wide, t)
     for f in res.findings:
         wide.print(f, highlight=False, soft_wrap=True)
     wide.print("efficiency = throughput(N) / (N/N0 x throughput(N0)), "
@@ -764,7 +757,7 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
     for c in d["cases"]:
         t.add_row(c["env"], c["quantity"], f"{c['measured']:.2f}", f"{c['predicted']:.2f}", f"{c['error_percent']:+.1f}%",
                   "yes" if c["used_by_fit"] else "no (held out)", c["source"])
-    wide.print(t)
+    render_table(wide, t)
     for s in d["summary"]:
         if s["held_out"]:
             w = s["held_out_worst"]

@@ -344,6 +344,21 @@ def config_from_values(values: Mapping[str, Any], base: Config = DEFAULTS_0_28, 
     return replace(base, **kw)
 
 
+def fixed_fields(values: Mapping[str, Any] | None, where: str = "") -> dict[str, Any]:
+    """Knobs a search keeps, normalised once: ``values`` keyed by option names in flag units
+    (``fusion_threshold_mb``) or field names (``fusion_threshold_bytes``), None values ignored ->
+    ``{field: value in internal units}``, each checked against its range. Raises KnobError for an
+    unknown knob or a value out of range (one line)."""
+    values = {k: v for k, v in (values or {}).items() if v is not None}
+    unknown = [k for k in values if k not in KNOB_BY_PARAM and k not in KNOB_BY_FIELD]
+    if unknown:
+        raise KnobError(f"{where + ': ' if where else ''}unknown knob {unknown[0]!r}; use one of "
+                        f"{', '.join(k.param for k in KNOBS)}")
+    cfg = config_from_values(values, where=where)
+    fields = [KNOB_BY_PARAM[k].field if k in KNOB_BY_PARAM else k for k in values]
+    return {f: getattr(cfg, f) for f in fields}
+
+
 def horovodrun_flags(cfg: Config) -> list[str]:
     """``horovodrun`` flags for ``cfg`` (a threshold that is not a whole MiB has no flag: it is
     left out here and must be given through :func:`horovod_env`)."""

@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.api import make_scenario, read_validation_records
+from autotuner.api import make_scenario
+from autotuner.readers.runs import read_validation_records
 from autotuner.model.costmodel import Cluster
 from autotuner.views.explore import (ExploreError, combos, cycle_axis, explore, measured_points, sensitivity,
                                step_times_ms, threshold_axis)

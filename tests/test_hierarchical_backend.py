@@ -13,7 +13,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from autotuner.api import make_scenario, suggest, suggest_configs
+from autotuner.api import make_scenario, suggest_configs
+from autotuner.api import suggest_scenario as suggest
 from autotuner.knobs import (
     KNOB_BY_FIELD,
     MIB,
@@ -108,14 +109,14 @@ def test_searches_never_try_hierarchical_on_gloo(gloo2, v100_2, strategy):
 
 
 def test_suggest_proposals_and_flags_on_gloo(gloo2):
-    res = suggest(gloo2, top=3, n_calls=4, compressions=("none",), fixed={"hierarchical_allreduce": True})
+    res = suggest(gloo2, top=3, compressions=("none",), fixed={"hierarchical_allreduce": True})
     for p in [res["default"], *res["proposals"]]:
         assert p["config"]["hierarchical_allreduce"] is False
         assert FLAG not in p["horovodrun_flags"]
         assert p["env_vars"][KNOB_BY_FIELD["hierarchical_allreduce"].env] == "0"
     assert res["fixed"] == {"hierarchical_allreduce": False}
     assert len(res["notes"]) == 1 and "Gloo" in res["notes"][0]
-    assert suggest(gloo2, top=1, n_calls=2, compressions=("none",))["notes"] == []
+    assert suggest(gloo2, top=1, compressions=("none",))["notes"] == []
 
 
 def test_explore_on_gloo_has_no_hierarchical_combination(gloo2, v100_2):

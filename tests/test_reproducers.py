@@ -538,7 +538,7 @@ def test_ctrl_c_fit(tmp_path, delay):
 
 
 def test_ctrl_c_suggest():
-    _assert_interrupted(_interrupted(["suggest", "--model", "vgg16", "--json"], 0.5))
+    _assert_interrupted(_interrupted(["suggest", "--model", "vgg16", "--json", "--strategy", "bayes"], 0.5))
 
 
 def test_ctrl_c_explore(tmp_path):

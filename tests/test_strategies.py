@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from autotuner.api import make_scenario, suggest, suggest_configs
+from autotuner.api import make_scenario, suggest_configs
+from autotuner.search.bayes import BayesStrategy
+from autotuner.api import suggest_scenario as suggest
 from autotuner.knobs import DEFAULTS_0_28, MIB
 from autotuner.search.grid import GridStrategy
 from autotuner.search.ranking import Origin
@@ -29,10 +31,14 @@ def test_fixed_knobs_are_kept_by_every_proposal(sc):
 def test_grid_strategy_finds_at_least_what_bayes_finds_on_its_grid(sc):
     grid = GridStrategy(fusion_mb=tuple(range(0, 65, 4)), cycle_ms=(1.0, 2.0, 5.0, 10.0, 20.0))
     _, g = suggest_configs(sc, top=1, strategy=grid)
-    res = suggest(sc, top=1, n_calls=6)
+    res = suggest(sc, top=1)
     assert g[0].step_time_s <= sc.simulate(DEFAULTS_0_28).step_time_s
     assert g[0].config.fusion_threshold_bytes % (4 * MIB) == 0
-    assert res["strategy"] == "bayes" and res["proposals"][0]["horovodrun_flags"]
+    assert res["strategy"] == "grid" and res["proposals"][0]["horovodrun_flags"]
+    bayes = suggest(sc, top=1, strategy=BayesStrategy(n_calls=6, seed=0))
+    assert bayes["strategy"] == "BayesStrategy" and bayes["evaluations"] > res["evaluations"]
+    # the Bayesian trials are pooled with the exact grid: never a worse best than the grid alone
+    assert bayes["pick"]["best_step_time_ms"] <= res["pick"]["best_step_time_ms"] + 1e-9
 
 
 def test_grid_strategy_with_every_knob_fixed_returns_that_configuration(sc):

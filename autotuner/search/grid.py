@@ -15,7 +15,6 @@ from itertools import product
 from typing import Any, Mapping
 
 import numpy as np
-import pandas as pd
 
 from ..knobs import CACHE_ON, KNOB_BY_FIELD, MIB, Config, config_from_values, pin_unsupported_off
 from ..model.scenario import Scenario
@@ -46,9 +45,9 @@ COLUMNS = ["fusion_threshold_mb", "cycle_time_ms", "cache_capacity", "hierarchic
            "hierarchical_allgather", "step_time_ms"]
 
 
-def grid_step_times(sc: Scenario, fusion_mb=GRID_FUSION_MB, cycle_ms=GRID_CYCLE_MS,
-                    combos=ALL_COMBOS, *, dedupe: bool = True) -> pd.DataFrame:
-    """Predicted step time of every (combo, fusion threshold, cycle time) of ``sc``.
+def grid_table(sc: Scenario, fusion_mb=GRID_FUSION_MB, cycle_ms=GRID_CYCLE_MS,
+               combos=ALL_COMBOS, *, dedupe: bool = True) -> dict[str, np.ndarray]:
+    """Predicted step time of every (combo, fusion threshold, cycle time) of ``sc``, as plain arrays.
 
     Args:
         sc: the scenario (layout, workload, cost model, cluster, compression).
@@ -60,8 +59,9 @@ def grid_step_times(sc: Scenario, fusion_mb=GRID_FUSION_MB, cycle_ms=GRID_CYCLE_
             simulates every row, for benchmarks).
 
     Returns:
-        DataFrame with ``len(combos) * F * C`` rows, columns :data:`COLUMNS`; rows ordered by
-        combo, then threshold, then cycle time; ``step_time_ms`` in ms.
+        ``{column: array of shape (len(combos) * F * C,)}`` for each of :data:`COLUMNS`; rows
+        ordered by combo, then threshold, then cycle time; ``step_time_ms`` in ms. No pandas:
+        ``suggest`` answers from it in well under a second (issue 21).
     """
     f = np.asarray(fusion_mb, dtype=float).reshape(-1)
     cy = np.asarray(cycle_ms, dtype=float).reshape(-1)
@@ -74,27 +74,49 @@ def grid_step_times(sc: Scenario, fusion_mb=GRID_FUSION_MB, cycle_ms=GRID_CYCLE_
     st = sc.step_times(fusion_threshold_bytes=thr[None, :, None], cycle_time_ms=cy[None, None, :],
                        cache_capacity=cap, hierarchical_allreduce=har, hierarchical_allgather=hag, dedupe=dedupe)
     shape = (K, F, C)
-    return pd.DataFrame({
+    return {
         "fusion_threshold_mb": np.broadcast_to(f[None, :, None], shape).reshape(-1),
         "cycle_time_ms": np.broadcast_to(cy[None, None, :], shape).reshape(-1),
         "cache_capacity": np.broadcast_to(cap, shape).reshape(-1),
         "hierarchical_allreduce": np.broadcast_to(har, shape).reshape(-1),
         "hierarchical_allgather": np.broadcast_to(hag, shape).reshape(-1),
-        "step_time_ms": st.reshape(-1) * 1e3,
-    }, columns=COLUMNS)
+        "step_time_ms": np.asarray(st).reshape(-1) * 1e3,
+    }
 
 
-def best_of_grid(df: pd.DataFrame) -> tuple[Config, float]:
-    """The fastest row of a :func:`grid_step_times` frame: (config, step time ms); ties go to the
-    first row (lowest combo index, threshold, cycle time)."""
-    r = df.iloc[int(np.argmin(df["step_time_ms"].to_numpy()))]
-    return _row_config(r), float(r.step_time_ms)
+def grid_step_times(sc: Scenario, fusion_mb=GRID_FUSION_MB, cycle_ms=GRID_CYCLE_MS,
+                    combos=ALL_COMBOS, *, dedupe: bool = True):
+    """:func:`grid_table` as a pandas DataFrame (columns :data:`COLUMNS`, same rows and units)."""
+    import pandas as pd
+
+    return pd.DataFrame(grid_table(sc, fusion_mb, cycle_ms, combos, dedupe=dedupe), columns=COLUMNS)
 
 
-def _row_config(r) -> Config:
-    return config_from_values({"fusion_threshold_mb": r.fusion_threshold_mb, "cycle_time_ms": r.cycle_time_ms,
-                               "cache_capacity": r.cache_capacity, "hierarchical_allreduce": r.hierarchical_allreduce,
-                               "hierarchical_allgather": r.hierarchical_allgather})
+def concat_tables(*tables: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Rows of several :func:`grid_table` results (or DataFrames with :data:`COLUMNS`), one after another."""
+    return {k: np.concatenate([np.asarray(t[k]) for t in tables]) for k in COLUMNS}
+
+
+def table_trials(table: Mapping[str, np.ndarray], n: int, origin: Origin) -> list[Trial]:
+    """The ``n`` fastest rows of a table as trials (ties: the first row), fastest first."""
+    st = np.asarray(table["step_time_ms"], dtype=float)
+    order = np.argsort(st, kind="stable")[:n]
+    return [Trial(_row_config({k: np.asarray(table[k])[i] for k in COLUMNS}), float(st[i]) * 1e-3, origin)
+            for i in order]
+
+
+def best_of_grid(df) -> tuple[Config, float]:
+    """The fastest row of a :func:`grid_step_times` frame or :func:`grid_table`: (config, step time
+    ms); ties go to the first row (lowest combo index, threshold, cycle time)."""
+    t = table_trials(df, 1, Origin.search)[0]
+    return t.config, t.step_time_s * 1e3
+
+
+def _row_config(r: Mapping[str, Any]) -> Config:
+    return config_from_values({"fusion_threshold_mb": float(r["fusion_threshold_mb"]),
+                               "cycle_time_ms": float(r["cycle_time_ms"]), "cache_capacity": int(r["cache_capacity"]),
+                               "hierarchical_allreduce": bool(r["hierarchical_allreduce"]),
+                               "hierarchical_allgather": bool(r["hierarchical_allgather"])})
 
 
 @dataclass(frozen=True)
@@ -112,13 +134,11 @@ class GridStrategy:
         fixed = pin_unsupported_off(fixed, getattr(sc, "effective_backend", None))
         f = np.asarray(self.fusion_mb if self.fusion_mb is not None else GRID_FUSION_MB, dtype=float)
         c = np.asarray(self.cycle_ms if self.cycle_ms is not None else GRID_CYCLE_MS, dtype=float)
-        df = _fixed_grid(sc, f, c, fixed)
         ref = Trial(reference, sc.simulate(reference).step_time_s, Origin.default)
-        return [ref] + [Trial(_row_config(r), r.step_time_ms * 1e-3, Origin.search)
-                        for r in df.nsmallest(64, "step_time_ms", keep="first").itertuples(index=False)]
+        return [ref] + table_trials(_fixed_grid(sc, f, c, fixed), 64, Origin.search)
 
 
-def _fixed_grid(sc: Scenario, f: np.ndarray, c: np.ndarray, fixed: Mapping[str, Any]) -> pd.DataFrame:
+def _fixed_grid(sc: Scenario, f: np.ndarray, c: np.ndarray, fixed: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """:func:`grid_step_times` over thresholds ``f`` (MiB) x cycle times ``c`` (ms) and the on/off
     combinations that matter for ``sc`` (hierarchical allgather never: it does not touch gradient
     allreduce; hierarchical allreduce only on several nodes), every knob of ``fixed`` at its value."""
@@ -135,26 +155,26 @@ def _fixed_grid(sc: Scenario, f: np.ndarray, c: np.ndarray, fixed: Mapping[str, 
                    fixed.get("hierarchical_allgather", False))
         if cb not in combos:
             combos.append(cb)
-    return grid_step_times(sc, f, c, combos)
+    return grid_table(sc, f, c, combos)
 
 
-def neighbourhood(sc: Scenario, reference: Config, fixed: Mapping[str, Any]) -> pd.DataFrame:
+def neighbourhood(sc: Scenario, reference: Config, fixed: Mapping[str, Any]) -> dict[str, np.ndarray]:
     """Every configuration of the default grid plus the reference's own threshold and cycle time
     (so that one-knob changes from the reference are in it), on the on/off combinations of
     :class:`GridStrategy`, ``fixed`` knobs pinned (hierarchical allreduce off where the backend has
-    none). The table :func:`autotuner.search.ranking.minimal_change` chooses from; columns
-    :data:`COLUMNS`. The reference's own row is included (its hierarchical allgather setting is
+    none). The table (:func:`grid_table`'s form) :func:`autotuner.search.ranking.minimal_change`
+    chooses from; columns :data:`COLUMNS`. The reference's own row is included (its hierarchical allgather setting is
     added as a combination when it is on)."""
     fixed = dict(pin_unsupported_off(fixed, getattr(sc, "effective_backend", None)))
     f = np.union1d(GRID_FUSION_MB.astype(float), [reference.fusion_threshold_bytes / MIB])
     c = np.union1d(GRID_CYCLE_MS, [reference.cycle_time_ms])
     df = _fixed_grid(sc, f, c, fixed)
     if reference.hierarchical_allgather or (reference.hierarchical_allreduce and sc.cluster.nodes == 1):
-        ref_row = grid_step_times(sc, [reference.fusion_threshold_bytes / MIB], [reference.cycle_time_ms],
-                                  [Combo(reference.cache_capacity, reference.hierarchical_allreduce,
-                                         reference.hierarchical_allgather)])
-        df = pd.concat([df, ref_row], ignore_index=True)
+        ref_row = grid_table(sc, [reference.fusion_threshold_bytes / MIB], [reference.cycle_time_ms],
+                             [Combo(reference.cache_capacity, reference.hierarchical_allreduce,
+                                    reference.hierarchical_allgather)])
+        df = concat_tables(df, ref_row)
     return df
 
 
-__all__ = ["GridStrategy", "neighbourhood", "grid_step_times", "best_of_grid", "Combo", "ALL_COMBOS", "GRID_FUSION_MB", "GRID_CYCLE_MS", "COLUMNS"]
+__all__ = ["GridStrategy", "neighbourhood", "grid_table", "grid_step_times", "concat_tables", "table_trials", "best_of_grid", "Combo", "ALL_COMBOS", "GRID_FUSION_MB", "GRID_CYCLE_MS", "COLUMNS"]

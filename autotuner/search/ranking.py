@@ -119,7 +119,8 @@ class Pick:
 def minimal_change(df, ref: Config, band: float) -> Pick:
     """Issue 20's noise-aware rule over a table of evaluated configurations.
 
-    ``df``: a pandas DataFrame with the columns of :data:`autotuner.search.grid.COLUMNS`
+    ``df``: a table (:func:`autotuner.search.grid.grid_table`: column -> array) or a pandas
+    DataFrame with the columns of :data:`autotuner.search.grid.COLUMNS`
     (``fusion_threshold_mb``, ``cycle_time_ms``, ``cache_capacity``, ``hierarchical_allreduce``,
     ``hierarchical_allgather``, ``step_time_ms``), one row per configuration, ``ref`` among them.
     A proposal is made only when the best row is predicted faster than the reference by more than
@@ -136,12 +137,13 @@ def minimal_change(df, ref: Config, band: float) -> Pick:
 
     if not band >= 0:
         raise ValueError(f"band must be >= 0, got {band}")
-    thr = np.rint(df["fusion_threshold_mb"].to_numpy(float) * MIB).astype(np.int64)
-    cyc = df["cycle_time_ms"].to_numpy(float)
-    cache = df["cache_capacity"].to_numpy() > 0
-    har = df["hierarchical_allreduce"].to_numpy(bool)
-    hag = df["hierarchical_allgather"].to_numpy(bool)
-    st = df["step_time_ms"].to_numpy(float) * 1e-3
+    thr = np.rint(np.asarray(df["fusion_threshold_mb"], dtype=float) * MIB).astype(np.int64)
+    cyc = np.asarray(df["cycle_time_ms"], dtype=float)
+    capacity = np.asarray(df["cache_capacity"])
+    cache = capacity > 0
+    har = np.asarray(df["hierarchical_allreduce"], dtype=bool)
+    hag = np.asarray(df["hierarchical_allgather"], dtype=bool)
+    st = np.asarray(df["step_time_ms"], dtype=float) * 1e-3
     changed = ((thr != ref.fusion_threshold_bytes).astype(int) + (cyc != ref.cycle_time_ms)
                + (cache != ref.cache_enabled) + (har != ref.hierarchical_allreduce) + (hag != ref.hierarchical_allgather))
     is_ref = np.flatnonzero(changed == 0)
@@ -157,7 +159,7 @@ def minimal_change(df, ref: Config, band: float) -> Pick:
 
     def config(i: int) -> Config:
         return config_from_values({"fusion_threshold_bytes": int(thr[i]), "cycle_time_ms": float(cyc[i]),
-                                   "cache_capacity": int(df["cache_capacity"].iloc[i]),
+                                   "cache_capacity": int(capacity[i]),
                                    "hierarchical_allreduce": bool(har[i]), "hierarchical_allgather": bool(hag[i])})
     same = within[(cache[within] == cache[k]) & (har[within] == har[k])]
     if same.size == 0:

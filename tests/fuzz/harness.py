@@ -431,7 +431,7 @@ def _r_records(rng: random.Random, work: Path):
     """Mutated validation records: parse_records (lenient), read_validation_records (a view's
     reader), and as the source of a copy of the validation env (with its kept timelines 30% of
     the time): read_env, then fit_env."""
-    from autotuner.api import read_validation_records
+    from autotuner.readers.runs import read_validation_records
     from autotuner.fit.fitters import fit_env
     from autotuner.readers.runs import parse_records, read_env
 

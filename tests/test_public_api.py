@@ -1,0 +1,100 @@
+"""The typed public API (issue 21): ``autotuner.suggest`` / ``autotuner.simulate`` return frozen
+records, and the command line prints what they return; tables never cut a number."""
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from rich.console import Console
+from rich.table import Table
+
+import autotuner
+from autotuner.errors import AutotunerError
+from autotuner.knobs import DEFAULTS_0_28, MIB, Config
+from autotuner.render import plain_table, render_table
+
+from cli_helpers import run
+
+
+def test_suggest_returns_a_frozen_typed_result():
+    r = autotuner.suggest("vgg16")
+    assert isinstance(r, autotuner.SuggestResult)
+    assert isinstance(r.best, autotuner.Proposal) and isinstance(r.best.config, Config)
+    assert r.default.config == DEFAULTS_0_28 and r.default.speedup_vs_default == pytest.approx(1.0)
+    assert r.strategy == "grid" and r.evaluations > 100_000
+    assert r.trust and r.trust.startswith("checked on")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        r.env = "x"
+    # the knob-only result is always there, and never compressed
+    assert r.knob_only.compression == "none"
+    assert json.loads(json.dumps(r.to_dict()))["proposals"][0]["config"] == r.best.config.to_dict()
+
+
+def test_suggest_fixed_knobs_in_flag_units_are_kept():
+    r = autotuner.suggest("resnet50", "local-gloo-1gbit", fixed={"cycle_time_ms": 5, "cache_capacity": 0},
+                          compression="none")
+    assert all(p.config.cycle_time_ms == 5.0 and p.config.cache_capacity == 0 for p in r.proposals)
+    assert r.default.config.cycle_time_ms == 5.0 and dict(r.fixed) == {"cycle_time_ms": 5.0, "cache_capacity": 0}
+
+
+def test_suggest_takes_a_strategy_object_and_pools_it_with_the_grid():
+    grid = autotuner.suggest("resnet50", "local-gloo-1gbit", compression="none")
+    bayes = autotuner.suggest("resnet50", "local-gloo-1gbit", compression="none",
+                              strategy=autotuner.BayesStrategy(n_calls=4, seed=0))
+    assert bayes.strategy == "BayesStrategy" and bayes.evaluations > grid.evaluations
+    assert bayes.choice.best_step_time_ms <= grid.choice.best_step_time_ms + 1e-9
+
+
+@pytest.mark.parametrize("kw, msg", [
+    ({"fixed": {"fusion_mb": 3}}, "unknown knob 'fusion_mb'"),
+    ({"fixed": {"cycle_time_ms": -1}}, "cycle"),
+    ({"compression": "int8"}, "lossy"),
+    ({"top": 0}, "top must be"),
+    ({"strategy": "bayes"}, "not a search strategy"),
+])
+def test_suggest_bad_arguments_raise_one_line_errors(kw, msg):
+    with pytest.raises(AutotunerError) as e:
+        autotuner.suggest("resnet50", "local-gloo-1gbit", **kw)
+    assert msg in str(e.value) and "\n" not in str(e.value)
+
+
+def test_simulate_returns_a_typed_result_equal_to_the_cli_json():
+    r = autotuner.simulate("resnet50", "local-gloo-1gbit", config={"fusion_threshold_mb": 8})
+    assert isinstance(r, autotuner.SimulateResult) and r.config.fusion_threshold_bytes == 8 * MIB
+    assert sum(x.tensors for x in r.responses) == r.n_tensors
+    p = run("simulate", "--model", "resnet50", "--env", "local-gloo-1gbit", "--fusion-threshold-mb", "8", "--json")
+    assert p.returncode == 0 and json.loads(p.stdout)["step_time_ms"] == pytest.approx(r.step_time_ms)
+
+
+def test_suggest_cli_prints_the_api_result():
+    r = autotuner.suggest("vgg16")
+    p = run(*["suggest", "--model", "vgg16", "--json"])
+    d = json.loads(p.stdout)
+    assert d["proposals"][0]["config"] == r.best.config.to_dict() and d["keep_defaults"] == r.keep_defaults
+
+
+def _table():
+    t = Table(title="t")
+    for col in ("", "fusion MiB", "hier. allreduce", "speed-up", "score B/µs"):
+        t.add_column(col, justify="right")
+    t.add_row("default (0.28)", "128", "no", "1.000x", "704.1")
+    t.add_row("#1", "123.456", "yes", "1.739x", "612.3")
+    return t
+
+
+def test_piped_tables_are_plain_full_width_text():
+    text = plain_table(_table())
+    lines = text.splitlines()
+    assert lines[0] == "t" and "hier. allreduce" in lines[1] and set(lines[2]) <= {"-", " "}
+    assert "123.456" in lines[4] and "1.739x" in lines[4] and "…" not in text
+
+
+@pytest.mark.parametrize("width", [40, 60, 80, 120])
+def test_terminal_tables_never_cut_a_number(width):
+    con = Console(width=width, force_terminal=True, record=True, color_system=None)
+    render_table(con, _table())
+    text = con.export_text()
+    assert "…" not in text
+    for number in ("123.456", "1.739x", "704.1", "1.000x"):
+        assert number in text
