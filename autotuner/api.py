@@ -670,6 +670,10 @@ def load_proposals(path: Path) -> list[Config]:
         where = f"{path}: proposal {i}"
         if isinstance(it, dict) and "config" in it:
             check(ProposalEntry, it, where, ScenarioError)
+            if str(it.get("compression") or "none") != "none":
+                raise ScenarioError(f"{where} uses {it['compression']} compression, which the replay workload cannot "
+                                    "apply yet (issue 22): validate it from your own script, or take "
+                                    "suggest --compression none")
             it = it["config"]
         else:
             check(Knobs, it, where, ScenarioError)
@@ -791,7 +795,14 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
             raise ValidationError(f"cannot propose configurations: {why}; "
                                   "pass --proposals FILE or fit the environment first")
         res = suggest_scenario(sc, top=top, compressions=("none",), band=error_band(model_dir, fenv))
-        proposals = [Config.from_dict(p["config"]) for p in res["proposals"]]
+        proposals = list(dict.fromkeys(c for c in (Config.from_dict(p["config"]) for p in res["proposals"])
+                                       if not (defaults and c == DEFAULTS_0_28)))
+        if not proposals:
+            pk = res["pick"]
+            raise ValidationError(f"suggest keeps Horovod's defaults on {setup.env} (predicted gain {pk['gain']:.1%}, "
+                                  f"inside the {pk['band']:.1%} band): nothing to run beside them; pass "
+                                  "--proposals FILE to measure other configurations")
+    _refuse_duplicates(proposals, defaults)
     vdir = runs_dir / setup.env / "validation"
     check_output_dir(vdir, "--runs-dir")
     store = TrialStore(vdir / f"{name}.jsonl")
@@ -818,6 +829,25 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
     report = vdir / f"{name}-report.md"
     verdict, _ = write_report(recs, report, title=f"Validation: {setup.model} on {setup.env}", notes=notes)
     return recs, report, verdict
+
+
+def _describe(c: Config) -> str:
+    return (f"{c.fusion_threshold_bytes / 2**20:g} MiB, {c.cycle_time_ms:g} ms, cache "
+            f"{'on' if c.cache_capacity else 'off'}" + (", hierarchical allreduce" if c.hierarchical_allreduce else ""))
+
+
+def _refuse_duplicates(proposals: Sequence[Config], defaults: bool) -> None:
+    """One configuration is measured once per plan: a proposal equal to Horovod's defaults (when
+    they run) or to an earlier proposal would be measured twice under two names, and its "gain"
+    would be noise. Raises ValidationError (one line) naming both."""
+    from .realrun.validation import ValidationError
+
+    plan = {DEFAULTS_0_28: "Horovod's defaults (which run anyway)"} if defaults else {}
+    for i, c in enumerate(proposals, 1):
+        if c in plan:
+            raise ValidationError(f"proposal {i} ({_describe(c)}) is the same configuration as {plan[c]}: "
+                                  "drop it from the plan (suggest's \"keep the defaults\" needs no run)")
+        plan[c] = f"proposal {i}"
 
 
 @contextmanager

@@ -62,6 +62,31 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Predict and tune Horovod's knobs from measured bandwidth data.")
 out = Console()
 err = Console(stderr=True)
+
+
+def _print_version(value: bool) -> None:
+    if not value:
+        return
+    from importlib.metadata import PackageNotFoundError, version
+
+    def ver(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "not installed"
+    print(f"autotuner {ver('hvd-autotuner')} (models Horovod 0.28.1; installed horovod: {ver('horovod')})")
+    raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="print the version and exit")) -> None:
+    """Predict and tune Horovod's knobs from measured bandwidth data.
+
+    First hour: autotuner measure --env NAME (your cluster), autotuner fit runs/, autotuner suggest
+    --model MODEL --env NAME, autotuner validate --env NAME --model MODEL -- python train.py
+    (docs/your-cluster.md).
+    """
 #: no --model-dir / --runs-dir given: the search of :mod:`autotuner.paths` (--model-dir X searches X first)
 DEFAULT_MODEL_DIR = None
 MODEL_DIR_HELP = ("fitted models searched first (then $AUTOTUNER_MODEL_DIR, the user's folder, the shipped "
@@ -191,7 +216,12 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
         model_dir: Optional[Path] = typer.Option(None, "--out", show_default=False,
                                                  help="where <env>.json goes (default: $AUTOTUNER_MODEL_DIR, else "
                                                       "the user's model folder)")) -> None:
-    """Fit a cost model per environment under RUNS_DIR; write <env>.json and a plot (they win over shipped models)."""
+    """Fit a cost model per environment under RUNS_DIR; write <env>.json and a plot (they win over shipped models).
+
+    Example:
+
+        autotuner fit runs/
+    """
     found_by_default, model_dir = model_dir is None, model_output_dir(model_dir)
     check_output_dir(model_dir, "--out")
     fitted, problems = fit_runs(runs_dir, model_dir)
@@ -430,7 +460,12 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
              runs_dir: Optional[Path] = _runs_dir_opt("where results go (default: $AUTOTUNER_RUNS_DIR, else ./runs "
                                                       "when it holds environments, else the user's runs folder)"),
              model_dir: Optional[Path] = _model_dir_opt()) -> None:
-    """Run real horovodrun trials: defaults, autotune, autotune's best, proposals; write a report."""
+    """Run real horovodrun trials: defaults, autotune, autotune's best, proposals; write a report.
+
+    Example:
+
+        autotuner validate --env mycluster --model my_layout.json --no-autotune -- python examples/train_horovod.py
+    """
     from .api import load_layout, load_proposals, run_validation, validation_setup
 
     load_layout(model)  # fail fast on an unknown model
@@ -451,7 +486,12 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
 @app.command()
 def inspect(path: Path = typer.Argument(..., help="a Horovod autotune log CSV (--autotune-log-file)"),
             model: Optional[str] = typer.Option(None, "--model", help="layout, to turn the score into a time per step")) -> None:
-    """Explain a Horovod autotune log: trials, best row, whether tuning finished, the score."""
+    """Explain a Horovod autotune log: trials, best row, whether tuning finished, the score.
+
+    Example:
+
+        autotuner inspect autotune_log.csv
+    """
     from .api import load_layout
     from .readers.autotune_log import explain, read_autotune_log
 
@@ -471,7 +511,12 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
             top: int = typer.Option(10, "--top", help="largest per-response differences to show",
                                     callback=opt.checked(opt.Index, "--top")),
             as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
-    """Line a real timeline up against a simulated one: per step, by response size, per response."""
+    """Line a real timeline up against a simulated one: per step, by response size, per response.
+
+    Example:
+
+        autotuner compare real.json.gz sim.json
+    """
     from .views.timeline_compare import fmt_num as f
 
     d = compare_timelines(real, sim, skip_real=skip_real, skip_sim=skip_sim, top=top)
@@ -558,7 +603,12 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                 model_dir: Optional[Path] = _model_dir_opt(),
                 as_json: bool = typer.Option(False, "--json", help="print the grid, marks and measured points as JSON"),
                 knobs: dict = None) -> None:
-    """Predicted step time over fusion threshold x cycle time per on/off combination; heatmaps + sensitivity."""
+    """Predicted step time over fusion threshold x cycle time per on/off combination; heatmaps + sensitivity.
+
+    Example:
+
+        autotuner explore --model resnet50 --env local-gloo-1gbit --out explore/
+    """
     wide = _wide_console()
     from .api import error_band, load_proposals, suggest_scenario
     from .knobs import Config
@@ -652,7 +702,12 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
               model_dir: Optional[Path] = _model_dir_opt(),
               as_json: bool = typer.Option(False, "--json", help="print the table as JSON")) -> None:
     """What-if at scale: step time, throughput, scaling efficiency per node count, or per rank count on one
-    node (--ranks); best config and defaults; the whole run's wall time (s) where the env has its run shape."""
+    node (--ranks); best config and defaults; the whole run's wall time (s) where the env has its run shape.
+
+    Example:
+
+        autotuner scale --model resnet50 --env local-gloo-1gbit --nodes 1,2,4,8
+    """
     wide = _wide_console()
     from .api import env_batch_size
     from .errors import ExploreError
@@ -669,7 +724,9 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     model_dirs, runs_dirs = model_search_path(model_dir), runs_search_path(runs_dir)
     check_output_dir(out_dir, "--out")
     sc, fenv = make_scenario(model_dirs, env, model, compression=compression, compute_ms=compute_ms, backend=backend)
-    batch = batch_size or env_batch_size(runs_dirs, sc.env) or (sc.run.batch_size if sc.run else None)
+    # the batch the compute was measured at: given, the profiled layout's, the env's, its run's
+    batch = (batch_size or (sc.layout.batch_size if sc.layout.measured else None) or env_batch_size(runs_dirs, sc.env)
+             or (sc.run.batch_size if sc.run else None))
     res = scale(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bws, batch_per_gpu=batch, ranks=rs)
     files = scale_plot(res, out_dir / f"scale-{sc.env}-{Path(sc.model).stem}")
     from .api import error_band, layout_warnings
@@ -687,10 +744,11 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     intra = (f"intra-node tier {s['intra_bandwidth_gbps']:.1f} Gbit/s (fitted)" if s["intra_bandwidth_gbps"]
              else "intra-node tier not measured in this env: the inter-node tier is used for it")
     lo, hi = res.table["compute_ms"].min(), res.table["compute_ms"].max()
-    compute = (f"per-GPU compute {s['compute_ms']:.1f} ms and batch {batch or '?'} fixed (weak scaling)"
+    per = f"batch {batch} fixed" if batch else "batch unknown (--batch-size for samples/s)"
+    compute = (f"per-GPU compute {s['compute_ms']:.1f} ms and {per} (weak scaling)"
                if hi - lo <= 1e-9 * hi else
                f"per-rank compute {lo:.1f}-{hi:.1f} ms (it changes with the ranks: ranks share the host's CPUs, or the "
-               f"step's work is split over them), batch {batch or '?'} per rank")
+               f"step's work is split over them), " + (f"batch {batch} per rank" if batch else per))
     wide.print(f"[bold]{s['model']}[/] scaled from [bold]{s['env']}[/]" + (" over ranks on one node" if by_ranks else "")
                + f"{_backend_note(sc)}: {compute}; {intra}; {res.evaluations} configurations simulated "
                f"in {res.seconds:.1f} s", highlight=False)
@@ -743,7 +801,12 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
                                                           "this fitted env's cost model instead (e.g. a measure sweep)",
                                                           callback=opt.checked(opt.PlainName, "--cost-model")),
                  as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
-    """How much to trust the model: every measured number next to its prediction, and whether the fit used it."""
+    """How much to trust the model: every measured number next to its prediction, and whether the fit used it.
+
+    Example:
+
+        autotuner accuracy --env local-gloo-1gbit
+    """
     from .api import accuracy
 
     d = accuracy(runs_search_path(runs_dir), model_search_path(model_dir), env, cost_model=cost_model)
@@ -751,6 +814,17 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
         print(json.dumps(d, allow_nan=False))
         return
     wide = _wide_console()
+    for s in d["summary"]:  # the answer first: per env, the held-out predictions in brief
+        if s["held_out"]:
+            w = s["held_out_worst"]
+            wide.print(f"{s['env']}: {s['held_out']} held-out prediction(s), mean |error| "
+                       f"{s['held_out_mape_percent']:.1f}%, worst {w['error_percent']:+.1f}% ({w['quantity']}); "
+                       f"{s['used_by_fit']} used by the fit", highlight=False, soft_wrap=True)
+        else:
+            wide.print(f"{s['env']}: no held-out prediction: every one of its {s['step_time_rows']} step times was "
+                       "used by the fit, so they show the fit, not the prediction", highlight=False, soft_wrap=True)
+    for n in d["notes"]:
+        err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
     t = Table(title="predicted vs measured")
     for col in ("env", "quantity", "measured", "predicted", "error", "used by the fit", "source"):
         t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
@@ -758,17 +832,6 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
         t.add_row(c["env"], c["quantity"], f"{c['measured']:.2f}", f"{c['predicted']:.2f}", f"{c['error_percent']:+.1f}%",
                   "yes" if c["used_by_fit"] else "no (held out)", c["source"])
     render_table(wide, t)
-    for s in d["summary"]:
-        if s["held_out"]:
-            w = s["held_out_worst"]
-            wide.print(f"{s['env']}: {s['held_out']} held-out step time(s), mean |error| {s['held_out_mape_percent']:.1f}%, "
-                       f"worst {w['error_percent']:+.1f}% ({w['quantity']}); {s['used_by_fit']} used by the fit",
-                       highlight=False, soft_wrap=True)
-        else:
-            wide.print(f"{s['env']}: no held-out step time: every one of its {s['step_time_rows']} step times was "
-                       "used by the fit, so they show the fit, not the prediction", highlight=False, soft_wrap=True)
-    for n in d["notes"]:
-        err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command("profile")
@@ -793,7 +856,12 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
                 out_file: Path = typer.Option(..., "--out", help="layout JSON to write (for --model FILE.json)"),
                 as_json: bool = typer.Option(False, "--json", help="print a JSON summary")) -> None:
     """Measure your model's gradient readiness, forward and backward times; write a layout JSON that
-    simulate, suggest, explore and validate take as --model FILE.json (no --compute-ms needed)."""
+    simulate, suggest, explore and validate take as --model FILE.json (no --compute-ms needed).
+
+    Example:
+
+        autotuner profile --model mypkg.models:build --input-shape 3,224,224 --batch-size 32 --out my_layout.json
+    """
     from .api import profile_model
 
     d = profile_model(model, out_file, input_shape=input_shape, batch_size=batch_size, device=device,
@@ -843,7 +911,12 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                 runs_dir: Optional[Path] = _runs_dir_opt("where the sweep goes (default: $AUTOTUNER_RUNS_DIR, else "
                                                          "./runs when it holds environments, else the user's runs folder)")
                 ) -> None:
-    """Measure this cluster with Horovod's own allreduce (size sweep, fusion copies, negotiation); resumable."""
+    """Measure this cluster with Horovod's own allreduce (size sweep, fusion copies, negotiation); resumable.
+
+    Example:
+
+        autotuner measure --env mycluster --hosts node1:4,node2:4
+    """
     from .api import measure
 
     runs_dir = runs_output_dir(runs_dir)

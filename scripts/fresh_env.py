@@ -77,7 +77,29 @@ def report(env: str, model: str) -> list[str]:
         fit_alone(env, Path(tmp))
         fenv = load_env([Path(tmp)], env)
     rows = rows_from_records(recs, lambda cfg, setup: simulate_trial(fenv, RUNS / env, cfg, dict(setup)).step_time_ms)
-    return format_report(rows, summary(rows, pick_label="proposal-1"))
+    return format_report(rows, summary(rows, pick_label=pick_label(env, model)))
+
+
+def pick_label(env: str, model: str) -> str:
+    """The row of suggest's pick: ``proposal-1``, or ``default`` when the pick is Horovod's defaults
+    (validate refuses to measure one configuration twice, so it is then not a proposal)."""
+    from autotuner.knobs import DEFAULTS_0_28, Config, config_from_values
+
+    val = RUNS / env / "validation"
+    picked = Config.from_dict(json.loads((val / f"pick-{model}.json").read_text())["proposals"][0]["config"])
+    first = config_from_values(json.loads((val / f"fresh-{model}-proposals.json").read_text())[0])
+    if picked != DEFAULTS_0_28 or first == picked:  # (records before issue 21 measured the defaults twice)
+        return "proposal-1"
+    return "default"
+
+
+def plan(picked: dict) -> list[dict]:
+    """The proposals validate runs: suggest's pick first, unless it is the defaults (they run anyway),
+    then :data:`GRID` without the pick's own configuration (each configuration measured once)."""
+    from autotuner.knobs import DEFAULTS_0_28, Config, config_from_values
+
+    pc = Config.from_dict(picked)
+    return ([] if pc == DEFAULTS_0_28 else [picked]) + [g for g in GRID if config_from_values(g) != pc]
 
 
 def main() -> int:
@@ -108,7 +130,7 @@ def main() -> int:
     if "validate" in phases:
         picked = json.loads(pick.read_text())["proposals"][0]["config"]
         props = val / f"fresh-{a.model}-proposals.json"
-        props.write_text(json.dumps([picked] + GRID, indent=1) + "\n")
+        props.write_text(json.dumps(plan(picked), indent=1) + "\n")
         sh("autotuner", "validate", "--env", a.env, "--model", a.model, "--compute-ms", f"{a.compute_ms:g}",
            "--proposals", str(props), "--repeats", str(a.repeats), "--name", f"fresh-{a.model}",
            "--runs-dir", str(RUNS), "--model-dir", str(MODELS), "--replay-wait", a.wait, "--keep-timelines", *tb)

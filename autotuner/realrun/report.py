@@ -84,15 +84,32 @@ def best_proposal(t: pd.DataFrame) -> str | None:
     return str(min(p["label"], key=lambda s: int(s.rsplit("-", 1)[-1]) if s.rsplit("-", 1)[-1].isdigit() else 0))
 
 
+#: fewest successful repeats of each side before a comparison is called a verdict
+MIN_REPEATS_FOR_VERDICT = 2
+
+
 def verdict(t: pd.DataFrame) -> str:
-    """One line: the best proposal's measured throughput vs defaults and vs autotune's best."""
+    """One line: the best proposal's measured throughput vs defaults and vs autotune's best, each
+    ratio with its range over repeats and what it means: ``faster``/``slower`` when the ranges do not
+    overlap, ``within noise`` when they do, ``one repeat: no verdict`` with fewer than
+    :data:`MIN_REPEATS_FOR_VERDICT` successful repeats on either side."""
     best = best_proposal(t)
     if best is None:
         return "verdict: no proposal was measured successfully"
     parts = []
+    n_ok = dict(zip(t["label"], t["n_ok"]))
     for other, name in ((TrialKind.default, "Horovod defaults"), (TrialKind.autotune_best, "autotune's best")):
         r = ratio(t, best, other)
-        parts.append(f"{r} vs {name}" if r else f"n/a vs {name}")
+        if r is None:
+            parts.append(f"n/a vs {name}")
+            continue
+        if min(n_ok[best], n_ok[str(other)]) < MIN_REPEATS_FOR_VERDICT:
+            what = f"fewer than {MIN_REPEATS_FOR_VERDICT} repeats: no verdict, use --repeats 3"
+        elif r.low <= 1.0 <= r.high:
+            what = "within noise: the ranges overlap"
+        else:
+            what = "faster" if r.value > 1 else "slower"
+        parts.append(f"{r} vs {name} ({what})")
     return f"verdict: {best} measured throughput = " + "; ".join(parts) + " (range over repeats)"
 
 

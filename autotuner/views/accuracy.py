@@ -74,6 +74,7 @@ def cases(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], env
     envs, problems = _read_runs_from(dirs)
     if notes is not None:
         notes += problems
+    every = list(envs)
     if env is not None:
         if env not in {e.name for e in envs}:
             raise ScenarioError(f"--env: {env!r}: no such environment in {', '.join(map(str, dirs))} "
@@ -133,9 +134,47 @@ def cases(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], env
             out += _validation_cases(env, fenv)
         elif meta["format"] == "sweep" and (env.path / "validation").is_dir():
             out += _validation_cases(env, fenv, held_out_only=True)
+        elif meta["format"] == "sweep" and (twins := _same_setup(env, every)):
+            for v in twins:  # a sweep with no trials of its own predicts those measured on its setup
+                out += [replace(c, env=env.name, what=f"on {v.name}'s trials: {c.what}")
+                        for c in _validation_cases(v, fenv, transfer=True)]
+        elif meta["format"] in MODEL_FILE_HELD_OUT and (fenv.raw.get("fit") or {}).get("held_out"):
+            out += _model_file_cases(env, fenv, meta)
         elif notes is not None:  # sweep, nccl-tests, timelines: no step time measured with known compute
             notes.append(f"{env.name}: a {meta['format']} environment has no step time to predict; check it "
                          f"against real training with --cost-model {env.name} --env <a validation env>")
+    return out
+
+
+#: formats whose fit holds out whole runs and records their predictions in the model file
+#: (``fit.held_out``: :mod:`autotuner.fit.backend_runs`, :mod:`autotuner.fit.compression_runs`,
+#: :mod:`autotuner.fit.cpu_scaling`)
+MODEL_FILE_HELD_OUT = ("backend-runs", "compression-runs", "cpu-scaling")
+
+#: the quantity's suffix for a whole run's wall time
+WALL = "wall time of the run (s)"
+
+
+#: env.toml keys that make two environments the same setup (:func:`_same_setup`)
+SETUP_KEYS = ("nodes", "gpus_per_node", "link_gbps", "backend")
+
+
+def _same_setup(env, envs) -> list:
+    """The ``validation`` environments measured on ``env``'s setup (:data:`SETUP_KEYS` equal in
+    their env.toml): where a sweep without trials of its own is checked (as ``--cost-model``)."""
+    key = tuple(env.meta.get(k) for k in SETUP_KEYS)
+    return [e for e in envs if e.meta["format"] == "validation" and tuple(e.meta.get(k) for k in SETUP_KEYS) == key]
+
+
+def _model_file_cases(env, fenv, meta) -> list[Case]:
+    """The held-out runs a fit recorded in the model file (``fit.held_out``: measured and predicted
+    wall time of a whole run, s), one :class:`Case` each, never used by the fit."""
+    out = []
+    for h in fenv.raw["fit"]["held_out"]:
+        what = ", ".join(f"{k} {h[k]}" for k in ("model", "run", "backend", "processes", "devices", "ranks") if k in h)
+        line = str(h.get("line", ""))
+        src = line if "/" in line else f"{env.path.name}/{meta['source']}:{line}"
+        out.append(Case(env.name, f"{what}: {WALL}", float(h["measured_s"]), float(h["predicted_s"]), src, False))
     return out
 
 
@@ -225,12 +264,13 @@ def markdown(cs: list[Case]) -> str:
 
 
 def summary(cs: list[Case]) -> list[dict]:
-    """Per environment, the step-time rows in brief: how many, how many the fit used, and for
+    """Per environment, the step-time rows (and a whole run's wall time, where the env records
+    runs: :data:`WALL`) in brief: how many, how many the fit used, and for
     the held-out ones (not used by the fit: the honest test) the mean absolute error and the
     worst case, in percent. ``None`` where there is no held-out step time."""
     out = []
     for env in dict.fromkeys(c.env for c in cs):
-        st = [c for c in cs if c.env == env and c.what.endswith("step time (ms)")]
+        st = [c for c in cs if c.env == env and (c.what.endswith("step time (ms)") or c.what.endswith(WALL))]
         held = [c for c in st if not c.calibrated]
         worst = max(held, key=lambda c: abs(c.error_pct), default=None)
         out.append({"env": env, "step_time_rows": len(st), "used_by_fit": len(st) - len(held),
