@@ -397,6 +397,11 @@ def profile_model(spec: str, out: Path, *, input_shape: str, batch_size: int, de
             "first_ready_ms": ts[0]["ready_ms"], "last_ready_ms": ts[-1]["ready_ms"], "warnings": warnings}
 
 
+#: most gradient tensors ``suggest`` searches: time and memory grow about linearly with the tensor
+#: count (docs/benchmarks.md: 20,000 tensors ~9 s and ~430 MB), so 50,000 stays within a minute
+MAX_SEARCH_TENSORS = 50_000
+
+
 def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None,
                      fixed: Mapping[str, Any] | None = None,
                      compressions: Sequence[str] | None = None, band: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -442,6 +447,10 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     from .search.grid import concat_tables, neighbourhood, table_trials
     from .search.ranking import MIN_GAIN, Origin, Trial, minimal_change, top_distinct
 
+    if sc.layout.n_tensors > MAX_SEARCH_TENSORS:
+        raise ScenarioError(f"layout {sc.layout.name!r} has {sc.layout.n_tensors:,} tensors; suggest searches layouts of "
+                            f"up to {MAX_SEARCH_TENSORS:,} (20,000 take ~9 s and ~430 MB here): simulate single "
+                            "configurations of it instead")
     comps = list(HOROVOD_COMPRESSIONS if compressions is None else compressions)
     if not comps:
         raise ScenarioError("no compression to search")

@@ -17,8 +17,9 @@ The three things a script needs for autotuner (docs/your-cluster.md):
    is what the simulator models from the layout.
 2. Rank 0 prints one line ``AUTOTUNER_STEP_TIME_MS <ms>`` per measured step (after warm-up), the
    form :mod:`autotuner.readers.replay_output` reads.
-3. The model's layout: ``autotuner profile examples/train_horovod.py:build_model --input-shape 64,80
-   --batch-size 16 --out examples/layouts/tiny_transformer.json`` writes its gradient sizes and backward timings.
+3. The model's layout: ``PYTHONPATH=examples autotuner profile --model train_horovod:build_model
+   --input-shape 64,80 --batch-size 16 --threads 1 --concurrent 2 --out my_layout.json`` writes its
+   gradient sizes and backward timings.
 
 The model: a speech-recognition-like transformer: 80 features per frame (a mel spectrogram's) projected
 to d_model 256, a 4-layer ``torch.nn.TransformerEncoder`` (4 heads, feed-forward 1024) and a linear head

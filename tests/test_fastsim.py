@@ -166,3 +166,25 @@ def test_grid_frame_covers_every_configuration_and_matches_the_reference():
         assert r.step_time_ms == pytest.approx(sc.simulate(cfg).step_time_ms, rel=1e-9)
     cfg, ms = best_of_grid(df)
     assert ms == df.step_time_ms.min() and sc.simulate(cfg).step_time_ms == pytest.approx(ms, rel=1e-9)
+
+
+def test_large_layouts_compute_response_times_on_demand_and_agree_with_the_table(monkeypatch):
+    """Issue 21: the (2, T, T+1) response-time table made suggest quadratic in memory (5,000 tensors:
+    1.5 GB); above DUR_TABLE_MAX_T tensors each response's time is computed when performed. Both
+    paths give the same step times to the last bit."""
+    from autotuner.model import fastsim
+    from autotuner.model.costmodel import Cluster, CostModel, Tier
+    from autotuner.model.simulator import Workload
+
+    rng = np.random.default_rng(3)
+    T = 300
+    sizes = rng.integers(64, 4 << 20, T)
+    frac = np.sort(rng.random(T))
+    cost = CostModel(inter=Tier.from_linear(5e-4, 1 / 1e8, 2))
+    wl = Workload(forward_s=0.05, backward_s=0.1)
+    knobs = dict(fusion_threshold_bytes=np.array([0, 1 << 20, 64 << 20]), cycle_time_ms=np.array([1.0, 3.5, 25.0]),
+                 cache_capacity=np.array([1024, 0, 1024]), hierarchical_allreduce=np.array([False, False, False]))
+    table = fastsim.simulate_batch(sizes, frac, wl, cost, Cluster(1, 2), **knobs)
+    monkeypatch.setattr(fastsim, "DUR_TABLE_MAX_T", 10)
+    on_demand = fastsim.simulate_batch(sizes, frac, wl, cost, Cluster(1, 2), **knobs)
+    assert np.array_equal(table, on_demand)

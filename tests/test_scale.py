@@ -151,3 +151,27 @@ def test_cli_scale_on_a_gloo_env_plots(tmp_path, env, model):
     p = run("scale", "--model", model, "--env", env, "--out", str(tmp_path))
     assert p.returncode == 0 and "Traceback" not in p.stderr and "UserWarning" not in p.stderr, p.stderr[-2000:]
     assert list(tmp_path.glob("scale-*.png"))
+
+
+def _every_shipped_env():
+    out = []
+    for f in sorted(MODELS.glob("*.json")):
+        d = json.loads(f.read_text())
+        models = sorted(d.get("workloads") or {})
+        out.append((d["env"], models[0] if models else "resnet50", [] if models else ["--compute-ms", "300"]))
+    return out
+
+
+@pytest.mark.parametrize("env, model, extra", _every_shipped_env(), ids=lambda v: v if isinstance(v, str) else None)
+def test_scale_and_explore_work_on_every_shipped_env(tmp_path, env, model, extra):
+    """Issue 21: `scale` ended in a matplotlib traceback on every Gloo env; both commands, --json and their
+    PNGs, on each shipped env."""
+    p = run("scale", "--model", model, "--env", env, *extra, "--nodes", "1,2,4", "--out", str(tmp_path / "s"), "--json")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    d = json.loads(p.stdout)
+    assert d["rows"] and all(r["best_step_time_ms"] > 0 for r in d["rows"])
+    assert list((tmp_path / "s").glob("*.png"))
+    p = run("explore", "--model", model, "--env", env, *extra, "--resolution", "8", "--out", str(tmp_path / "e"),
+            "--json")
+    assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert json.loads(p.stdout)["files"] and len(list((tmp_path / "e").glob("*.png"))) == 2

@@ -20,7 +20,8 @@ tables are computed with the reference's own functions, so a change there is pic
   nothing limits it but the threshold (controller.cc ``FuseResponses``; a tensor larger than
   the threshold goes alone); inside a cycle that negotiated tensors ``[i, j)`` the response is
   ``[a, min(j, nxt[a]))``, which is exactly what :func:`~autotuner.model.simulator.fuse` returns;
-- collective time ``dur[h, a, b]`` of the response ``[a, b)`` from
+- collective time of the response ``[a, b)`` (tabulated for every ``[a, b)`` up to
+  :data:`DUR_TABLE_MAX_T` tensors, computed on demand above: ``_Tables.durations``) from
   :meth:`~autotuner.model.costmodel.CostModel.allreduce_s` (hierarchical ``h``) × ``comm_scale``
   + the fusion-buffer memcpy (MEMCPY_IN/OUT_FUSION_BUFFER, ``CostModel.memcpy_s``) when
   ``b - a > 1`` + the untimed host gap (``CostModel.host_gap_s``), as the reference adds them;
@@ -48,6 +49,10 @@ from ..errors import KnobError
 from ..knobs import KNOB_BY_FIELD, hierarchical_allreduce_supported
 from .costmodel import Cluster, CostModel
 from .simulator import Workload, effective_threshold, hand_over_times
+
+#: layouts up to this many tensors tabulate every response's time once (2·T·(T+1) floats: 16 MiB at
+#: 1,024); larger ones compute each response's time when it is performed, so memory stays linear in T
+DUR_TABLE_MAX_T = 1024
 
 #: configurations simulated together (bounds memory: ~25 arrays of this length, or an
 #: (M, T) readiness matrix when overlap < 1)
@@ -212,16 +217,27 @@ class _Tables:
         self.asyn = workload.async_collectives
         cum = np.concatenate(([0], np.cumsum(wire)))
         self.cum = cum
-        nbytes = (cum[None, :] - cum[:, None]).astype(float)  # (T + 1, T + 1): bytes of [a, b)
-        nbytes = nbytes[:T]  # rows a < T
-        dur = np.empty((2, T, T + 1))
-        for h in (0, 1):
-            d = np.asarray(cost.allreduce_s(nbytes, cluster, bool(h)), dtype=float) * workload.comm_scale
-            dur[h] = d
-        fused = (np.arange(T + 1)[None, :] - np.arange(T)[:, None]) > 1
-        dur[:, fused] += cost.memcpy_s((cum[None, :] - cum[:, None])[:T][fused])
-        dur += cost.host_gap_s(nbytes)
-        self.dur = dur.reshape(-1)  # flat index (h * T + a) * (T + 1) + b
+        self.cost, self.cluster, self.comm_scale = cost, cluster, workload.comm_scale
+        self.dur = None
+        if T <= DUR_TABLE_MAX_T:  # small layouts: every response [a, b) tabulated once, looked up
+            A, B = np.divmod(np.arange(2 * T * (T + 1)) % (T * (T + 1)), T + 1)
+            H = np.repeat([0, 1], T * (T + 1))
+            self.dur = self.durations(H, A, B)  # flat index (h * T + a) * (T + 1) + b
+
+    def durations(self, h: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Time (s) of the responses ``[a, b)`` (arrays of one shape; ``h``: hierarchical allreduce
+        0/1), as the reference adds it up: the collective (:meth:`CostModel.allreduce_s`) x
+        ``comm_scale``, + the fusion-buffer copies when ``b - a > 1``, + the host gap."""
+        nb = (self.cum[b] - self.cum[a]).astype(float)
+        out = np.empty(nb.shape)
+        for hv in (0, 1):
+            m = h == hv
+            if m.any():
+                out[m] = np.asarray(self.cost.allreduce_s(nb[m], self.cluster, bool(hv)), dtype=float) * self.comm_scale
+        fused = (b - a) > 1
+        if fused.any():
+            out[fused] += self.cost.memcpy_s(self.cum[b[fused]] - self.cum[a[fused]])
+        return out + self.cost.host_gap_s(nb)
 
     def _count_handed(self, s0: np.ndarray, c: np.ndarray) -> np.ndarray:
         """Number of tensors with ``s0 + hook_rel[k] <= c`` (the reference's searchsorted on
@@ -309,7 +325,8 @@ class _Tables:
                         sl = np.flatnonzero(a < j)  # an empty cycle, as in the reference
                 aa = a[sl]
                 b = np.minimum(j[sl], nxt_flat[row[sl] + aa])  # FuseResponses
-                dur = self.dur[(hr[sl] * T + aa) * Tp1 + b]
+                dur = (self.dur[(hr[sl] * T + aa) * Tp1 + b] if self.dur is not None
+                       else self.durations(hr[sl].astype(np.int64), aa, b))
                 if R is None:
                     rd = s0[sl] + (self.ready_rel[b - 1] if RR is None else RR[np.arange(ids.size)[sl], b - 1])
                 else:
