@@ -12,7 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .errors import KnobError, ScenarioError
+from .errors import AutotunerError, KnobError, ScenarioError
 from .fit.store import FittedEnv, load_env, write_model
 from .knobs import (
     DEFAULTS_0_28,
@@ -98,6 +98,11 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
         try:
             cost = cost.with_backend(str(backend).lower())
         except CostModelError as e:
+            measured = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower()
+            if not cost.backends and measured:
+                raise ScenarioError(f"env {fenv.name!r} was measured with {measured} only: it has no {backend} tier to "
+                                    f"simulate (measure the cluster with {backend}, or describe it: autotuner env new)"
+                                    ) from None
             raise ScenarioError(f"env {fenv.name!r}: {e}") from None
     calibrated = model in fenv.workloads and compute_ms is None
     run = fenv.run_shapes.get(model) if calibrated else None
@@ -266,7 +271,10 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
             b = str((d.get("cluster") or {}).get("backend") or "").lower()
             (same if b == backend else other).append((float(tt["band"]), name))
     pool = sorted(same or other)
-    line = "never checked against a real run"
+    from .specs import NEVER_MEASURED, is_spec
+
+    line = (f"{NEVER_MEASURED} (published link figures: {fenv.name}.json fit.figures); never checked against a "
+            "real run" if is_spec(fenv.raw) else "never checked against a real run")
     if not pool:
         return {"band": MIN_GAIN, "source": f"no checked environment to borrow from: the {MIN_GAIN:.1%} tie rule",
                 "line": line, "trust": t}
@@ -293,7 +301,9 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
     "none (CPU ranks)" for an env measured with CPU ranks, a GPU's name otherwise) and its
     ``batch_size`` against the env's (``env_batch``: :func:`env_batch_size`, or the timed run's),
     and a CPU layout whose ranks fill the host's ``cores_per_host`` (compute and Horovod's threads
-    share the cores: the cycles are charged where ``measure``'s cpu phase ran, the rest is not). [] for a layout without them (written from published shapes)."""
+    share the cores: the cycles are charged where ``measure``'s cpu phase ran, the rest is not),
+    and a what-if with several ranks per node on an env without an intra-node tier (the
+    inter-node tier stands in for it). [] when none applies."""
     out = []
     L = sc.layout
     gpu = str((fenv.raw.get("cluster") or {}).get("gpu") or "")
@@ -316,6 +326,10 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
         out.append(f"layout {L.name!r} computes on the CPU with {sc.cluster.gpus_per_node} ranks on each host's "
                    f"{cores} cores: {charged}; checked on one CPU script, -7 to -2 % "
                    f"(docs/fresh-environments.md, section 8)")
+    if sc.cost.intra is None and sc.cluster.nodes > 1 and sc.cluster.gpus_per_node > 1:
+        out.append(f"env {fenv.name!r} measured no intra-node tier: the {sc.cluster.gpus_per_node} ranks inside "
+                   "each node are simulated on its inter-node tier (measure with several ranks per host, or "
+                   "autotuner env new --intra)")
     batch = env_batch or (sc.run.batch_size if sc.run else None)
     if L.batch_size is not None and batch is not None and L.batch_size != batch:
         out.append(f"layout {L.name!r} was profiled at batch {L.batch_size} per rank, env {fenv.name!r} "
@@ -634,6 +648,69 @@ def _model_dirs(model_dir) -> list[Path]:
     return [Path(p) for p in model_dir]
 
 
+def env_new(name: str, *, nodes: int, gpus_per_node: int, intra: str | None = None, inter_gbit: float | None = None,
+            backend: str = "nccl", gpu: str | None = None, out: Path | None = None,
+            model_dir: Path | Sequence[Path] | None = None) -> Path:
+    """``autotuner env new``: write ``<name>.json``, an environment from published link figures
+    (:func:`autotuner.specs.spec_model`; every output marks it "from specs, never measured"), to
+    ``out`` (default: the user's model folder, :func:`autotuner.paths.model_output_dir`).
+
+    A measured environment always wins: raises ScenarioError (one line, nothing written) when a
+    model of that name that was not built from specs exists in ``model_dir``'s search path or in
+    ``out``; also for bad figures (:func:`~autotuner.specs.spec_model`) or an unusable name.
+    Returns the path written."""
+    from .fit.store import find_models, write_model
+    from .paths import model_output_dir
+    from .readers.files import read_json
+    from .specs import is_spec, spec_model
+
+    out = model_output_dir(out)
+    for f in [*find_models(_model_dirs(model_dir)).items(), (name, out / f"{name}.json")]:
+        if f[0] == name and Path(f[1]).is_file():
+            d = read_json(Path(f[1]), ScenarioError, str(f[1]))
+            if not (isinstance(d, dict) and is_spec(d)):
+                raise ScenarioError(f"env {name!r} is measured ({f[1]}): a measured environment always wins over "
+                                    "specs; pick another name")
+    d = spec_model(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, inter_gbit=inter_gbit,
+                   backend=backend, gpu=gpu)
+    check_output_dir(out, "--out")
+    from .fit.store import ModelStoreError
+
+    try:
+        return write_model(out, d)
+    except ModelStoreError as e:
+        raise ScenarioError(str(e)) from None
+
+
+def envs(model_dir: Path | Sequence[Path] | None = None) -> list[dict[str, Any]]:
+    """``autotuner envs``: every environment a command can use (the first folder holding
+    ``<env>.json`` wins), each with ``env``, ``nodes``, ``gpus_per_node``, ``gpu``, ``backend``,
+    ``link_gbps`` (Gbit/s), ``source`` (``measured``, ``lab report``, ``specs``), ``models``
+    (calibrated model names), ``default``, ``path`` and ``trust`` (the trust line, as
+    :func:`error_band` gives it). Unreadable files are listed with ``problem`` instead."""
+    from .fit.store import find_models, load_env
+    from .specs import is_spec
+
+    dirs = _model_dirs(model_dir)
+    out = []
+    for name, path in sorted(find_models(dirs).items()):
+        try:
+            fenv = load_env(dirs, name)
+        except AutotunerError as e:
+            out.append({"env": name, "path": str(path), "problem": str(e)})
+            continue
+        raw = fenv.raw
+        src = str(raw.get("source") or "")
+        kind = ("specs" if is_spec(raw) else "lab report" if src.endswith(".md") else "measured")
+        c = raw.get("cluster") or {}
+        out.append({"env": name, "nodes": c.get("nodes"), "gpus_per_node": c.get("gpus_per_node"),
+                    "gpu": c.get("gpu"), "backend": c.get("backend"),
+                    "link_gbps": (raw.get("cost_model") or {}).get("link_gbps"), "source": kind,
+                    "models": sorted(raw.get("workloads") or {}), "default": bool(raw.get("default")),
+                    "path": str(path), "trust": error_band(dirs, fenv)["line"]})
+    return out
+
+
 def env_batch_size(runs_dir: Path | Sequence[Path], env: str) -> int | None:
     """``batch_size`` (samples per GPU per step) from ``<runs>/<env>/env.toml`` (the first folder
     of ``runs_dir`` holding it, when several), or None when there is no such file (or ``env`` is
@@ -806,11 +883,15 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
         res = suggest_scenario(sc, top=top, compressions=("none",), band=error_band(model_dir, fenv))
         proposals = list(dict.fromkeys(c for c in (Config.from_dict(p["config"]) for p in res["proposals"])
                                        if not (defaults and c == DEFAULTS_0_28)))
+        pk = res["pick"]
+        if not proposals and Config.from_dict(pk["best_config"]) != DEFAULTS_0_28:
+            # suggest keeps the defaults: run the best configuration it found, to check that decision
+            proposals = [Config.from_dict(pk["best_config"])]
+            say(f"note: suggest keeps Horovod's defaults on {setup.env} (predicted gain {pk['gain']:.1%}, inside "
+                f"the {pk['band']:.1%} band); proposal-1 is the best configuration it found, run to check that")
         if not proposals:
-            pk = res["pick"]
-            raise ValidationError(f"suggest keeps Horovod's defaults on {setup.env} (predicted gain {pk['gain']:.1%}, "
-                                  f"inside the {pk['band']:.1%} band): nothing to run beside them; pass "
-                                  "--proposals FILE to measure other configurations")
+            raise ValidationError(f"suggest's best configuration on {setup.env} is Horovod's defaults: nothing to run "
+                                  "beside them; pass --proposals FILE to measure other configurations")
     _refuse_duplicates(proposals, defaults)
     vdir = runs_dir / setup.env / "validation"
     check_output_dir(vdir, "--runs-dir")

@@ -834,6 +834,76 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
     render_table(wide, t)
 
 
+env_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                      help="Environments without a sweep: from published link figures.")
+app.add_typer(env_app, name="env")
+
+
+@env_app.command("new")
+def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain name)",
+                                           callback=opt.checked(opt.PlainName, "NAME")),
+                nodes: int = typer.Option(..., "--nodes", help="nodes", callback=opt.checked(opt.Count, "--nodes")),
+                gpus_per_node: int = typer.Option(..., "--gpus-per-node", help="GPUs (ranks) per node",
+                                                  callback=opt.checked(opt.GpusPerNode, "--gpus-per-node")),
+                intra: Optional[str] = typer.Option(None, "--intra", help="intra-node link: nvlink2, nvlink3, "
+                                                    "nvlink4, pcie3, pcie4, pcie5"),
+                inter_gbit: Optional[float] = typer.Option(None, "--inter-gbit",
+                                                           help="node link, Gbit/s (e.g. 100 for EDR InfiniBand, "
+                                                                "200 for HDR, 25 for 25GbE)",
+                                                           callback=opt.checked(opt.LinkGbit, "--inter-gbit")),
+                backend: str = typer.Option("nccl", "--backend", help="nccl, mpi or gloo"),
+                gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU model, for the record (e.g. A100)"),
+                out_dir: Optional[Path] = typer.Option(None, "--out", show_default=False,
+                                                       help="where <NAME>.json goes (default: the user's model "
+                                                            "folder, as fit)"),
+                model_dir: Optional[Path] = _model_dir_opt()) -> None:
+    """Build an environment from published link figures: marked "from specs, never measured" everywhere.
+
+    Example:
+
+        autotuner env new dgx8 --nodes 8 --gpus-per-node 8 --intra nvlink3 --inter-gbit 100 --gpu A100
+    """
+    from .api import env_new
+
+    path = env_new(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, inter_gbit=inter_gbit,
+                   backend=backend, gpu=gpu, out=out_dir, model_dir=model_search_path(model_dir))
+    out.print(f"wrote {path}: {name}, {nodes}x{gpus_per_node}" + (f" {gpu}" if gpu else "")
+              + (f", {intra} inside" if intra else "") + (f", {inter_gbit:g} Gbit/s between nodes" if inter_gbit else "")
+              + f", {backend}; from specs, never measured (autotuner measure --env {name} + fit replaces it)",
+              highlight=False, soft_wrap=True)
+    out.print(f"use it: autotuner suggest --model resnet50 --compute-ms 300 --env {name}", highlight=False,
+              soft_wrap=True)
+
+
+@app.command("envs")
+def envs_cmd(model_dir: Optional[Path] = _model_dir_opt(),
+             as_json: bool = typer.Option(False, "--json", help="print the list as JSON")) -> None:
+    """Every environment the commands can use: hardware, where its numbers come from, how far it was checked.
+
+    Example:
+
+        autotuner envs
+    """
+    from .api import envs
+
+    rows = envs(model_search_path(model_dir))
+    if as_json:
+        print(json.dumps(rows, allow_nan=False))
+        return
+    t = Table(title="environments")
+    for col in ("env", "shape", "backend", "link Gbit/s", "source", "calibrated models", "trust"):
+        t.add_column(col, justify="right" if col == "link Gbit/s" else "left")
+    for r in rows:
+        if "problem" in r:
+            t.add_row(r["env"], "", "", "", "unreadable", "", r["problem"])
+            continue
+        t.add_row(r["env"] + (" (default)" if r["default"] else ""),
+                  f"{r['nodes']}x{r['gpus_per_node']}" + (f" {r['gpu']}" if r["gpu"] else ""), str(r["backend"] or "?"),
+                  f"{r['link_gbps']:g}" if r["link_gbps"] else "", r["source"], ", ".join(r["models"]) or "-",
+                  r["trust"])
+    render_table(out, t)
+
+
 @app.command("profile")
 def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory, a function returning your torch.nn.Module (importable: on PYTHONPATH)"),
                 input_shape: str = typer.Option(..., "--input-shape", help="one sample's input shape, e.g. 3,224,224 "

@@ -368,17 +368,18 @@ def test_write_model_refuses_non_finite_numbers_and_bad_names(tmp_path):
 
 def test_fit_reports_a_nan_model_as_not_fitted_and_fits_the_others(tmp_path, monkeypatch):
     import autotuner.api as api
+    import autotuner.fit.fitters as fitters
 
     env_dir(tmp_path, RESPONSES, edit=lambda t: t.replace('name = "v100-16gbit"', 'name = "a"'), name="a")
     env_dir(tmp_path, RESPONSES, edit=lambda t: t.replace('name = "v100-16gbit"', 'name = "b"'), name="b")
-    real = api.fit_env
+    real = fitters.fit_env
 
     def nan_for_a(env):
         d = real(env)
         if env.name == "a":
             d["workloads"]["resnet50"]["comm_scale"] = float("nan")
         return d
-    monkeypatch.setattr(api, "fit_env", nan_for_a)
+    monkeypatch.setattr(fitters, "fit_env", nan_for_a)
     fitted, problems = api.fit_runs(tmp_path / "runs", tmp_path / "out")
     assert [d["env"] for d, _, _ in fitted] == ["b"]
     assert any(p.startswith("a: not fitted (a: workloads.resnet50.comm_scale: nan") for p in problems), problems

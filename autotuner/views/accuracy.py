@@ -289,7 +289,8 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     """How far ``env``'s fitted model has been checked against real runs (a model file's
     ``trust``, :class:`autotuner.schemas.TrustEntry`).
 
-    ``configurations``: held-out step times of :func:`cases` (numbers the fit did not use);
+    ``configurations``: held-out step times of :func:`cases` (numbers the fit did not use), and
+    held-out whole runs' wall times where the env records runs (:data:`WALL`);
     ``mean_error_pct`` / ``worst_pct``: their mean absolute and worst signed error (%);
     ``trials``: the ok real trials behind them (validation records; a lab report's rows count one
     each); trials on another shape than the env's (``validate --testbed-hosts``) are what-ifs and
@@ -308,7 +309,7 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
         def other_shape(what: str) -> bool:  # trials on another shape are what-ifs, not this env
             m = _SHAPE.search(what)
             return m is not None and (int(m.group(1)), int(m.group(2))) != own
-        cs = [c for c in cases(runs_dir, model_dir, env) if c.what.endswith("step time (ms)") and not c.calibrated
+        cs = [c for c in cases(runs_dir, model_dir, env) if c.what.endswith(("step time (ms)", WALL)) and not c.calibrated
               and not other_shape(c.what)]
     except (AutotunerError, StopIteration, KeyError, ValueError, TypeError):  # a row the fit left out
         cs, own = [], None
