@@ -79,7 +79,7 @@ def test_unfitted_backend_is_one_line_exit_2(cmd, model_dir, tmp_path):
 
 def test_backend_on_env_with_one_backend_and_unknown_name():
     assert_one_line_error(run("simulate", "--model", "resnet50", "--env", "v100-16gbit", "--backend", "mpi"),
-                          "one backend only")
+                          "was measured with nccl only")
     assert_one_line_error(run("simulate", "--model", "resnet50", "--env", "v100-16gbit", "--backend", "tcp"),
                           "--backend")
 

@@ -78,7 +78,7 @@ def test_backend_what_if(model_dir):
     assert base.simulate(DEFAULTS_0_28).step_time_ms == steps["nccl"]  # the env's build is NCCL
     with pytest.raises(ScenarioError, match="no fitted tier for backend 'ucx'"):
         make_scenario(model_dir, "t4x4-pcie", "mnist", backend="ucx")
-    with pytest.raises(ScenarioError, match="measured one backend only"):
+    with pytest.raises(ScenarioError, match="was measured with gloo only"):
         make_scenario(model_dir, "local-gloo-1gbit", "resnet50", backend="mpi")
 
 

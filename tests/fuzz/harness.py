@@ -742,7 +742,71 @@ def g_suggest(c: Case) -> None:
     _compute_ms(c)
     if "--n-calls" not in c.argv:
         c.opt("--n-calls", "2")
+    r = c.rng.random()
+    if r < 0.3:
+        c.opt("--strategy", c.rng.choice(["grid", "bayes"]))
+    elif r < 0.36:
+        c.opt("--strategy", c.rng.choice(["Bayes", "random", ""]), bad=True)
     if c.rng.random() < 0.6:
+        c.argv.append("--json")
+
+
+def g_env(c: Case) -> None:
+    """``env new NAME``: shapes, links and rates drawn valid and wrong; output into the case folder."""
+    c.argv.append("new")
+    r = c.rng.random()
+    if r < 0.85:
+        c.argv.append(c.rng.choice(["dgx", "my-cluster.1", "a"]))
+    elif r < 0.93:
+        c.argv.append(c.rng.choice(["", "../x", "a/b", ".hidden"]))
+        c.bad.append("name")
+    else:
+        c.argv.append("local-gloo-1gbit")  # a measured env: refused
+        c.opt("--model-dir", "model")
+    c.numeric("--nodes", ["1", "2", "8"], ["0", "-1", "nan", "x", "", "2.5"], ODD_INT, p_set=0.95)
+    c.numeric("--gpus-per-node", ["1", "4", "8"], ["0", "-1", "nan", "x", ""], ODD_INT, p_set=0.95)
+    r = c.rng.random()
+    if r < 0.7:
+        c.opt("--intra", c.rng.choice(["nvlink2", "nvlink3", "nvlink4", "pcie3", "pcie4", "pcie5"]))
+    elif r < 0.78:
+        c.opt("--intra", c.rng.choice(["nvlink9", "", "NVLINK3", "pcie"]), bad=True)
+    c.numeric("--inter-gbit", ["10", "100", "200", "0.5"], BAD_POS_FLOAT, ["1e300", "1e-300"], p_set=0.7)
+    r = c.rng.random()
+    if r < 0.3:
+        c.opt("--backend", c.rng.choice(["nccl", "mpi", "gloo"]))
+    elif r < 0.36:
+        c.opt("--backend", c.rng.choice(["rdma", "", "NCCL"]), bad=True)
+    if c.rng.random() < 0.3:
+        c.opt("--gpu", c.rng.choice(["A100", "", "H100 SXM"]))
+    _out_opt(c)
+
+
+def g_envs(c: Case) -> None:
+    """``envs``: the shipped models, or a mutated model file among them."""
+    if c.rng.random() < 0.5:
+        _model_dir_opt(c)
+        if "--env" in c.argv:  # envs takes no --env
+            i = c.argv.index("--env")
+            del c.argv[i:i + 2]
+    if c.rng.random() < 0.5:
+        c.argv.append("--json")
+
+
+def g_accuracy(c: Case) -> None:
+    """``accuracy``: one env or all, the shipped or mutated models, --cost-model."""
+    r = c.rng.random()
+    if r < 0.5:
+        c.opt("--env", c.rng.choice(ENVS))
+    elif r < 0.6:
+        c.opt("--env", c.rng.choice(BAD_ENV), bad=True)
+    r = c.rng.random()
+    if r < 0.15:
+        c.opt("--cost-model", c.rng.choice(["local-gloo-1gbit-sweep", "fresh-poll-2gbit"]))
+    elif r < 0.2:
+        c.opt("--cost-model", c.rng.choice(["", "../x", "nope"]), bad=True)
+    if c.rng.random() < 0.3:
+        c.opt("--model-dir", "model")
+    if c.rng.random() < 0.5:
         c.argv.append("--json")
 
 
@@ -891,7 +955,8 @@ def g_validate(c: Case) -> None:
         c.argv.append("--no-autotune")
 
 
-HELP_CMDS = ["fit", "simulate", "suggest", "explore", "scale", "inspect", "compare", "validate"]
+HELP_CMDS = ["fit", "simulate", "suggest", "explore", "scale", "inspect", "compare", "validate", "accuracy", "envs",
+             "measure", "profile"]
 
 
 def g_usage(c: Case) -> None:
@@ -899,12 +964,16 @@ def g_usage(c: Case) -> None:
     r = c.rng.random()
     cmd = c.rng.choice(HELP_CMDS)
     if r < 0.3:
-        c.argv += ["--help"] if c.rng.random() < 0.2 else [cmd, "--help"]
+        c.argv += c.rng.choice([["--help"], ["--version"], ["env", "--help"], ["env", "new", "--help"]]) \
+            if c.rng.random() < 0.3 else [cmd, "--help"]
     elif r < 0.5:
         c.argv.append(c.rng.choice(["bogus", "Simulate", "fit2", "-x"]))
         c.bad.append("command")
     elif r < 0.7:
-        c.argv.append(cmd)  # the required argument or --model missing
+        if cmd in ("envs", "accuracy"):  # no required argument: an option without its value
+            c.argv += ["accuracy", "--env"]
+        else:
+            c.argv.append(cmd)  # the required argument or --model missing
         c.bad.append("missing argument")
     else:
         c.argv += [cmd, "--model", "resnet50", c.rng.choice(["--bogus", "--nodes", "--json=1", "--fusion", "-z"])]
@@ -913,8 +982,8 @@ def g_usage(c: Case) -> None:
 
 COMMANDS = {"simulate": (g_simulate, 28), "inspect": (g_inspect, 12), "compare": (g_compare, 12), "fit": (g_fit, 14),
             "usage": (g_usage, 6), "scale": (g_scale, 7), "explore": (g_explore, 5), "suggest": (g_suggest, 9),
-            "validate": (g_validate, 7)}
-JSON_CMDS = ("simulate", "suggest", "compare", "explore", "scale")
+            "validate": (g_validate, 7), "env": (g_env, 5), "envs": (g_envs, 2), "accuracy": (g_accuracy, 2)}
+JSON_CMDS = ("simulate", "suggest", "compare", "explore", "scale", "envs", "accuracy")
 
 
 def _snapshot(root: Path) -> dict[str, tuple]:
