@@ -1,13 +1,18 @@
 """autotuner: predict and tune Horovod's knobs from measured bandwidth data.
 
-Public surface (everything else is internal), imported on first use so that
+Public surface (everything else is internal; ``fit_environments`` and ``accuracy_table`` are named so
+because ``autotuner.fit`` and ``autotuner.accuracy`` are a package and a module), imported on first use so that
 ``import autotuner`` and the command line start fast (numpy, scipy and skopt load only
 when a name that needs them is used).
 """
 from importlib import import_module
 
 _EXPORTS = {
-    "fit_runs": ".api", "make_scenario": ".api", "suggest": ".api", "simulate": ".api",
+    "fit_runs": ".api", "make_scenario": ".api", "suggest": ".api", "simulate": ".api", "fit_environments": ".api",
+    "explore": ".api", "scale": ".api", "accuracy_table": ".api", "validate": ".api", "measure": ".api",
+    "profile_model": ".api", "compare_timelines": ".api", "inspect_log": ".api", "env_new": ".api", "envs": ".api",
+    "Backend": ".api", "SearchStrategy": ".api", "ProfileDevice": ".api", "Compression": ".model.scenario",
+    "FitResult": ".results", "ExploreResult": ".results", "ScaleResult": ".results", "ValidateResult": ".results",
     "SuggestResult": ".results", "SimulateResult": ".results", "Proposal": ".results", "Choice": ".results",
     "Response": ".results",
     "Strategy": ".search.ranking", "GridStrategy": ".search.grid", "BayesStrategy": ".search.bayes",

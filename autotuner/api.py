@@ -639,6 +639,166 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
         timeline=None if written is None else str(written))
 
 
+def fit_environments(runs_dir: Path, out: Path | None = None):
+    """``autotuner fit`` (named so: ``autotuner.fit`` is the fitting package): a cost model per environment under ``runs_dir``, written as
+    ``<env>.json`` (+ a bandwidth plot) to ``out`` (default: ``$AUTOTUNER_MODEL_DIR``, else the
+    user's model folder, :func:`autotuner.paths.model_output_dir`). Returns a
+    :class:`autotuner.results.FitResult`; raises an AutotunerError (one line) for an unusable
+    runs folder or output folder, and FitError when nothing could be fitted."""
+    from .errors import FitError
+    from .paths import model_output_dir
+    from .results import FitResult
+
+    default_folder, model_dir = out is None, model_output_dir(out)
+    check_output_dir(model_dir, "--out")
+    fitted, problems = fit_runs(Path(runs_dir), model_dir)
+    if not fitted:
+        raise FitError("no environment could be fitted" + (f" ({len(problems)} input problem(s): "
+                                                            f"{problems[0]})" if problems else ""))
+    return FitResult(tuple(fitted), tuple(problems), model_dir, default_folder)
+
+
+def inspect_log(path: Path, model: str | None = None) -> list[str]:
+    """``autotuner inspect``: a Horovod autotune log (``--autotune-log-file`` CSV) explained, one
+    line each (:func:`autotuner.readers.autotune_log.explain`); with ``model`` (a layout) the score
+    is also turned into a time per step. Raises AutotuneLogError / LayoutError (one line)."""
+    from .readers.autotune_log import explain, read_autotune_log
+
+    log = read_autotune_log(Path(path))
+    return explain(log, load_layout(model).total_bytes if model else None)
+
+
+def explore(model: str, env: str | None = None, *, config: Config | Mapping[str, Any] | None = None,
+            pick_file: Path | None = None, suggest_pick: bool = True, resolution: int = 64,
+            nodes: int | None = None, gpus_per_node: int | None = None, bandwidth_gbps: float | None = None,
+            compression: str = "none", compute_ms: float | None = None, backend: str | None = None,
+            out_dir: Path = Path("explore"), runs_dir: Path | Sequence[Path] | None = None,
+            model_dir: Path | Sequence[Path] | None = None):
+    """``autotuner explore``: predicted step time over fusion threshold x cycle time for every on/off
+    combination (:func:`autotuner.views.explore.explore`), heatmaps and a sensitivity plot written to
+    ``out_dir`` (PNG + SVG), the measured validation trials of the env overlaid when the scenario is
+    the measured one (no what-if).
+
+    The marked configuration: ``config`` (knobs by option name or a Config), else the first of
+    ``pick_file`` (``suggest --json`` output or a list), else suggest's own pick for this compression
+    (:func:`suggest_scenario`, with the env's error band: the same answer as ``autotuner suggest
+    --compression C``) when ``suggest_pick``. ``resolution``: points per axis. Returns an
+    :class:`autotuner.results.ExploreResult`; raises an AutotunerError (one line) for bad input."""
+    import time
+
+    from .knobs import config_from_values
+    from .readers.runs import read_validation_records
+    from .results import ExploreResult
+    from .views.explore import explore as explore_grid
+    from .views.plots_explore import heatmaps, sensitivity_plot
+
+    mdirs, rdirs = _model_dirs(model_dir), _runs_dirs(runs_dir)
+    check_output_dir(Path(out_dir), "--out")
+    sc, fenv = make_scenario(mdirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node, bandwidth_gbps=bandwidth_gbps,
+                             compression=compression, compute_ms=compute_ms, backend=backend)
+    t0 = time.perf_counter()
+    label, t_suggest = "suggest pick", None
+    if config is not None:
+        pick, label = (config if isinstance(config, Config) else config_from_values(dict(config))), "given configuration"
+    elif pick_file is not None:
+        pick = load_proposals(Path(pick_file))[0]
+    elif suggest_pick:
+        pick = Config.from_dict(suggest_scenario(sc, top=1, compressions=(str(compression),),
+                                                 band=error_band(mdirs, fenv))["proposals"][0]["config"])
+        t_suggest = time.perf_counter() - t0
+    else:
+        pick = None
+    same_setup = (nodes is None and gpus_per_node is None and bandwidth_gbps is None and str(compression) == "none"
+                  and backend is None)
+    records = read_validation_records(rdirs, sc.env) if same_setup else []
+    ex = explore_grid(sc, resolution=resolution, suggested=pick, measured_records=records, pick_label=label)
+    t1 = time.perf_counter()
+    stem = Path(out_dir) / f"{sc.env}-{Path(sc.model).stem}"
+    files = heatmaps(ex, stem.with_name("explore-" + stem.name)) + \
+        sensitivity_plot(ex, stem.with_name("sensitivity-" + stem.name))
+    return ExploreResult(ex, tuple(str(f) for f in files), t_suggest, time.perf_counter() - t1, same_setup,
+                         sc.backend, sc.compression)
+
+
+def scale(model: str, env: str | None = None, *, nodes: Sequence[int] | None = None, ranks: Sequence[int] | None = None,
+          gpus_per_node: int | None = None, bandwidths_gbps: Sequence[float] | None = None,
+          batch_size: int | None = None, compute_ms: float | None = None, compression: str = "none",
+          backend: str | None = None, out_dir: Path = Path("scale"), runs_dir: Path | Sequence[Path] | None = None,
+          model_dir: Path | Sequence[Path] | None = None):
+    """``autotuner scale``: what-if at scale (:func:`autotuner.views.scale.scale`): per node count
+    (``nodes``; default 1, 2, 4, ..., 64) or per rank count on one node (``ranks``), and per link
+    rate (``bandwidths_gbps``, Gbit/s; default the env's), the best configuration and the defaults'
+    step time, throughput and scaling efficiency; the plot written to ``out_dir``. The batch per GPU
+    (for samples/s) is ``batch_size``, else a profiled layout's, else the env's (runs/<env>/env.toml),
+    else its timed run's. Returns an :class:`autotuner.results.ScaleResult`; raises an
+    AutotunerError (one line) for bad input (``nodes`` with ``ranks``, ``ranks`` with
+    ``gpus_per_node``, non-positive counts or rates)."""
+    from .errors import ExploreError
+    from .results import ScaleResult
+    from .views.plots_explore import scale_plot
+    from .views.scale import scale as scale_grid
+
+    if ranks is not None and nodes is not None:
+        raise ExploreError("--ranks and --nodes: give one (--ranks: ranks on one node; --nodes: node counts)")
+    if ranks is not None and gpus_per_node is not None:
+        raise ExploreError("--ranks and --gpus-per-node: give one (--ranks sets the ranks on the one node)")
+    mdirs, rdirs = _model_dirs(model_dir), _runs_dirs(runs_dir)
+    check_output_dir(Path(out_dir), "--out")
+    sc, fenv = make_scenario(mdirs, env, model, compression=compression, compute_ms=compute_ms, backend=backend)
+    env_batch = env_batch_size(rdirs, sc.env)
+    batch = (batch_size or (sc.layout.batch_size if sc.layout.measured else None) or env_batch
+             or (sc.run.batch_size if sc.run else None))
+    ns = None if ranks is not None else list(nodes if nodes is not None else SCALE_NODES)
+    res = scale_grid(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bandwidths_gbps, batch_per_gpu=batch,
+                     ranks=None if ranks is None else list(ranks))
+    files = scale_plot(res, Path(out_dir) / f"scale-{sc.env}-{Path(sc.model).stem}")
+    return ScaleResult(res, tuple(str(f) for f in files), error_band(mdirs, fenv)["line"],
+                       tuple(layout_warnings(sc, fenv, batch_size or env_batch)), batch, sc.run, sc.backend)
+
+
+#: ``scale``'s node counts when neither nodes nor ranks is given
+SCALE_NODES = (1, 2, 4, 8, 16, 32, 64)
+
+
+def validate(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, hosts: str = "",
+             bandwidth_gbit: float | None = None, testbed_hosts: int | None = None, ranks_per_host: int | None = None,
+             link_gbit: float | None = None, replay_wait: str = "spin", compute_ms: float | None = None,
+             steps: int = 6, warmup: int = 2, repeats: int = 3, top: int = 1, proposals_file: Path | None = None,
+             autotune: bool = True, defaults: bool = True, name: str | None = None, timeout_s: float = 600.0,
+             keep_timelines: bool = False, timeline: bool = True, batch_size: int | None = None,
+             runs_dir: Path | None = None, model_dir: Path | Sequence[Path] | None = None, on_event=None):
+    """``autotuner validate``: real ``horovodrun`` trials of Horovod's defaults, its autotune and
+    autotune's best, and the proposals (``proposals_file``, else suggest's top ``top`` without
+    compression), ``repeats`` times each, interleaved (:func:`run_validation`), with the replay
+    workload of ``model`` or the user's ``command``. Records go to ``runs_dir/<env>/validation/``
+    (default: ``$AUTOTUNER_RUNS_DIR``, else ./runs, else the user's folder), appended trial by trial;
+    a re-run resumes. Returns a :class:`autotuner.results.ValidateResult`; raises an AutotunerError
+    (one line) for bad input, a proposal the plan already holds, or a missing horovodrun."""
+    from .paths import runs_output_dir
+    from .results import ValidateResult
+
+    load_layout(model)  # fail fast on an unknown model
+    setup = validation_setup(env=env, model=model, np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit,
+                             compute_ms=compute_ms, steps=steps, warmup=warmup, command=tuple(command or ()),
+                             batch_size=batch_size, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
+                             link_gbit=link_gbit, replay_wait=replay_wait)
+    proposals = load_proposals(Path(proposals_file)) if proposals_file else None
+    recs, report, verdict = run_validation(setup, runs_dir=runs_output_dir(runs_dir), model_dir=_model_dirs(model_dir),
+                                           name=name or Path(model).stem, proposals=proposals, top=top,
+                                           repeats=repeats, autotune=autotune, defaults=defaults, timeout_s=timeout_s,
+                                           keep_timelines=keep_timelines, timeline=timeline, on_event=on_event)
+    return ValidateResult(tuple(recs), report, verdict)
+
+
+def _runs_dirs(runs_dir) -> list[Path]:
+    """The runs folders searched: ``runs_dir`` first (one), then the default search; a list as given."""
+    from .paths import runs_search_path
+
+    if runs_dir is None or isinstance(runs_dir, (str, Path)):
+        return runs_search_path(None if runs_dir is None else Path(runs_dir))
+    return [Path(p) for p in runs_dir]
+
+
 def _model_dirs(model_dir) -> list[Path]:
     """The fitted-model folders searched: ``model_dir`` first (one or several), then the default search."""
     from .paths import model_search_path
@@ -770,10 +930,11 @@ def load_proposals(path: Path) -> list[Config]:
     return out
 
 
-def accuracy(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path],
-             env: str | None = None, cost_model: str | None = None) -> dict[str, Any]:
+def accuracy_table(runs_dir: Path | Sequence[Path] | None = None, model_dir: Path | Sequence[Path] | None = None,
+                   env: str | None = None, cost_model: str | None = None) -> dict[str, Any]:
     """Predicted vs measured for every committed measurement (``autotuner accuracy``); runs and
-    models each from one folder or several searched in order (:mod:`autotuner.paths`).
+    models each from one folder (searched first, then the default search) or a list of folders
+    searched in order (:mod:`autotuner.paths`); None: the default search.
 
     Returns ``{"cases": [...], "summary": [...], "notes": [...]}``: each case is one measured
     number (env, quantity, measured, predicted, error in percent, source file and line, and
@@ -783,6 +944,7 @@ def accuracy(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path],
     """
     from .views.accuracy import cases, summary
 
+    runs_dir, model_dir = _runs_dirs(runs_dir), _model_dirs(model_dir)
     notes: list[str] = []
     cs = cases(runs_dir, model_dir, env, notes, cost_model=cost_model)  # cost_model: see views.accuracy.cases
     return {"cases": [{"env": c.env, "quantity": c.what, "measured": c.measured, "predicted": c.predicted,
@@ -990,7 +1152,7 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
     return recs, net_note, runner
 
 
-def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth_gbit: float | None = None,
+def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str = "", bandwidth_gbit: float | None = None,
             sizes: str | None = None, repeats: int = 5, warmup: int = 1, timeout_s: float = 900.0,
             testbed_hosts: int | None = None, ranks_per_host: int | None = None, link_gbit: float | None = None,
             wait: str = "spin", cpu_repeats: int = 5, trickle_repeats: int = 2, on_total=None, on_item=None,
@@ -999,7 +1161,8 @@ def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth
     ``runs_dir/<env>/`` (resumes a killed sweep), then its ``cpu`` phase (``cpu_repeats``
     rounds, :mod:`autotuner.realrun.cpuprobe`) and its ``trickle`` phase (``trickle_repeats``
     rounds, :mod:`autotuner.realrun.trickleprobe`; 0 skips either). ``sizes``: ``LO:HI`` or a comma list (bytes,
-    ``K``/``M``/``G`` binary units), default 1K:512M. Returns the JSON-ready summary. Raises
+    ``K``/``M``/``G`` binary units), default 1K:512M. ``runs_dir`` None: ``$AUTOTUNER_RUNS_DIR``, else
+    ./runs, else the user's folder. Returns the JSON-ready summary (with ``runs_dir``). Raises
     ValidationError (one line) for bad input, a missing horovodrun or a failed job; OutputError
     when ``runs_dir/<env>`` cannot be written."""
     from .errors import ValidationError
@@ -1017,11 +1180,14 @@ def measure(*, env: str, runs_dir: Path, np: int = 2, hosts: str = "", bandwidth
         raise ValidationError(f"{bad} {min(cpu_repeats, trickle_repeats)}: must be >= 0")
     tiers(np, hosts)  # bad --hosts: one line before anything starts
     sz = parse_sizes(sizes) if sizes else DEFAULT_SIZES
+    from .paths import runs_output_dir
+
+    runs_dir = runs_output_dir(runs_dir)
     env_dir = runs_dir / env
     check_output_dir(env_dir, "--runs-dir")
     setup = SweepSetup(np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit, repeats=repeats, warmup=warmup,
                        testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait)
     with _sigterm_as_exit():
-        return run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, cpu_repeats=cpu_repeats,
-                           trickle_repeats=trickle_repeats,
-                           on_total=on_total, on_item=on_item, on_event=on_event)
+        summary = run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, cpu_repeats=cpu_repeats,
+                              trickle_repeats=trickle_repeats, on_total=on_total, on_item=on_item, on_event=on_event)
+    return summary | {"runs_dir": str(runs_dir)}

@@ -29,34 +29,27 @@ if (__name__ == "__main__" or os.path.basename(sys.argv[0]) == "autotuner") and 
 import functools  # noqa: E402
 import inspect as _inspect  # noqa: E402
 import json  # noqa: E402
-import time  # noqa: E402
 import typing  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, List, Optional  # noqa: E402
+from typing import List, Optional  # noqa: E402
 
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from . import options as opt  # noqa: E402
-from .api import (  # noqa: E402
+import autotuner  # noqa: E402  (the public API: everything the commands do)
+from autotuner import (  # noqa: E402  (option types)
+    KNOBS,
+    AutotunerError,
     Backend,
-    LOSSY,
     Compression,
     ProfileDevice,
     SearchStrategy,
-    compare_timelines,
-    fit_runs,
-    make_scenario,
-    simulate_result,
-    write_simulated_timeline,
 )
-from .errors import AutotunerError  # noqa: E402
-from .knobs import KNOB_BY_FIELD, KNOB_BY_PARAM, KNOBS, MIB, config_from_values, hierarchical_allreduce_note  # noqa: E402
-from .render import render_table  # noqa: E402
-from .paths import model_output_dir, model_search_path, runs_output_dir, runs_search_path  # noqa: E402
-from .writers.atomic import check_output_dir  # noqa: E402
+
+from . import options as opt  # noqa: E402  (the command line's own option checks)
+from .render import MIB, fmt_num, render_table  # noqa: E402  (the command line's own rendering)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Predict and tune Horovod's knobs from measured bandwidth data.")
@@ -159,12 +152,6 @@ def knob_options(help_for: str):
     return deco
 
 
-def _fixed(knobs: dict[str, Any]) -> dict[str, Any]:
-    """Given knob options (flag units) as internal field values."""
-    cfg = config_from_values(knobs)
-    return {KNOB_BY_PARAM[p].field: getattr(cfg, KNOB_BY_PARAM[p].field) for p in knobs}
-
-
 MODEL_HELP = "vgg16, resnet50, ..., a layout .json, or pkg.mod:factory"
 ENV_HELP = "fitted environment (default: the one marked default)"
 COMPUTE_HELP = "forward+backward ms for an uncalibrated model"
@@ -196,21 +183,6 @@ def _backend_opt():
                         help="what-if collective backend: its fitted intra-node tier (default: the env's own)")
 
 
-def _hierarchical_note(sc, cfg) -> None:
-    """One ``note:`` line on stderr when ``cfg`` has hierarchical allreduce on and the scenario's
-    backend has none in Horovod 0.28.1 (simulated as off: :func:`autotuner.knobs.hierarchical_allreduce_supported`)."""
-    why = hierarchical_allreduce_note(sc.effective_backend) if cfg.hierarchical_allreduce else None
-    if why:
-        err.print(f"note: {KNOB_BY_FIELD['hierarchical_allreduce'].flag} simulated as off on backend "
-                  f"{sc.effective_backend}: {why}",
-                  highlight=False, markup=False, soft_wrap=True)
-
-
-def _backend_note(sc) -> str:
-    """``", backend X"`` for an output header when a ``--backend`` what-if is simulated, else ``""``."""
-    return f", backend {sc.backend}" if sc.backend else ""
-
-
 @app.command()
 def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each with env.toml)"),
         model_dir: Optional[Path] = typer.Option(None, "--out", show_default=False,
@@ -222,9 +194,8 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
 
         autotuner fit runs/
     """
-    found_by_default, model_dir = model_dir is None, model_output_dir(model_dir)
-    check_output_dir(model_dir, "--out")
-    fitted, problems = fit_runs(runs_dir, model_dir)
+    res = autotuner.fit_environments(runs_dir, model_dir)
+    fitted, problems = res.fitted, res.problems
     for p in problems:
         err.print(f"warning: {p}", highlight=False, markup=False, soft_wrap=True)
     t = Table(title="fitted environments")
@@ -246,14 +217,12 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
                       f"samples; with per-model comm scale R² {f['r2_with_comm_scale']:.4f}, "
                       f"MAPE {f['mape_percent_with_comm_scale']:.1f}%", highlight=False)
         out.print(f"wrote {path}" + (f" and {png}" if png else ""), highlight=False)
-    if fitted and found_by_default:
-        out.print(f"models folder: {model_dir} (no --out; every command reads it before the shipped models)",
+    if res.default_folder:
+        out.print(f"models folder: {res.model_dir} (no --out; every command reads it before the shipped models)",
                   highlight=False, soft_wrap=True)
     if problems:
         err.print(f"warning: {len(problems)} input problem(s) above (each names what was dropped or repaired)",
                   highlight=False, markup=False, soft_wrap=True)
-    if not fitted:
-        raise AutotunerError("no environment could be fitted")
 
 
 @app.command()
@@ -284,7 +253,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
     r = autotuner.simulate(model, env, config=knobs, compression=str(compression), nodes=nodes,
                            gpus_per_node=gpus_per_node, bandwidth_gbps=bandwidth_gbps, compute_ms=compute_ms,
-                           backend=None if backend is None else str(backend), model_dir=model_search_path(model_dir),
+                           backend=None if backend is None else str(backend), model_dir=model_dir,
                            timeline=timeline, timeline_steps=timeline_steps)
     for w in r.warnings:
         err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
@@ -355,7 +324,7 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         r = autotuner.suggest(model, env, fixed=knobs, compression=None if compression is None else str(compression),
                               strategy=search, top=top, nodes=nodes, gpus_per_node=gpus_per_node,
                               bandwidth_gbps=bandwidth_gbps, compute_ms=compute_ms,
-                              backend=None if backend is None else str(backend), model_dir=model_search_path(model_dir),
+                              backend=None if backend is None else str(backend), model_dir=model_dir,
                               progress=lambda done, total: prog.update(task, completed=done, total=total))
     for n in r.notes:
         err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
@@ -466,19 +435,14 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
 
         autotuner validate --env mycluster --model my_layout.json --no-autotune -- python examples/train_horovod.py
     """
-    from .api import load_layout, load_proposals, run_validation, validation_setup
-
-    load_layout(model)  # fail fast on an unknown model
-    setup = validation_setup(env=env, model=model, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, compute_ms=compute_ms,
-                             steps=steps, warmup=warmup, command=tuple(command or ()), batch_size=batch_size,
-                             testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
-                             replay_wait=replay_wait)
-    proposals = load_proposals(proposals_file) if proposals_file else None
-    model_dirs, runs_dir = model_search_path(model_dir), runs_output_dir(runs_dir)
-    recs, report, verdict = run_validation(setup, runs_dir=runs_dir, model_dir=model_dirs, name=name or Path(model).stem,
-                                           proposals=proposals, top=top, repeats=repeats, autotune=autotune,
-                                           defaults=defaults, timeout_s=timeout_s, keep_timelines=keep_timelines,
-                                           timeline=timeline, on_event=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))
+    r = autotuner.validate(env, model, command=tuple(command or ()), np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit,
+                           testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
+                           replay_wait=replay_wait, compute_ms=compute_ms, steps=steps, warmup=warmup, repeats=repeats,
+                           top=top, proposals_file=proposals_file, autotune=autotune, defaults=defaults, name=name,
+                           timeout_s=timeout_s, keep_timelines=keep_timelines, timeline=timeline, batch_size=batch_size,
+                           runs_dir=runs_dir, model_dir=model_dir,
+                           on_event=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))
+    recs, report, verdict = r.records, r.report, r.verdict
     out.print(f"{len(recs)} trials recorded; report: {report}", highlight=False)
     out.print(verdict, highlight=False)
 
@@ -492,12 +456,7 @@ def inspect(path: Path = typer.Argument(..., help="a Horovod autotune log CSV (-
 
         autotuner inspect autotune_log.csv
     """
-    from .api import load_layout
-    from .readers.autotune_log import explain, read_autotune_log
-
-    log = read_autotune_log(path)
-    nbytes = load_layout(model).total_bytes if model else None
-    for line in explain(log, nbytes):
+    for line in autotuner.inspect_log(path, model):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
@@ -517,9 +476,8 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
 
         autotuner compare real.json.gz sim.json
     """
-    from .views.timeline_compare import fmt_num as f
-
-    d = compare_timelines(real, sim, skip_real=skip_real, skip_sim=skip_sim, top=top)
+    f = fmt_num
+    d = autotuner.compare_timelines(real, sim, skip_real=skip_real, skip_sim=skip_sim, top=top)
     if as_json:
         print(json.dumps(d, allow_nan=False))
         return
@@ -573,7 +531,7 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
 
 
 #: ``scale``'s node counts when neither --nodes nor --ranks is given
-SCALE_NODES = "1,2,4,8,16,32,64"
+SCALE_NODES = "1,2,4,8,16,32,64"  # autotuner.api.SCALE_NODES, as the help shows it
 
 
 def _wide_console() -> Console:
@@ -610,54 +568,27 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         autotuner explore --model resnet50 --env local-gloo-1gbit --out explore/
     """
     wide = _wide_console()
-    from .api import error_band, load_proposals, suggest_scenario
-    from .knobs import Config
-    from .readers.runs import read_validation_records
-    from .views.explore import explore
-    from .views.plots_explore import heatmaps, sensitivity_plot
-
-    model_dirs, runs_dirs = model_search_path(model_dir), runs_search_path(runs_dir)
-    check_output_dir(out_dir, "--out")
-    sc, fenv = make_scenario(model_dirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
-                             bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms,
-                             backend=backend)
-    t0 = time.perf_counter()
-    if knobs:
-        pick, suggest_pick = config_from_values(knobs), False
-        _hierarchical_note(sc, pick)
-    elif pick_file is not None:
-        pick, suggest_pick = load_proposals(pick_file)[0], False
-    elif suggest_pick:  # suggest's own pick (the same call as `autotuner suggest` with this compression)
-        pick = suggest_scenario(sc, top=1, compressions=(str(compression),),
-                                band=error_band(model_dirs, fenv))["proposals"][0]["config"]
-        pick = Config.from_dict(pick)
-    else:
-        pick = None
-    t_suggest = time.perf_counter() - t0
-    same_setup = (nodes is None and gpus_per_node is None and bandwidth_gbps is None and compression == "none"
-                  and backend is None)
-    records = read_validation_records(runs_dirs, sc.env) if same_setup else []
-    ex = explore(sc, resolution=resolution, suggested=pick, measured_records=records,
-                 pick_label="given configuration" if knobs else "suggest pick")
-    t1 = time.perf_counter()
-    files = heatmaps(ex, out_dir / f"explore-{sc.env}-{Path(sc.model).stem}") + \
-        sensitivity_plot(ex, out_dir / f"sensitivity-{sc.env}-{Path(sc.model).stem}")
-    t_plot = time.perf_counter() - t1
+    r = autotuner.explore(model, env, config=knobs or None, pick_file=pick_file, suggest_pick=suggest_pick,
+                          resolution=resolution, nodes=nodes, gpus_per_node=gpus_per_node, bandwidth_gbps=bandwidth_gbps,
+                          compression=str(compression), compute_ms=compute_ms,
+                          backend=None if backend is None else str(backend), out_dir=out_dir, runs_dir=runs_dir,
+                          model_dir=model_dir)
+    ex, files = r.exploration, r.files
     if as_json:
-        print(json.dumps(ex.to_dict() | {"files": [str(f) for f in files], "suggest_seconds": t_suggest}, allow_nan=False))
+        print(json.dumps(r.to_dict(), allow_nan=False))
         return
     s = ex.scenario
+    be = f", backend {r.backend}" if r.backend else ""
     wide.print(f"[bold]{s['model']}[/] on [bold]{s['env']}[/] ({s['nodes']}x{s['gpus_per_node']}, "
-              f"{s['bandwidth_gbps']:g} Gbit/s{_backend_note(sc)}): {ex.evaluations} configurations simulated in {ex.seconds:.1f} s"
-              + (f", suggest {t_suggest:.1f} s" if suggest_pick else "") + f", plots {t_plot:.1f} s")
+               f"{s['bandwidth_gbps']:g} Gbit/s{be}, compression {r.compression}): {ex.evaluations} configurations "
+               f"simulated in {ex.seconds:.1f} s"
+               + (f", suggest {r.suggest_seconds:.1f} s" if r.suggest_seconds is not None else "")
+               + f", plots {r.plot_seconds:.1f} s", soft_wrap=True)
     t = Table(title="per combination (grid minimum)")
     for col in ("combination", "best step ms", "fusion MiB", "cycle ms", "fusion off, best ms"):
         t.add_column(col, justify="right")
-    for label, g in ex.grid.groupby("combo", sort=False):
-        b = g.loc[g["step_time_ms"].idxmin()]
-        off = g[g["fusion_threshold_bytes"] == 0]["step_time_ms"].min()
-        t.add_row(label, f"{b['step_time_ms']:.1f}", f"{b['fusion_threshold_mb']:.3g}", f"{b['cycle_time_ms']:.3g}",
-                  f"{off:.1f}")
+    for label, c, ms, off in ex.by_combination:  # ties as the grid best's: closest to the defaults
+        t.add_row(label, f"{ms:.1f}", f"{c.fusion_threshold_mb:.3g}", f"{c.cycle_time_ms:.3g}", f"{off:.1f}")
     render_table(wide, t)
     for m in ex.marks:
         if m.kind != "autotune-start":
@@ -666,16 +597,16 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                       f"cache {'on' if c.cache_enabled else 'off'}, hierarchical {'on' if c.hierarchical_allreduce else 'off'})",
                       highlight=False)
     if len(ex.measured):
-        mt = Table(title=f"measured (runs/{sc.env}/validation) vs predicted now")
+        mt = Table(title=f"measured (runs/{s['env']}/validation) vs predicted now")
         for col in ("source", "fusion MiB", "cycle ms", "cache", "n", "measured ms", "predicted ms", "error %"):
             mt.add_column(col, justify="right")
-        for _, r in ex.measured.iterrows():
-            mt.add_row(r["source"], f"{r['fusion_threshold_mb']:.3g}", f"{r['cycle_time_ms']:.3g}",
-                       "on" if r["cache"] else "off", str(r["n"]),
-                       f"{r['measured_step_time_ms']:.1f}", f"{r['predicted_step_time_ms']:.1f}",
-                       f"{r['error_percent']:+.1f}")
+        for _, row in ex.measured.iterrows():
+            mt.add_row(row["source"], f"{row['fusion_threshold_mb']:.3g}", f"{row['cycle_time_ms']:.3g}",
+                       "on" if row["cache"] else "off", str(row["n"]),
+                       f"{row['measured_step_time_ms']:.1f}", f"{row['predicted_step_time_ms']:.1f}",
+                       f"{row['error_percent']:+.1f}")
         render_table(wide, mt)
-    elif not same_setup:
+    elif not r.measured_overlaid:
         wide.print("measured points: not overlaid (a what-if differs from the measured setup)")
     wide.print("wrote " + ", ".join(str(f) for f in files), highlight=False, soft_wrap=True)
 
@@ -709,35 +640,22 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         autotuner scale --model resnet50 --env local-gloo-1gbit --nodes 1,2,4,8
     """
     wide = _wide_console()
-    from .api import env_batch_size
-    from .errors import ExploreError
-    from .views.plots_explore import scale_plot
-    from .views.scale import parse_float_list, parse_int_list, scale
-
-    if ranks is not None and nodes is not None:
-        raise ExploreError("--ranks and --nodes: give one (--ranks: ranks on one node; --nodes: node counts)")
-    if ranks is not None and gpus_per_node is not None:
-        raise ExploreError("--ranks and --gpus-per-node: give one (--ranks sets the ranks on the one node)")
-    rs = parse_int_list(ranks, "--ranks") if ranks is not None else None
-    ns = None if rs is not None else parse_int_list(SCALE_NODES if nodes is None else nodes, "--nodes")
-    bws = parse_float_list(bandwidth_gbps, "--bandwidth-gbps") if bandwidth_gbps is not None else None
-    model_dirs, runs_dirs = model_search_path(model_dir), runs_search_path(runs_dir)
-    check_output_dir(out_dir, "--out")
-    sc, fenv = make_scenario(model_dirs, env, model, compression=compression, compute_ms=compute_ms, backend=backend)
-    # the batch the compute was measured at: given, the profiled layout's, the env's, its run's
-    batch = (batch_size or (sc.layout.batch_size if sc.layout.measured else None) or env_batch_size(runs_dirs, sc.env)
-             or (sc.run.batch_size if sc.run else None))
-    res = scale(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bws, batch_per_gpu=batch, ranks=rs)
-    files = scale_plot(res, out_dir / f"scale-{sc.env}-{Path(sc.model).stem}")
-    from .api import error_band, layout_warnings
-
-    trust = error_band(model_dirs, fenv)["line"]
-    for w in layout_warnings(sc, fenv, batch_size or env_batch_size(runs_dirs, sc.env)):
+    if ranks is not None and nodes is not None:  # before parsing either list: the conflict is the news
+        raise AutotunerError("--ranks and --nodes: give one (--ranks: ranks on one node; --nodes: node counts)")
+    result = autotuner.scale(model, env, nodes=None if nodes is None else opt.int_list(nodes, "--nodes"),
+                        ranks=None if ranks is None else opt.int_list(ranks, "--ranks"), gpus_per_node=gpus_per_node,
+                        bandwidths_gbps=None if bandwidth_gbps is None else opt.float_list(bandwidth_gbps,
+                                                                                           "--bandwidth-gbps"),
+                        batch_size=batch_size, compute_ms=compute_ms, compression=str(compression),
+                        backend=None if backend is None else str(backend), out_dir=out_dir, runs_dir=runs_dir,
+                        model_dir=model_dir)
+    res, files, trust, batch = result.scaling, result.files, result.trust, result.batch
+    for w in result.warnings:
         err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
-        print(json.dumps(res.to_dict() | {"files": [str(f) for f in files], "trust": trust}, allow_nan=False))
+        print(json.dumps(result.to_dict(), allow_nan=False))
         return
-    wide.print(f"trust: {sc.env}: {trust} (on its own shape; other shapes are what-ifs)", highlight=False,
+    wide.print(f"trust: {res.scenario['env']}: {trust} (on its own shape; other shapes are what-ifs)", highlight=False,
                soft_wrap=True)
     s = res.scenario
     by_ranks = res.axis == "ranks"
@@ -749,9 +667,10 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                if hi - lo <= 1e-9 * hi else
                f"per-rank compute {lo:.1f}-{hi:.1f} ms (it changes with the ranks: ranks share the host's CPUs, or the "
                f"step's work is split over them), " + (f"batch {batch} per rank" if batch else per))
+    be = f", backend {result.backend}" if result.backend else ""
     wide.print(f"[bold]{s['model']}[/] scaled from [bold]{s['env']}[/]" + (" over ranks on one node" if by_ranks else "")
-               + f"{_backend_note(sc)}: {compute}; {intra}; {res.evaluations} configurations simulated "
-               f"in {res.seconds:.1f} s", highlight=False)
+               + f"{be}: {compute}; {intra}; {res.evaluations} configurations simulated "
+               f"in {res.seconds:.1f} s", highlight=False, soft_wrap=True)
     thr_col = "samples/s" if batch else "GPU-steps/s"
     wall = "best_wall_time_s" in res.table
     cols = [("nodes", lambda r: str(r["nodes"])), ("GPUs", lambda r: str(r["ranks"]))] if not by_ranks else \
@@ -786,7 +705,7 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                + ("N = ranks, N0 = smallest rank count; " if by_ranks else "N0 = smallest node count; ")
                + "defaults = Horovod 0.28 (128 MiB, 1 ms, cache on, flat)", highlight=False)
     if wall:
-        run = sc.run
+        run = result.run
         wide.print(f"wall s = predicted wall time of the whole run: {run.startup_s:g} s start-up + steps per rank x step "
                    f"({run.epochs} epoch(s) of {run.train_images} images in batches of {run.batch_size} per rank, "
                    "split over the ranks)", highlight=False, soft_wrap=True)
@@ -807,9 +726,7 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
 
         autotuner accuracy --env local-gloo-1gbit
     """
-    from .api import accuracy
-
-    d = accuracy(runs_search_path(runs_dir), model_search_path(model_dir), env, cost_model=cost_model)
+    d = autotuner.accuracy_table(runs_dir, model_dir, env, cost_model=cost_model)
     if as_json:
         print(json.dumps(d, allow_nan=False))
         return
@@ -863,10 +780,8 @@ def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain 
 
         autotuner env new dgx8 --nodes 8 --gpus-per-node 8 --intra nvlink3 --inter-gbit 100 --gpu A100
     """
-    from .api import env_new
-
-    path = env_new(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, inter_gbit=inter_gbit,
-                   backend=backend, gpu=gpu, out=out_dir, model_dir=model_search_path(model_dir))
+    path = autotuner.env_new(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, inter_gbit=inter_gbit,
+                   backend=backend, gpu=gpu, out=out_dir, model_dir=model_dir)
     out.print(f"wrote {path}: {name}, {nodes}x{gpus_per_node}" + (f" {gpu}" if gpu else "")
               + (f", {intra} inside" if intra else "") + (f", {inter_gbit:g} Gbit/s between nodes" if inter_gbit else "")
               + f", {backend}; from specs, never measured (autotuner measure --env {name} + fit replaces it)",
@@ -884,9 +799,7 @@ def envs_cmd(model_dir: Optional[Path] = _model_dir_opt(),
 
         autotuner envs
     """
-    from .api import envs
-
-    rows = envs(model_search_path(model_dir))
+    rows = autotuner.envs(model_dir)
     if as_json:
         print(json.dumps(rows, allow_nan=False))
         return
@@ -932,9 +845,7 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
 
         autotuner profile --model mypkg.models:build --input-shape 3,224,224 --batch-size 32 --out my_layout.json
     """
-    from .api import profile_model
-
-    d = profile_model(model, out_file, input_shape=input_shape, batch_size=batch_size, device=device,
+    d = autotuner.profile_model(model, out_file, input_shape=input_shape, batch_size=batch_size, device=device,
                       amp=amp, steps=steps, warmup=warmup, threads=threads, concurrent=concurrent)
     for w in d["warnings"]:
         err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
@@ -987,14 +898,11 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
 
         autotuner measure --env mycluster --hosts node1:4,node2:4
     """
-    from .api import measure
-
-    runs_dir = runs_output_dir(runs_dir)
 
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
                   TimeElapsedColumn(), console=err, disable=as_json or not err.is_terminal) as bar:
         task = bar.add_task(f"measure {env}", total=None)
-        summary = measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, sizes=sizes,
+        summary = autotuner.measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, sizes=sizes,
                           repeats=repeats, warmup=warmup, timeout_s=timeout_s, testbed_hosts=testbed_hosts,
                           ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait, cpu_repeats=cpu_repeats,
                           trickle_repeats=trickle_repeats,
@@ -1017,7 +925,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
             out.print(f"{name} phase: {ph['jobs_new']} job(s) run, {ph['jobs_recorded']} recorded in {ph['records']}",
                       highlight=False)
     out.print(f"network: {summary['network']}", highlight=False)
-    out.print(f"next: autotuner fit {runs_dir}", highlight=False)
+    out.print(f"next: autotuner fit {summary['runs_dir']}", highlight=False)
 
 
 def _one_line(msg: str) -> str:

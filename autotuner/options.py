@@ -66,3 +66,35 @@ def _reason(err: dict) -> str:
 def checked(kind: Any, name: str) -> Callable[[Any], Any]:
     """A typer callback that validates one option as ``kind`` (see :func:`check`)."""
     return lambda value: check(kind, value, name)
+
+
+def int_list(text: str, what: str) -> list[int]:
+    """``"1,2,4"`` -> [1, 2, 4]; each > 0, sorted, deduplicated. Raises AutotunerError (one line
+    naming ``what``)."""
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(p == "" for p in parts):
+        raise AutotunerError(f"{what}: expected a comma-separated list of positive integers, got {text!r}")
+    try:
+        vals = [int(p) for p in parts]
+    except ValueError:
+        raise AutotunerError(f"{what}: not an integer list: {text!r}") from None
+    if any(v < 1 for v in vals):
+        raise AutotunerError(f"{what}: values must be >= 1, got {text!r}")
+    return sorted(set(vals))
+
+
+def float_list(text: str, what: str) -> list[float]:
+    """``"1,10,25"`` -> [1.0, 10.0, 25.0]; each finite and > 0, sorted, deduplicated. Raises
+    AutotunerError (one line naming ``what``)."""
+    import math
+
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(p == "" for p in parts):
+        raise AutotunerError(f"{what}: expected a comma-separated list of positive numbers, got {text!r}")
+    try:
+        vals = [float(p) for p in parts]
+    except ValueError:
+        raise AutotunerError(f"{what}: not a number list: {text!r}") from None
+    if any(not (math.isfinite(v) and v > 0) for v in vals):
+        raise AutotunerError(f"{what}: values must be > 0, got {text!r}")
+    return sorted(set(vals))

@@ -11,10 +11,21 @@ Pure rendering: no I/O besides the console it is given.
 """
 from __future__ import annotations
 
+import math
+
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+
+#: bytes in a MiB (sizes print in MiB)
+MIB = 2**20
+
+
+def fmt_num(x: float | None, spec: str = ".2f") -> str:
+    """``x`` formatted, or ``-`` for None / non-finite."""
+    return "-" if x is None or not math.isfinite(x) else format(x, spec)
 
 
 def _plain(cell) -> str:
@@ -68,4 +79,4 @@ def render_table(console: Console, table: Table) -> None:
     console.print(table, crop=False)
 
 
-__all__ = ["render_table", "plain_table", "table_cells"]
+__all__ = ["render_table", "plain_table", "table_cells", "fmt_num", "MIB"]

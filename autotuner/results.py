@@ -218,4 +218,71 @@ class SimulateResult:
         return d
 
 
-__all__ = ["Proposal", "Choice", "SuggestResult", "Response", "SimulateResult"]
+@dataclass(frozen=True)
+class FitResult:
+    """What :func:`autotuner.fit` did: ``fitted`` ((model dict, its path, its plot or None), one per
+    environment fitted), ``problems`` (one line per input dropped or repaired), ``model_dir`` (where
+    the models went) and ``default_folder`` (True when no output folder was given)."""
+
+    fitted: tuple[tuple[dict, Any, Any], ...]
+    problems: tuple[str, ...]
+    model_dir: Any
+    default_folder: bool
+
+
+@dataclass(frozen=True)
+class ExploreResult:
+    """What :func:`autotuner.explore` answers: ``exploration``
+    (:class:`autotuner.views.explore.Exploration`: the grid, its marks and the measured points),
+    ``files`` (the plots written), ``suggest_seconds`` (the pick's search, s; None without one),
+    ``plot_seconds`` (s), ``measured_overlaid`` (False when a what-if differs from the measured
+    setup), ``backend`` (the ``--backend`` what-if, or None) and ``compression`` (the gradient
+    compression the whole map is for)."""
+
+    exploration: Any
+    files: tuple[str, ...]
+    suggest_seconds: float | None
+    plot_seconds: float
+    measured_overlaid: bool
+    backend: str | None
+    compression: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``explore --json`` object."""
+        return self.exploration.to_dict() | {"files": list(self.files), "suggest_seconds": self.suggest_seconds or 0.0,
+                                             "compression": self.compression}
+
+
+@dataclass(frozen=True)
+class ScaleResult:
+    """What :func:`autotuner.scale` answers: ``scaling`` (:class:`autotuner.views.scale.Scaling`:
+    the table, findings and scenario), ``files`` (the plot), ``trust`` (the env's trust line),
+    ``warnings``, ``batch`` (samples per GPU per step, or None), ``run`` (the env's timed run shape,
+    :class:`autotuner.model.wallclock.RunShape`, or None) and ``backend`` (the what-if, or None)."""
+
+    scaling: Any
+    files: tuple[str, ...]
+    trust: str | None
+    warnings: tuple[str, ...]
+    batch: int | None
+    run: Any
+    backend: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``scale --json`` object."""
+        return self.scaling.to_dict() | {"files": list(self.files), "trust": self.trust}
+
+
+@dataclass(frozen=True)
+class ValidateResult:
+    """What :func:`autotuner.validate` did: ``records`` (every trial's record, this run's and
+    earlier ones of the same plan), ``report`` (the Markdown report's path) and ``verdict`` (one
+    line: the proposal against the defaults and autotune's best, faster / slower / within noise)."""
+
+    records: tuple[dict, ...]
+    report: Any
+    verdict: str
+
+
+__all__ = ["Proposal", "Choice", "SuggestResult", "Response", "SimulateResult", "FitResult", "ExploreResult",
+           "ScaleResult", "ValidateResult"]

@@ -62,13 +62,31 @@ def test_layers_import_only_downwards(layer):
             assert parts[1] in ALLOWED[layer] | {layer}, f"{layer}/{path.name} imports {mod}"
 
 
-def test_cli_reaches_the_library_only_through_api_and_views():
-    """cli.py parses, calls :mod:`autotuner.api` and renders: no fitting, searching or running here."""
-    banned = {"fit", "search", "realrun", "model"}
+def test_cli_imports_only_the_public_api_and_its_own_rendering():
+    """Issue 21: cli.py parses its options (:mod:`autotuner.options`), calls the public API (the names of
+    ``autotuner.__all__``) and renders (:mod:`autotuner.render`): nothing else of the package."""
+    import autotuner
+
+    own = {"autotuner", "autotuner.options", "autotuner.render"}
+    tree = ast.parse((PKG / "cli.py").read_text())
     for _, mod in _imports(PKG / "cli.py"):
-        parts = mod.split(".")
-        if parts[0] == "autotuner" and len(parts) > 1:
-            assert parts[1] not in banned, f"cli.py imports {mod}"
+        if mod.split(".")[0] == "autotuner":
+            assert mod in own, f"cli.py imports {mod}"
+    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+            and n.value.id == "autotuner"}
+    used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "autotuner"
+             for a in n.names}
+    assert used and used <= set(autotuner.__all__), sorted(used - set(autotuner.__all__))
+
+
+def test_every_public_name_resolves_and_no_module_shadows_one():
+    """A public name equal to a subpackage's (``autotuner.fit``) resolves to the module once it is imported."""
+    import autotuner
+
+    modules = {p.stem for p in PKG.glob("*.py")} | {p.name for p in PKG.iterdir() if (p / "__init__.py").is_file()}
+    for name in autotuner.__all__:
+        assert name not in modules, f"autotuner.{name} is also a module of the package"
+        assert getattr(autotuner, name) is not None, name
 
 
 def test_ci_runs_exactly_the_readmes_test_command():

@@ -7,7 +7,10 @@ import pytest
 
 from autotuner.api import env_batch_size, make_scenario
 from autotuner.errors import ExploreError
-from autotuner.views.scale import best_at_size, parse_float_list, parse_int_list, scale, what_if
+from autotuner.errors import AutotunerError
+from autotuner.options import float_list as parse_float_list
+from autotuner.options import int_list as parse_int_list
+from autotuner.views.scale import best_at_size, scale, what_if
 from autotuner.knobs import DEFAULTS_0_28
 
 from cli_helpers import assert_one_line_error, run  # noqa: E402
@@ -84,10 +87,10 @@ def test_parsers_and_bad_arguments():
     assert parse_int_list("8, 1,2,2", "--nodes") == [1, 2, 8]
     assert parse_float_list("10,1.5", "--bandwidth-gbps") == [1.5, 10.0]
     for bad in ("", "1,,2", "1,x", "0,1", "-2", "1.5"):
-        with pytest.raises(ExploreError):
+        with pytest.raises(AutotunerError):
             parse_int_list(bad, "--nodes")
     for bad in ("", "0", "-1", "nan", "inf", "a"):
-        with pytest.raises(ExploreError):
+        with pytest.raises(AutotunerError):
             parse_float_list(bad, "--bandwidth-gbps")
     sc, _ = make_scenario(MODELS, "v100-16gbit", "resnet50")
     with pytest.raises(ExploreError):

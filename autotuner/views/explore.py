@@ -172,6 +172,9 @@ class Exploration:
     measured: pd.DataFrame
     evaluations: int
     seconds: float = 0.0
+    #: per on/off combination: (label, its best configuration, its step time ms, fusion off's best ms),
+    #: ties broken as :attr:`best`'s (closest to Horovod's defaults)
+    by_combination: tuple[tuple[str, Config, float, float], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the grid as records (one per cell), marks, sensitivity, measured."""
@@ -224,6 +227,13 @@ def explore(sc, *, resolution: int = 24, suggested: Config | None = None,
     grid.insert(0, "combo", [Combo.of(c).label for c in configs])
     grid["step_time_ms"] = ms
     best_cfg, best_ms = _best(configs, ms)
+    by_combo = []
+    labels = grid["combo"].to_numpy()
+    for label in dict.fromkeys(labels):
+        idx = np.flatnonzero(labels == label)
+        c_best, m_best = _best([configs[i] for i in idx], ms[idx])
+        off = [ms[i] for i in idx if configs[i].fusion_threshold_bytes == 0]
+        by_combo.append((str(label), c_best, m_best, float(min(off)) if off else float("nan")))
 
     marked = [("Horovod 0.28 defaults", "default", DEFAULTS_0_28)]
     for cb in cmb:
@@ -240,7 +250,7 @@ def explore(sc, *, resolution: int = 24, suggested: Config | None = None,
     meas = measured_points(measured_records, sc, evaluate=evaluate)
     n_eval = len(configs) + len(marked) + len(sens) + len(meas)
     return Exploration(scenario_info(sc), grid, thr, cyc, tuple(marks), best, sens, meas, n_eval,
-                       time.perf_counter() - t0)
+                       time.perf_counter() - t0, tuple(by_combo))
 
 
 def sensitivity(sc, at: Config, *, points: int = 48, evaluate: Evaluator = step_times_ms) -> pd.DataFrame:

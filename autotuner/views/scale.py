@@ -140,34 +140,6 @@ class Scaling:
                 "evaluations": self.evaluations, "seconds": self.seconds}
 
 
-def parse_int_list(text: str, what: str) -> list[int]:
-    """``"1,2,4"`` -> [1, 2, 4]; each > 0, sorted, deduplicated. Raises ExploreError."""
-    parts = [p.strip() for p in text.split(",")]
-    if not text.strip() or any(p == "" for p in parts):
-        raise ExploreError(f"{what}: expected a comma-separated list of positive integers, got {text!r}")
-    try:
-        vals = [int(p) for p in parts]
-    except ValueError:
-        raise ExploreError(f"{what}: not an integer list: {text!r}") from None
-    if any(v < 1 for v in vals):
-        raise ExploreError(f"{what}: values must be >= 1, got {text!r}")
-    return sorted(set(vals))
-
-
-def parse_float_list(text: str, what: str) -> list[float]:
-    """``"1,10,25"`` -> [1.0, 10.0, 25.0]; each finite and > 0, sorted, deduplicated. Raises ExploreError."""
-    parts = [p.strip() for p in text.split(",")]
-    if not text.strip() or any(p == "" for p in parts):
-        raise ExploreError(f"{what}: expected a comma-separated list of positive numbers, got {text!r}")
-    try:
-        vals = [float(p) for p in parts]
-    except ValueError:
-        raise ExploreError(f"{what}: not a number list: {text!r}") from None
-    if any(not (np.isfinite(v) and v > 0) for v in vals):
-        raise ExploreError(f"{what}: values must be > 0, got {text!r}")
-    return sorted(set(vals))
-
-
 def scale(sc, nodes: Sequence[int] | None, *, gpus_per_node: int | None = None,
           bandwidths_gbps: Sequence[float] | None = None, batch_per_gpu: int | None = None,
           ranks: Sequence[int] | None = None, evaluate: Evaluator = step_times_ms) -> Scaling:
@@ -303,4 +275,4 @@ def _findings(t: pd.DataFrame, bw: float, intra_measured: bool, no_hier: str | N
     return f"{bw:g} Gbit/s, {gpn} GPU(s)/node: {hier}; best fusion threshold MiB by nodes (range within 1%) {thr}"
 
 
-__all__ = ["BestAtSize", "Scaling", "best_at_size", "parse_float_list", "parse_int_list", "scale", "what_if"]
+__all__ = ["BestAtSize", "Scaling", "best_at_size", "scale", "what_if"]

@@ -18,7 +18,6 @@ with the largest differences first.
 """
 from __future__ import annotations
 
-import math
 
 from ..readers.timeline import Timeline
 from ..readers.timeline_steps import Steps, split_steps
@@ -165,8 +164,3 @@ def compare(real: Timeline, sim: Timeline, *, skip_real: int = 1, skip_sim: int 
             "matched": matched,
             "largest_differences": largest, "n_matched": len(matched),
             "unmatched_real": len(set(rk) - set(sk)), "unmatched_sim": len(set(sk) - set(rk)), "notes": notes}
-
-
-def fmt_num(x: float | None, spec: str = ".2f") -> str:
-    """``x`` formatted, or ``-`` for None / non-finite."""
-    return "-" if x is None or not math.isfinite(x) else format(x, spec)
