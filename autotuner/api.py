@@ -1069,7 +1069,9 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
     for f in scratch.glob("*-autotune.csv"):
         shutil.copyfile(f, vdir / f"{name}-{f.name}")
     shutil.rmtree(scratch, ignore_errors=True)
-    notes = [f"setup: {setup.to_dict()}", f"network: {net_note}", model_note,
+    shown = {k: v for k, v in setup.to_dict().items() if v not in (None, "", (), [])}
+    notes = ["setup: " + ", ".join(f"{k} {' '.join(v) if isinstance(v, (list, tuple)) else v}"
+                                   for k, v in shown.items()), f"network: {net_note}", model_note,
              f"{repeats} repeats per fixed configuration, interleaved; records: {store.path.name}"
              + ("" if timeline else "; trials run without Horovod's timeline (--no-timeline)")]
     if autotune:

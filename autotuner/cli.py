@@ -35,7 +35,7 @@ from typing import List, Optional  # noqa: E402
 
 import typer  # noqa: E402
 from rich.console import Console  # noqa: E402
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 import autotuner  # noqa: E402  (the public API: everything the commands do)
@@ -318,7 +318,7 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     import autotuner
 
     search = autotuner.BayesStrategy(n_calls=n_calls, seed=seed) if strategy == SearchStrategy.bayes else None
-    with Progress(TextColumn("searching"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+    with Progress(TextColumn("searching"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as prog:
         task = prog.add_task("search", total=1 if compression else 2)
         r = autotuner.suggest(model, env, fixed=knobs, compression=None if compression is None else str(compression),
@@ -348,6 +348,10 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                   "on" if c.cache_capacity else "off", "yes" if c.hierarchical_allreduce else "no", p.compression,
                   f"{p.step_time_ms:.1f}", f"{p.speedup_vs_default:.3f}x", f"{p.score_bytes_per_us:.1f}")
     render_table(out, t)
+    if any(p.compression != "none" for p in r.proposals):
+        out.print("score B/µs:        Horovod autotune's score, gradient bytes allreduced per µs of collective time: "
+                  "fp16 sends half the bytes, so its score is lower while its step is faster", highlight=False,
+                  soft_wrap=True)
     b, pk = r.best, r.choice
     out.print(f"trust:             {r.env}: {r.trust}", highlight=False, soft_wrap=True)
     out.print(f"error band:        {pk.band:.1%} ({pk.band_source})", highlight=False, soft_wrap=True)
@@ -413,7 +417,10 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
                                          callback=opt.checked(opt.Count, "--repeats")),
              top: int = typer.Option(1, "--top", help="proposals from suggest to validate", callback=opt.checked(opt.Count, "--top")),
              proposals_file: Optional[Path] = typer.Option(None, "--proposals", help="JSON list of configs (or suggest --json)"),
-             autotune: bool = typer.Option(True, "--autotune/--no-autotune", help="run Horovod autotune and its best config"),
+             autotune: bool = typer.Option(True, "--autotune/--no-autotune",
+                                           help="run Horovod autotune (shortened to about 150 steps: 1 warm-up "
+                                                "sample, 1 step per sample, at most 5 samples per combination; "
+                                                "Horovod's defaults take thousands) and then its best config"),
              defaults: bool = typer.Option(True, "--defaults/--no-defaults", help="run Horovod's defaults"),
              name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)",
                                                 callback=opt.checked(opt.PlainName, "--name")),
@@ -899,7 +906,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
         autotuner measure --env mycluster --hosts node1:4,node2:4
     """
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, disable=as_json or not err.is_terminal) as bar:
         task = bar.add_task(f"measure {env}", total=None)
         summary = autotuner.measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, sizes=sizes,

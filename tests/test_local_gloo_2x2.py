@@ -1,7 +1,7 @@
 """The committed two-host environment runs/local-gloo-2x2 (issue 14): fitted from its own sweep only, and
 its real trials (scripts/validate_2x2.sh, records under runs/local-gloo-2x2/validation/) against the model.
 
-No Horovod needed: these read committed records of real runs. Figures: scripts/local_gloo_2x2_figures.py,
+No Horovod needed: these read committed records of real runs. Figures: autotuner/views/emulated_2x2.py (printed by scripts/local_gloo_2x2_figures.py),
 docs/validation.md "Two emulated hosts".
 """
 import json
@@ -17,11 +17,14 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = ROOT / "runs" / "local-gloo-2x2"
 MODEL = ROOT / "autotuner" / "models" / "local-gloo-2x2.json"
 
-import importlib.util  # noqa: E402
+from autotuner.fit.fitters import workload_for  # noqa: E402
+from autotuner.knobs import Config  # noqa: E402
+from autotuner.model.costmodel import Cluster  # noqa: E402
+from autotuner.model.simulator import simulate_step  # noqa: E402
+from autotuner.readers.layouts import load_layout  # noqa: E402
+from autotuner.views.emulated_2x2 import Figures, predict, throughput_range  # noqa: E402
 
-_spec = importlib.util.spec_from_file_location("fig2x2", ROOT / "scripts" / "local_gloo_2x2_figures.py")
-FIG = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(FIG)
+FIG = Figures(ENV / "validation")
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +74,8 @@ def _recorded_predictions(fig, fenv, env_dir, every=lambda r: True):
             if r["status"] != "ok" or r.get("config") is None:
                 continue
             s = r["setup"]
-            cfg = fig.Config.from_dict(r["config"])
-            yield f, r, fig.predict(fenv, s["model"], cfg, (s["testbed_hosts"], s["ranks_per_host"]), s["compute_ms"])
+            cfg = Config.from_dict(r["config"])
+            yield f, r, predict(fenv, s["model"], cfg, (s["testbed_hosts"], s["ranks_per_host"]), s["compute_ms"])
 
 
 def test_every_trial_was_predicted_by_the_shipped_model_for_its_own_shape(fenv):
@@ -131,7 +134,7 @@ def test_suggest_on_2x2_never_proposes_a_knob_gloo_ignores(fenv):
 
 def _by_label(name):
     by = {}
-    for r in FIG._records(name):
+    for r in FIG.records(name):
         if r["kind"] != "autotune":
             by.setdefault(r["label"], []).append(r["measured_step_time_ms"])
     return by
@@ -142,7 +145,7 @@ def _by_label(name):
                    "the testbed's repeat spread, and a 0.24 ms cycle wakes 4 ranks' background loops on 2 cores")
 def test_bert_medium_proposal_measures_at_least_the_defaults():
     by = _by_label("suggest-bert_medium")
-    med, lo, hi = FIG._throughput_range(by["proposal-1"], by["default"])
+    med, lo, hi = throughput_range(by["proposal-1"], by["default"])
     assert med >= 1.0, (med, lo, hi)
 
 
@@ -151,7 +154,7 @@ def test_resnet50_proposal_measures_as_the_defaults_and_autotunes_best():
     measured, the pick is within its repeats' range of both the defaults and autotune's best."""
     by = _by_label("suggest-resnet50")
     for ref in ("default", "autotune_best"):
-        med, lo, hi = FIG._throughput_range(by["proposal-1"], by[ref])
+        med, lo, hi = throughput_range(by["proposal-1"], by[ref])
         assert lo <= 1.0 <= hi and med >= 0.99, (ref, med, lo, hi)
     assert np.median(by["proposal-1"]) <= np.median(by["default"])
 
@@ -184,12 +187,12 @@ def test_one_host_of_four_ranks_is_cpu_bound_arithmetic(fenv, topo):
 
     from autotuner.knobs import DEFAULTS_0_28
 
-    L = FIG.load_layout("resnet50")
+    L = load_layout("resnet50")
     cost = dc_replace(fenv.cost, intra=fenv.cost.intra.scaled((2 / 4) / (2 / 2)))
-    assert fenv.cost_for(FIG.Cluster(1, 4)) == cost  # the model's own term is this arithmetic (issue 20)
-    assert fenv.cost_for(FIG.Cluster(2, 2)) == fenv.cost and fenv.cost_for(FIG.Cluster(4, 1)) == fenv.cost
-    pred = FIG.simulate_step(L.sizes_bytes, L.ready_fraction, FIG.workload_for(0.3), DEFAULTS_0_28, cost,
-                             FIG.Cluster(1, 4), backend="gloo").step_time_ms
+    assert fenv.cost_for(Cluster(1, 4)) == cost  # the model's own term is this arithmetic (issue 20)
+    assert fenv.cost_for(Cluster(2, 2)) == fenv.cost and fenv.cost_for(Cluster(4, 1)) == fenv.cost
+    pred = simulate_step(L.sizes_bytes, L.ready_fraction, workload_for(0.3), DEFAULTS_0_28, cost,
+                             Cluster(1, 4), backend="gloo").step_time_ms
     for label in ("default", "proposal-1"):
         meas = topo[("resnet50", "1x4", label)]["measured_ms"]
         assert abs(pred - meas) / meas <= 0.05, (label, pred, meas)
@@ -200,11 +203,8 @@ def test_one_host_of_four_ranks_is_cpu_bound_arithmetic(fenv, topo):
 # --replay-wait sleep): each rank's waiter sleeps instead of spinning on cores the emulated hosts
 # share (scripts/wait_modes.py), as on hosts with their own cores.
 
-_spec_p = importlib.util.spec_from_file_location("fig2x2poll", ROOT / "scripts" / "local_gloo_2x2_figures.py")
-FIGP = importlib.util.module_from_spec(_spec_p)
-_spec_p.loader.exec_module(FIGP)
-FIGP.use_env("local-gloo-2x2-poll")
 POLL = ROOT / "runs" / "local-gloo-2x2-poll"
+FIGP = Figures(POLL / "validation")
 
 
 @pytest.fixture(scope="module")
@@ -264,11 +264,11 @@ def test_poll_one_host_of_four_ranks_is_cpu_bound_arithmetic(pfenv, ptopo):
     from autotuner.knobs import DEFAULTS_0_28
 
     cost = dc_replace(pfenv.cost, intra=pfenv.cost.intra.scaled(0.5))
-    assert pfenv.cost_for(FIGP.Cluster(1, 4)) == cost  # the model's own term is this arithmetic (issue 20)
+    assert pfenv.cost_for(Cluster(1, 4)) == cost  # the model's own term is this arithmetic (issue 20)
     for model in ("resnet50", "bert_medium"):
-        L = FIGP.load_layout(model)
-        pred = FIGP.simulate_step(L.sizes_bytes, L.ready_fraction, FIGP.workload_for(0.3), DEFAULTS_0_28, cost,
-                                  FIGP.Cluster(1, 4), backend="gloo").step_time_ms
+        L = load_layout(model)
+        pred = simulate_step(L.sizes_bytes, L.ready_fraction, workload_for(0.3), DEFAULTS_0_28, cost,
+                                  Cluster(1, 4), backend="gloo").step_time_ms
         for label in ("default", "proposal-1"):
             meas = ptopo[(model, "1x4", label)]["measured_ms"]
             assert abs(pred - meas) / meas <= 0.05, (model, label, pred, meas)
@@ -279,9 +279,9 @@ def test_poll_proposals_measure_at_least_the_defaults_and_autotunes_best():
     autotune's best at the median over repeats (ranges over repeat pairs in docs/validation.md)."""
     for model in ("resnet50", "bert_medium"):
         by = {}
-        for r in FIGP._records(f"suggest-{model}"):
+        for r in FIGP.records(f"suggest-{model}"):
             if r["kind"] != "autotune":
                 by.setdefault(r["label"], []).append(r["measured_step_time_ms"])
         for ref in ("default", "autotune_best"):
-            med, lo, hi = FIGP._throughput_range(by["proposal-1"], by[ref])
+            med, lo, hi = throughput_range(by["proposal-1"], by[ref])
             assert med >= 1.0, (model, ref, med, lo, hi)

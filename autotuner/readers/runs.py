@@ -95,7 +95,18 @@ def read_validation_records(runs_dir: Path | Sequence[Path], env: str,
     if not is_plain_name(env):
         return out
     dirs = [runs_dir] if isinstance(runs_dir, (str, Path)) else list(runs_dir)
-    for path in [p for d in dirs for p in sorted((Path(d) / env / "validation").glob("*.jsonl"))]:
+    for d in dirs:
+        out += [(path.stem, rec) for path, recs in read_validation_files(Path(d) / env, notes) for rec in recs]
+    return out
+
+
+def read_validation_files(env_dir: Path, problems: list[str] | None = None) -> list[tuple[Path, list[dict]]]:
+    """Every ``validation/*.jsonl`` of one environment folder, sorted by name, as (path, its
+    records), read only and checked as :func:`read_validation_records` does (unreadable files and
+    lines skipped and named in ``problems``). [] when there is no such folder."""
+    notes = problems if problems is not None else []
+    out: list[tuple[Path, list[dict]]] = []
+    for path in sorted((Path(env_dir) / "validation").glob("*.jsonl")):
         try:
             text = path.read_text(encoding="utf-8", errors="replace")
         except OSError as e:
@@ -103,7 +114,7 @@ def read_validation_records(runs_dir: Path | Sequence[Path], env: str,
             continue
         recs, bad = parse_records(text, path.name)
         notes += bad
-        out += [(path.stem, rec) for rec in recs]
+        out.append((path, recs))
     return out
 
 

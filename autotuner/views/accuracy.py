@@ -209,13 +209,11 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
     (:func:`autotuner.knobs.hierarchical_allreduce_supported`).
     Per configuration: measured = median over repeats of each trial's median step time.
     """
-    from ..readers.runs import parse_records
+    from ..readers.runs import read_validation_files
 
     out: list[Case] = []
-    files = sorted((env.path / "validation").glob("*.jsonl"))
-    for f in files:
+    for f, recs in read_validation_files(env.path):
         fitted = f.resolve() == (env.path / env.meta["source"]).resolve()
-        recs, _ = parse_records(f.read_text(), f.name)
         groups: dict[tuple, list[dict]] = {}
         for r in recs:
             if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):

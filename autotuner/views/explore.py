@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable
 
 import numpy as np
 import pandas as pd
@@ -32,41 +32,14 @@ from ..knobs import (
     autotune_start_configs,
 )
 from ..model.costmodel import Cluster
-from ..search.ranking import MIN_GAIN, Trial, top_distinct
-
-#: ``(scenario, configs) -> step times in ms, shape (len(configs),)``.
-Evaluator = Callable[[Any, Sequence[Config]], np.ndarray]
+from ..search.at_size import NEAR_REL, Evaluator, has_hierarchical, step_times_ms  # noqa: F401 (shared by the views)
+from ..search.at_size import best_closest_to_defaults as _best
+from ..search.ranking import MIN_GAIN
 
 #: Smallest non-zero fusion threshold on the explorer's axis (64 KiB); the largest is the knob
 #: table's bound, 512 MiB.
 MIN_THRESHOLD_BYTES = 64 * 1024
 TIE_REL = MIN_GAIN  # a gain under the search's tie rule is no gain (hierarchical "wins" only beyond it)
-#: Thresholds within this (relative) of the best step time count as "as good" in the scale view.
-NEAR_REL = 0.01
-
-
-def step_times_ms(sc, configs: Sequence[Config]) -> np.ndarray:
-    """Predicted steady-state step time (ms) of each configuration on scenario ``sc``.
-
-    Shape (len(configs),), float64. This is the one function every view calls to evaluate a
-    grid. It uses the batch simulator (:meth:`Scenario.step_times`, :mod:`autotuner.model.fastsim`),
-    which tests/test_fastsim.py holds equal to :func:`autotuner.model.simulator.simulate_step`.
-    """
-    if not len(configs):
-        return np.zeros(0)
-    a = lambda f: np.array([f(c) for c in configs])  # noqa: E731
-    return 1e3 * sc.step_times(fusion_threshold_bytes=a(lambda c: c.fusion_threshold_bytes),
-                               cycle_time_ms=a(lambda c: c.cycle_time_ms),
-                               cache_capacity=a(lambda c: c.cache_capacity),
-                               hierarchical_allreduce=a(lambda c: c.hierarchical_allreduce),
-                               hierarchical_allgather=a(lambda c: c.hierarchical_allgather))
-
-
-def has_hierarchical(sc) -> bool:
-    """Whether ``sc``'s backend has hierarchical allreduce
-    (:attr:`~autotuner.model.scenario.Scenario.has_hierarchical_allreduce`; True for a scenario
-    that does not say)."""
-    return bool(getattr(sc, "has_hierarchical_allreduce", True))
 
 
 # --------------------------------------------------------------------------- combinations
@@ -117,12 +90,6 @@ def _config_row(c: Config) -> dict[str, Any]:
     return {"fusion_threshold_bytes": int(c.fusion_threshold_bytes), "fusion_threshold_mb": c.fusion_threshold_mb,
             "cycle_time_ms": float(c.cycle_time_ms), "cache": c.cache_capacity > 0,
             "hierarchical_allreduce": bool(c.hierarchical_allreduce)}
-
-
-def _best(configs: Sequence[Config], ms: np.ndarray) -> tuple[Config, float]:
-    """Fastest configuration; ties (to the µs) go to the one closest to Horovod's defaults."""
-    t = top_distinct([Trial(c, float(m) * 1e-3, "grid") for c, m in zip(configs, ms)], 1, DEFAULTS_0_28)[0]
-    return t.config, t.step_time_s * 1e3
 
 
 # --------------------------------------------------------------------------- explore

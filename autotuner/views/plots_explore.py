@@ -21,10 +21,11 @@ from ..writers.atomic import atomic_write_bytes  # noqa: E402
 from .explore import Combo, Exploration  # noqa: E402
 from .scale import Scaling  # noqa: E402
 
-MARK_STYLE = {  # kind -> (marker, face colour, size, legend label)
-    "default": ("*", "white", 220, "Horovod 0.28 defaults"),
+MARK_STYLE = {  # kind -> (marker, face colour, size, legend label); the defaults' star is drawn larger and
+    # under the other marks, so that a pick equal to the defaults shows as a cross inside the star
+    "default": ("*", "white", 320, "Horovod 0.28 defaults"),
     "autotune-start": ("^", "none", 70, "autotune start points"),
-    "suggest": ("X", "red", 120, "suggest pick"),
+    "suggest": ("X", "red", 90, "suggest pick"),
     "grid-best": ("o", "lime", 90, "grid best"),
 }
 
@@ -114,7 +115,8 @@ def heatmaps(ex: Exploration, stem: Path) -> list[Path]:
             on_off = m.config.fusion_threshold_bytes == 0
             a, x = (ax_off, 0.5) if on_off else (ax, m.config.fusion_threshold_mb)
             h = a.scatter([x], [m.config.cycle_time_ms], marker=mk, s=size, facecolors=face,
-                          edgecolors="red" if m.kind == "autotune-start" else "black", linewidths=1.2, zorder=5)
+                          edgecolors="red" if m.kind == "autotune-start" else "black", linewidths=1.2,
+                          zorder=4 if m.kind == "default" else 5)
             handles.setdefault(m.name if m.kind == "suggest" else leg, h)
         meas = ex.measured
         if len(meas):
@@ -201,8 +203,11 @@ def scale_plot(sc: Scaling, stem: Path) -> list[Path]:
                          color=col, alpha=0.15)
         a_f.plot(n, g["best_fusion_threshold_mb"].clip(lower=0.5), "o-", color=col, label=f"{bw:g} Gbit/s")
         h = g["best_hierarchical_allreduce"].to_numpy()
-        a_f.scatter(n[h], g["best_fusion_threshold_mb"].clip(lower=0.5)[h], s=90, facecolors="none",
-                    edgecolors="k", zorder=5, label="hierarchical is best" if i == 0 else None)
+        if h.any():  # no legend entry where hierarchical allreduce never wins (or does not exist: Gloo)
+            a_f.scatter(n[h], g["best_fusion_threshold_mb"].clip(lower=0.5)[h], s=90, facecolors="none",
+                        edgecolors="k", zorder=5,
+                        label=None if any(x.get_label() == "hierarchical is best" for x in a_f.collections)
+                        else "hierarchical is best")
         if by_ranks:
             y = "wall_time_s" if "best_wall_time_s" in g else "gpu_steps_per_s"
             a_h.plot(n, g[f"best_{y}"], "o-", color=col, label=f"{bw:g} Gbit/s best")

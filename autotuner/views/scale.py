@@ -15,13 +15,17 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ExploreError
-from ..knobs import CACHE_ON, DEFAULTS_0_28, MIB, Config
+from ..knobs import DEFAULTS_0_28, MIB
 from ..model.costmodel import Cluster
-from .explore import NEAR_REL, TIE_REL, Evaluator, _best, has_hierarchical, scenario_info, step_times_ms
+from ..search.at_size import (  # noqa: F401 (best_at_size, BestAtSize: the scale view's search)
+    BestAtSize,
+    Evaluator,
+    best_at_size,
+    has_hierarchical,
+    step_times_ms,
+)
+from .explore import TIE_REL, scenario_info
 
-#: Scale view's search grid: whole-MiB thresholds (flag-expressible), cycle times (ms).
-SCALE_THRESHOLDS_MB: tuple[int, ...] = (0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-SCALE_CYCLES_MS: tuple[float, ...] = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 
 
 def what_if(sc, *, nodes: int, gpus_per_node: int | None = None, bandwidth_gbps: float | None = None):
@@ -38,62 +42,6 @@ def what_if(sc, *, nodes: int, gpus_per_node: int | None = None, bandwidth_gbps:
     except CostModelError as e:
         raise ExploreError(str(e)) from None
     return replace(sc, cluster=cl, cost=cost)
-
-
-@dataclass(frozen=True)
-class BestAtSize:
-    """Search result for one (nodes, link rate): best overall, best flat, best hierarchical (ms)."""
-
-    config: Config
-    step_time_ms: float
-    flat: Config
-    flat_ms: float
-    hier: Config | None
-    hier_ms: float | None
-    near_thresholds_mb: tuple[int, int]  # smallest and largest grid threshold within NEAR_REL of best
-    evaluations: int
-
-
-def best_at_size(sc, *, evaluate: Evaluator = step_times_ms) -> BestAtSize:
-    """Best configuration of ``sc`` by a two-stage grid search.
-
-    Stage 1: :data:`SCALE_THRESHOLDS_MB` × :data:`SCALE_CYCLES_MS` with the response cache on,
-    for each hierarchical setting (off, and on when nodes > 1 and the backend has hierarchical
-    allreduce, :func:`~autotuner.views.explore.has_hierarchical`). Stage 2, around the best of
-    each hierarchical setting: threshold × {2^-½, 1, 2^½} (whole MiB) × cycle × {10^-⅙, 1,
-    10^⅙} × cache on/off (the cache's cost is a per-cycle negotiation term, nearly independent
-    of the other knobs, so it is searched only here). About 240 simulations per call.
-    Ties (to the µs) go to the configuration closest to Horovod's defaults.
-    """
-    hiers = (False, True) if sc.cluster.nodes > 1 and has_hierarchical(sc) else (False,)
-    configs = [Config(fusion_threshold_bytes=f * MIB, cycle_time_ms=c, cache_capacity=CACHE_ON,
-                      hierarchical_allreduce=h)
-               for h in hiers for f in SCALE_THRESHOLDS_MB for c in SCALE_CYCLES_MS]
-    ms = evaluate(sc, configs)
-    allc, allm = list(configs), list(ms)
-    per_h: dict[bool, tuple[Config, float]] = {}
-    for h in hiers:
-        idx = [i for i, c in enumerate(configs) if c.hierarchical_allreduce == h]
-        b, _ = _best([configs[i] for i in idx], ms[idx])
-        mb = b.fusion_threshold_bytes // MIB
-        fs = sorted({mb, *(max(1, min(512, round(mb * s))) for s in (2 ** -0.5, 2 ** 0.5))}) if mb else [0]
-        cs = sorted({b.cycle_time_ms, *(min(100.0, max(0.1, round(b.cycle_time_ms * s, 3)))
-                                        for s in (10 ** (-1 / 6), 10 ** (1 / 6)))})
-        extra = [replace(b, fusion_threshold_bytes=f * MIB, cycle_time_ms=c, cache_capacity=cap)
-                 for f in fs for c in cs for cap in (CACHE_ON, 0)]
-        extra = [c for c in extra if c != b]
-        em = evaluate(sc, extra) if extra else np.empty(0)
-        allc += extra
-        allm += list(em)
-        sub = [(c, m) for c, m in zip(allc, allm) if c.hierarchical_allreduce == h]
-        per_h[h] = _best([c for c, _ in sub], np.array([m for _, m in sub]))
-    best, best_ms = _best(allc, np.array(allm))
-    near = [c.fusion_threshold_bytes // MIB for c, m in zip(allc, allm)
-            if m <= best_ms * (1 + NEAR_REL) and c.cycle_time_ms == best.cycle_time_ms
-            and c.cache_capacity == best.cache_capacity and c.hierarchical_allreduce == best.hierarchical_allreduce]
-    flat, flat_ms = per_h[False]
-    hier, hier_ms = per_h.get(True, (None, None))
-    return BestAtSize(best, best_ms, flat, flat_ms, hier, hier_ms, (min(near), max(near)), len(allc))
 
 
 @dataclass(frozen=True)
