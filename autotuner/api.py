@@ -266,10 +266,18 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
             d = read_json(path, ScenarioError, str(path))
         except ScenarioError:
             continue
-        tt = d.get("trust") or {} if isinstance(d, dict) else {}
-        if tt.get("configurations") and tt.get("band") is not None:
-            b = str((d.get("cluster") or {}).get("backend") or "").lower()
-            (same if b == backend else other).append((float(tt["band"]), name))
+        tt = d.get("trust") if isinstance(d, dict) else None
+        cl = d.get("cluster") if isinstance(d, dict) else None
+        if not isinstance(tt, dict) or not tt.get("configurations") or tt.get("band") is None:
+            continue  # a sibling never checked, or a damaged file: nothing to borrow
+        try:
+            band = float(tt["band"])
+        except (TypeError, ValueError):
+            continue
+        if not 0 <= band <= 1:
+            continue
+        b = str((cl if isinstance(cl, dict) else {}).get("backend") or "").lower()
+        (same if b == backend else other).append((band, name))
     pool = sorted(same or other)
     from .specs import NEVER_MEASURED, is_spec
 

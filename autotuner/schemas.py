@@ -160,8 +160,9 @@ Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=1, le=100_000)]
 GpusPerNode = Annotated[int, Field(ge=1, le=1024)]
 Index = Annotated[int, Field(ge=0)]
-#: a link rate in Gbit/s (10**9 bit/s)
-LinkGbit = Annotated[float, Field(gt=0, le=10_000, allow_inf_nan=False)]
+#: a link rate in Gbit/s (10**9 bit/s): 10 Mbit/s to 10 Tbit/s (below, a 100 MB model's allreduce takes
+#: minutes and a traced step millions of cycles; nothing measured here is that slow)
+LinkGbit = Annotated[float, Field(ge=0.01, le=10_000, allow_inf_nan=False)]
 #: a duration in ms, up to one hour
 Millis = Annotated[float, Field(ge=0, le=3_600_000, allow_inf_nan=False)]
 Text = Annotated[str, Field(min_length=1)]

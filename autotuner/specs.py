@@ -76,6 +76,9 @@ def spec_model(name: str, *, nodes: int, gpus_per_node: int, intra: str | None, 
     Gbit/s (needed with more than one node), ``backend`` nccl, mpi or gloo. No workload: a model
     is given by a profiled layout or ``--compute-ms``. Raises ScenarioError (one line) for a
     missing or unknown link, a non-positive rate or an unknown backend."""
+    if nodes * gpus_per_node < 2:
+        raise ScenarioError("one GPU has no allreduce to model: give --gpus-per-node 2 or more (with --intra) or "
+                            "--nodes 2 or more (with --inter-gbit)")
     if backend not in BACKENDS:
         raise ScenarioError(f"--backend {backend!r}: use one of {', '.join(BACKENDS)}")
     if nodes < 1 or gpus_per_node < 1:
@@ -86,8 +89,8 @@ def spec_model(name: str, *, nodes: int, gpus_per_node: int, intra: str | None, 
         raise ScenarioError(f"--intra {intra!r}: use one of {', '.join(INTRA_LINKS)}")
     if nodes > 1 and inter_gbit is None:
         raise ScenarioError(f"{nodes} nodes need --inter-gbit (the node link, Gbit/s: e.g. 100 for EDR InfiniBand)")
-    if inter_gbit is not None and not (inter_gbit > 0 and inter_gbit < 1e5):
-        raise ScenarioError(f"--inter-gbit must be > 0 Gbit/s (and under 100000), got {inter_gbit}")
+    if inter_gbit is not None and not (0.01 <= inter_gbit <= 10_000):
+        raise ScenarioError(f"--inter-gbit must be between 0.01 and 10000 Gbit/s, got {inter_gbit}")
     link = INTRA_LINKS[intra] if intra is not None else None
     intra_tier = None if link is None else Tier(link.alpha_us * 1e-6, link.gbytes_per_s * 1e9)
     if inter_gbit is not None:

@@ -955,6 +955,38 @@ def g_validate(c: Case) -> None:
         c.argv.append("--no-autotune")
 
 
+def g_measure(c: Case) -> None:
+    """Like validate: always one certainly-wrong value, so a measure case never starts horovodrun."""
+    bads = [("--np", ["0", "-1", "x", "nan", "1"]), ("--repeats", ["0", "-1", "x"]), ("--warmup", ["-1", "x"]),
+            ("--timeout", ["nan", "-1", "0", "inf"]), ("--bandwidth-gbit", ["nan", "0", "-1", "inf"]),
+            ("--sizes", ["", "x", "1K:", "0:4K", "4K:1K", "1,,2", "-1"]), ("--wait", ["busy", ""]),
+            ("--cpu-repeats", ["-1", "x"]), ("--trickle-repeats", ["-1", "nan"]),
+            ("--env", ["../x", "", "/abs", "a/b"]), ("--hosts", ["a:0", ":", "a:x,b", "a:2,a:2,"])]
+    chosen = c.rng.sample(bads, c.rng.randint(1, 2))
+    if "--env" not in {f for f, _ in chosen}:
+        c.opt("--env", "fuzz-env")
+    for f, vals in chosen:
+        c.opt(f, c.rng.choice(vals), bad=True)
+    c.opt("--runs-dir", str(c.dir / "runs"))
+
+
+def g_profile(c: Case) -> None:
+    """Bad factories and shapes (a profile never starts a process; a bad value never computes)."""
+    bads = [("--model", [":", ":x", ".rel:x", "nope", "", "os:getpid", "autotuner.knobs:MIB"]),
+            ("--input-shape", ["", "x", "0,3", "3,-1", "3,,4", "nan"]), ("--batch-size", ["0", "-1", "x"]),
+            ("--steps", ["0", "-1"]), ("--warmup", ["-1", "x"]), ("--threads", ["0", "-1"]),
+            ("--concurrent", ["0", "-1", "x"]), ("--device", ["tpu", ""])]
+    chosen = c.rng.sample(bads, c.rng.randint(1, 2))
+    flags = {f for f, _ in chosen}
+    if "--model" not in flags:
+        c.opt("--model", "tests.factory_models:small_cnn")
+    if "--input-shape" not in flags:
+        c.opt("--input-shape", "1,8,8")
+    for f, vals in chosen:
+        c.opt(f, c.rng.choice(vals), bad=True)
+    _out_opt(c)
+
+
 HELP_CMDS = ["fit", "simulate", "suggest", "explore", "scale", "inspect", "compare", "validate", "accuracy", "envs",
              "measure", "profile"]
 
@@ -982,7 +1014,8 @@ def g_usage(c: Case) -> None:
 
 COMMANDS = {"simulate": (g_simulate, 28), "inspect": (g_inspect, 12), "compare": (g_compare, 12), "fit": (g_fit, 14),
             "usage": (g_usage, 6), "scale": (g_scale, 7), "explore": (g_explore, 5), "suggest": (g_suggest, 9),
-            "validate": (g_validate, 7), "env": (g_env, 5), "envs": (g_envs, 2), "accuracy": (g_accuracy, 2)}
+            "validate": (g_validate, 7), "env": (g_env, 5), "envs": (g_envs, 2), "accuracy": (g_accuracy, 2),
+            "measure": (g_measure, 3), "profile": (g_profile, 3)}
 JSON_CMDS = ("simulate", "suggest", "compare", "explore", "scale", "envs", "accuracy")
 
 
@@ -1117,7 +1150,7 @@ def cli_case(seed: int, i: int, sandbox: Path) -> tuple[Case, dict, list[tuple]]
     try:
         allowed = tuple(a for a in c.argv if ":" in a)  # --model pkg.mod:factory on the command line may import
         with import_guard(allowed) as imported:
-            res = invoke(c.argv, allow_launch=cmd != "validate")
+            res = invoke(c.argv, allow_launch=cmd not in ("validate", "measure", "profile"))
     finally:
         os.chdir(cwd)
     after = _snapshot(sandbox)
