@@ -51,8 +51,11 @@ from autotuner import (  # noqa: E402  (option types)
 from . import options as opt  # noqa: E402  (the command line's own option checks)
 from .render import MIB, fmt_num, render_table  # noqa: E402  (the command line's own rendering)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Predict and tune Horovod's knobs from measured bandwidth data.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                  help="Predict and tune Horovod's knobs from measured bandwidth data.\n\n"
+                       "First hour (docs/your-cluster.md): autotuner measure --env NAME; autotuner fit runs/; "
+                       "autotuner profile ...; autotuner suggest --model M --env NAME; "
+                       "autotuner validate --env NAME --model M -- python train.py")
 out = Console()
 err = Console(stderr=True)
 
@@ -183,7 +186,7 @@ def _backend_opt():
                         help="what-if collective backend: its fitted intra-node tier (default: the env's own)")
 
 
-@app.command()
+@app.command(short_help="fit a cost model per environment under RUNS_DIR")
 def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each with env.toml)"),
         model_dir: Optional[Path] = typer.Option(None, "--out", show_default=False,
                                                  help="where <env>.json goes (default: $AUTOTUNER_MODEL_DIR, else "
@@ -192,6 +195,7 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
 
     Example:
 
+    \b
         autotuner fit runs/
     """
     res = autotuner.fit_environments(runs_dir, model_dir)
@@ -225,7 +229,7 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
                   highlight=False, markup=False, soft_wrap=True)
 
 
-@app.command()
+@app.command(short_help="predict one configuration's step time")
 @knob_options("the configuration to simulate")
 def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
              env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
@@ -247,6 +251,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
     Example:
 
+    \b
         autotuner simulate --model resnet50 --env local-gloo-1gbit --timeline sim.json
     """
     import autotuner
@@ -284,7 +289,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                   soft_wrap=True)
 
 
-@app.command()
+@app.command(short_help="the best knobs, predicted, with their flags")
 @knob_options("kept fixed by the search (the others are searched)")
 def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
             env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
@@ -313,6 +318,7 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     The exact grid on the fast simulator (~10^5-10^6 configurations, under a second);
     --strategy bayes pools a Bayesian search's trials with it. Example:
 
+    \b
         autotuner suggest --model resnet50 --env local-gloo-1gbit --compute-ms 300
     """
     import autotuner
@@ -391,7 +397,7 @@ def _print_compression(r, b) -> None:
         out.print(f"numerics:          {r.compression_notes[b.compression]}", highlight=False, soft_wrap=True)
 
 
-@app.command()
+@app.command(short_help="real horovodrun trials: defaults, autotune, proposals")
 def validate(env: str = typer.Option(..., "--env", help="environment name: results go to <runs>/<env>/validation/",
                                      callback=opt.checked(opt.PlainName, "--env")),
              model: str = typer.Option(..., "--model", help="layout the replay workload (or your command) trains"),
@@ -440,6 +446,7 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
 
     Example:
 
+    \b
         autotuner validate --env mycluster --model my_layout.json --no-autotune -- python examples/train_horovod.py
     """
     r = autotuner.validate(env, model, command=tuple(command or ()), np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit,
@@ -454,20 +461,21 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
     out.print(verdict, highlight=False)
 
 
-@app.command()
+@app.command(short_help="explain a Horovod autotune log")
 def inspect(path: Path = typer.Argument(..., help="a Horovod autotune log CSV (--autotune-log-file)"),
             model: Optional[str] = typer.Option(None, "--model", help="layout, to turn the score into a time per step")) -> None:
     """Explain a Horovod autotune log: trials, best row, whether tuning finished, the score.
 
     Example:
 
+    \b
         autotuner inspect autotune_log.csv
     """
     for line in autotuner.inspect_log(path, model):
         out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-@app.command()
+@app.command(short_help="a real timeline against a simulated one")
 def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.json or .json.gz)"),
             sim: Path = typer.Argument(..., help="a simulated one (autotuner simulate --timeline), or another real one"),
             skip_real: int = typer.Option(1, "--skip-real", help="first complete steps of REAL to skip (warm-up)",
@@ -481,6 +489,7 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
 
     Example:
 
+    \b
         autotuner compare real.json.gz sim.json
     """
     f = fmt_num
@@ -547,7 +556,7 @@ def _wide_console() -> Console:
     return out
 
 
-@app.command("explore")
+@app.command("explore", short_help="step time over threshold x cycle time; plots")
 @knob_options("a configuration to mark, instead of suggest's pick")
 def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                 env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
@@ -572,6 +581,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
     Example:
 
+    \b
         autotuner explore --model resnet50 --env local-gloo-1gbit --out explore/
     """
     wide = _wide_console()
@@ -618,7 +628,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     wide.print("wrote " + ", ".join(str(f) for f in files), highlight=False, soft_wrap=True)
 
 
-@app.command("scale")
+@app.command("scale", short_help="what-if at more nodes, ranks or link rates")
 def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
               nodes: Optional[str] = typer.Option(None, "--nodes", show_default=False,
                                                   help=f"comma-separated node counts (default {SCALE_NODES})"),
@@ -644,6 +654,7 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
     Example:
 
+    \b
         autotuner scale --model resnet50 --env local-gloo-1gbit --nodes 1,2,4,8
     """
     wide = _wide_console()
@@ -719,7 +730,7 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     wide.print("wrote " + ", ".join(str(f) for f in files), highlight=False, soft_wrap=True)
 
 
-@app.command("accuracy")
+@app.command("accuracy", short_help="every measured number beside its prediction")
 def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one environment (default: every one)"),
                  runs_dir: Optional[Path] = _runs_dir_opt(),
                  model_dir: Optional[Path] = _model_dir_opt(),
@@ -731,6 +742,7 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
 
     Example:
 
+    \b
         autotuner accuracy --env local-gloo-1gbit
     """
     d = autotuner.accuracy_table(runs_dir, model_dir, env, cost_model=cost_model)
@@ -758,12 +770,12 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
     render_table(wide, t)
 
 
-env_app = typer.Typer(add_completion=False, no_args_is_help=True,
+env_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                       help="Environments without a sweep: from published link figures.")
 app.add_typer(env_app, name="env")
 
 
-@env_app.command("new")
+@env_app.command("new", short_help="an environment from published link figures")
 def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain name)",
                                            callback=opt.checked(opt.PlainName, "NAME")),
                 nodes: int = typer.Option(..., "--nodes", help="nodes", callback=opt.checked(opt.Count, "--nodes")),
@@ -785,6 +797,7 @@ def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain 
 
     Example:
 
+    \b
         autotuner env new dgx8 --nodes 8 --gpus-per-node 8 --intra nvlink3 --inter-gbit 100 --gpu A100
     """
     path = autotuner.env_new(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, inter_gbit=inter_gbit,
@@ -797,13 +810,14 @@ def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain 
               soft_wrap=True)
 
 
-@app.command("envs")
+@app.command("envs", short_help="every environment: hardware, source, trust")
 def envs_cmd(model_dir: Optional[Path] = _model_dir_opt(),
              as_json: bool = typer.Option(False, "--json", help="print the list as JSON")) -> None:
     """Every environment the commands can use: hardware, where its numbers come from, how far it was checked.
 
     Example:
 
+    \b
         autotuner envs
     """
     rows = autotuner.envs(model_dir)
@@ -824,7 +838,7 @@ def envs_cmd(model_dir: Optional[Path] = _model_dir_opt(),
     render_table(out, t)
 
 
-@app.command("profile")
+@app.command("profile", short_help="time your model's gradients: a layout JSON")
 def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory, a function returning your torch.nn.Module (importable: on PYTHONPATH)"),
                 input_shape: str = typer.Option(..., "--input-shape", help="one sample's input shape, e.g. 3,224,224 "
                                                 "(the batch dimension comes from --batch-size)"),
@@ -850,6 +864,7 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
 
     Example:
 
+    \b
         autotuner profile --model mypkg.models:build --input-shape 3,224,224 --batch-size 32 --out my_layout.json
     """
     d = autotuner.profile_model(model, out_file, input_shape=input_shape, batch_size=batch_size, device=device,
@@ -869,7 +884,7 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
     out.print(f"wrote {d['out']}; use it as: autotuner simulate --model {d['out']}", highlight=False, soft_wrap=True)
 
 
-@app.command("measure")
+@app.command("measure", short_help="measure this cluster with Horovod's allreduce")
 def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: the sweep goes to <runs-dir>/<env>/",
                                         callback=opt.checked(opt.PlainName, "--env")),
                 np_: int = _np_opt(),
@@ -903,6 +918,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
 
     Example:
 
+    \b
         autotuner measure --env mycluster --hosts node1:4,node2:4
     """
 
