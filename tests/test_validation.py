@@ -162,3 +162,29 @@ def test_autotune_best_row_becomes_a_config():
     c = autotune_best_config({"best": best})
     assert c.fusion_threshold_bytes == round(8.00028 * MIB) and c.cache_capacity == 0 and c.hierarchical_allgather
     assert autotune_best_config({"best": None}) is None
+
+
+def test_verdict_says_faster_within_noise_or_no_verdict():
+    """Issue 21: one repeat printed "1.060x (1.060-1.060)" as if it were a result."""
+    d = [_rec("default", "default", i, ms, DEFAULTS_0_28) for i, ms in enumerate((200.0, 210.0))]
+    fast = [_rec("proposal-1", "proposal", i, ms) for i, ms in enumerate((150.0, 160.0))]
+    assert "vs Horovod defaults (faster)" in verdict(table(d + fast))
+    close = [_rec("proposal-1", "proposal", i, ms) for i, ms in enumerate((195.0, 212.0))]
+    assert "vs Horovod defaults (within noise: the ranges overlap)" in verdict(table(d + close))
+    one = [_rec("proposal-1", "proposal", 0, 150.0)]
+    assert "(fewer than 2 repeats: no verdict, use --repeats 3)" in verdict(table(d + one))
+
+
+def test_a_plan_never_measures_one_configuration_twice_nor_a_compressed_proposal(tmp_path):
+    from autotuner.api import _refuse_duplicates, load_proposals
+    from autotuner.errors import AutotunerError, ScenarioError
+
+    with pytest.raises(AutotunerError, match="same configuration as Horovod's defaults"):
+        _refuse_duplicates([DEFAULTS_0_28], defaults=True)
+    _refuse_duplicates([DEFAULTS_0_28], defaults=False)  # --no-defaults: the defaults are a proposal like any
+    with pytest.raises(AutotunerError, match="proposal 2 .* same configuration as proposal 1"):
+        _refuse_duplicates([P1, P1], defaults=True)
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"proposals": [{"config": P1.to_dict(), "compression": "fp16"}]}))
+    with pytest.raises(ScenarioError, match="fp16 compression, which the replay workload cannot apply"):
+        load_proposals(f)
