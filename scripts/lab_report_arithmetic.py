@@ -17,10 +17,17 @@ from __future__ import annotations
 import math
 import re
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from autotuner.readers.labreport import (  # noqa: E402  (the package's parsers: one reader of the reports)
+    parse_backend_runs,
+    parse_compression_runs,
+    parse_cpu_scaling,
+)
 
 # --------------------------------------------------------------------------- outside facts
 EXTERNAL = {
@@ -61,23 +68,6 @@ EXTERNAL = {
 
 
 # --------------------------------------------------------------------------- parsing helpers
-def parse_time(s: str) -> float:
-    """'2m53.341s' -> 173.341"""
-    m = re.fullmatch(r"\s*(\d+)m([\d.]+)s\s*", s)
-    if not m:
-        raise ValueError(f"not a time: {s!r}")
-    return int(m.group(1)) * 60 + float(m.group(2))
-
-
-def parse_real_user_sys(cell: str) -> dict[str, float]:
-    out = {}
-    for part in re.split(r"<br\s*/?>", cell):
-        m = re.match(r"\s*(real|user|sys)\s+(\S+)", part)
-        if m:
-            out[m.group(1)] = parse_time(m.group(2))
-    return out
-
-
 def cells(line: str) -> list[str]:
     parts = line.strip().split("|")
     return [p.strip() for p in parts[1:-1]]
@@ -118,28 +108,10 @@ class Run002:
 
 
 def read_002(path: Path) -> list[Run002]:
-    runs: list[Run002] = []
-    block_device: str | None = None
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip().startswith("|"):
-            continue
-        c = cells(line)
-        if not c or all(x == "" for x in c):
-            block_device = None          # an empty row separates blocks
-            continue
-        if c[0] not in ("MPI", "Gloo", "NCCL") or "real" not in line:
-            continue
-        t = parse_real_user_sys(c[3])
-        dev = c[6] if len(c) > 6 else ""
-        inferred = False
-        if dev:
-            block_device = block_device or dev
-        else:
-            dev, inferred = block_device or "?", True
-        runs.append(Run002(i, c[0], int(c[2]), t["real"], t["user"], t["sys"],
-                           num(c[4]) if c[4] else None, num(c[5]) if c[5] else None,
-                           dev, inferred))
-    return runs
+    """Report 002's runs, read by the package's parser (:func:`autotuner.readers.labreport.parse_backend_runs`)."""
+    runs, _ = parse_backend_runs(path.read_text(encoding="utf-8"), path.name)
+    return [Run002(r.line, r.backend, r.processes, r.real_s, r.user_s, r.sys_s, r.throughput_img_s, r.speedup,
+                   r.device, r.device_inferred) for r in runs]
 
 
 def steps_per_rank(n: int, epochs: int, train: int, batch: int) -> int:
@@ -351,19 +323,10 @@ class Row003:
 
 
 def read_003(path: Path) -> list[list[Row003]]:
-    tables: list[list[Row003]] = []
-    cur: list[Row003] = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if "<center>" in line and line.strip().startswith("|"):
-            c = cells(line)
-            vals = [num(x) for x in c[1:6]]
-            cur.append(Row003(i, int(vals[0]), vals[1], vals[2], vals[3], vals[4]))
-        elif cur:
-            tables.append(cur)
-            cur = []
-    if cur:
-        tables.append(cur)
-    return tables
+    """Report 003's two tables, read by the package's parser (:func:`autotuner.readers.labreport.parse_cpu_scaling`)."""
+    rows, _ = parse_cpu_scaling(path.read_text(encoding="utf-8"), ["table-1", "table-2"], path.name)
+    return [[Row003(r.line, r.processes, r.step_time, r.per_process, r.total, r.speedup) for r in rows if r.table == t]
+            for t in sorted({r.table for r in rows})]
 
 
 def section_003(path: Path) -> None:
@@ -417,12 +380,13 @@ class Run004:
 
 
 def read_004(path: Path) -> tuple[list[Run004], int, list[tuple[int, str]]]:
-    runs: list[Run004] = []
-    epochs = None
-    comments = []
-    algo = None
-    in_comment = False
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    """Report 004's runs (the package's parser, :func:`autotuner.readers.labreport.parse_compression_runs`;
+    accuracy in percent as printed), its epoch count and its numbered comments (read here: the
+    package reads no prose)."""
+    text = path.read_text(encoding="utf-8")
+    runs, _ = parse_compression_runs(text, path.name)
+    epochs, comments, in_comment = None, [], False
+    for i, line in enumerate(text.splitlines(), 1):
         m = re.search(r"Epoch size:\s*(\d+)", line)
         if m:
             epochs = int(m.group(1))
@@ -430,16 +394,8 @@ def read_004(path: Path) -> tuple[list[Run004], int, list[tuple[int, str]]]:
             in_comment = True
         if in_comment and re.match(r"^\d+\.", line):
             comments.append((i, line.strip()))
-        if "real" not in line or not line.strip().startswith("|"):
-            continue
-        c = cells(line)
-        if c[0]:
-            algo = c[0]
-        md = re.search(r"Device#\s*==\s*(\d+)", c[1])
-        n = int(md.group(1)) if md else 1
-        t = parse_real_user_sys(c[2])
-        runs.append(Run004(i, algo, n, t["real"], t["user"], t["sys"], num(c[3])))
-    return runs, epochs, comments
+    return ([Run004(r.line, r.label, r.devices, r.real_s, r.user_s, r.sys_s, round(r.accuracy * 100, 10))
+             for r in runs], epochs, comments)
 
 
 def section_004(path: Path, r002: dict, path_002: Path) -> None:
