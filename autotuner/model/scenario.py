@@ -34,25 +34,47 @@ class Compression(StrEnum):
     int8 = "int8"
 
 
-#: bytes on the wire per fp32 gradient byte (fp16: 2 of 4 bytes; int8: 1 of 4)
-COMPRESSION_RATIO = {Compression.none: 1.0, Compression.fp16: 0.5, Compression.int8: 0.25}
-#: the compressions Horovod 0.28.1 ships, in this order: the ones ``suggest`` searches
-HOROVOD_COMPRESSIONS = (Compression.none, Compression.fp16)
-#: how a compression is switched on in the training script (none of them is a horovodrun flag)
-COMPRESSION_CODE = {Compression.none: "compression=hvd.Compression.none",
-                    Compression.fp16: "compression=hvd.Compression.fp16"}
-#: what a compression does to the numerics, said wherever it is proposed or simulated
-COMPRESSION_NUMERICS = {
-    Compression.fp16: "fp16 compression changes numerics: every gradient is rounded to fp16 before the allreduce "
-                      "(11-bit significand; magnitudes under 6.1e-5 lose precision, under 3e-8 become 0, over 65504 "
-                      "overflow); check the accuracy",
-}
+@dataclass(frozen=True)
+class CompressionRow:
+    """One gradient compression, described once (issue 21: a row, not five dicts).
+
+    ``ratio``: bytes on the wire per fp32 gradient byte (fp16: 2 of 4 bytes; int8: 1 of 4);
+    ``in_horovod``: shipped by Horovod 0.28.1, so ``suggest`` searches it; ``code``: how the
+    training script switches it on (none is a horovodrun flag), None where Horovod has none;
+    ``numerics``: what it does to the numerics, said wherever it is proposed or simulated;
+    ``lossy``: why it is simulated on request but never proposed (one line), or None."""
+
+    name: Compression
+    ratio: float
+    in_horovod: bool
+    code: str | None = None
+    numerics: str | None = None
+    lossy: str | None = None
+
+
+#: the compression table: every property of a compression lives in its row
+COMPRESSIONS: dict[Compression, CompressionRow] = {r.name: r for r in (
+    CompressionRow(Compression.none, 1.0, True, code="compression=hvd.Compression.none"),
+    CompressionRow(Compression.fp16, 0.5, True, code="compression=hvd.Compression.fp16",
+                   numerics="fp16 compression changes numerics: every gradient is rounded to fp16 before the "
+                            "allreduce (11-bit significand; magnitudes under 6.1e-5 lose precision, under 3e-8 "
+                            "become 0, over 65504 overflow); check the accuracy"),
+    CompressionRow(Compression.int8, 0.25, False,
+                   lossy="int8 compression is lossy and not in Horovod 0.28.1: lab report 004's 8-bit runs "
+                         "(report-004.md lines 39-40) ended at 9.58% test accuracy (digit 6's share of MNIST's "
+                         "test set: training broke); the step time is simulated for a quarter of the bytes only"),
+)}
+# Views of the table, by the names the code reads:
+#: bytes on the wire per fp32 gradient byte
+COMPRESSION_RATIO = {c: r.ratio for c, r in COMPRESSIONS.items()}
+#: the compressions Horovod 0.28.1 ships, in table order: the ones ``suggest`` searches
+HOROVOD_COMPRESSIONS = tuple(c for c, r in COMPRESSIONS.items() if r.in_horovod)
+#: how a compression is switched on in the training script
+COMPRESSION_CODE = {c: r.code for c, r in COMPRESSIONS.items() if r.code}
+#: what a compression does to the numerics
+COMPRESSION_NUMERICS = {c: r.numerics for c, r in COMPRESSIONS.items() if r.numerics}
 #: lossy compressions: simulated on request, never proposed (the reason, one line)
-LOSSY = {
-    Compression.int8: "int8 compression is lossy and not in Horovod 0.28.1: lab report 004's 8-bit runs "
-                      "(report-004.md lines 39-40) ended at 9.58% test accuracy (digit 6's share of MNIST's test "
-                      "set: training broke); the step time is simulated for a quarter of the bytes only",
-}
+LOSSY = {c: r.lossy for c, r in COMPRESSIONS.items() if r.lossy}
 
 
 @dataclass(frozen=True)
