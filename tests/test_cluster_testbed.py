@@ -20,7 +20,7 @@ from tests.cli_helpers import need_horovod
 from tests.test_testbed import start_holder
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULE = ROOT / "autotuner" / "realrun" / "testbed.py"
+ROOT_DIR = str(ROOT)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
                                 reason="needs root and iproute2 (ip, tc) to create network namespaces")
@@ -71,12 +71,14 @@ def test_exception_inside_removes_every_namespace(nothing_left):
 
 
 def test_failed_step_raises_one_line_and_cleans_up(nothing_left, monkeypatch):
-    real = tb._step
+    from autotuner.realrun.testbed import cluster as tbc  # where emulated_cluster runs its steps
+
+    real = tbc._step
 
     def fail_on_bridge(argv):
         return "`ip link add br0` failed: injected" if "bridge" in argv else real(argv)
 
-    monkeypatch.setattr(tb, "_step", fail_on_bridge)
+    monkeypatch.setattr(tbc, "_step", fail_on_bridge)
     with pytest.raises(tb.TestbedError, match="injected"):
         with tb.emulated_cluster(2, 1.0):
             pass
@@ -90,8 +92,8 @@ def test_not_root_is_one_line():
 
 HOLD = f"""
 import importlib.util, sys, time, signal
-spec = importlib.util.spec_from_file_location("testbed", {str(MODULE)!r})
-t = importlib.util.module_from_spec(spec); sys.modules["testbed"] = t; spec.loader.exec_module(t)
+sys.path.insert(0, {ROOT_DIR!r})
+from autotuner.realrun import testbed as t
 signal.signal(signal.SIGINT, signal.default_int_handler)
 with t.emulated_cluster(2, 1.0) as bed:
     print(bed.hosts[0].netns, flush=True)
