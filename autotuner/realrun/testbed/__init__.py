@@ -31,6 +31,14 @@ hosts joined by a switch), :mod:`.probes` (TCP throughput probes). Every name is
 """
 from __future__ import annotations
 
+from .bed import (  # noqa: F401
+    CLUSTER_IFACE,
+    CLUSTER_SUBNET,
+    MAX_HOSTS,
+    Host,
+    Testbed,
+    cluster_hosts,
+)
 from .process import (  # noqa: F401
     _CMD_TIMEOUT_S,
     _PR_SET_PDEATHSIG,
@@ -45,7 +53,6 @@ from .process import (  # noqa: F401
 from .netns import (  # noqa: F401
     ETC_NETNS,
     NETNS_PREFIX,
-    Testbed,
     _COUNTER,
     _NAME_RE,
     _VALID_NAME,
@@ -62,14 +69,9 @@ from .netns import (  # noqa: F401
     why_not_shaped,
 )
 from .cluster import (  # noqa: F401
-    CLUSTER_IFACE,
-    CLUSTER_SUBNET,
-    Host,
-    MAX_HOSTS,
     TestbedError,
     _htb,
     cluster_commands,
-    cluster_hosts,
     emulated_cluster,
 )
 from .probes import (  # noqa: F401

@@ -6,14 +6,14 @@ import signal
 import socket
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Callable, Iterator
 from .process import _TRAPPED, _trap_signals
+from .bed import CLUSTER_IFACE, CLUSTER_SUBNET, MAX_HOSTS, Host
+from .bed import Testbed
 from .netns import (
     ETC_NETNS,
     NETNS_PREFIX,
     _COUNTER,
-    Testbed,
     _delete,
     _hosts_file,
     _remove_hosts_file,
@@ -28,31 +28,6 @@ class TestbedError(RuntimeError):
     """An emulated cluster cannot be built (not root, no iproute2, a failed ``ip``/``tc`` step): one line."""
 
     __test__ = False
-
-
-#: the interface name of every emulated host's link (the same in each namespace, so that one
-#: ``HOROVOD_GLOO_IFACE`` / ``--network-interface`` serves all hosts, as on a uniform cluster)
-CLUSTER_IFACE = "eth0"
-#: the cluster's subnet: host i has ``10.77.0.<i+1>/24``; it exists only inside the namespaces created here
-CLUSTER_SUBNET = "10.77.0"
-MAX_HOSTS = 16
-#: ip-netns(8): ``ip netns exec NS`` bind-mounts ``/etc/netns/NS/<file>`` over ``/etc/<file>``
-def cluster_hosts(n_hosts: int, ranks_per_host: int) -> str:
-    """horovodrun's ``-H`` of an :func:`emulated_cluster` of ``n_hosts`` hosts with ``ranks_per_host``
-    slots each (the addresses are fixed: host i is ``10.77.0.<i+1>``). Raises ValueError for counts < 1
-    or more than :data:`MAX_HOSTS` hosts."""
-    if not (1 <= n_hosts <= MAX_HOSTS) or ranks_per_host < 1:
-        raise ValueError(f"{n_hosts} host(s) x {ranks_per_host} rank(s): need 1..{MAX_HOSTS} hosts and >= 1 rank each")
-    return ",".join(f"{CLUSTER_SUBNET}.{i + 1}:{ranks_per_host}" for i in range(n_hosts))
-
-
-@dataclass(frozen=True)
-class Host:
-    """One emulated host of :func:`emulated_cluster`: its namespace, its address on the cluster's
-    bridge (``eth0`` inside the namespace, :data:`CLUSTER_IFACE`)."""
-
-    netns: str
-    address: str
 
 
 def _htb(ns: str, dev: str, rate: str) -> list[list[str]]:

@@ -9,12 +9,10 @@ import shutil
 import signal
 import subprocess
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator
+from .bed import Testbed
 from .process import _TRAPPED, _pid_alive, _run, _trap_signals
 
-if TYPE_CHECKING:
-    from .cluster import Host
 
 
 NETNS_PREFIX = "autotuner"
@@ -22,46 +20,6 @@ NETNS_PREFIX = "autotuner"
 _NAME_RE = re.compile(rf"^{NETNS_PREFIX}-(\d+)-(\d+)(?:-([a-z0-9]+))?$")
 _VALID_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _COUNTER = itertools.count()
-
-
-@dataclass(frozen=True)
-class Testbed:
-    """Where to run a command.
-
-    prefix: argv to put in front of a command (``("ip", "netns", "exec", name)``), or ``()`` for plain loopback.
-    bandwidth_gbit: the HTB rate in Gbit/s (1e9 bit/s) when shaped, else None.
-    shaped: True only if the namespace and its HTB class were really created.
-    note: one human sentence for reports (what was set up, or why not).
-    netns: the namespace name, or None.
-    """
-
-    __test__ = False  # not a pytest test class despite the name
-
-    prefix: tuple[str, ...]
-    bandwidth_gbit: float | None
-    shaped: bool
-    note: str
-    netns: str | None = None
-    #: a cluster's hosts (:func:`emulated_cluster`), first = where the launcher runs; () for one loopback
-    hosts: tuple["Host", ...] = ()
-    #: argv that replaces ``horovodrun`` for a cluster (:mod:`autotuner.realrun.hostlaunch`), else ()
-    launcher: tuple[str, ...] = ()
-    #: the intra-node (loopback) HTB rate of a cluster's hosts in Gbit/s, None = unshaped
-    intra_gbit: float | None = None
-
-    def wrap(self, argv: list[str] | tuple[str, ...]) -> list[str]:
-        """``argv`` prefixed so that it runs inside this testbed (a cluster: on its first host)."""
-        return [*self.prefix, *argv]
-
-    def hosts_arg(self, ranks_per_host: int, n_hosts: int | None = None) -> str:
-        """horovodrun's ``-H`` for ``ranks_per_host`` slots on the first ``n_hosts`` hosts (default all):
-        ``10.77.0.1:2,10.77.0.2:2``.  Raises ValueError for a plain testbed or too many hosts."""
-        n = len(self.hosts) if n_hosts is None else n_hosts
-        if not self.hosts or not 1 <= n <= len(self.hosts):
-            raise ValueError(f"{n} host(s) x {ranks_per_host} asked of a testbed with {len(self.hosts)} host(s)")
-        from .cluster import cluster_hosts
-
-        return cluster_hosts(n, ranks_per_host)
 
 
 def why_not_shaped() -> str | None:
@@ -215,6 +173,7 @@ def leftovers() -> dict[str, list[str]]:
     return {"netns": mine, "etc_netns": etc, **links}
 
 
+#: ip-netns(8): ``ip netns exec NS`` bind-mounts ``/etc/netns/NS/<file>`` over ``/etc/<file>``
 ETC_NETNS = "/etc/netns"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from .netns import Testbed
+from .bed import Testbed
 from .process import die_with_parent
 
 
