@@ -158,7 +158,7 @@ def test_cli_explore_marks_a_saved_suggest_pick(tmp_path):
     (["--model", "nomodel"], "unknown model"),
     (["--model", "resnet50", "--resolution", "1"], "resolution"),
     (["--model", "resnet50", "--gpus-per-node", "0"], "must be >= 1"),
-    (["--model", "resnet50", "--bandwidth-gbps", "0"], "--bandwidth-gbps: 0.0: must be > 0"),
+    (["--model", "resnet50", "--bandwidth-gbps", "0"], "--bandwidth-gbps: 0.0: must be >= 0.01"),
     (["--model", "resnet50", "--pick", "/nonexistent/pick.json"], "proposals /nonexistent/pick.json: not found"),
 ])
 def test_cli_explore_bad_input(args, needle, tmp_path):
