@@ -68,19 +68,23 @@ def checked(kind: Any, name: str) -> Callable[[Any], Any]:
     return lambda value: check(kind, value, name)
 
 
+def _number_list(text: str, what: str, cast, kind: str, ok, bound: str) -> list:
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(p == "" for p in parts):
+        raise AutotunerError(f"{what}: expected a comma-separated list of positive {kind}s, got {text!r}")
+    try:
+        vals = [cast(p) for p in parts]
+    except ValueError:
+        raise AutotunerError(f"{what}: not a{'n' if kind[0] in 'aeiou' else ''} {kind} list: {text!r}") from None
+    if not all(ok(v) for v in vals):
+        raise AutotunerError(f"{what}: values must be {bound}, got {text!r}")
+    return sorted(set(vals))
+
+
 def int_list(text: str, what: str) -> list[int]:
     """``"1,2,4"`` -> [1, 2, 4]; each > 0, sorted, deduplicated. Raises AutotunerError (one line
     naming ``what``)."""
-    parts = [p.strip() for p in text.split(",")]
-    if not text.strip() or any(p == "" for p in parts):
-        raise AutotunerError(f"{what}: expected a comma-separated list of positive integers, got {text!r}")
-    try:
-        vals = [int(p) for p in parts]
-    except ValueError:
-        raise AutotunerError(f"{what}: not an integer list: {text!r}") from None
-    if any(v < 1 for v in vals):
-        raise AutotunerError(f"{what}: values must be >= 1, got {text!r}")
-    return sorted(set(vals))
+    return _number_list(text, what, int, "integer", lambda v: v >= 1, ">= 1")
 
 
 def float_list(text: str, what: str) -> list[float]:
@@ -88,13 +92,4 @@ def float_list(text: str, what: str) -> list[float]:
     AutotunerError (one line naming ``what``)."""
     import math
 
-    parts = [p.strip() for p in text.split(",")]
-    if not text.strip() or any(p == "" for p in parts):
-        raise AutotunerError(f"{what}: expected a comma-separated list of positive numbers, got {text!r}")
-    try:
-        vals = [float(p) for p in parts]
-    except ValueError:
-        raise AutotunerError(f"{what}: not a number list: {text!r}") from None
-    if any(not (math.isfinite(v) and v > 0) for v in vals):
-        raise AutotunerError(f"{what}: values must be > 0, got {text!r}")
-    return sorted(set(vals))
+    return _number_list(text, what, float, "number", lambda v: math.isfinite(v) and v > 0, "> 0")
