@@ -703,10 +703,12 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
              ("default eff.", lambda r: f"{r['default_efficiency']:.3f}")]
     cols += [("default wall s", lambda r: f"{r['default_wall_time_s']:.1f}")] if wall else []
     cols += [("speed-up", lambda r: f"{r['speedup_vs_default']:.3f}x"),
-             ("fusion MiB (within 1%)", lambda r: f"{r['best_fusion_threshold_mb']:g} "
-                                                  f"({r['near_threshold_lo_mb']:g}-{r['near_threshold_hi_mb']:g})"),
+             ("fusion MiB", lambda r: f"{r['best_fusion_threshold_mb']:g}"),
+             ("within 1% MiB", lambda r: f"{r['near_threshold_lo_mb']:g}-{r['near_threshold_hi_mb']:g}"),
              ("cycle ms", lambda r: f"{r['best_cycle_time_ms']:g}"), ("cache", lambda r: "on" if r["best_cache"] else "off")]
-    if not by_ranks:  # one node: no hierarchical allreduce
+    # hierarchical allreduce: not on one node, and not where it was never searched (a backend without it:
+    # every row "no" and "-"; the finding line below says why)
+    if not by_ranks and res.table["hier_gain_percent"].notna().any():
         cols += [("hier.", lambda r: "yes" if r["best_hierarchical_allreduce"] else "no"),
                  ("hier. gain %", lambda r: "-" if r["hier_gain_percent"] != r["hier_gain_percent"]
                   else f"{r['hier_gain_percent']:+.1f}")]
