@@ -10,7 +10,7 @@ allgather off/on: 8 combinations) = 820,800 configurations.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
 from typing import Any, Mapping
 
@@ -30,11 +30,34 @@ GRID_CYCLE_MS = np.round(np.arange(_CYCLE.low, _CYCLE.high, 0.5), 6)
 
 @dataclass(frozen=True)
 class Combo:
-    """One setting of the on/off knobs."""
+    """One setting of the on/off knobs (the one combination type: the grid, the explorer and its
+    plots use it): response cache capacity (0: off), hierarchical allreduce, hierarchical allgather."""
 
     cache_capacity: int
     hierarchical_allreduce: bool
-    hierarchical_allgather: bool
+    hierarchical_allgather: bool = False
+
+    @property
+    def cache(self) -> bool:
+        """Whether the response cache is on."""
+        return self.cache_capacity > 0
+
+    @property
+    def label(self) -> str:
+        """``cache on, flat`` / ``cache off, hierarchical`` (hierarchical allgather is not named: it
+        does not touch gradient allreduce)."""
+        return f"cache {'on' if self.cache else 'off'}, " + ("hierarchical" if self.hierarchical_allreduce else "flat")
+
+    def apply(self, cfg: Config) -> Config:
+        """``cfg`` with this combination's on/off knobs."""
+        return replace(cfg, cache_capacity=self.cache_capacity, hierarchical_allreduce=self.hierarchical_allreduce,
+                       hierarchical_allgather=self.hierarchical_allgather)
+
+    @classmethod
+    def of(cls, cfg: Config, *, cache_capacity: int = CACHE_ON) -> "Combo":
+        """``cfg``'s on/off setting, a cache that is on spelled with ``cache_capacity`` (Horovod's
+        default capacity), hierarchical allgather left out (the explorer's convention)."""
+        return cls(cache_capacity if cfg.cache_capacity > 0 else 0, bool(cfg.hierarchical_allreduce))
 
 
 #: cache on (capacity 1024, Horovod's default) / off × hierarchical allreduce × allgather

@@ -32,6 +32,7 @@ from ..knobs import (
     autotune_start_configs,
 )
 from ..model.costmodel import Cluster
+from ..search.grid import Combo  # the one on/off combination type
 from ..search.at_size import NEAR_REL, Evaluator, has_hierarchical, step_times_ms  # noqa: F401 (shared by the views)
 from ..search.at_size import best_closest_to_defaults as _best
 from ..search.ranking import MIN_GAIN
@@ -43,34 +44,13 @@ TIE_REL = MIN_GAIN  # a gain under the search's tie rule is no gain (hierarchica
 
 
 # --------------------------------------------------------------------------- combinations
-@dataclass(frozen=True)
-class Combo:
-    """One setting of the on/off knobs: response cache and hierarchical allreduce."""
-
-    cache: bool
-    hierarchical_allreduce: bool
-
-    @property
-    def label(self) -> str:
-        return f"cache {'on' if self.cache else 'off'}, " + ("hierarchical" if self.hierarchical_allreduce else "flat")
-
-    def apply(self, cfg: Config) -> Config:
-        """``cfg`` with this combination's on/off knobs (cache capacity 1024 when on, 0 when off)."""
-        return replace(cfg, cache_capacity=CACHE_ON if self.cache else 0,
-                       hierarchical_allreduce=self.hierarchical_allreduce)
-
-    @classmethod
-    def of(cls, cfg: Config) -> "Combo":
-        return cls(cfg.cache_capacity > 0, bool(cfg.hierarchical_allreduce))
-
-
 def combos(cluster: Cluster, hierarchical: bool = True) -> list[Combo]:
     """Cache on/off × hierarchical allreduce off/on, the latter only when ``cluster.nodes > 1``
     (Horovod turns the flag off when size == local_size, horovod/common/operations.cc) and
     ``hierarchical`` (the backend has hierarchical allreduce:
     :attr:`~autotuner.model.scenario.Scenario.has_hierarchical_allreduce`)."""
     hier = (False, True) if cluster.nodes > 1 and hierarchical else (False,)
-    return [Combo(c, h) for c in (True, False) for h in hier]
+    return [Combo(CACHE_ON if c else 0, h) for c in (True, False) for h in hier]
 
 
 def threshold_axis(resolution: int) -> np.ndarray:

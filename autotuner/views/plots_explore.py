@@ -16,9 +16,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
-from ..knobs import MIB  # noqa: E402
+from ..knobs import CACHE_ON, MIB  # noqa: E402
 from ..writers.atomic import atomic_write_bytes  # noqa: E402
-from .explore import Combo, Exploration  # noqa: E402
+from ..search.grid import Combo  # noqa: E402
+from .explore import Exploration  # noqa: E402
 from .scale import Scaling  # noqa: E402
 
 MARK_STYLE = {  # kind -> (marker, face colour, size, legend label); the defaults' star is drawn larger and
@@ -107,7 +108,7 @@ def heatmaps(ex: Exploration, stem: Path) -> list[Path]:
             ax_off.set_ylabel("cycle time (ms)")
         ax.set_title(f"{label}: min {np.nanmin(z):.1f} ms", fontsize=9)
         combo = sub.iloc[0]
-        want = Combo(bool(combo["cache"]), bool(combo["hierarchical_allreduce"]))
+        want = Combo(CACHE_ON if combo["cache"] else 0, bool(combo["hierarchical_allreduce"]))
         for m in ex.marks:
             if Combo.of(m.config) != want:
                 continue
