@@ -69,7 +69,7 @@ COLUMNS = ["fusion_threshold_mb", "cycle_time_ms", "cache_capacity", "hierarchic
 
 
 def grid_table(sc: Scenario, fusion_mb=GRID_FUSION_MB, cycle_ms=GRID_CYCLE_MS,
-               combos=ALL_COMBOS, *, dedupe: bool = True) -> dict[str, np.ndarray]:
+               combos=ALL_COMBOS, *, fixed: Mapping[str, Any] | None = None, dedupe: bool = True) -> dict[str, np.ndarray]:
     """Predicted step time of every (combo, fusion threshold, cycle time) of ``sc``, as plain arrays.
 
     Args:
@@ -77,7 +77,11 @@ def grid_table(sc: Scenario, fusion_mb=GRID_FUSION_MB, cycle_ms=GRID_CYCLE_MS,
         fusion_mb: shape (F,), fusion thresholds in MiB (may be fractional; converted to whole
             bytes as ``round(mb * 2**20)``).
         cycle_ms: shape (C,), cycle times in ms, > 0.
-        combos: on/off knob settings (:class:`Combo`).
+        combos: on/off knob settings (:class:`Combo`); None: the ones that matter for ``sc``
+            (hierarchical allgather never: it does not touch gradient allreduce; hierarchical
+            allreduce only on several nodes).
+        fixed: knobs kept at one value (field name -> value, internal units): a fixed threshold
+            or cycle time replaces its axis, a fixed on/off knob its value in every combination.
         dedupe: simulate configurations the simulator cannot tell apart once (exact; False
             simulates every row, for benchmarks).
 
@@ -86,9 +90,14 @@ def grid_table(sc: Scenario, fusion_mb=GRID_FUSION_MB, cycle_ms=GRID_CYCLE_MS,
         ordered by combo, then threshold, then cycle time; ``step_time_ms`` in ms. No pandas:
         ``suggest`` answers from it in well under a second (issue 21).
     """
+    fixed = fixed or {}
     f = np.asarray(fusion_mb, dtype=float).reshape(-1)
     cy = np.asarray(cycle_ms, dtype=float).reshape(-1)
-    cs = list(combos)
+    if "fusion_threshold_bytes" in fixed:
+        f = np.array([fixed["fusion_threshold_bytes"] / MIB])
+    if "cycle_time_ms" in fixed:
+        cy = np.array([float(fixed["cycle_time_ms"])])
+    cs = list(_combos_for(sc, fixed) if combos is None else combos)
     K, F, C = len(cs), f.size, cy.size
     thr = np.rint(f * MIB).astype(np.int64)
     cap = np.array([c.cache_capacity for c in cs], dtype=np.int64)[:, None, None]
@@ -108,11 +117,11 @@ def grid_table(sc: Scenario, fusion_mb=GRID_FUSION_MB, cycle_ms=GRID_CYCLE_MS,
 
 
 def grid_step_times(sc: Scenario, fusion_mb=GRID_FUSION_MB, cycle_ms=GRID_CYCLE_MS,
-                    combos=ALL_COMBOS, *, dedupe: bool = True):
+                    combos=ALL_COMBOS, *, fixed: Mapping[str, Any] | None = None, dedupe: bool = True):
     """:func:`grid_table` as a pandas DataFrame (columns :data:`COLUMNS`, same rows and units)."""
     import pandas as pd
 
-    return pd.DataFrame(grid_table(sc, fusion_mb, cycle_ms, combos, dedupe=dedupe), columns=COLUMNS)
+    return pd.DataFrame(grid_table(sc, fusion_mb, cycle_ms, combos, fixed=fixed, dedupe=dedupe), columns=COLUMNS)
 
 
 def concat_tables(*tables: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -158,27 +167,21 @@ class GridStrategy:
         f = np.asarray(self.fusion_mb if self.fusion_mb is not None else GRID_FUSION_MB, dtype=float)
         c = np.asarray(self.cycle_ms if self.cycle_ms is not None else GRID_CYCLE_MS, dtype=float)
         ref = Trial(reference, sc.simulate(reference).step_time_s, Origin.default)
-        return [ref] + table_trials(_fixed_grid(sc, f, c, fixed), 64, Origin.search)
+        return [ref] + table_trials(grid_table(sc, f, c, None, fixed=fixed), 64, Origin.search)
 
 
-def _fixed_grid(sc: Scenario, f: np.ndarray, c: np.ndarray, fixed: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """:func:`grid_step_times` over thresholds ``f`` (MiB) x cycle times ``c`` (ms) and the on/off
-    combinations that matter for ``sc`` (hierarchical allgather never: it does not touch gradient
-    allreduce; hierarchical allreduce only on several nodes), every knob of ``fixed`` at its value."""
-    if "fusion_threshold_bytes" in fixed:
-        f = np.array([fixed["fusion_threshold_bytes"] / MIB])
-    if "cycle_time_ms" in fixed:
-        c = np.array([fixed["cycle_time_ms"]])
-    combos: list[Combo] = []
+def _combos_for(sc: Scenario, fixed: Mapping[str, Any]) -> list[Combo]:
+    """The on/off combinations that matter for ``sc``, every knob of ``fixed`` at its value."""
+    out: list[Combo] = []
     for cb in ALL_COMBOS:
         if cb.hierarchical_allgather or (cb.hierarchical_allreduce and sc.cluster.nodes == 1):
             continue  # no effect on gradient allreduce / on one node (knobs.py)
         cb = Combo(fixed.get("cache_capacity", cb.cache_capacity),
                    fixed.get("hierarchical_allreduce", cb.hierarchical_allreduce),
                    fixed.get("hierarchical_allgather", False))
-        if cb not in combos:
-            combos.append(cb)
-    return grid_table(sc, f, c, combos)
+        if cb not in out:
+            out.append(cb)
+    return out
 
 
 def neighbourhood(sc: Scenario, reference: Config, fixed: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -191,7 +194,7 @@ def neighbourhood(sc: Scenario, reference: Config, fixed: Mapping[str, Any]) -> 
     fixed = dict(pin_unsupported_off(fixed, getattr(sc, "effective_backend", None)))
     f = np.union1d(GRID_FUSION_MB.astype(float), [reference.fusion_threshold_bytes / MIB])
     c = np.union1d(GRID_CYCLE_MS, [reference.cycle_time_ms])
-    df = _fixed_grid(sc, f, c, fixed)
+    df = grid_table(sc, f, c, None, fixed=fixed)
     if reference.hierarchical_allgather or (reference.hierarchical_allreduce and sc.cluster.nodes == 1):
         ref_row = grid_table(sc, [reference.fusion_threshold_bytes / MIB], [reference.cycle_time_ms],
                              [Combo(reference.cache_capacity, reference.hierarchical_allreduce,
