@@ -178,7 +178,7 @@ LayoutRef = Annotated[str, AfterValidator(_layout_ref)]
 class _Schema(BaseModel):
     """Strict (no str -> number, no float -> int, no 0/1 -> bool) and closed (unknown keys fail)."""
 
-    model_config = ConfigDict(strict=True, extra="forbid")
+    model_config = ConfigDict(strict=True, extra="forbid", defer_build=True)  # built on first use: imports stay light
 
 
 # --- knobs (values checked by the knob table) ------------------------------------------------
