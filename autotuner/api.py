@@ -345,26 +345,6 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
     return out
 
 
-def simulate_result(sc: Scenario, cfg: Config, r: StepResult | None = None) -> dict[str, Any]:
-    """JSON-ready result of one simulated configuration (``simulate --json``): the scenario,
-    the knobs, step time (ms), collectives (ms), overlap, the autotune score (bytes/µs) and
-    every fused response (bytes, tensors, start and duration in ms). ``backend``: the collective
-    backend simulated (None: the env's own). When the scenario has a run shape
-    (:attr:`Scenario.run`) also ``steps_per_rank`` and ``wall_time_s`` (predicted wall time of the
-    whole run, s: :meth:`Scenario.wall_s`)."""
-    r = r or sc.simulate(cfg)
-    d = {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
-         "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
-         "bandwidth_gbps": sc.cost.link_gbps, "compression": sc.compression, "backend": sc.backend,
-         "config": cfg.to_dict(), "step_time_ms": r.step_time_ms, "score_bytes_per_us": r.score_bytes_per_us,
-         "comm_ms": r.comm_s * 1e3, "overlap": r.overlap, "bytes_per_step": r.bytes_per_step,
-         "responses": [{"bytes": x.nbytes, "tensors": x.n_tensors, "start_ms": x.start_s * 1e3,
-                        "duration_ms": x.duration_s * 1e3} for x in r.responses]}
-    if sc.run is not None:
-        d |= {"steps_per_rank": sc.run.steps_per_rank(sc.cluster.size), "wall_time_s": sc.wall_s(r.step_time_s)}
-    return d
-
-
 class Backend(StrEnum):
     """Collective backends the ``--backend`` what-if names (an env fits some of them:
     :meth:`autotuner.model.costmodel.CostModel.with_backend`)."""

@@ -546,16 +546,6 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
         render_table(out, t)
 
 
-#: ``scale``'s node counts when neither --nodes nor --ranks is given
-SCALE_NODES = "1,2,4,8,16,32,64"  # autotuner.api.SCALE_NODES, as the help shows it
-
-
-def _wide_console() -> Console:
-    """The console wide outputs print on: stdout's (tables go through :func:`autotuner.render.render_table`,
-    plain full-width text when piped)."""
-    return out
-
-
 @app.command("explore", short_help="step time over threshold x cycle time; plots")
 @knob_options("a configuration to mark, instead of suggest's pick")
 def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
@@ -584,7 +574,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     \b
         autotuner explore --model resnet50 --env local-gloo-1gbit --out explore/
     """
-    wide = _wide_console()
+    wide = out
     r = autotuner.explore(model, env, config=knobs or None, pick_file=pick_file, suggest_pick=suggest_pick,
                           resolution=resolution, nodes=nodes, gpus_per_node=gpus_per_node, bandwidth_gbps=bandwidth_gbps,
                           compression=str(compression), compute_ms=compute_ms,
@@ -631,7 +621,8 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 @app.command("scale", short_help="what-if at more nodes, ranks or link rates")
 def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
               nodes: Optional[str] = typer.Option(None, "--nodes", show_default=False,
-                                                  help=f"comma-separated node counts (default {SCALE_NODES})"),
+                                                  help="comma-separated node counts (default "
+                                                       f"{','.join(map(str, autotuner.SCALE_NODES))})"),
               ranks: Optional[str] = typer.Option(None, "--ranks", show_default=False,
                                                   help="comma-separated rank counts on one node (single-server "
                                                        "scaling), instead of --nodes and --gpus-per-node"),
@@ -657,7 +648,7 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     \b
         autotuner scale --model resnet50 --env local-gloo-1gbit --nodes 1,2,4,8
     """
-    wide = _wide_console()
+    wide = out
     if ranks is not None and nodes is not None:  # before parsing either list: the conflict is the news
         raise AutotunerError("--ranks and --nodes: give one (--ranks: ranks on one node; --nodes: node counts)")
     result = autotuner.scale(model, env, nodes=None if nodes is None else opt.int_list(nodes, "--nodes"),
@@ -751,7 +742,7 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
     if as_json:
         print(json.dumps(d, allow_nan=False))
         return
-    wide = _wide_console()
+    wide = out
     for s in d["summary"]:  # the answer first: per env, the held-out predictions in brief
         if s["held_out"]:
             w = s["held_out_worst"]
