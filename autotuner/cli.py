@@ -799,7 +799,8 @@ def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain 
               + (f", {intra} inside" if intra else "") + (f", {inter_gbit:g} Gbit/s between nodes" if inter_gbit else "")
               + f", {backend}; from specs, never measured (autotuner measure --env {name} + fit replaces it)",
               highlight=False, soft_wrap=True)
-    out.print(f"use it: autotuner suggest --model resnet50 --compute-ms 300 --env {name}", highlight=False,
+    md = f" --model-dir {out_dir}" if out_dir is not None else ""  # a folder the search does not read by itself
+    out.print(f"use it: autotuner suggest --model resnet50 --compute-ms 300 --env {name}{md}", highlight=False,
               soft_wrap=True)
 
 
