@@ -634,6 +634,7 @@ def fit_environments(runs_dir: Path, out: Path | None = None):
     :class:`autotuner.results.FitResult`; raises an AutotunerError (one line) for an unusable
     runs folder or output folder, and FitError when nothing could be fitted."""
     from .errors import FitError
+    from .fit import fitters  # noqa: F401  (the fitters and scipy load before --out is made)
     from .paths import model_output_dir
     from .results import FitResult
 

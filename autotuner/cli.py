@@ -972,11 +972,19 @@ def main(argv: list[str] | None = None) -> int:
         old = signal.signal(signal.SIGINT, on_sigint)
     sys.unraisablehook = on_unraisable
     try:
-        return _run(argv, interrupted)
+        rc = _run(argv, interrupted)
     finally:
         sys.unraisablehook = unraisable
         if old is not None:
             signal.signal(signal.SIGINT, signal.default_int_handler)
+    if rc == 130 and interrupted and old is not None:
+        # CPython ends the process by the signal (exit status -2) once a KeyboardInterrupt has crossed a
+        # nested PyRun_* call, even one caught here: a Ctrl-C inside a lazily imported C extension
+        # (scipy, matplotlib) does. The command owns the process's Ctrl-C: flush and end it with 130.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    return rc
 
 
 def _run(argv: list[str] | None, interrupted: list) -> int:
