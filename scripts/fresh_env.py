@@ -8,6 +8,8 @@ against the defaults and autotune's best.
     python scripts/fresh_env.py --env fresh-2x1-2gbit --model distilbert -- --testbed-hosts 2 \\
         --ranks-per-host 1 --link-gbit 2
     python scripts/fresh_env.py --env fresh-3gbit --model vit_s16 --only report   # figures again
+    python scripts/fresh_env.py --env fresh-poll-0.75gbit --model mobilenet_v2 --compute-ms 150 --wait sleep \
+        --tag h2 --only validate -- --bandwidth-gbit 0.75     # the same env replayed again, as fresh-<model>-h2
 
 Arguments after ``--`` are the testbed options ``measure`` and ``validate`` share. Every phase
 resumes: ``measure`` and ``validate`` append item by item / trial by trial and measure only what
@@ -64,30 +66,30 @@ def fit_alone(env: str, out: Path = MODELS) -> None:
         sh("autotuner", "fit", tmp, "--out", str(out))
 
 
-def report(env: str, model: str) -> list[str]:
+def report(env: str, model: str, run: str) -> list[str]:
     sys.path.insert(0, str(ROOT))
     from autotuner.fit.store import load_env
     from autotuner.views.accuracy import simulate_trial
     from autotuner.views.protocol import format_report, rows_from_records, summary
     from autotuner.readers.runs import parse_records
 
-    path = RUNS / env / "validation" / f"fresh-{model}.jsonl"
+    path = RUNS / env / "validation" / f"{run}.jsonl"
     recs, _ = parse_records(path.read_text(), path.name)
     with tempfile.TemporaryDirectory() as tmp:  # the code of the day, on the sweep alone
         fit_alone(env, Path(tmp))
         fenv = load_env([Path(tmp)], env)
     rows = rows_from_records(recs, lambda cfg, setup: simulate_trial(fenv, RUNS / env, cfg, dict(setup)).step_time_ms)
-    return format_report(rows, summary(rows, pick_label=pick_label(env, model)))
+    return format_report(rows, summary(rows, pick_label=pick_label(env, model, run)))
 
 
-def pick_label(env: str, model: str) -> str:
+def pick_label(env: str, model: str, run: str) -> str:
     """The row of suggest's pick: ``proposal-1``, or ``default`` when the pick is Horovod's defaults
     (validate refuses to measure one configuration twice, so it is then not a proposal)."""
     from autotuner.knobs import DEFAULTS_0_28, Config, config_from_values
 
     val = RUNS / env / "validation"
     picked = Config.from_dict(json.loads((val / f"pick-{model}.json").read_text())["proposals"][0]["config"])
-    first = config_from_values(json.loads((val / f"fresh-{model}-proposals.json").read_text())[0])
+    first = config_from_values(json.loads((val / f"{run}-proposals.json").read_text())[0])
     if picked != DEFAULTS_0_28 or first == picked:  # (records before issue 21 measured the defaults twice)
         return "proposal-1"
     return "default"
@@ -111,10 +113,13 @@ def main() -> int:
     ap.add_argument("--wait", choices=("spin", "sleep"), default="spin",
                     help="measure --wait and validate --replay-wait")
     ap.add_argument("--only", choices=("measure", "fit", "suggest", "validate", "report"))
+    ap.add_argument("--tag", default="", help="name the replays fresh-<model>-<tag> (a second replay of one env, "
+                                              "e.g. after a change to the replay workload; the pick is shared)")
     ap.add_argument("testbed", nargs=argparse.REMAINDER, help="after --: measure/validate testbed options")
     a = ap.parse_args()
     tb = [x for x in a.testbed if x != "--"]
     val = RUNS / a.env / "validation"
+    run = f"fresh-{a.model}" + (f"-{a.tag}" if a.tag else "")
     pick = val / f"pick-{a.model}.json"
     phases = [a.only] if a.only else ["measure", "fit", "suggest", "validate", "report"]
     if "measure" in phases:
@@ -129,15 +134,15 @@ def main() -> int:
         Path(f.name).replace(pick)
     if "validate" in phases:
         picked = json.loads(pick.read_text())["proposals"][0]["config"]
-        props = val / f"fresh-{a.model}-proposals.json"
+        props = val / f"{run}-proposals.json"
         props.write_text(json.dumps(plan(picked), indent=1) + "\n")
         sh("autotuner", "validate", "--env", a.env, "--model", a.model, "--compute-ms", f"{a.compute_ms:g}",
-           "--proposals", str(props), "--repeats", str(a.repeats), "--name", f"fresh-{a.model}",
+           "--proposals", str(props), "--repeats", str(a.repeats), "--name", run,
            "--runs-dir", str(RUNS), "--model-dir", str(MODELS), "--replay-wait", a.wait, "--keep-timelines", *tb)
     if "report" in phases:
-        lines = report(a.env, a.model)
+        lines = report(a.env, a.model, run)
         print("\n".join(lines))
-        out = val / f"fresh-{a.model}-protocol.txt"
+        out = val / f"{run}-protocol.txt"
         tmp = out.with_suffix(".tmp")
         tmp.write_text("\n".join(lines) + "\n")
         tmp.replace(out)
