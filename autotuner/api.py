@@ -1146,12 +1146,13 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
 def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str = "", bandwidth_gbit: float | None = None,
             sizes: str | None = None, repeats: int = 5, warmup: int = 1, timeout_s: float = 900.0,
             testbed_hosts: int | None = None, ranks_per_host: int | None = None, link_gbit: float | None = None,
-            wait: str = "spin", cpu_repeats: int = 5, trickle_repeats: int = 2, on_total=None, on_item=None,
-            on_event=None) -> dict:
+            wait: str = "spin", cpu_repeats: int = 5, trickle_repeats: int = 2, idle_repeats: int = 3, on_total=None,
+            on_item=None, on_event=None) -> dict:
     """``autotuner measure``: the allreduce sweep of :mod:`autotuner.realrun.measure` into
     ``runs_dir/<env>/`` (resumes a killed sweep), then its ``cpu`` phase (``cpu_repeats``
     rounds, :mod:`autotuner.realrun.cpuprobe`) and its ``trickle`` phase (``trickle_repeats``
-    rounds, :mod:`autotuner.realrun.trickleprobe`; 0 skips either). ``sizes``: ``LO:HI`` or a comma list (bytes,
+    rounds, :mod:`autotuner.realrun.trickleprobe`) and its ``idle`` phase (``idle_repeats`` jobs,
+    :mod:`autotuner.realrun.idleprobe`; 0 skips any of them). ``sizes``: ``LO:HI`` or a comma list (bytes,
     ``K``/``M``/``G`` binary units), default 1K:512M. ``runs_dir`` None: ``$AUTOTUNER_RUNS_DIR``, else
     ./runs, else the user's folder. Returns the JSON-ready summary (with ``runs_dir``). Raises
     ValidationError (one line) for bad input, a missing horovodrun or a failed job; OutputError
@@ -1166,9 +1167,10 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
         np, hosts = topo[0] * topo[1], cluster_hosts(*topo)
     if np < 2:
         raise ValidationError(f"--np {np}: an allreduce needs at least 2 ranks")
-    if cpu_repeats < 0 or trickle_repeats < 0:
-        bad = "--cpu-repeats" if cpu_repeats < 0 else "--trickle-repeats"
-        raise ValidationError(f"{bad} {min(cpu_repeats, trickle_repeats)}: must be >= 0")
+    for bad, v in (("--cpu-repeats", cpu_repeats), ("--trickle-repeats", trickle_repeats),
+                   ("--idle-repeats", idle_repeats)):
+        if v < 0:
+            raise ValidationError(f"{bad} {v}: must be >= 0")
     tiers(np, hosts)  # bad --hosts: one line before anything starts
     sz = parse_sizes(sizes) if sizes else DEFAULT_SIZES
     from .paths import runs_output_dir
@@ -1180,5 +1182,5 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
                        testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait)
     with _sigterm_as_exit():
         summary = run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, cpu_repeats=cpu_repeats,
-                              trickle_repeats=trickle_repeats, on_total=on_total, on_item=on_item, on_event=on_event)
+                              trickle_repeats=trickle_repeats, idle_repeats=idle_repeats, on_total=on_total, on_item=on_item, on_event=on_event)
     return summary | {"runs_dir": str(runs_dir)}

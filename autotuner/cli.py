@@ -904,6 +904,9 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                 trickle_repeats: int = typer.Option(2, "--trickle-repeats", help="rounds of the trickle phase "
                                                     "(tensors one per cycle, at 1 and 5 ms; 0 skips it)",
                                                     callback=opt.checked(opt.Index, "--trickle-repeats")),
+                idle_repeats: int = typer.Option(3, "--idle-repeats", help="jobs of the idle phase (small responses "
+                                                 "while the ranks sleep; 0 skips it)",
+                                                 callback=opt.checked(opt.Index, "--idle-repeats")),
                 as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
                 runs_dir: Optional[Path] = _runs_dir_opt("where the sweep goes (default: $AUTOTUNER_RUNS_DIR, else "
                                                          "./runs when it holds environments, else the user's runs folder)")
@@ -922,7 +925,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
         summary = autotuner.measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, sizes=sizes,
                           repeats=repeats, warmup=warmup, timeout_s=timeout_s, testbed_hosts=testbed_hosts,
                           ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait, cpu_repeats=cpu_repeats,
-                          trickle_repeats=trickle_repeats,
+                          trickle_repeats=trickle_repeats, idle_repeats=idle_repeats,
                           on_total=lambda done, total: bar.update(task, completed=done, total=total),
                           on_item=lambda r: bar.update(task, advance=1,
                                                        description=f"{r['phase']} {r['bytes']} B: {r['median_ms']:.2f} ms"),
@@ -936,7 +939,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
     if big:
         out.print(f"largest allreduce: {big['mib']:g} MiB in {big['median_ms']:.1f} ms (algbw {big['algbw_gbit_s']:.3f} Gbit/s)",
                   highlight=False)
-    for name in ("cpu", "trickle"):
+    for name in ("cpu", "trickle", "idle"):
         ph = summary.get(name)
         if ph:
             out.print(f"{name} phase: {ph['jobs_new']} job(s) run, {ph['jobs_recorded']} recorded in {ph['records']}",

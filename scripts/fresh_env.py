@@ -49,20 +49,26 @@ GRID = [
 ]
 
 
+#: what ``autotuner measure`` leaves in an env folder: the sweep and its probe phases (never validation/)
+MEASURED = ("env.toml", "sweep.jsonl", "timelines", "cpu.jsonl", "cpu-timelines", "trickle.jsonl",
+            "trickle-timelines", "idle.jsonl", "idle-timelines")
+
+
 def sh(*argv: str, stdout=None) -> None:
     print("+ " + " ".join(argv), file=sys.stderr, flush=True)
     subprocess.run(argv, check=True, stdout=stdout, cwd=ROOT)
 
 
 def fit_alone(env: str, out: Path = MODELS) -> None:
-    """Fit ``env`` on its sweep alone: a temporary runs folder holding only its env.toml, sweep
-    records and sweep timelines (not its replays), so the model, and the error band suggest
+    """Fit ``env`` on its sweep alone: a temporary runs folder holding only what ``measure`` wrote
+    (:data:`MEASURED`: env.toml, the sweep and its probe phases' records and timelines; not its replays), so the model, and the error band suggest
     borrows for a never-checked env, owe nothing to the replays reported against them."""
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp) / env
         d.mkdir()
-        for name in ("env.toml", "sweep.jsonl", "timelines"):
-            (d / name).symlink_to(RUNS.resolve() / env / name)
+        for name in MEASURED:
+            if (RUNS / env / name).exists():
+                (d / name).symlink_to(RUNS.resolve() / env / name)
         sh("autotuner", "fit", tmp, "--out", str(out))
 
 

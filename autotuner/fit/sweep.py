@@ -35,9 +35,10 @@ import numpy as np
 
 from ..errors import AutotunerError, FitError
 from ..knobs import MIB
-from ..model.costmodel import Cluster, ComputeDelay
+from ..model.costmodel import Cluster, ComputeDelay, IdleResponse
 from ..readers.runs import EnvData
-from ..readers.sweep import parse_cpu_records, parse_trickle_records, read_phase_records, read_sweep_records
+from ..readers.sweep import (parse_cpu_records, parse_idle_records, parse_trickle_records, read_phase_records,
+                             read_sweep_records)
 from ..readers.timeline import read_timeline, samples
 from ..readers.timeline_steps import response_host_samples
 from .fitters import _model_dict, fit_collective_tier, run_config, timeline_cost_model
@@ -128,12 +129,20 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     # per_cycle x cycle) it moved the envs' held-out errors by -0.4 to +0.2 points and made two worse
     # (docs/fresh-environments.md section 9)
     neg_info["lone"] = lone_response(trecs, src.parent, env.problems)
+    irecs, iproblems = read_phase_records(src.parent / IDLE_RECORDS, parse_idle_records, f"{env.path.name}/{IDLE_RECORDS}")
+    env.problems += iproblems
+    asleep = any((r.get("setup") or {}).get("wait") == "sleep" for r in recs)
+    idle_info = idle_response(irecs, src.parent, env.problems, ranks[first])
+    idle_info["after_backward"] = asleep
+    if idle_info.get("per_response_us") is not None:
+        cost = replace(cost, idle=IdleResponse(idle_info["per_response_us"] * 1e-6, idle_info["per_byte_ns"] * 1e-9,
+                                               float(idle_info["up_to_bytes"]), asleep))
     neg_info["cpu"] = cpu_info
     fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
                 "other_tiers": tiers_info,
                 "a_ms": lin.a_s * 1e3, "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2,
                 "mape_percent": lin.mape, "n_samples": lin.n, "piecewise": piece_info, "host_passes": host_info,
-                "negotiation": neg_info, "timelines": used,
+                "negotiation": neg_info, "idle_response": idle_info, "timelines": used,
                 "samples": [{"bytes": float(n), "time_ms": float(t * 1e3), "count": int(c), "pred_ms": float(q * 1e3)}
                             for n, t, c, q in zip(sizes, times, counts, pred)]}
     return _model_dict(env, cluster, cost, fit_info, {}, run_config(meta, {}))
@@ -181,6 +190,9 @@ def _per_tensor(recs: list[dict[str, Any]]) -> dict[str, Any]:
 CPU_RECORDS = "cpu.jsonl"
 #: the trickle phase's records, beside ``source`` (:data:`autotuner.realrun.measure.TRICKLE_RECORDS`)
 TRICKLE_RECORDS = "trickle.jsonl"
+#: the idle phase's records, beside ``source`` (:data:`autotuner.realrun.measure.IDLE_RECORDS`), and
+#: the tensor-name prefix of autotuner.realrun.idleprobe (not imported: fit does not load realrun)
+IDLE_RECORDS, IDLE_PREFIX = "idle.jsonl", "idle"
 #: the tensor-name prefixes of autotuner.realrun.trickleprobe (not imported: fit does not load realrun)
 TRICKLE, BACK_TO_BACK = "trickle", "b2b"
 
@@ -246,6 +258,57 @@ def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> d
     A = np.array([[1.0, c * 1e-3] for c in cs])
     (lone, slope), _ = nnls(A, np.array([max(0.0, float(np.median(per_cycle[c]))) for c in cs]))
     out.update(lone_us=float(lone) * 1e6, per_cycle=float(slope))
+    return out
+
+
+def idle_response(recs: list[dict[str, Any]], env_dir, problems: list[str], p: int) -> dict[str, Any]:
+    """A small response's collective time while the ranks' main threads sleep, from the ``idle``
+    phase's timelines (:mod:`autotuner.realrun.idleprobe`): per job and tensor size, the mean span
+    of the ``idle.<bytes>.<k>`` responses (each name's first use left out: the response cache's
+    miss); per size, the mean over jobs (each job samples the host's idle regime once: the
+    expected cost is the mean, not the median); then ``t(n) = a + b·n`` through the sizes by
+    non-negative least squares (``scipy.optimize.nnls``), valid up to the largest size. Only jobs
+    of the fitted tier's ``p`` ranks count. Returns the model file's ``fit.idle_response``:
+    ``per_response_us`` (a), ``per_byte_ns`` (b), ``up_to_bytes``, ``ms_by_size`` ({size: [per job
+    mean, ms]}), ``jobs``; ``per_response_us`` None (with a note) with fewer than 2 sizes seen.
+    ``problems`` gets unreadable timelines."""
+    from scipy.optimize import nnls
+
+    by_size: dict[int, list[float]] = {}
+    jobs = 0
+    for r in recs:
+        if int(r.get("ranks", p)) != p:
+            continue
+        tl = _kept_timeline(env_dir, r, problems)
+        if tl is None:
+            continue
+        spans: dict[int, list[float]] = {}
+        seen: set[str] = set()
+        for resp in sorted(tl.responses, key=lambda x: x.start_us):
+            if resp.op != "allreduce" or len(resp.tensors) != 1:
+                continue
+            name = resp.tensors[0].split(".", 1)[-1]  # "allreduce.idle.4096.3" -> "idle.4096.3"
+            if name.split(".", 1)[0] != IDLE_PREFIX or name in seen:
+                seen.add(name)
+                continue
+            spans.setdefault(int(resp.nbytes), []).append(resp.duration_us * 1e-6)
+        if spans:
+            jobs += 1
+        for n, v in spans.items():
+            by_size.setdefault(n, []).append(float(np.mean(v)))
+    out: dict[str, Any] = {"form": "per job and size the mean span (first uses left out); per size the mean over "
+                                   "jobs; t = a + b*n (nnls) up to the largest size",
+                           "per_response_us": None, "per_byte_ns": None, "up_to_bytes": None, "jobs": jobs,
+                           "ms_by_size": {str(n): [round(x * 1e3, 4) for x in v] for n, v in sorted(by_size.items())}}
+    if len(by_size) < 2:
+        out["note"] = ("no idle phase (or fewer than 2 sizes in it): small responses cost what the sweep's tier says"
+                       if recs else "no idle phase: small responses cost what the sweep's tier says")
+        return out
+    ns = np.array(sorted(by_size), float)
+    ts = np.array([np.mean(by_size[int(n)]) for n in ns])
+    (a, b), _ = nnls(np.column_stack([np.ones_like(ns), ns]), ts)
+    out.update(per_response_us=float(a) * 1e6, per_byte_ns=float(b) * 1e9, up_to_bytes=float(ns.max()),
+               mean_ms_by_size={str(int(n)): round(float(t) * 1e3, 4) for n, t in zip(ns, ts)})
     return out
 
 

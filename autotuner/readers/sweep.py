@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunsError, SchemaError
-from ..schemas import CpuProbeRecord, SweepRecord, TrickleRecord, check
+from ..schemas import CpuProbeRecord, IdleRecord, SweepRecord, TrickleRecord, check
 from .files import read_text
 
 
@@ -49,6 +49,11 @@ def parse_cpu_records(text: str, source: str) -> tuple[list[dict[str, Any]], lis
 def parse_trickle_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
     """(records, problems) of a ``trickle.jsonl`` (the ``trickle`` phase of ``autotuner measure``)."""
     return parse_sweep_records(text, source, TrickleRecord)
+
+
+def parse_idle_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(records, problems) of an ``idle.jsonl`` (the ``idle`` phase of ``autotuner measure``)."""
+    return parse_sweep_records(text, source, IdleRecord)
 
 
 def read_phase_records(path: Path, parse, source: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:

@@ -24,8 +24,7 @@ Output (rank 0, stdout): one ``step N time_ms X`` line per step, then one line
 ``AUTOTUNER_RESULT {json}`` that :func:`autotuner.readers.replay_output.parse_output` reads. Its keys:
 ``model, ranks, steps, warmup, compute_ms, update_ms, bytes_per_step`` (bytes allreduced per
 step, all tensors), ``step_times_ms`` (list, measured steps only, ms), ``median_step_time_ms``,
-``forward_graph_ms`` (median host time building the emulated forward graph, inside the forward) and
-``step_sync_ms`` (median time in ``opt.step()``: Horovod's ``synchronize`` of every handle, then the update).
+``phases_ms`` (where the step went, medians in ms: :data:`PHASES`).
 
 Errors: an unknown layout or bad argument exits with status 2 and one line on stderr.
 """
@@ -78,7 +77,15 @@ def _build(layout, backward_s: float):
             x = Stage.apply(x, params[i], i)
         return x.sum()
 
-    return params, forward
+    return params, forward, clock
+
+
+#: where a replay step's time goes (``phases_ms`` in the result, medians over the measured steps, ms):
+#: building the emulated forward graph; the whole forward (graph + sleep to its deadline); the first
+#: stage's backward starting after the forward (autograd's start); ``loss.backward()`` (every stage and
+#: Horovod's hooks); after it, the wait (``--wait sleep``: tail + polling until every allreduce is
+#: done; ``spin``: the tail); ``opt.step()`` (Horovod's synchronize of every handle, then the update)
+PHASES = ("graph", "forward", "backward_start", "backward", "wait", "step")
 
 
 #: poll interval of ``--wait sleep`` (s). Horovod's own wait (``hvd.synchronize``, which
@@ -155,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         forward_s = args.compute_ms * FORWARD_SHARE / 1e3
         backward_s = args.compute_ms * (1 - FORWARD_SHARE) / 1e3
     update_s = args.update_ms / 1e3
-    params, forward = _build(layout, backward_s)
+    params, forward, clock = _build(layout, backward_s)
 
     class EmulatedUpdate(torch.optim.Optimizer):
         """An optimizer whose step only waits ``update_ms`` (the update is emulated, not run)."""
@@ -171,8 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                                    named_parameters=list(zip(layout.names, params)))
     x = torch.ones(1, requires_grad=True)
     times_ms: list[float] = []
-    graph_ms: list[float] = []  # building the emulated forward graph (host work inside the forward)
-    sync_ms: list[float] = []   # opt.step(): DistributedOptimizer.synchronize after the last allreduce polls done
+    phases: dict[str, list[float]] = {k: [] for k in PHASES}
     for step in range(args.warmup + args.steps):
         t = time.perf_counter()
         # The forward lasts forward_s, host work included: a GPU job's host builds its graph (launches
@@ -181,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         loss = forward(x)
         tg = time.perf_counter()
         _sleep_to(t + forward_s)
+        tf = time.perf_counter()
         loss.backward()
+        tb = time.perf_counter()
         if tail_s > 0:
             time.sleep(tail_s)
         if args.wait == "sleep":
@@ -192,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         dt = (end - t) * 1e3
         if step >= args.warmup:
             times_ms.append(dt)
-            graph_ms.append((tg - t) * 1e3)
-            sync_ms.append((end - ts) * 1e3)
+            for k, v in zip(PHASES, (tg - t, tf - t, clock["t0"] - tf, tb - tf, ts - tb, end - ts)):
+                phases[k].append(v * 1e3)
         if hvd.rank() == 0:
             print(f"step {step} time_ms {dt:.3f}{' (warmup)' if step < args.warmup else ''}",
                   flush=True)
@@ -206,8 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                   "wait": args.wait,
                   "bytes_per_step": layout.total_bytes, "step_times_ms": [round(v, 3) for v in times_ms],
                   "median_step_time_ms": round(median, 3),
-                  "forward_graph_ms": round(sorted(graph_ms)[n // 2], 3),
-                  "step_sync_ms": round(sorted(sync_ms)[n // 2], 3)}
+                  "phases_ms": {k: round(sorted(v)[n // 2], 3) for k, v in phases.items()}}
         print(f"{RESULT_TAG} {json.dumps(result)}", flush=True)
     # Horovod's timeline is written by a background thread; give it a moment to drain before
     # shutdown, or the last step's records may be missing from the file.

@@ -333,6 +333,22 @@ class TrickleRecord(BaseModel):
     timeline: str | None = None
 
 
+class IdleRecord(BaseModel):
+    """One line of ``idle.jsonl``, the ``idle`` phase of ``autotuner measure``
+    (:mod:`autotuner.realrun.idleprobe`): one job, fusion off, whose timeline holds small
+    responses run back to back while the ranks' main threads sleep. Unknown keys are kept."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    phase: Literal["idle"]
+    tier: Literal["intra", "inter", "single"]
+    repeat: Annotated[int, Field(ge=0)]
+    sizes: Annotated[list[Annotated[int, Field(ge=4)]], Field(min_length=1)]
+    tensors: Annotated[int, Field(ge=1)]
+    rounds: Annotated[int, Field(ge=2)]
+    ranks: Annotated[int, Field(ge=1)]
+    timeline: str | None = None
+
+
 class _EnvHead(BaseModel):
     model_config = ConfigDict(extra="allow")
     format: Format
