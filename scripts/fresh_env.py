@@ -119,6 +119,9 @@ def main() -> int:
     ap.add_argument("--wait", choices=("spin", "sleep"), default="spin",
                     help="measure --wait and validate --replay-wait")
     ap.add_argument("--only", choices=("measure", "fit", "suggest", "validate", "report"))
+    ap.add_argument("--timelines", action="store_true",
+                    help="record and keep each replay's Horovod timeline (for autotuner compare); off by default: "
+                         "the writer costs the replays 3-10 %% (scripts/replay_phases.py), which a user's run does not pay")
     ap.add_argument("--tag", default="", help="name the replays fresh-<model>-<tag> (a second replay of one env, "
                                               "e.g. after a change to the replay workload; the pick is shared)")
     ap.add_argument("testbed", nargs=argparse.REMAINDER, help="after --: measure/validate testbed options")
@@ -144,7 +147,8 @@ def main() -> int:
         props.write_text(json.dumps(plan(picked), indent=1) + "\n")
         sh("autotuner", "validate", "--env", a.env, "--model", a.model, "--compute-ms", f"{a.compute_ms:g}",
            "--proposals", str(props), "--repeats", str(a.repeats), "--name", run,
-           "--runs-dir", str(RUNS), "--model-dir", str(MODELS), "--replay-wait", a.wait, "--keep-timelines", *tb)
+           "--runs-dir", str(RUNS), "--model-dir", str(MODELS), "--replay-wait", a.wait,
+           *(("--keep-timelines",) if a.timelines else ("--no-timeline",)), *tb)
     if "report" in phases:
         lines = report(a.env, a.model, run)
         print("\n".join(lines))
