@@ -16,11 +16,11 @@ import pytest
 
 from autotuner.errors import ValidationError
 from autotuner.realrun import measure as M
-from autotuner.readers.sweep import parse_cpu_records, parse_sweep_records, parse_trickle_records
+from autotuner.readers.sweep import parse_cpu_records, parse_idle_records, parse_sweep_records, parse_trickle_records
 from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
 
 SHORT = dict(sizes=(1024, 4096, 65536), fusion_sizes=(65536, 262144), tiny_counts=(1, 8), unfused_sizes=(1024, 16384),
-             cpu_repeats=1, trickle_repeats=1)
+             cpu_repeats=1, trickle_repeats=1, idle_repeats=1)
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -78,6 +78,7 @@ def test_bad_records_are_named_and_skipped():
     (["--env", "../x"], "--env"),
     (["--cpu-repeats", "-1"], "--cpu-repeats"),
     (["--trickle-repeats", "-2"], "--trickle-repeats"),
+    (["--idle-repeats", "-1"], "--idle-repeats"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, args, needle):
     base = {"--env": "e", "--runs-dir": str(tmp_path)}
@@ -119,10 +120,14 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     trecs, problems = parse_trickle_records((env_dir / "trickle.jsonl").read_text(), "trickle.jsonl")
     assert problems == [] and [r["cycle_time_ms"] for r in trecs] == [1.0, 5.0] and s1["trickle"]["jobs_new"] == 2
     assert all((env_dir / r["timeline"]).exists() and r["gap_ms"] == 1.5 * r["cycle_time_ms"] for r in trecs)
+    # the idle phase: one job, its timeline kept
+    irecs, problems = parse_idle_records((env_dir / "idle.jsonl").read_text(), "idle.jsonl")
+    assert problems == [] and len(irecs) == 1 == s1["idle"]["jobs_new"] and irecs[0]["sizes"] == [4096, 16384, 65536]
+    assert (env_dir / irecs[0]["timeline"]).exists() and irecs[0]["ranks"] == 2
     # a re-run measures nothing again
     s2 = M.run_measure(env_dir, setup, timeout_s=300, **SHORT)
     assert s2["items_new"] == 0 and s2["items_recorded"] == want and s2["cpu"]["jobs_new"] == 0
-    assert s2["trickle"]["jobs_new"] == 0
+    assert s2["trickle"]["jobs_new"] == 0 and s2["idle"]["jobs_new"] == 0
     # another setup in the same environment is refused
     with pytest.raises(ValidationError, match="another setup"):
         M.run_measure(env_dir, M.SweepSetup(np=2, hosts="", bandwidth_gbit=None, repeats=3, warmup=1), **SHORT)
@@ -135,6 +140,10 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     # one pair is fewer than the fit needs for the per-cycle compute cost: said, not fitted
     assert d["fit"]["negotiation"]["cpu"]["cpu_us"] is None and "fewer than" in d["fit"]["negotiation"]["cpu"]["note"]
     assert "compute_delay" not in d["cost_model"]
+    # the idle phase's job is read and recorded (not a term of the cost model)
+    idle = d["fit"]["idle_response"]
+    assert idle["up_to_bytes"] == 65536 and idle["per_response_us"] > 0 and idle["jobs"] == 1
+    assert "idle_response" not in d["cost_model"]
     # a sweep env has no workload: simulate takes --compute-ms
     p = run("simulate", "--model", "resnet50", "--env", "sweep-test", "--model-dir", str(tmp_path / "models"),
             "--compute-ms", "100")
@@ -145,7 +154,7 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     need_horovod()
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "autotuner.cli", "measure", "--env", "k", "--runs-dir", str(runs),
-            "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0", "--trickle-repeats", "0"]
+            "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0", "--trickle-repeats", "0", "--idle-repeats", "0"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     rec = runs / "k" / "sweep.jsonl"

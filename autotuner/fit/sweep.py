@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import AutotunerError, FitError
 from ..knobs import MIB
-from ..model.costmodel import Cluster, ComputeDelay, IdleResponse
+from ..model.costmodel import Cluster, ComputeDelay
 from ..readers.runs import EnvData
 from ..readers.sweep import (parse_cpu_records, parse_idle_records, parse_trickle_records, read_phase_records,
                              read_sweep_records)
@@ -131,12 +131,10 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     neg_info["lone"] = lone_response(trecs, src.parent, env.problems)
     irecs, iproblems = read_phase_records(src.parent / IDLE_RECORDS, parse_idle_records, f"{env.path.name}/{IDLE_RECORDS}")
     env.problems += iproblems
-    asleep = any((r.get("setup") or {}).get("wait") == "sleep" for r in recs)
+    # measured and recorded, not charged: as a floor on the collective of responses up to 64 KiB while
+    # the main thread sleeps it over-charged the poll envs' fusion-off replays (+7.7 to +13.6 %) and made
+    # four envs' held-out errors worse (docs/fresh-environments.md section 11)
     idle_info = idle_response(irecs, src.parent, env.problems, ranks[first])
-    idle_info["after_backward"] = asleep
-    if idle_info.get("per_response_us") is not None:
-        cost = replace(cost, idle=IdleResponse(idle_info["per_response_us"] * 1e-6, idle_info["per_byte_ns"] * 1e-9,
-                                               float(idle_info["up_to_bytes"]), asleep))
     neg_info["cpu"] = cpu_info
     fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
                 "other_tiers": tiers_info,
@@ -271,7 +269,8 @@ def idle_response(recs: list[dict[str, Any]], env_dir, problems: list[str], p: i
     of the fitted tier's ``p`` ranks count. Returns the model file's ``fit.idle_response``:
     ``per_response_us`` (a), ``per_byte_ns`` (b), ``up_to_bytes``, ``ms_by_size`` ({size: [per job
     mean, ms]}), ``jobs``; ``per_response_us`` None (with a note) with fewer than 2 sizes seen.
-    ``problems`` gets unreadable timelines."""
+    ``problems`` gets unreadable timelines. Recorded in the model file's ``fit.idle_response``; not
+    a term of the cost model (docs/fresh-environments.md section 11)."""
     from scipy.optimize import nnls
 
     by_size: dict[int, list[float]] = {}
@@ -288,7 +287,9 @@ def idle_response(recs: list[dict[str, Any]], env_dir, problems: list[str], p: i
             if resp.op != "allreduce" or len(resp.tensors) != 1:
                 continue
             name = resp.tensors[0].split(".", 1)[-1]  # "allreduce.idle.4096.3" -> "idle.4096.3"
-            if name.split(".", 1)[0] != IDLE_PREFIX or name in seen:
+            if name.split(".", 1)[0] != IDLE_PREFIX:
+                continue
+            if name not in seen:  # its first use: the response cache's miss
                 seen.add(name)
                 continue
             spans.setdefault(int(resp.nbytes), []).append(resp.duration_us * 1e-6)

@@ -242,60 +242,6 @@ class ComputeDelay:
 
 
 @dataclass(frozen=True)
-class IdleResponse:
-    """What a small response's collective costs while the ranks' main threads sleep (issue 20,
-    "small responses while the cores idle").
-
-    A 2-rank Gloo ring allreduce of a few KiB is a handful of thread hand-offs (Horovod 0.28.1
-    ``horovod/common/ops/gloo_operations.cc`` ``GlooAllreduce::Execute``: gloo's ring sends and
-    waits on TCP pairs). Where the host's idle cores halt (a VM's ``haltpoll`` cpuidle with
-    ``guest_halt_poll_ns`` 0 here), each hand-off to a sleeping thread waits for a wake-up; the main
-    thread sleeping (an emulated backward, or ``--wait sleep``) leaves the cores idle, spinning in
-    ``hvd.synchronize`` keeps one awake. ``time_s(n) = per_response_s + per_byte_s · n`` is the mean
-    span of back-to-back responses of up to ``up_to_bytes`` measured so (``measure``'s ``idle`` phase,
-    :mod:`autotuner.realrun.idleprobe`, fitted by :func:`autotuner.fit.sweep.idle_response`). The
-    simulators charge ``max(tier, time_s(n))`` to a response of ``n <= up_to_bytes`` that starts while
-    the main thread sleeps: before the backward ends (not in a
-    :attr:`~autotuner.model.simulator.Workload.cpu_bound` workload, whose backward computes), and
-    after it where ``after_backward`` (the env's ranks wait asleep: ``measure --wait sleep``).
-    Where the host's wake-ups are fast the measured time stays under the tier and nothing changes.
-
-    Raises CostModelError for a negative or non-finite value.
-    """
-
-    per_response_s: float
-    per_byte_s: float
-    up_to_bytes: float
-    after_backward: bool = False
-
-    def __post_init__(self) -> None:
-        vals = (self.per_response_s, self.per_byte_s, self.up_to_bytes)
-        if not all(np.isfinite(v) and v >= 0 for v in vals) or not self.up_to_bytes > 0:
-            raise CostModelError(f"idle response cost needs finite values >= 0 and a size > 0, got {self}")
-
-    def time_s(self, nbytes):
-        """Collective time (s) of an idle-host response of ``nbytes`` (scalar or array), for
-        ``nbytes <= up_to_bytes`` (the caller checks)."""
-        return self.per_response_s + self.per_byte_s * nbytes
-
-    def extra_s(self, nbytes, collective_s):
-        """What to add (s, >= 0) to a collective of ``collective_s`` seconds for ``nbytes`` bytes
-        (scalars or arrays of one shape): ``max(0, time_s(n) - collective_s)`` up to
-        ``up_to_bytes``, 0 above."""
-        return np.where(np.asarray(nbytes) <= self.up_to_bytes,
-                        np.maximum(0.0, self.time_s(nbytes) - collective_s), 0.0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"per_response_us": self.per_response_s * 1e6, "per_byte_ns": self.per_byte_s * 1e9,
-                "up_to_bytes": self.up_to_bytes, "after_backward": self.after_backward}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "IdleResponse":
-        return cls(float(d["per_response_us"]) * 1e-6, float(d.get("per_byte_ns", 0.0)) * 1e-9,
-                   float(d["up_to_bytes"]), bool(d.get("after_backward", False)))
-
-
-@dataclass(frozen=True)
 class HostPasses:
     """Host (CPU) time around each response besides its collective, with a cache knee.
 
@@ -416,8 +362,6 @@ class CostModel:
             the ``--backend`` what-if (:meth:`with_backend`); empty when only one was measured.
         compute_delay: how much longer a collective runs beside compute that fills the cores
             (:class:`ComputeDelay`), or None when not measured.
-        idle: a small response's cost while the ranks' main threads sleep (:class:`IdleResponse`),
-            or None when not measured.
     """
 
     inter: Tier
@@ -429,7 +373,6 @@ class CostModel:
     host: HostPasses | None = None
     backends: tuple[tuple[str, BackendCost], ...] = ()
     compute_delay: ComputeDelay | None = None
-    idle: IdleResponse | None = None
 
     def with_backend(self, name: str) -> "CostModel":
         """What-if: this environment with collective backend ``name`` (its fitted intra-node tier
@@ -524,7 +467,6 @@ class CostModel:
             **({"backends": {k: b.to_dict() for k, b in self.backends}} if self.backends else {}),
             **({"compute_delay": {"per_response_us": self.compute_delay.per_response_s * 1e6,
                                   "per_byte_ns": self.compute_delay.per_byte_s * 1e9}} if self.compute_delay else {}),
-            **({"idle_response": self.idle.to_dict()} if self.idle else {}),
         }
 
     @classmethod
@@ -549,6 +491,5 @@ class CostModel:
             compute_delay=(ComputeDelay(float(d["compute_delay"]["per_response_us"]) * 1e-6,
                                         float(d["compute_delay"].get("per_byte_ns", 0.0)) * 1e-9)
                            if d.get("compute_delay") else None),
-            idle=IdleResponse.from_dict(d["idle_response"]) if d.get("idle_response") else None,
         )
 

@@ -214,7 +214,6 @@ class _Tables:
         self.frac, self.host_bwd = frac, workload.host_backward_s
         self.stall = 1.0 - min(max(workload.overlap, 0.0), 1.0)
         self.delay = cost.compute_delay if workload.cpu_bound else None
-        self.idle, self.cpu_bound = cost.idle, workload.cpu_bound
         self.asyn = workload.async_collectives
         cum = np.concatenate(([0], np.cumsum(wire)))
         self.cum = cum
@@ -239,25 +238,6 @@ class _Tables:
         if fused.any():
             out[fused] += self.cost.memcpy_s(self.cum[b[fused]] - self.cum[a[fused]])
         return out + self.cost.host_gap_s(nb)
-
-    def _idle_extra(self, h: np.ndarray, a: np.ndarray, b: np.ndarray, in_backward: np.ndarray) -> np.ndarray:
-        """What :class:`~autotuner.model.costmodel.IdleResponse` adds (s) to the responses ``[a, b)``
-        (``h`` hierarchical 0/1; ``in_backward``: the response starts before the backward ends), as the
-        reference: ``max(0, idle time - collective)`` up to the idle phase's largest size, where the
-        main thread sleeps (in backward unless the workload is CPU-bound; after it if ``after_backward``)."""
-        idle = self.idle
-        nb = (self.cum[b] - self.cum[a]).astype(float)
-        on = np.where(in_backward, not self.cpu_bound, idle.after_backward) & (nb <= idle.up_to_bytes)
-        out = np.zeros(nb.shape)
-        if on.any():
-            coll = np.empty(int(on.sum()))
-            hv, nbo = h[on], nb[on]
-            for v in (0, 1):
-                m = hv == v
-                if m.any():
-                    coll[m] = np.asarray(self.cost.allreduce_s(nbo[m], self.cluster, bool(v)), dtype=float) * self.comm_scale
-            out[on] = idle.extra_s(nbo, coll)
-        return out
 
     def _count_handed(self, s0: np.ndarray, c: np.ndarray) -> np.ndarray:
         """Number of tensors with ``s0 + hook_rel[k] <= c`` (the reference's searchsorted on
@@ -356,8 +336,6 @@ class _Tables:
                 if self.delay is not None:  # as the reference: responses starting before the backward ends
                     nb = (self.cum[b] - self.cum[aa]).astype(float)
                     dur = np.where(start < be[sl], dur + self.delay.extra_s(nb), dur)
-                if self.idle is not None:  # as the reference: the main thread sleeps, the cores idle
-                    dur = dur + self._idle_extra(hr[sl], aa, b, start < be[sl])
                 if stall > 0:
                     self._slip(R, be, np.arange(ids.size)[sl], start, dur, b, cols, stall, rate)
                 sf[sl] = start + dur

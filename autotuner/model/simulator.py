@@ -37,10 +37,6 @@ Semantics, each from Horovod's source (read at v0.28.1 and v0.20.3; cited, not c
   :class:`~autotuner.model.costmodel.CostModel` and multiplied by the workload's ``comm_scale``; every
   response also pays :meth:`~autotuner.model.costmodel.CostModel.host_gap_s` (the untimed host work
   between responses, 0 unless fitted; :class:`~autotuner.model.costmodel.HostPasses`).
-- **Idle hosts** (:class:`~autotuner.model.costmodel.IdleResponse`, where ``measure``'s idle phase
-  ran): a response of up to its size that starts while the ranks' main threads sleep (during
-  backward, unless the workload computes on the CPU; after it where the env's ranks wait asleep)
-  costs at least the measured idle-host time: its collective is ``max(tier, idle)``.
 - **Overlap** (:attr:`Workload.overlap`): with time-shared compute and communication, a
   collective running during backward pauses backward, delaying the gradients not yet ready.
 - **Step** = forward + max(backward end, last allreduce end) + update (``synchronize`` waits
@@ -388,7 +384,6 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
 
     stall = 1.0 - min(max(workload.overlap, 0.0), 1.0)
     delay = cost.compute_delay if workload.cpu_bound else None
-    idle = cost.idle
     hook_rel = hand_over_times(ready_rel, fwd, workload.host_backward_s)
     asyn = workload.async_collectives
     step_start = 0.0
@@ -425,8 +420,7 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
                 t_cycles.append(TracedCycle(c, t, i, j, tuple(idle_from + k * period for k in range(n_idle))))
             for a, b in fuse(wire[i:j], thr):
                 nbytes = int(cum[i + b] - cum[i + a])
-                coll = cost.allreduce_s(nbytes, cluster, hier) * scale
-                dur = coll
+                dur = cost.allreduce_s(nbytes, cluster, hier) * scale
                 mem = cost.memcpy_s(nbytes) if b - a > 1 else 0.0
                 dur += mem
                 dur += cost.host_gap_s(nbytes)
@@ -435,8 +429,6 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
                 start = max(t, stream_free)
                 if delay is not None and start < bwd_end:  # the compute holds the cores meanwhile
                     dur += delay.extra_s(float(nbytes))
-                if idle is not None and (idle.after_backward if start >= bwd_end else not workload.cpu_bound):
-                    dur += float(idle.extra_s(nbytes, coll))  # the main thread sleeps: the cores idle
                 if tracing:
                     t_resps.append(TracedResponse(i + a, i + b, nbytes, len(t_cycles) - 1, t_loop, t, start, dur,
                                                   mem))

@@ -77,13 +77,6 @@ class ComputeDelayEntry(_Schema):
     per_byte_ns: NonNeg = 0.0
 
 
-class IdleResponseEntry(_Schema):
-    per_response_us: NonNeg
-    per_byte_ns: NonNeg = 0.0
-    up_to_bytes: Positive
-    after_backward: bool = False
-
-
 class CostModelEntry(_Schema):
     inter: TierEntry
     intra: TierEntry | None = None
@@ -96,8 +89,6 @@ class CostModelEntry(_Schema):
     backends: dict[PlainName, BackendEntry] | None = None
     #: how much longer a collective runs beside compute that fills the cores (measure's cpu phase)
     compute_delay: ComputeDelayEntry | None = None
-    #: a small response's cost while the ranks' main threads sleep (measure's idle phase)
-    idle_response: IdleResponseEntry | None = None
 
 
 class ClusterEntry(_Schema):

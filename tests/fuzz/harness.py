@@ -960,7 +960,7 @@ def g_measure(c: Case) -> None:
     bads = [("--np", ["0", "-1", "x", "nan", "1"]), ("--repeats", ["0", "-1", "x"]), ("--warmup", ["-1", "x"]),
             ("--timeout", ["nan", "-1", "0", "inf"]), ("--bandwidth-gbit", ["nan", "0", "-1", "inf"]),
             ("--sizes", ["", "x", "1K:", "0:4K", "4K:1K", "1,,2", "-1"]), ("--wait", ["busy", ""]),
-            ("--cpu-repeats", ["-1", "x"]), ("--trickle-repeats", ["-1", "nan"]),
+            ("--cpu-repeats", ["-1", "x"]), ("--trickle-repeats", ["-1", "nan"]), ("--idle-repeats", ["-3", "x"]),
             ("--env", ["../x", "", "/abs", "a/b"]), ("--hosts", ["a:0", ":", "a:x,b", "a:2,a:2,"])]
     chosen = c.rng.sample(bads, c.rng.randint(1, 2))
     if "--env" not in {f for f, _ in chosen}:
