@@ -64,13 +64,19 @@ def test_idle_cost_is_the_arithmetic_of_the_committed_timelines(env):
     assert all(0 < x <= max(means.values()) + 1e-9 for x in line)
 
 
-def test_idle_regime_is_slower_than_the_sweeps_own_small_responses_everywhere():
+def test_idle_regime_is_slower_than_the_sweeps_own_small_responses():
     """The measurement the phase exists for: on this machine a small response while the ranks sleep
-    costs 1.7-2.6 ms on every env (a host property), against the sweep tier's 0.6-1.4 ms."""
+    costs 1.3-2.9 ms on every env (a host property), above the sweep tier's 4 KiB figure on every env
+    but fresh-poll-1.25gbit, whose sweep's fusion-off job sampled the slow regime (tier 2.06 ms)."""
+    above = []
     for env in ENVS:
         m = json.loads((ROOT / "autotuner" / "models" / f"{env}.json").read_text())
-        idle = m["fit"]["idle_response"]
-        assert 1.0 < idle["mean_ms_by_size"]["4096"] < 3.5, env
+        idle = m["fit"]["idle_response"]["mean_ms_by_size"]
+        assert 1.2 < idle["4096"] < 3.0, env
+        tier = [s["pred_ms"] for s in m["fit"]["samples"] if s["bytes"] == 4096][0]
+        if idle["4096"] > tier:
+            above.append(env)
+    assert sorted(set(ENVS) - set(above)) == ["fresh-poll-1.25gbit"]
 
 
 def test_recorded_not_charged():
