@@ -280,5 +280,7 @@ def test_simulate_prints_the_device_warning_and_the_trust_line(tmp_path):
                        env={**__import__("os").environ, "COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
-    assert d["trust"].startswith("checked on 33 real trials") and d["warnings"]
+    trials = json.loads((ROOT / "autotuner" / "models" / "fresh-poll-2gbit.json").read_text())["trust"]["trials"]
+    assert trials == 63  # 33 replays on the sweep's day, 30 more (fresh-vit_s16-nt) the day after
+    assert d["trust"].startswith(f"checked on {trials} real trials") and d["warnings"]
     assert "warning: layout" in p.stderr and "Traceback" not in p.stderr

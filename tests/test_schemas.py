@@ -114,7 +114,8 @@ def test_env_toml_reproducers_are_one_line_errors(tmp_path, fmt, edit, field, va
 
 def test_committed_env_tomls_validate_and_keep_their_dicts():
     envs, problems = read_runs(ROOT / "runs")
-    assert [e.name for e in envs] == ["fresh-0.5gbit", "fresh-2x1-5gbit", "fresh-3gbit", "fresh-poll-0.75gbit", "fresh-poll-2gbit", "fresh-poll-2x1-2gbit", "laptop-cpu", "local-gloo-1gbit", "local-gloo-1gbit-sweep", "local-gloo-2x2", "local-gloo-2x2-poll", "t4x4-compression",
+    assert [e.name for e in envs] == ["fresh-0.5gbit", "fresh-1.5gbit", "fresh-2x1-5gbit", "fresh-3gbit", "fresh-poll-0.75gbit",
+                                      "fresh-poll-1.25gbit", "fresh-poll-2gbit", "fresh-poll-2x1-2gbit", "fresh-poll-2x1-3gbit", "laptop-cpu", "local-gloo-1gbit", "local-gloo-1gbit-sweep", "local-gloo-2x2", "local-gloo-2x2-poll", "t4x4-compression",
                                       "t4x4-pcie", "v100-16gbit", "v100-5gbit"]
     assert problems == []
     import tomllib
@@ -232,7 +233,7 @@ def test_bad_records_are_skipped_and_named(change, needle):
 
 
 def test_committed_records_all_validate():
-    from autotuner.readers.sweep import parse_cpu_records, parse_sweep_records, parse_trickle_records
+    from autotuner.readers.sweep import parse_cpu_records, parse_idle_records, parse_sweep_records, parse_trickle_records
 
     files = sorted((ROOT / "runs").rglob("*.jsonl"))
     assert len(files) >= 6
@@ -241,7 +242,7 @@ def test_committed_records_all_validate():
             assert all(isinstance(json.loads(line), dict) for line in f.read_text().splitlines()), f
             continue
         parse = {"sweep.jsonl": parse_sweep_records, "cpu.jsonl": parse_cpu_records,
-                 "trickle.jsonl": parse_trickle_records}.get(f.name, parse_records)
+                 "trickle.jsonl": parse_trickle_records, "idle.jsonl": parse_idle_records}.get(f.name, parse_records)
         recs, problems = parse(f.read_text(), f.name)
         assert problems == [] and recs, f
 
