@@ -49,9 +49,16 @@ GRID = [
 ]
 
 
-#: what ``autotuner measure`` leaves in an env folder: the sweep and its probe phases (never validation/)
-MEASURED = ("env.toml", "sweep.jsonl", "timelines", "cpu.jsonl", "cpu-timelines", "trickle.jsonl",
-            "trickle-timelines", "idle.jsonl", "idle-timelines")
+
+
+def measured_files() -> tuple[str, ...]:
+    """What ``autotuner measure`` leaves in an env folder: env.toml, the sweep and its probe phases'
+    records and timelines (autotuner.realrun.measure's names; never validation/)."""
+    sys.path.insert(0, str(ROOT))
+    from autotuner.realrun import measure as M
+
+    return ("env.toml", M.RECORDS, "timelines", M.CPU_RECORDS, M.CPU_TIMELINES, M.TRICKLE_RECORDS,
+            M.TRICKLE_TIMELINES, M.IDLE_RECORDS, M.IDLE_TIMELINES)
 
 
 def sh(*argv: str, stdout=None) -> None:
@@ -61,12 +68,12 @@ def sh(*argv: str, stdout=None) -> None:
 
 def fit_alone(env: str, out: Path = MODELS) -> None:
     """Fit ``env`` on its sweep alone: a temporary runs folder holding only what ``measure`` wrote
-    (:data:`MEASURED`: env.toml, the sweep and its probe phases' records and timelines; not its replays), so the model, and the error band suggest
+    (:func:`measured_files`: env.toml, the sweep and its probe phases' records and timelines; not its replays), so the model, and the error band suggest
     borrows for a never-checked env, owe nothing to the replays reported against them."""
     with tempfile.TemporaryDirectory() as tmp:
         d = Path(tmp) / env
         d.mkdir()
-        for name in MEASURED:
+        for name in measured_files():
             if (RUNS / env / name).exists():
                 (d / name).symlink_to(RUNS.resolve() / env / name)
         sh("autotuner", "fit", tmp, "--out", str(out))

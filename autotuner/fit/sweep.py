@@ -302,8 +302,7 @@ def idle_response(recs: list[dict[str, Any]], env_dir, problems: list[str], p: i
                            "per_response_us": None, "per_byte_ns": None, "up_to_bytes": None, "jobs": jobs,
                            "ms_by_size": {str(n): [round(x * 1e3, 4) for x in v] for n, v in sorted(by_size.items())}}
     if len(by_size) < 2:
-        out["note"] = ("no idle phase (or fewer than 2 sizes in it): small responses cost what the sweep's tier says"
-                       if recs else "no idle phase: small responses cost what the sweep's tier says")
+        out["note"] = "no idle phase (or fewer than 2 sizes in it): small responses cost what the sweep's tier says"
         return out
     ns = np.array(sorted(by_size), float)
     ts = np.array([np.mean(by_size[int(n)]) for n in ns])

@@ -68,9 +68,7 @@ def _build(layout, backward_s: float):
             i = ctx.index
             if i == 0:
                 clock["first"] = time.perf_counter()
-            wait = clock["t0"] + ready[i] * backward_s - time.perf_counter()
-            if wait > 0:
-                time.sleep(wait)
+            _sleep_to(clock["t0"] + ready[i] * backward_s)
             return grad, None, None
 
     def forward(x):
