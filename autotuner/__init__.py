@@ -9,10 +9,10 @@ from importlib import import_module
 
 _EXPORTS = {
     "fit_runs": ".api", "make_scenario": ".api", "suggest": ".api", "simulate": ".api", "fit_environments": ".api",
-    "explore": ".api", "scale": ".api", "SCALE_NODES": ".api", "accuracy_table": ".api", "validate": ".api", "measure": ".api",
+    "explore": ".api", "scale": ".api", "SCALE_NODES": ".api", "accuracy_table": ".api", "validate": ".api", "tune": ".api", "measure": ".api",
     "profile_model": ".api", "compare_timelines": ".api", "inspect_log": ".api", "env_new": ".api", "envs": ".api",
     "Backend": ".api", "SearchStrategy": ".api", "ProfileDevice": ".api", "Compression": ".model.scenario",
-    "FitResult": ".results", "ExploreResult": ".results", "ScaleResult": ".results", "ValidateResult": ".results",
+    "FitResult": ".results", "ExploreResult": ".results", "ScaleResult": ".results", "ValidateResult": ".results", "TuneResult": ".results",
     "SuggestResult": ".results", "SimulateResult": ".results", "Proposal": ".results", "Choice": ".results",
     "Response": ".results",
     "Strategy": ".search.ranking", "GridStrategy": ".search.grid", "BayesStrategy": ".search.bayes",

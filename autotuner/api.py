@@ -779,6 +779,183 @@ def validate(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, 
     return ValidateResult(tuple(recs), report, verdict)
 
 
+#: d2 for 3 samples (the expected range of 3 normal samples in standard deviations, the control-chart constant
+#: tabulated in ASTM E2587 / ISO 7870-2): a repeat spread measured as (max - min) over 3 trials is 1.693 sigma
+D2_THREE = 1.693
+#: one trial's relative noise when the env has no repeat spread to turn into one (fraction)
+NOISE_FALLBACK = 0.02
+
+
+def tune(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, hosts: str = "",
+         bandwidth_gbit: float | None = None, testbed_hosts: int | None = None, ranks_per_host: int | None = None,
+         link_gbit: float | None = None, replay_wait: str = "spin", compute_ms: float | None = None,
+         steps: int = 6, warmup: int = 2, budget_steps: int = 240, compressions: Sequence[str] = ("none",),
+         against_autotune: bool = False, repeats: int = 3, name: str | None = None, timeout_s: float = 600.0,
+         autotune_timeout_s: float = 3600.0, batch_size: int | None = None, runs_dir: Path | None = None,
+         model_dir: Path | Sequence[Path] | None = None, on_event=None, progress=None):
+    """``autotuner tune``: Bayesian optimisation on real ``horovodrun`` trials with the simulator as its prior
+    (:mod:`autotuner.realrun.tune`, :mod:`autotuner.search.tune`), on the testbed ``validate`` uses.
+
+    Trials of ``steps`` measured + ``warmup`` steps each, at most ``budget_steps`` steps in all, over the
+    candidate grid with ``compressions`` (``none``, ``fp16``), without Horovod's timeline; records appended to
+    ``runs_dir/<env>/tune/<name>.jsonl`` trial by trial (a re-run resumes). ``against_autotune``: then Horovod's
+    autotune with its default settings on the same job (steps and seconds until it settles), and the defaults,
+    tune's final and autotune's final measured ``repeats`` times, interleaved (``validation/<name>-h2h.jsonl``).
+    ``progress(steps, budget, incumbent)`` after each decision; ``on_event(line)`` per trial.
+
+    Returns a :class:`autotuner.results.TuneResult`. Raises an AutotunerError (one line): a bad budget or
+    compression, an env without a fitted model, a missing horovodrun, a testbed that cannot be built.
+    """
+    from dataclasses import asdict  # noqa: F401
+
+    from .fit.store import ModelStoreError
+    from .knobs import horovod_env, horovodrun_flags
+    from .model.scenario import COMPRESSION_CODE
+    from .paths import runs_output_dir
+    from .realrun.launcher import horovodrun_path, testbed_for
+    from .realrun.tune import TUNE_KIND, run_tune
+    from .realrun.validation import TrialRunner, TrialStore, ValidationError
+    from .results import TuneResult
+
+    say = on_event or (lambda s: None)
+    load_layout(model)
+    comps = list(dict.fromkeys(str(c) for c in compressions))
+    for c in comps:
+        if c not in ("none", "fp16"):
+            raise ValidationError(f"--compression {c}: tune runs none or fp16 (Horovod 0.28.1's lossless-enough "
+                                  "compressors; lossy ones stay out of the search)")
+    if not comps:
+        raise ValidationError("--compression: give none, fp16 or both")
+    if command and comps != ["none"]:
+        raise ValidationError("--compression fp16 needs the replay workload: your own script sets its compression "
+                              "itself (drop --compression or the command)")
+    setup = validation_setup(env=env, model=model, np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit,
+                             compute_ms=compute_ms, steps=steps, warmup=warmup, command=tuple(command or ()),
+                             batch_size=batch_size, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
+                             link_gbit=link_gbit, replay_wait=replay_wait)
+    per_trial = setup.steps + setup.warmup
+    if budget_steps < 2 * per_trial:
+        raise ValidationError(f"--budget-steps {budget_steps}: at least 2 trials of {per_trial} steps "
+                              f"(--steps {setup.steps} + --warmup {setup.warmup}) are needed: the simulator's best "
+                              "and the defaults")
+    mdirs = _model_dirs(model_dir)
+    topo = setup.topology or (None, None)
+    try:
+        sc, fenv = make_scenario(mdirs, env, model, nodes=topo[0], gpus_per_node=topo[1],
+                                 compute_ms=None if setup.command else setup.compute_ms)
+    except (ModelStoreError, ScenarioError) as e:
+        raise ValidationError(f"tune needs the env's fitted model as its prior: {e}") from None
+    if horovodrun_path() is None:
+        raise ValidationError("horovodrun not found: install Horovod with scripts/install_horovod.sh")
+    band = error_band(mdirs, fenv)
+    spread = (band.get("trust") or {}).get("repeat_spread_pct")
+    noise_fallback = spread / 100 / D2_THREE if spread else NOISE_FALLBACK
+    name = name or f"tune-{Path(model).stem}"
+    runs = runs_output_dir(runs_dir)
+    tdir = runs / env / "tune"
+    check_output_dir(tdir, "--runs-dir")
+    store = TrialStore(tdir / f"{name}.jsonl")
+    scratch = tdir / f".scratch-{name}"
+    h2h = None
+    with _sigterm_as_exit():
+        with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, net_note):
+            say(net_note)
+            say(f"prior: {fenv.path}; error band {band['band']:.1%} ({band['source']}); one trial's noise until "
+                f"repeats measure it: {noise_fallback:.1%}")
+            runner = TrialRunner(setup, scratch, tb.prefix, timeout_s, launcher=tb.launcher, timeline=False)
+            ans, recs = run_tune(setup, sc, store, runner, compressions=comps, budget_steps=budget_steps,
+                                 prior_sd_band=band["band"], noise_fallback=noise_fallback, testbed_note=net_note,
+                                 say=say, progress=progress or (lambda *a: None))
+            say(f"stopped: {ans.stop}")
+            if against_autotune and ans.candidate is not None:
+                h2h = _head_to_head(setup, ans.candidate, runs / env / "validation", name, tb, net_note, runner,
+                                    repeats=repeats, autotune_timeout_s=autotune_timeout_s, say=say,
+                                    predict=lambda c, comp="none": sc.simulate(c).step_time_ms if comp == "none"
+                                    else replace(sc, compression=comp).simulate(c).step_time_ms)
+    import shutil
+
+    shutil.rmtree(scratch, ignore_errors=True)
+    tune_recs = [r for r in recs if r.get("kind") == TUNE_KIND]
+    defaults_ms = tuple(float(r["measured_step_time_ms"]) for r in tune_recs
+                        if r["status"] == "ok" and r["config"] == DEFAULTS_0_28.to_dict()
+                        and r.get("compression", "none") == "none")
+    final = None
+    if ans.candidate is not None:
+        c = ans.candidate
+        final = {"key": c.key, "config": c.config.to_dict(), "compression": c.compression,
+                 "compression_code": COMPRESSION_CODE.get(c.compression, ""), "measured_ms": list(ans.measured_ms),
+                 "median_ms": float(__import__("statistics").median(ans.measured_ms)),
+                 "flags": horovodrun_flags(c.config), "env": horovod_env(c.config)}
+    from .realrun.tune_report import write_tune_report
+
+    report = write_tune_report(tdir / f"{name}-report.md", setup=setup, records=tune_recs, final=final, stop=ans.stop,
+                               steps=ans.steps, budget=budget_steps, wall_s=ans.wall_s, band=band,
+                               noise_fallback=noise_fallback, head_to_head=h2h)
+    return TuneResult(final, ans.steps, ans.trials, ans.wall_s, ans.stop, tuple(ans.refits), defaults_ms,
+                      tuple(tune_recs), report, band["line"], h2h)
+
+
+def _head_to_head(setup, cand, vdir: Path, name: str, tb, net_note: str, runner, *, repeats: int,
+                  autotune_timeout_s: float, say, predict) -> dict:
+    """Horovod's default autotune on the same job (steps and seconds until it settled), then the defaults, tune's
+    final and autotune's final, ``repeats`` interleaved rounds; records in ``vdir/<name>-h2h.jsonl``."""
+    from .realrun.launcher import AutotuneSettings, Job, replay_command
+    from .realrun.report import table, write_report
+    from .realrun.tune import run_default_autotune
+    from .realrun.validation import (STEPS_VAR, WARMUP_VAR, TrialSpec, TrialStore, autotune_best_config, make_record,
+                                     matching, plan, run_pending)
+
+    check_output_dir(vdir, "--runs-dir")
+    store = TrialStore(vdir / f"{name}-h2h.jsonl")
+    recs = matching(store.records(), setup)
+    at = [r for r in recs if r["kind"] == "autotune" and r["status"] == "ok"]
+    if not at:
+        scratch = runner.scratch.resolve()
+        scratch.mkdir(parents=True, exist_ok=True)
+        log = scratch / "h2h-autotune.csv"
+        log.unlink(missing_ok=True)
+        settings = AutotuneSettings(log, 3, 10, 20)  # Horovod 0.28.1's own (parameter_manager.cc)
+        long_steps = 20000  # stopped as soon as the log says tuning finished
+        s = setup
+        command = s.command or replay_command(s.model, s.compute_ms, long_steps, 0, s.update_ms, s.replay_wait)
+        job = Job(np=s.np, hosts=s.hosts, command=tuple(command), config=None, autotune=settings, prefix=tb.prefix,
+                  launcher=tb.launcher, extra_env={STEPS_VAR: str(long_steps), WARMUP_VAR: "0"})
+        say("autotune: Horovod's default autotune on the same job (3 warm-up samples, 10 steps per sample, "
+            "20 Bayesian samples per combination), until its log's best row")
+        out, settled = run_default_autotune(job, autotune_timeout_s, log)
+        spec = TrialSpec("autotune/r0", "autotune", 0, None, "autotune")
+        rec = make_record(spec, setup, out, None, net_note)
+        rec["settled"] = settled
+        store.append(rec)
+        say(f"autotune: {'settled' if settled['finished'] else 'did not settle'} after {settled['steps']} steps, "
+            f"{settled['wall_s']} s ({settled['rows']} log rows)")
+        recs = matching(store.records(), setup)
+        at = [r for r in recs if r["kind"] == "autotune" and r["status"] == "ok"]
+    if not at:
+        raise ValidationError(f"Horovod's autotune did not settle: {recs[-1].get('error') if recs else 'no record'}")
+    best = autotune_best_config(at[-1]["autotune"])
+    proposal = cand.config if cand.compression == "none" else (cand.config, cand.compression)
+    same_as_defaults = cand.compression == "none" and cand.config == DEFAULTS_0_28
+    # tune's final runs as proposal-1 even when it is the defaults: the verdict compares it by name
+    specs = plan([proposal], repeats=repeats, autotune=False, defaults=True, autotune_best=best)
+
+    def done(rec):
+        m = rec["measured_step_time_ms"]
+        say(f"{rec['trial']}: {rec['status']}" + (f", {m:.1f} ms/step" if m else ""))
+
+    recs = run_pending(specs, store, setup, runner, predict, net_note, done)
+    report = vdir / f"{name}-h2h-report.md"
+    verdict, _ = write_report(recs, report, title=f"tune vs Horovod's default autotune: {setup.model} on {setup.env}",
+                              notes=[f"network: {net_note}", f"tune's final: {cand.key}" + (
+                                  " (proposal-1; the defaults themselves, run under both names)" if same_as_defaults else
+                                  " (proposal-1)"),
+                                  f"autotune settled after {at[-1]['settled']['steps']} steps, "
+                                  f"{at[-1]['settled']['wall_s']} s"])
+    t = table(recs)
+    return {"autotune": {**at[-1]["settled"], "best": at[-1]["autotune"].get("best")}, "verdict": verdict,
+            "report": str(report), "table": t.drop(columns=["config"]).to_dict(orient="records")}
+
+
 def _runs_dirs(runs_dir) -> list[Path]:
     """The runs folders searched: ``runs_dir`` first (one), then the default search; a list as given."""
     from .paths import runs_search_path
@@ -879,8 +1056,10 @@ def env_batch_size(runs_dir: Path | Sequence[Path], env: str) -> int | None:
     return read_env_meta(folder)[1].batch_size
 
 
-def load_proposals(path: Path) -> list[Config]:
+def load_proposals(path: Path) -> list:
     """Configurations from a JSON file: a list of knob dicts, or ``suggest --json`` output.
+    Each is a :class:`Config`, or ``(Config, "fp16")`` for a ``suggest --json`` entry with fp16
+    compression (the replay workload applies it, :mod:`autotuner.realrun.replay`).
 
     The file is checked by :mod:`autotuner.schemas` (:data:`~autotuner.schemas.ProposalList` or
     :class:`~autotuner.schemas.SuggestOutput`; each entry :class:`~autotuner.schemas.Knobs`, or a
@@ -905,17 +1084,19 @@ def load_proposals(path: Path) -> list[Config]:
         where = f"{path}: proposal {i}"
         if isinstance(it, dict) and "config" in it:
             check(ProposalEntry, it, where, ScenarioError)
-            if str(it.get("compression") or "none") != "none":
-                raise ScenarioError(f"{where} uses {it['compression']} compression, which the replay workload cannot "
-                                    "apply yet (issue 22): validate it from your own script, or take "
-                                    "suggest --compression none")
+            comp = str(it.get("compression") or "none")
+            if comp not in ("none", "fp16"):
+                raise ScenarioError(f"{where} uses {comp} compression: a real run applies none or fp16 only "
+                                    "(Horovod 0.28.1's torch compressors)")
             it = it["config"]
         else:
             check(Knobs, it, where, ScenarioError)
+            comp = "none"
         try:
-            out.append(Config.from_dict(it))
+            c = Config.from_dict(it)
         except (TypeError, ValueError) as e:
             raise ScenarioError(f"{where}: {e}") from None
+        out.append(c if comp == "none" else (c, comp))
     return out
 
 
@@ -1020,10 +1201,12 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
     try:
         sc, fenv = make_scenario(model_dir, setup.env, setup.model, nodes=topo[0], gpus_per_node=topo[1],
                                  compute_ms=None if setup.command else setup.compute_ms)
-        predict = lambda c: sc.simulate(c).step_time_ms  # noqa: E731
+        def predict(c: Config, compression: str = "none") -> float:
+            return replace(sc, compression=compression).simulate(c).step_time_ms
+
         model_note = f"predictions: cost model {fenv.path}"
     except (ModelStoreError, ScenarioError) as e:
-        sc, predict, why = None, (lambda c: None), str(e)
+        sc, predict, why = None, (lambda c, compression="none": None), str(e)
         model_note = f"no predictions ({why})"
     if keep_timelines and not timeline:
         raise ValidationError("--keep-timelines needs the trials' timelines: drop --no-timeline")
@@ -1085,12 +1268,16 @@ def _refuse_duplicates(proposals: Sequence[Config], defaults: bool) -> None:
     would be noise. Raises ValidationError (one line) naming both."""
     from .realrun.validation import ValidationError
 
-    plan = {DEFAULTS_0_28: "Horovod's defaults (which run anyway)"} if defaults else {}
+    from .realrun.validation import split_candidate
+
+    plan = {(DEFAULTS_0_28, "none"): "Horovod's defaults (which run anyway)"} if defaults else {}
     for i, c in enumerate(proposals, 1):
-        if c in plan:
-            raise ValidationError(f"proposal {i} ({_describe(c)}) is the same configuration as {plan[c]}: "
-                                  "drop it from the plan (suggest's \"keep the defaults\" needs no run)")
-        plan[c] = f"proposal {i}"
+        key = split_candidate(c)
+        if key in plan:
+            raise ValidationError(f"proposal {i} ({_describe(key[0])}{'' if key[1] == 'none' else ', ' + key[1]}) is "
+                                  f"the same configuration as {plan[key]}: drop it from the plan (suggest's \"keep "
+                                  "the defaults\" needs no run)")
+        plan[key] = f"proposal {i}"
 
 
 @contextmanager
@@ -1146,13 +1333,14 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
 def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str = "", bandwidth_gbit: float | None = None,
             sizes: str | None = None, repeats: int = 5, warmup: int = 1, timeout_s: float = 900.0,
             testbed_hosts: int | None = None, ranks_per_host: int | None = None, link_gbit: float | None = None,
-            wait: str = "spin", cpu_repeats: int = 5, trickle_repeats: int = 2, idle_repeats: int = 3, on_total=None,
-            on_item=None, on_event=None) -> dict:
+            wait: str = "spin", cpu_repeats: int = 5, trickle_repeats: int = 2, idle_repeats: int = 3,
+            fp16_repeats: int = 3, on_total=None, on_item=None, on_event=None) -> dict:
     """``autotuner measure``: the allreduce sweep of :mod:`autotuner.realrun.measure` into
     ``runs_dir/<env>/`` (resumes a killed sweep), then its ``cpu`` phase (``cpu_repeats``
     rounds, :mod:`autotuner.realrun.cpuprobe`) and its ``trickle`` phase (``trickle_repeats``
-    rounds, :mod:`autotuner.realrun.trickleprobe`) and its ``idle`` phase (``idle_repeats`` jobs,
-    :mod:`autotuner.realrun.idleprobe`; 0 skips any of them). ``sizes``: ``LO:HI`` or a comma list (bytes,
+    rounds, :mod:`autotuner.realrun.trickleprobe`), its ``idle`` phase (``idle_repeats`` jobs,
+    :mod:`autotuner.realrun.idleprobe`) and its ``fp16`` phase (``fp16_repeats`` jobs,
+    :mod:`autotuner.realrun.fp16probe`; 0 skips any of them). ``sizes``: ``LO:HI`` or a comma list (bytes,
     ``K``/``M``/``G`` binary units), default 1K:512M. ``runs_dir`` None: ``$AUTOTUNER_RUNS_DIR``, else
     ./runs, else the user's folder. Returns the JSON-ready summary (with ``runs_dir``). Raises
     ValidationError (one line) for bad input, a missing horovodrun or a failed job; OutputError
@@ -1168,7 +1356,7 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
     if np < 2:
         raise ValidationError(f"--np {np}: an allreduce needs at least 2 ranks")
     for bad, v in (("--cpu-repeats", cpu_repeats), ("--trickle-repeats", trickle_repeats),
-                   ("--idle-repeats", idle_repeats)):
+                   ("--idle-repeats", idle_repeats), ("--fp16-repeats", fp16_repeats)):
         if v < 0:
             raise ValidationError(f"{bad} {v}: must be >= 0")
     tiers(np, hosts)  # bad --hosts: one line before anything starts
@@ -1182,5 +1370,6 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
                        testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait)
     with _sigterm_as_exit():
         summary = run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, cpu_repeats=cpu_repeats,
-                              trickle_repeats=trickle_repeats, idle_repeats=idle_repeats, on_total=on_total, on_item=on_item, on_event=on_event)
+                              trickle_repeats=trickle_repeats, idle_repeats=idle_repeats, fp16_repeats=fp16_repeats,
+                              on_total=on_total, on_item=on_item, on_event=on_event)
     return summary | {"runs_dir": str(runs_dir)}

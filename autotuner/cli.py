@@ -461,6 +461,100 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
     out.print(verdict, highlight=False)
 
 
+@app.command(short_help="Bayesian optimisation on real runs, the simulator as its prior")
+def tune(env: str = typer.Option(..., "--env", help="a fitted environment: its model is the prior; results go to "
+                                 "<runs>/<env>/tune/", callback=opt.checked(opt.PlainName, "--env")),
+         model: str = typer.Option(..., "--model", help="layout the replay workload (or your command) trains"),
+         command: Optional[List[str]] = typer.Argument(None, help="after --: your own training command "
+                                                       "(prints 'AUTOTUNER_STEP_TIME_MS <ms>' per step)"),
+         np_: int = _np_opt(),
+         hosts: str = _hosts_opt(),
+         bandwidth_gbit: Optional[float] = _testbed_bw_opt(),
+         testbed_hosts: Optional[int] = _testbed_opts()[0],
+         ranks_per_host: Optional[int] = _testbed_opts()[1],
+         link_gbit: Optional[float] = _testbed_opts()[2],
+         replay_wait: str = typer.Option("spin", "--replay-wait", help="replay: spin or sleep (as validate)",
+                                         callback=opt.checked(opt.ReplayWait, "--replay-wait")),
+         compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="replay: forward+backward compute per "
+                                                    "step, ms", callback=opt.checked(opt.Millis, "--compute-ms")),
+         steps: int = typer.Option(6, "--steps", help="measured steps per trial", callback=opt.checked(opt.Count, "--steps")),
+         warmup: int = typer.Option(2, "--warmup", help="warm-up steps per trial", callback=opt.checked(opt.Index, "--warmup")),
+         budget_steps: int = typer.Option(240, "--budget-steps", help="steps all trials may run, warm-up included "
+                                          "(Horovod's default autotune takes about 4,000)",
+                                          callback=opt.checked(opt.Count, "--budget-steps")),
+         compression: str = typer.Option("none", "--compression", help="compressions searched: none, fp16 or "
+                                         "none,fp16 (fp16 runs for real through hvd.Compression.fp16)"),
+         against_autotune: bool = typer.Option(False, "--against-autotune", help="then run Horovod's autotune with its "
+                                               "default settings on the same job and measure both finals and the "
+                                               "defaults, interleaved"),
+         repeats: int = typer.Option(3, "--repeats", help="--against-autotune: repeats of each final",
+                                     callback=opt.checked(opt.Count, "--repeats")),
+         name: Optional[str] = typer.Option(None, "--name", help="record file name (default: tune-<model>)",
+                                            callback=opt.checked(opt.PlainName, "--name")),
+         timeout_s: float = typer.Option(600.0, "--timeout", help="seconds per trial before it is killed",
+                                         callback=opt.checked(opt.Seconds, "--timeout")),
+         batch_size: Optional[int] = typer.Option(None, "--batch-size", help="images per rank per step (img/sec output)",
+                                                  callback=opt.checked(opt.Count, "--batch-size")),
+         runs_dir: Optional[Path] = _runs_dir_opt("where results go (default: $AUTOTUNER_RUNS_DIR, else ./runs "
+                                                  "when it holds environments, else the user's runs folder)"),
+         model_dir: Optional[Path] = _model_dir_opt(),
+         as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+    """Tune the knobs with real horovodrun trials, starting from the simulator's belief.
+
+    A Gaussian process models where real trials disagree with the simulator; each trial refits the env's
+    link bandwidth; it stops when no candidate's expected improvement beats the measured noise. Example:
+
+    \b
+        autotuner tune --env mycluster --model resnet50 --compute-ms 300 --budget-steps 200
+    """
+    comps = [c.strip() for c in compression.split(",") if c.strip()]
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, disable=as_json or not err.is_terminal) as bar:
+        task = bar.add_task("tune", total=budget_steps)
+
+        def progress(spent, budget, incumbent):
+            bar.update(task, completed=spent, total=budget,
+                       description=f"tune (steps; best {incumbent})" if incumbent else "tune (steps)")
+
+        r = autotuner.tune(env, model, command=tuple(command or ()), np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit,
+                           testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
+                           replay_wait=replay_wait, compute_ms=compute_ms, steps=steps, warmup=warmup,
+                           budget_steps=budget_steps, compressions=comps, against_autotune=against_autotune,
+                           repeats=repeats, name=name, timeout_s=timeout_s, batch_size=batch_size, runs_dir=runs_dir,
+                           model_dir=model_dir, progress=progress,
+                           on_event=None if as_json else (lambda line: err.print(line, highlight=False, markup=False,
+                                                                                 soft_wrap=True)))
+    if as_json:
+        print(json.dumps({"final": r.final, "steps": r.steps, "trials": r.trials, "wall_s": r.wall_s, "stop": r.stop,
+                          "refits": list(r.refits), "defaults_ms": list(r.defaults_ms), "report": str(r.report),
+                          "trust": r.trust, "head_to_head": r.head_to_head}, allow_nan=False, default=str))
+        return
+    if r.final is None:
+        out.print(f"no configuration was measured: {r.stop}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    f = r.final
+    m = f["measured_ms"]
+    rng = f"range {min(m):.1f}-{max(m):.1f} ms over {len(m)} trials" if len(m) > 1 else "one trial"
+    lines = [f"final: {f['key']}: {f['median_ms']:.1f} ms/step ({rng})"]
+    if r.defaults_ms:
+        d = sorted(r.defaults_ms)[len(r.defaults_ms) // 2]
+        lines.append(f"Horovod's defaults measured {d:.1f} ms/step ({len(r.defaults_ms)} trial(s))")
+    lines += [f"spent: {r.steps} steps in {r.trials} trials, {r.wall_s:.0f} s of jobs",
+              f"stopped: {r.stop}", "horovodrun flags: " + " ".join(f["flags"]),
+              "env vars: " + " ".join(f"{k}={v}" for k, v in f["env"].items())]
+    if f["compression"] != "none":
+        lines.append(f"in your script: {f['compression_code']}")
+    if r.head_to_head:
+        a = r.head_to_head["autotune"]
+        lines.append(f"Horovod's default autotune: {'settled' if a.get('finished') else 'did not settle'} after "
+                     f"{a.get('steps')} steps, {a.get('wall_s')} s")
+        lines.append(r.head_to_head["verdict"])
+    lines.append(f"trust: {r.trust}")
+    lines.append(f"report: {r.report}")
+    for ln in lines:
+        out.print(ln, highlight=False, markup=False, soft_wrap=True)
+
+
 @app.command(short_help="explain a Horovod autotune log")
 def inspect(path: Path = typer.Argument(..., help="a Horovod autotune log CSV (--autotune-log-file)"),
             model: Optional[str] = typer.Option(None, "--model", help="layout, to turn the score into a time per step")) -> None:
@@ -907,6 +1001,9 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                 idle_repeats: int = typer.Option(3, "--idle-repeats", help="jobs of the idle phase (small responses "
                                                  "while the ranks sleep; 0 skips it)",
                                                  callback=opt.checked(opt.Index, "--idle-repeats")),
+                fp16_repeats: int = typer.Option(3, "--fp16-repeats", help="jobs of the fp16 phase (float16 against "
+                                                 "float32 allreduces, the casts; 0 skips it)",
+                                                 callback=opt.checked(opt.Index, "--fp16-repeats")),
                 as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
                 runs_dir: Optional[Path] = _runs_dir_opt("where the sweep goes (default: $AUTOTUNER_RUNS_DIR, else "
                                                          "./runs when it holds environments, else the user's runs folder)")
@@ -925,7 +1022,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
         summary = autotuner.measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, sizes=sizes,
                           repeats=repeats, warmup=warmup, timeout_s=timeout_s, testbed_hosts=testbed_hosts,
                           ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait, cpu_repeats=cpu_repeats,
-                          trickle_repeats=trickle_repeats, idle_repeats=idle_repeats,
+                          trickle_repeats=trickle_repeats, idle_repeats=idle_repeats, fp16_repeats=fp16_repeats,
                           on_total=lambda done, total: bar.update(task, completed=done, total=total),
                           on_item=lambda r: bar.update(task, advance=1,
                                                        description=f"{r['phase']} {r['bytes']} B: {r['median_ms']:.2f} ms"),

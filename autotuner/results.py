@@ -284,5 +284,32 @@ class ValidateResult:
     verdict: str
 
 
+@dataclass(frozen=True)
+class TuneResult:
+    """What :func:`autotuner.tune` did.
+
+    Attributes: ``final`` (the incumbent: ``{"key", "config", "compression", "compression_code",
+    "measured_ms" (each trial's step time, ms), "median_ms", "flags" (horovodrun), "env"
+    (``HOROVOD_*`` variables)}``, or None when nothing was measured); ``steps`` (steps the tune's trials ran,
+    warm-up included); ``trials``; ``wall_s`` (seconds of its trials' jobs); ``stop`` (why it stopped, one
+    line); ``refits`` (per trial: the bandwidth scale of the sim-to-real refit in force and its rms relative
+    error before / after, fractions); ``defaults_ms`` (the defaults' measured step times, ms); ``records``
+    (every tune record); ``report`` (the Markdown report's path); ``trust`` (the env's trust line);
+    ``head_to_head`` (``--against-autotune``: ``{"autotune": {"finished", "steps", "wall_s", "rows", "best"},
+    "verdict", "report", "table"}``, else None)."""
+
+    final: dict | None
+    steps: int
+    trials: int
+    wall_s: float
+    stop: str
+    refits: tuple[dict, ...]
+    defaults_ms: tuple[float, ...]
+    records: tuple[dict, ...]
+    report: Any
+    trust: str
+    head_to_head: dict | None = None
+
+
 __all__ = ["Proposal", "Choice", "SuggestResult", "Response", "SimulateResult", "FitResult", "ExploreResult",
-           "ScaleResult", "ValidateResult"]
+           "ScaleResult", "ValidateResult", "TuneResult"]

@@ -42,6 +42,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--timeline", choices=("off", "on", "both"), default="both",
                     help="record Horovod's timeline (as validate --keep-timelines does): off, on, or both interleaved")
+    ap.add_argument("--compressions", default="none", help="gradient compressions, comma separated (none, fp16)")
+    ap.add_argument("--keep", type=Path, default=None, help="keep each run's timeline here (gzipped)")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args()
     fenv = load_env([ROOT / "autotuner" / "models"], a.env)
@@ -57,20 +59,34 @@ def main() -> int:
         print(note, file=sys.stderr)
         tls = {"off": [False], "on": [True], "both": [False, True]}[a.timeline]
         for r in range(a.rounds):
-            for cfg, with_tl in ((c, t) for c in cfgs for t in tls):
-                cmd = replay_command(a.model, a.compute_ms, a.steps, 3, 0.0, a.wait)
+            for cfg, with_tl, comp in ((c, t, k) for c in cfgs for t in tls for k in a.compressions.split(",")):
+                cmd = replay_command(a.model, a.compute_ms, a.steps, 3, 0.0, a.wait, comp)
                 tl = Path(tempfile.mkdtemp()) / "timeline.json" if with_tl else None
                 res = run_job(Job(np=2, hosts="localhost:2", command=tuple(cmd), prefix=tb.prefix, config=cfg,
                                   timeline=tl), 600)
                 if tl is not None:
+                    if a.keep is not None and tl.exists():
+                        import gzip
+                        a.keep.mkdir(parents=True, exist_ok=True)
+                        name = f"{a.model}-f{cfg.fusion_threshold_mb:g}-c{cfg.cycle_time_ms:g}-{comp}-r{r}.json.gz"
+                        with open(tl, "rb") as src, gzip.open(a.keep / name, "wb") as dst:
+                            shutil.copyfileobj(src, dst)
                     shutil.rmtree(tl.parent, ignore_errors=True)
                 m = re.search(r"AUTOTUNER_RESULT (\{.*\})", res.stdout)
                 if not m:
                     print(f"no result: {res.stderr[-300:]}", file=sys.stderr)
                     return 1
                 d = json.loads(m.group(1))
-                sim = simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost, fenv.cluster)
-                row = {"env": a.env, "model": a.model, "compute_ms": a.compute_ms, "wait": a.wait, "round": r, "timeline": with_tl,
+                from autotuner.model.scenario import COMPRESSION_RATIO
+                cost = fenv.cost.for_fp16() if comp == "fp16" else fenv.cost
+                w = wl
+                if comp == "fp16" and fenv.cost.fp16 is not None:
+                    from dataclasses import replace
+                    w = replace(wl, update_s=wl.update_s + fenv.cost.fp16.update_s(float(sum(L.sizes_bytes))))
+                sim = simulate_step(L.sizes_bytes, L.ready_fraction, w, cfg, cost, fenv.cluster,
+                                    compression_ratio=COMPRESSION_RATIO[comp])
+                row = {"env": a.env, "model": a.model, "compute_ms": a.compute_ms, "wait": a.wait, "round": r,
+                       "timeline": with_tl, "compression": comp,
                        "fusion_mb": cfg.fusion_threshold_mb, "cycle_ms": cfg.cycle_time_ms,
                        "measured_ms": d["median_step_time_ms"], "predicted_ms": round(sim.step_time_ms, 3),
                        "phases_ms": d["phases_ms"], "simulated_forward_ms": wl.forward_s * 1e3,

@@ -175,7 +175,7 @@ def test_verdict_says_faster_within_noise_or_no_verdict():
     assert "(fewer than 2 repeats: no verdict, use --repeats 3)" in verdict(table(d + one))
 
 
-def test_a_plan_never_measures_one_configuration_twice_nor_a_compressed_proposal(tmp_path):
+def test_a_plan_never_measures_one_configuration_twice_and_carries_fp16_proposals(tmp_path):
     from autotuner.api import _refuse_duplicates, load_proposals
     from autotuner.errors import AutotunerError, ScenarioError
 
@@ -185,6 +185,16 @@ def test_a_plan_never_measures_one_configuration_twice_nor_a_compressed_proposal
     with pytest.raises(AutotunerError, match="proposal 2 .* same configuration as proposal 1"):
         _refuse_duplicates([P1, P1], defaults=True)
     f = tmp_path / "s.json"
-    f.write_text(json.dumps({"proposals": [{"config": P1.to_dict(), "compression": "fp16"}]}))
-    with pytest.raises(ScenarioError, match="fp16 compression, which the replay workload cannot apply"):
+    f.write_text(json.dumps({"proposals": [{"config": P1.to_dict(), "compression": "fp16"},
+                                           {"config": P1.to_dict(), "compression": "none"}]}))
+    got = load_proposals(f)
+    assert got == [(P1, "fp16"), P1]  # one configuration with and without fp16: two candidates
+    _refuse_duplicates(got, defaults=True)
+    with pytest.raises(AutotunerError, match="proposal 2 .*fp16.* same configuration as proposal 1"):
+        _refuse_duplicates([(P1, "fp16"), (P1, "fp16")], defaults=True)
+    specs = plan(got, repeats=1, autotune=False)
+    assert [(s.label, s.compression) for s in specs] == [("default", "none"), ("proposal-1", "fp16"),
+                                                          ("proposal-2", "none")]
+    f.write_text(json.dumps({"proposals": [{"config": P1.to_dict(), "compression": "int8"}]}))
+    with pytest.raises(ScenarioError, match="int8 compression: a real run applies none or fp16 only"):
         load_proposals(f)

@@ -35,9 +35,9 @@ import numpy as np
 
 from ..errors import AutotunerError, FitError
 from ..knobs import MIB
-from ..model.costmodel import Cluster, ComputeDelay
+from ..model.costmodel import Cluster, ComputeDelay, Fp16Cost
 from ..readers.runs import EnvData
-from ..readers.sweep import (parse_cpu_records, parse_idle_records, parse_trickle_records, read_phase_records,
+from ..readers.sweep import (parse_cpu_records, parse_fp16_records, parse_idle_records, parse_trickle_records, read_phase_records,
                              read_sweep_records)
 from ..readers.timeline import read_timeline, samples
 from ..readers.timeline_steps import response_host_samples
@@ -135,12 +135,21 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     # the main thread sleeps it over-charged the poll envs' fusion-off replays (+7.7 to +13.6 %) and made
     # four envs' held-out errors worse (docs/fresh-environments.md section 11)
     idle_info = idle_response(irecs, src.parent, env.problems, ranks[first])
+    frecs, fproblems = read_phase_records(src.parent / FP16_RECORDS, parse_fp16_records, f"{env.path.name}/{FP16_RECORDS}")
+    env.problems += fproblems
+    fp16_info = fp16_cost(frecs)
+    if fp16_info.get("sum_extra_ns_per_elem") is not None:
+        cost = replace(cost, fp16=Fp16Cost(fp16_info["sum_extra_ns_per_elem"] * 1e-9,
+                                           fp16_info["cast_up_ns_per_elem"] * 1e-9,
+                                           fp16_info["cast_up_us_per_tensor"] * 1e-6,
+                                           fp16_info["cast_down_ns_per_elem"] * 1e-9,
+                                           fp16_info["cast_down_us_per_tensor"] * 1e-6))
     neg_info["cpu"] = cpu_info
     fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
                 "other_tiers": tiers_info,
                 "a_ms": lin.a_s * 1e3, "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2,
                 "mape_percent": lin.mape, "n_samples": lin.n, "piecewise": piece_info, "host_passes": host_info,
-                "negotiation": neg_info, "idle_response": idle_info, "timelines": used,
+                "negotiation": neg_info, "idle_response": idle_info, "fp16": fp16_info, "timelines": used,
                 "samples": [{"bytes": float(n), "time_ms": float(t * 1e3), "count": int(c), "pred_ms": float(q * 1e3)}
                             for n, t, c, q in zip(sizes, times, counts, pred)]}
     return _model_dict(env, cluster, cost, fit_info, {}, run_config(meta, {}))
@@ -442,4 +451,59 @@ def _cycle_negotiation(cycles: dict[tuple[str, bool], list[float]], tier: str) -
         info[f"{key}_cycles"] = len(v)
         info[f"{key}_ms"] = float(np.mean(v)) * 1e3 if len(v) >= MIN_CYCLES else None
         info[f"{key}_median_ms"] = float(np.median(v)) * 1e3 if v else None
+    return info
+
+
+#: the fp16 phase's records, beside ``source`` (:data:`autotuner.realrun.measure.FP16_RECORDS`)
+FP16_RECORDS = "fp16.jsonl"
+
+
+def _cast_fit(recs: list[dict[str, Any]], col: int) -> tuple[float, float]:
+    """(s per element, s per tensor) of one cast, least squares (non-negative) over every set of every job:
+    a set of ``count`` tensors of ``elems`` elements took ``count · (per_tensor + elems · per_elem)``."""
+    from scipy.optimize import nnls
+
+    a, y = [], []
+    for r in recs:
+        for count, elems, *ms in r["casts"]:
+            a.append([count * elems, count])
+            y.append(ms[col] * 1e-3)
+    (per_elem, per_tensor), _ = nnls(np.asarray(a, float), np.asarray(y, float))
+    return float(per_elem), float(per_tensor)
+
+
+def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
+    """What fp16 compression costs besides the bytes, from the ``fp16`` phase's jobs
+    (:mod:`autotuner.realrun.fp16probe`): the model file's ``fit.fp16`` and the cost model's ``fp16``
+    (:class:`autotuner.model.costmodel.Fp16Cost`).
+
+    ``sum_extra_ns_per_elem``: the median, over every job and size, of the float16-minus-float32 allreduce
+    time at equal bytes B per float16 element each rank reduces, ``(p - 1) / p · B / 2`` (a median: one job
+    of three may sample a slow regime, docs/tune.md has the per-point figures; a negative one is reported and
+    clipped to 0); the casts per element and per tensor
+    (:func:`_cast_fit`). With no record: ``{"jobs": 0, "sum_extra_ns_per_elem": None, "note": ...}``.
+    """
+    if not recs:
+        return {"jobs": 0, "sum_extra_ns_per_elem": None,
+                "note": "no fp16 phase (measure --fp16-repeats): fp16 compression only halves the bytes"}
+    xs, ys = [], []
+    for r in recs:
+        p = int(r["ranks"])
+        for b, t32, t16 in zip(r["sizes"], r["fp32_ms"], r["fp16_ms"]):
+            xs.append((p - 1) / p * b / 2)
+            ys.append((t16 - t32) * 1e-3)
+    x, y = np.asarray(xs, float), np.asarray(ys, float)
+    slope = float(np.median(y / x))
+    down_e, down_t = _cast_fit(recs, 0)
+    up_e, up_t = _cast_fit(recs, 1)
+    info = {"jobs": len(recs), "sizes": sorted({int(b) for r in recs for b in r["sizes"]}),
+            "sum_extra_ns_per_elem": max(slope, 0.0) * 1e9,
+            "per_point_ns_per_elem": [round(float(v) * 1e9, 2) for v in y / x],
+            "cast_up_ns_per_elem": up_e * 1e9, "cast_up_us_per_tensor": up_t * 1e6,
+            "cast_down_ns_per_elem": down_e * 1e9, "cast_down_us_per_tensor": down_t * 1e6,
+            "fp16_minus_fp32_ms": [[int(b), round(t16 - t32, 3)] for r in recs
+                                   for b, t32, t16 in zip(r["sizes"], r["fp32_ms"], r["fp16_ms"])]}
+    if slope < 0:
+        info["note"] = (f"float16 allreduces were not slower per element than float32 ones of the same bytes "
+                        f"(median {slope * 1e9:.2f} ns per element): no extra charged")
     return info

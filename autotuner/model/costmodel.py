@@ -344,6 +344,61 @@ class Cluster:
 
 
 @dataclass(frozen=True)
+class Fp16Cost:
+    """What fp16 gradient compression costs besides halving the bytes on the wire, measured by
+    ``autotuner measure``'s fp16 phase (:mod:`autotuner.realrun.fp16probe`, fitted by
+    :func:`autotuner.fit.sweep.fp16_cost`).
+
+    ``hvd.Compression.fp16`` (Horovod 0.28.1 ``horovod/torch/compression.py``) casts each gradient to
+    float16 in its hook, the collective reduces float16 elements, and ``DistributedOptimizer.step()``'s
+    ``synchronize`` casts each result back (``horovod/torch/optimizer.py``).
+
+    Attributes:
+        sum_extra_s_per_elem: extra time per float16 element reduced, beyond a float32 reduction of the same
+            bytes (s): the measured ``(T16(B) - T32(B)) / ((p - 1) / p · B / 2)`` at equal bytes B on p ranks.
+            A ring reduces ``(p - 1) / p`` of the elements on every rank, one after another, so a response of
+            ``n`` wire bytes costs ``(p - 1) / p · n / 2 · sum_extra`` more (:meth:`tier`).
+        cast_up_s_per_elem, cast_up_s_per_tensor: float16 -> float32, per element and per tensor (s), in
+            ``step()`` after the last response: charged to the step's update (:meth:`update_s`).
+        cast_down_s_per_elem, cast_down_s_per_tensor: float32 -> float16 in each gradient's hook during the
+            backward: recorded, not charged (it runs while the backward goes on).
+    """
+
+    sum_extra_s_per_elem: float
+    cast_up_s_per_elem: float
+    cast_up_s_per_tensor: float = 0.0
+    cast_down_s_per_elem: float = 0.0
+    cast_down_s_per_tensor: float = 0.0
+
+    def tier(self, t: "Tier") -> "Tier":
+        """``t`` for float16 payloads: per wire byte ``sum_extra / 4`` more in the bandwidth term, since
+        ``2 (p-1)/p · n · x = (p-1)/p · n/2 · sum_extra`` gives ``x = sum_extra / 4``."""
+        x = self.sum_extra_s_per_elem / 4
+
+        def slower(bw: float) -> float:
+            return 1.0 / (1.0 / bw + x) if bw > 0 else bw
+
+        return replace(t, bandwidth_Bps=slower(t.bandwidth_Bps), large_bandwidth_Bps=slower(t.large_bandwidth_Bps))
+
+    def update_s(self, fp32_bytes: float, tensors: int) -> float:
+        """The casts back to float32 of ``tensors`` gradients of ``fp32_bytes`` in all (s)."""
+        return fp32_bytes / 4 * self.cast_up_s_per_elem + tensors * self.cast_up_s_per_tensor
+
+    def to_dict(self) -> dict[str, float]:
+        return {"sum_extra_ns_per_elem": self.sum_extra_s_per_elem * 1e9,
+                "cast_up_ns_per_elem": self.cast_up_s_per_elem * 1e9,
+                "cast_up_us_per_tensor": self.cast_up_s_per_tensor * 1e6,
+                "cast_down_ns_per_elem": self.cast_down_s_per_elem * 1e9,
+                "cast_down_us_per_tensor": self.cast_down_s_per_tensor * 1e6}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Fp16Cost":
+        return cls(float(d["sum_extra_ns_per_elem"]) * 1e-9, float(d["cast_up_ns_per_elem"]) * 1e-9,
+                   float(d.get("cast_up_us_per_tensor", 0.0)) * 1e-6, float(d.get("cast_down_ns_per_elem", 0.0)) * 1e-9,
+                   float(d.get("cast_down_us_per_tensor", 0.0)) * 1e-6)
+
+
+@dataclass(frozen=True)
 class CostModel:
     """Collective costs for one environment.
 
@@ -362,6 +417,8 @@ class CostModel:
             the ``--backend`` what-if (:meth:`with_backend`); empty when only one was measured.
         compute_delay: how much longer a collective runs beside compute that fills the cores
             (:class:`ComputeDelay`), or None when not measured.
+        fp16: what fp16 compression costs besides halving the bytes (:class:`Fp16Cost`), or None when
+            not measured: then fp16 only halves the bytes.
     """
 
     inter: Tier
@@ -373,6 +430,15 @@ class CostModel:
     host: HostPasses | None = None
     backends: tuple[tuple[str, BackendCost], ...] = ()
     compute_delay: ComputeDelay | None = None
+    fp16: Fp16Cost | None = None
+
+    def for_fp16(self) -> "CostModel":
+        """The tiers a float16 payload sees (:meth:`Fp16Cost.tier`); unchanged without :attr:`fp16`."""
+        if self.fp16 is None:
+            return self
+        return replace(self, inter=self.fp16.tier(self.inter),
+                       intra=None if self.intra is None else self.fp16.tier(self.intra),
+                       backends=tuple((k, replace(b, intra=self.fp16.tier(b.intra))) for k, b in self.backends))
 
     def with_backend(self, name: str) -> "CostModel":
         """What-if: this environment with collective backend ``name`` (its fitted intra-node tier
@@ -467,6 +533,7 @@ class CostModel:
             **({"backends": {k: b.to_dict() for k, b in self.backends}} if self.backends else {}),
             **({"compute_delay": {"per_response_us": self.compute_delay.per_response_s * 1e6,
                                   "per_byte_ns": self.compute_delay.per_byte_s * 1e9}} if self.compute_delay else {}),
+            **({"fp16": self.fp16.to_dict()} if self.fp16 else {}),
         }
 
     @classmethod
@@ -491,5 +558,6 @@ class CostModel:
             compute_delay=(ComputeDelay(float(d["compute_delay"]["per_response_us"]) * 1e-6,
                                         float(d["compute_delay"].get("per_byte_ns", 0.0)) * 1e-9)
                            if d.get("compute_delay") else None),
+            fp16=Fp16Cost.from_dict(d["fp16"]) if d.get("fp16") else None,
         )
 

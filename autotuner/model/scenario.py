@@ -131,17 +131,27 @@ class Scenario:
         """The workload one rank runs on :attr:`cluster`: :attr:`workload` scaled by the
         contention slowdown of ``gpus_per_node`` ranks on a host and, with :attr:`global_work`,
         divided by the ranks (``forward_s``, ``backward_s`` and ``host_backward_s`` scale; the
-        update does not)."""
+        update does not); with fp16 compression and a measured :class:`~autotuner.model.costmodel.Fp16Cost`,
+        the update also casts every gradient back to float32 (``DistributedOptimizer.step()``)."""
         f = 1.0
         if self.contention is not None:
             f *= self.contention.slowdown(self.cluster.gpus_per_node)
         if self.global_work:
             f /= self.cluster.size
-        if f == 1.0:
-            return self.workload
         w = self.workload
+        if self.compression == "fp16" and self.cost.fp16 is not None:  # step()'s casts back to float32
+            w = replace(w, update_s=w.update_s + self.cost.fp16.update_s(float(np.sum(self.layout.sizes_bytes)),
+                                                                         len(self.layout.sizes_bytes)))
+        if f == 1.0:
+            return w
         return replace(w, forward_s=w.forward_s * f, backward_s=w.backward_s * f,
                        host_backward_s=None if w.host_backward_s is None else w.host_backward_s * f)
+
+    @property
+    def wire_cost(self) -> CostModel:
+        """The cost model the collectives see: :attr:`cost`, with fp16 compression's slower float16
+        reduction when the env measured it (:meth:`autotuner.model.costmodel.CostModel.for_fp16`)."""
+        return self.cost.for_fp16() if self.compression == "fp16" else self.cost
 
     def compute_stretch(self, cycle_time_ms: float, cache_enabled: bool = True) -> float:
         """Compute slowdown (>= 1) at cycle time ``cycle_time_ms`` (ms) from the background loop's
@@ -176,11 +186,11 @@ class Scenario:
         varies between steps; with ``kw`` the steady state as for any scenario."""
         wl = self.workload_at(config.cycle_time_ms, config.cache_capacity > 0)
         if self.cycle_cpu and not kw:  # CPU compute jitters: the loop's phase at a step's start is random
-            return simulate_step_phases(self.layout.sizes_bytes, self.layout.ready_fraction, wl, config, self.cost,
+            return simulate_step_phases(self.layout.sizes_bytes, self.layout.ready_fraction, wl, config, self.wire_cost,
                                         self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression],
                                         backend=self.effective_backend)
         return simulate_step(self.layout.sizes_bytes, self.layout.ready_fraction, wl, config,
-                             self.cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression],
+                             self.wire_cost, self.cluster, compression_ratio=COMPRESSION_RATIO[self.compression],
                              backend=self.effective_backend, **kw)
 
     def step_times(self, **knobs) -> np.ndarray:
@@ -202,6 +212,6 @@ class Scenario:
             wl = replace(wl, cpu_bound=True)
             extra = {"compute_scale": self.cost.negotiation.compute_stretches(cyc * 1e-3, self.cluster.size, cap > 0),
                      "phases": PHASES}
-        return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, wl, self.cost, self.cluster,
+        return simulate_batch(self.layout.sizes_bytes, self.layout.ready_fraction, wl, self.wire_cost, self.cluster,
                               compression_ratio=COMPRESSION_RATIO[self.compression],
                               backend=self.effective_backend, **knobs, **extra)

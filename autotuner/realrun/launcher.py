@@ -346,11 +346,13 @@ def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
 
 
 def replay_command(model: str, compute_ms: float, steps: int, warmup: int, update_ms: float = 0.0,
-                   wait: str = "spin") -> tuple[str, ...]:
-    """The replay workload's command line (see :mod:`autotuner.realrun.replay`; ``wait``: its ``--wait``)."""
+                   wait: str = "spin", compression: str = "none") -> tuple[str, ...]:
+    """The replay workload's command line (see :mod:`autotuner.realrun.replay`; ``wait``: its ``--wait``,
+    ``compression``: its ``--compression``, ``none`` or ``fp16``)."""
     return (sys.executable, "-m", "autotuner.realrun.replay", "--model", model, "--compute-ms", f"{compute_ms:g}",
             "--update-ms", f"{update_ms:g}", "--steps", str(steps), "--warmup", str(warmup)) + (
-            ("--wait", wait) if wait != "spin" else ())
+            ("--wait", wait) if wait != "spin" else ()) + (
+            ("--compression", compression) if compression != "none" else ())
 
 
 @contextmanager

@@ -18,6 +18,9 @@ the measured ones (``--compute-ms`` given: that total split in the measured rati
 is handed over at its measured ``ready_ms`` (scaled alike), and backward goes on after the last
 hand-over until its measured end.
 Sleeping leaves the CPU to Horovod's background thread and Gloo, as a GPU computing would.
+``--compression fp16`` passes ``hvd.Compression.fp16`` to ``DistributedOptimizer``, as a user's script
+does: each gradient is cast to float16 in its hook, allreduced as float16, and cast back to float32
+in ``step()``'s synchronize (horovod/torch/optimizer.py ``_allreduce_grad_async`` and ``synchronize``).
 
 Gradients are never zeroed: a stage's backward returns no gradient for its parameter, so
 ``p.grad`` keeps its buffer and each step Horovod allreduces it in place (the buffer is allocated once, up front: horovod/torch/optimizer.py's hook asserts on
@@ -25,7 +28,7 @@ Gradients are never zeroed: a stage's backward returns no gradient for its param
 
 Output (rank 0, stdout): one ``step N time_ms X`` line per step, then one line
 ``AUTOTUNER_RESULT {json}`` that :func:`autotuner.readers.replay_output.parse_output` reads. Its keys:
-``model, ranks, steps, warmup, compute_ms, update_ms, bytes_per_step`` (bytes allreduced per
+``model, ranks, steps, warmup, compute_ms, update_ms, wait, compression, bytes_per_step`` (bytes allreduced per
 step, all tensors), ``step_times_ms`` (list, measured steps only, ms), ``median_step_time_ms``,
 ``phases_ms`` (where the step went, medians in ms: :data:`PHASES`).
 
@@ -39,6 +42,9 @@ import sys
 import time
 
 RESULT_TAG = "AUTOTUNER_RESULT"
+#: ``--compression`` values: Horovod 0.28.1's lossless-enough compressors (horovod/torch/compression.py
+#: ``Compression.none`` and ``Compression.fp16``)
+COMPRESSIONS = ("none", "fp16")
 FORWARD_SHARE = 1.0 / 3.0  # same split as autotuner.fit.fitters (forward 1/3, backward 2/3)
 
 
@@ -128,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="how the step waits for its allreduces: spin = Horovod's own synchronize (a busy "
                         "loop of PollHandle + yield, horovod/torch/mpi_ops_v2.cc WaitAndClear); sleep = "
                         "hvd.poll every 0.2 ms first (emulated hosts sharing few cores: see WAIT_POLL_S)")
+    p.add_argument("--compression", choices=COMPRESSIONS, default="none",
+                   help="gradient compression DistributedOptimizer applies (horovod/torch/compression.py: fp16 "
+                        "casts each gradient to float16 before its allreduce and back after it)")
     args = p.parse_args(argv)
     if (args.compute_ms is not None and args.compute_ms < 0) or args.update_ms < 0 or args.steps < 1 or args.warmup < 0:
         print("error: --compute-ms/--update-ms must be >= 0, --steps >= 1, --warmup >= 0",
@@ -173,8 +182,9 @@ def main(argv: list[str] | None = None) -> int:
             if update_s > 0:
                 time.sleep(update_s)
 
-    opt = hvd.DistributedOptimizer(EmulatedUpdate(params),
-                                   named_parameters=list(zip(layout.names, params)))
+    compression = {"none": hvd.Compression.none, "fp16": hvd.Compression.fp16}[args.compression]
+    opt = hvd.DistributedOptimizer(EmulatedUpdate(params), named_parameters=list(zip(layout.names, params)),
+                                   compression=compression)
     x = torch.ones(1, requires_grad=True)
     times_ms: list[float] = []
     phases: dict[str, list[float]] = {k: [] for k in PHASES}
@@ -212,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         median = ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
         result = {"model": layout.name, "ranks": hvd.size(), "steps": args.steps,
                   "warmup": args.warmup, "compute_ms": args.compute_ms, "update_ms": args.update_ms,
-                  "wait": args.wait,
+                  "wait": args.wait, "compression": args.compression,
                   "bytes_per_step": layout.total_bytes, "step_times_ms": [round(v, 3) for v in times_ms],
                   "median_step_time_ms": round(median, 3),
                   "phases_ms": {k: round(sorted(v)[n // 2], 3) for k, v in phases.items()}}

@@ -58,37 +58,49 @@ KINDS = tuple(TrialKind)
 
 @dataclass(frozen=True)
 class TrialSpec:
-    """One planned trial. ``config`` is None only for the autotune run."""
+    """One planned trial. ``config`` is None only for the autotune run; ``compression``: the
+    gradient compression the training script applies (``none`` or ``fp16``, horovod/torch/compression.py)."""
 
     trial: str
     kind: str
     repeat: int
     config: Config | None
     label: str = ""
+    compression: str = "none"
 
 
-def plan(proposals: list[Config], *, repeats: int, autotune: bool, defaults: bool = True,
+#: a planned configuration: knobs, or knobs with a gradient compression (``(Config, "fp16")``)
+Candidate = Config | tuple[Config, str]
+
+
+def split_candidate(c: Candidate) -> tuple[Config, str]:
+    """(knobs, compression) of a planned configuration (a bare Config: no compression)."""
+    return (c, "none") if isinstance(c, Config) else (c[0], str(c[1]))
+
+
+def plan(proposals: list[Candidate], *, repeats: int, autotune: bool, defaults: bool = True,
          autotune_best: Config | None = None) -> list[TrialSpec]:
     """The trial list: the autotune run first, then ``repeats`` interleaved rounds of
-    [defaults, autotune's best, proposal 1..k] (round r runs every configuration once).
+    [defaults, autotune's best, proposal 1..k] (round r runs every configuration once). A proposal
+    is a Config or ``(Config, compression)``.
 
     ``autotune_best`` is known only after the autotune run; call again with it to extend the plan.
     Raises ValidationError for ``repeats < 1`` or nothing to run.
     """
     if repeats < 1:
         raise ValidationError(f"repeats must be >= 1, got {repeats}")
-    fixed: list[tuple[str, str, Config]] = []
+    fixed: list[tuple[str, str, Config, str]] = []
     if defaults:
-        fixed.append(("default", TrialKind.default, DEFAULTS_0_28))
+        fixed.append(("default", TrialKind.default, DEFAULTS_0_28, "none"))
     if autotune_best is not None:
-        fixed.append(("autotune_best", TrialKind.autotune_best, autotune_best))
+        fixed.append(("autotune_best", TrialKind.autotune_best, autotune_best, "none"))
     for i, c in enumerate(proposals, 1):
-        fixed.append((f"proposal-{i}", TrialKind.proposal, c))
+        fixed.append((f"proposal-{i}", TrialKind.proposal, *split_candidate(c)))
     if not fixed and not autotune:
         raise ValidationError("nothing to validate: no defaults, no autotune, no proposals")
     specs = [TrialSpec("autotune/r0", TrialKind.autotune, 0, None, "autotune")] if autotune else []
     for r in range(repeats):
-        specs += [TrialSpec(f"{name}/r{r}", kind, r, cfg, name) for name, kind, cfg in fixed]
+        specs += [TrialSpec(f"{name}/r{r}", kind, r, cfg, name, comp) for name, kind, cfg, comp in fixed]
     return specs
 
 
@@ -202,6 +214,7 @@ def make_record(spec: TrialSpec, setup: Setup, outcome: Outcome, predicted_ms: f
     return {
         "trial": spec.trial, "kind": spec.kind, "label": spec.label, "repeat": spec.repeat,
         "config": spec.config.to_dict() if spec.config is not None else None,
+        "compression": spec.compression,
         "status": outcome.status,
         "measured_step_time_ms": None if med is None else round(med, 3),
         "spread_ms": None if iqr is None else round(iqr, 3),
@@ -219,7 +232,7 @@ def make_record(spec: TrialSpec, setup: Setup, outcome: Outcome, predicted_ms: f
 
 def run_pending(specs: list[TrialSpec], store: TrialStore, setup: Setup,
                 run_trial: Callable[[TrialSpec], Outcome],
-                predict: Callable[[Config], float | None], testbed_note: str,
+                predict: Callable[[Config, str], float | None], testbed_note: str,
                 on_done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
     """Run, in order, every spec not yet recorded for ``setup``; append each record as it finishes.
 
@@ -230,7 +243,7 @@ def run_pending(specs: list[TrialSpec], store: TrialStore, setup: Setup,
         if spec.trial in done:
             continue
         outcome = run_trial(spec)
-        pred = predict(spec.config) if spec.config is not None else None
+        pred = predict(spec.config, spec.compression) if spec.config is not None else None
         rec = make_record(spec, setup, outcome, pred, testbed_note)
         store.append(rec)
         done.add(spec.trial)
@@ -355,7 +368,11 @@ class TrialRunner:
         timeline = scratch / f"{tag}-timeline.json" if (self.timeline and spec.config is not None) else None
         if timeline is not None:
             timeline.unlink(missing_ok=True)
-        command = s.command or replay_command(s.model, s.compute_ms, s.steps, warmup, s.update_ms, s.replay_wait)
+        if s.command and spec.compression != "none":
+            return Outcome("failed", error=f"{spec.compression} compression is set in your own script, not by "
+                                           "autotuner: run it with the replay workload or drop the compression")
+        command = s.command or replay_command(s.model, s.compute_ms, s.steps, warmup, s.update_ms, s.replay_wait,
+                                              spec.compression)
         # A user's command learns the trial's step counts from the environment (examples/train_horovod.py).
         counts = {STEPS_VAR: str(s.steps), WARMUP_VAR: str(warmup)}
         job = Job(np=s.np, hosts=s.hosts, command=tuple(command), config=spec.config, autotune=at,

@@ -349,6 +349,30 @@ class IdleRecord(BaseModel):
     timeline: str | None = None
 
 
+class Fp16Record(BaseModel):
+    """One line of ``fp16.jsonl``, the ``fp16`` phase of ``autotuner measure``
+    (:mod:`autotuner.realrun.fp16probe`): one job's float32 and float16 allreduces of the same bytes
+    (median ms per size) and the two casts of sets of tensors. Unknown keys are kept."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    phase: Literal["fp16"]
+    tier: Literal["intra", "inter", "single"]
+    repeat: Annotated[int, Field(ge=0)]
+    sizes: Annotated[list[Annotated[int, Field(ge=4)]], Field(min_length=2)]
+    fp32_ms: Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=2)]
+    fp16_ms: Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=2)]
+    #: ``[tensors, elements each, down ms, up ms]`` per set of tensors cast
+    casts: Annotated[list[Annotated[list[Annotated[float, Field(ge=0)]], Field(min_length=4, max_length=4)]],
+                     Field(min_length=2)]
+    ranks: Annotated[int, Field(ge=2)]
+
+    @model_validator(mode="after")
+    def _same_lengths(self):
+        if not len(self.sizes) == len(self.fp32_ms) == len(self.fp16_ms):
+            raise ValueError("sizes, fp32_ms and fp16_ms must have one entry per size")
+        return self
+
+
 class _EnvHead(BaseModel):
     model_config = ConfigDict(extra="allow")
     format: Format

@@ -77,6 +77,16 @@ class ComputeDelayEntry(_Schema):
     per_byte_ns: NonNeg = 0.0
 
 
+class Fp16Entry(_Schema):
+    """:class:`autotuner.model.costmodel.Fp16Cost` as stored (ns per element)."""
+
+    sum_extra_ns_per_elem: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    cast_up_ns_per_elem: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    cast_up_us_per_tensor: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    cast_down_ns_per_elem: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    cast_down_us_per_tensor: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+
+
 class CostModelEntry(_Schema):
     inter: TierEntry
     intra: TierEntry | None = None
@@ -89,6 +99,8 @@ class CostModelEntry(_Schema):
     backends: dict[PlainName, BackendEntry] | None = None
     #: how much longer a collective runs beside compute that fills the cores (measure's cpu phase)
     compute_delay: ComputeDelayEntry | None = None
+    #: what fp16 compression costs besides halving the bytes (measure's fp16 phase)
+    fp16: Fp16Entry | None = None
 
 
 class ClusterEntry(_Schema):

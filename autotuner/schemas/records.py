@@ -110,6 +110,8 @@ class Record(_Schema):
     label: str | None = None
     repeat: Index | None = None
     config: Knobs | None = None
+    #: the gradient compression the trial's DistributedOptimizer applied (records before issue 22: none)
+    compression: Literal["none", "fp16"] = "none"
     status: Text
     measured_step_time_ms: Positive | None = None
     spread_ms: NonNeg | None = None

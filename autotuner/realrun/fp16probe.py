@@ -1,0 +1,91 @@
+"""The ``fp16`` phase of ``autotuner measure``: what fp16 gradient compression costs besides halving the bytes.
+
+``hvd.Compression.fp16`` (Horovod 0.28.1 ``horovod/torch/compression.py``, ``FP16Compressor``) casts each
+float32 gradient to float16 in its hook (``compress``), Horovod allreduces the float16 tensor, and
+``synchronize`` casts the result back (``decompress``) inside ``DistributedOptimizer.step()``
+(``horovod/torch/optimizer.py``). On a CPU the reduction itself changes too: the ring's float16 sum
+converts every element (Gloo's ``float16`` type, ``gloo/types.h``), so the same bytes take longer to reduce
+than float32's vectorised sum.
+
+This module runs under horovodrun (fusion as set by the caller) and measures, on the env's own link and
+host, for each of :data:`SIZES` bytes: one allreduce of a float32 tensor of that many bytes (``bytes / 4`` elements) and one of a
+float16 tensor of the same bytes (``bytes / 2`` elements), :data:`REPEATS` timed samples each after one
+warm-up, interleaved;
+and on rank 0 alone the two casts Horovod's compressor makes (``tensor.type(torch.float16)`` and back) of each
+set of :data:`CAST_SETS`, :data:`CAST_REPEATS` samples each. Output (rank 0): one line ``AUTOTUNER_FP16 {json}``
+with ``sizes``, ``fp32_ms`` and ``fp16_ms`` (median per size, ms), ``casts`` (``[tensors, elements each, down
+ms, up ms]`` per set, medians), ``ranks``. The fit is :func:`autotuner.fit.sweep.fp16_cost`. A bad argument exits
+with status 2 and one line on stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+TAG = "AUTOTUNER_FP16"
+#: message sizes (bytes): fused responses of a few MiB, where the per-element cost dominates the latency
+SIZES = (1 << 20, 4 << 20, 16 << 20)
+REPEATS = 7
+#: the cast samples: sets of (tensors, float32 bytes each) as a layout's gradients come, 4 MiB a set: the cast's
+#: cost per tensor (a call, an allocation) and per element are told apart by the fit
+CAST_SETS = ((1024, 4096), (64, 65536), (4, 1 << 20))
+CAST_REPEATS = 9
+
+
+def _median(v: list[float]) -> float:
+    s = sorted(v)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m autotuner.realrun.fp16probe", description=__doc__.split("\n")[0])
+    p.add_argument("--repeats", type=int, default=REPEATS, help="timed allreduces per size and dtype")
+    a = p.parse_args(argv)
+    if a.repeats < 1:
+        print("error: --repeats must be >= 1", file=sys.stderr)
+        return 2
+    import horovod.torch as hvd
+    import torch
+
+    hvd.init()
+    torch.set_num_threads(1)
+    fp32: dict[int, list[float]] = {s: [] for s in SIZES}
+    fp16: dict[int, list[float]] = {s: [] for s in SIZES}
+    for size in SIZES:
+        t32, t16 = torch.ones(size // 4), torch.ones(size // 2, dtype=torch.float16)
+        for k in range(a.repeats + 1):  # the first sample of each is a warm-up
+            for t, out in ((t32, fp32), (t16, fp16)):
+                t.fill_(1.0)
+                t0 = time.perf_counter()
+                hvd.allreduce_(t, name=f"fp16probe.{size}.{t.dtype}", op=hvd.Sum)
+                if k:
+                    out[size].append((time.perf_counter() - t0) * 1e3)
+    if hvd.rank() == 0:
+        casts = []
+        for count, nbytes in CAST_SETS:
+            xs = [torch.randn(nbytes // 4) for _ in range(count)]
+            hs = [x.half() for x in xs]
+            down, up = [], []
+            for _ in range(CAST_REPEATS):
+                t0 = time.perf_counter()
+                for x in xs:
+                    x.type(torch.float16)
+                t1 = time.perf_counter()
+                for h in hs:
+                    h.type(torch.float32)
+                t2 = time.perf_counter()
+                down.append((t1 - t0) * 1e3)
+                up.append((t2 - t1) * 1e3)
+            casts.append([count, nbytes // 4, round(_median(down), 5), round(_median(up), 5)])
+        print(f"{TAG} " + json.dumps({
+            "sizes": list(SIZES), "fp32_ms": [round(_median(fp32[s]), 4) for s in SIZES],
+            "fp16_ms": [round(_median(fp16[s]), 4) for s in SIZES], "casts": casts, "ranks": hvd.size()}), flush=True)
+    hvd.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

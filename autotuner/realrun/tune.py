@@ -1,0 +1,300 @@
+"""``autotuner tune``: Bayesian optimisation on real ``horovodrun`` trials, the simulator as its prior.
+
+The decisions are :mod:`autotuner.search.tune` (pure); this module runs them: each trial is one real job
+(:class:`autotuner.realrun.validation.TrialRunner`, the replay workload or the user's command, in the
+testbed ``validate`` uses), appended to ``runs/<env>/tune/<name>.jsonl`` as soon as it ends
+(:class:`~autotuner.realrun.validation.TrialStore`: one fsynced append per trial). A re-run with the same
+setup reads the records, rebuilds the same belief and goes on where it stopped; a finished tune prints its
+answer again without running anything.
+
+The order of trials: the simulator's best (the belief's first proposal, :func:`autotuner.search.tune.belief`),
+then Horovod's defaults (the baseline every answer is measured against), then the expected-improvement
+argmax after each refit, until no candidate's expected improvement beats one trial's noise (the incumbent is
+then measured a second time if it has one measurement only) or the next trial would pass the step budget.
+
+Record keys: those of a validation record (:func:`~autotuner.realrun.validation.make_record`, kind ``tune``,
+label the candidate's key, ``predicted_step_time_ms`` the refitted simulator's at launch) plus ``tune``:
+``{"candidate", "index", "steps", "bandwidth_scale", "rms_before", "rms_after", "prior_ms",
+"prior_unrefit_ms", "ei_ms", "noise_sd", "reason"}`` (the refit in force when the trial was chosen and
+why it was chosen).
+
+Horovod's default autotune, for the head-to-head (:func:`run_default_autotune`): the same job with
+``--autotune`` and Horovod's own settings (3 warm-up samples, 10 steps per sample, 20 Bayesian samples:
+horovod/common/parameter_manager.cc), watched until its log's best-values row appears; the steps and wall
+seconds it spent until then are recorded, then the job is stopped.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import ValidationError
+from ..search.tune import (DEFAULT_CANDIDATE, Candidate, belief, candidate_grid, features, noise_from_repeats,
+                           prior_ms, prior_sd, refit_bandwidth_scale, unchecked_share)
+from .validation import Outcome, TrialSpec, TrialStore, make_record, matching
+
+#: tune's kind in the record file
+TUNE_KIND = "tune"
+#: failed trials in a row after which tune stops (the job itself is broken, not one configuration)
+MAX_FAILURES_IN_A_ROW = 3
+
+
+@dataclass
+class TuneState:
+    """What the records say so far (rebuilt from the store on every resume)."""
+
+    cands: list[Candidate]
+    measured: dict[int, list[float]] = field(default_factory=dict)
+    failed: set[int] = field(default_factory=set)
+    steps: int = 0
+    wall_s: float = 0.0
+    records: list[dict[str, Any]] = field(default_factory=list)
+    fails_in_a_row: int = 0
+    last_error: str = ""
+
+
+def state_from_records(records: Sequence[dict[str, Any]], cands: list[Candidate], notes: list[str]) -> TuneState:
+    """The tune so far from its records (kind ``tune``, any order kept): measured step times per
+    candidate, failed candidates, steps and wall seconds spent. A record whose candidate is not in
+    ``cands`` (another ``--compression``) still counts its steps and is named in ``notes``."""
+    index = {c.key: i for i, c in enumerate(cands)}
+    st = TuneState(cands)
+    for r in records:
+        if r.get("kind") != TUNE_KIND:
+            continue
+        t = r.get("tune") or {}
+        st.records.append(r)
+        st.steps += int(t.get("steps") or 0)
+        st.wall_s += float(r.get("wall_s") or 0.0)
+        i = index.get(str(t.get("candidate")))
+        if i is None:
+            notes.append(f"{r['trial']}: candidate {t.get('candidate')} is not searched now; its steps count, "
+                         "its result is left out")
+            continue
+        if r.get("status") == "ok" and r.get("measured_step_time_ms"):
+            st.measured.setdefault(i, []).append(float(r["measured_step_time_ms"]))
+            st.fails_in_a_row = 0
+        else:
+            st.failed.add(i)
+            st.fails_in_a_row += 1
+            st.last_error = str(r.get("error") or r.get("status"))
+    return st
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The next step of the loop: a candidate index to run (``index``), or None with ``stop`` saying why."""
+
+    index: int | None
+    reason: str
+    stop: str = ""
+    scale: float = 1.0
+    rms_before: float | None = None
+    rms_after: float | None = None
+    prior: np.ndarray | None = None
+    prior_unrefit: np.ndarray | None = None
+    ei_ms: float | None = None
+    noise_sd: float = 0.0
+    incumbent: int | None = None
+    incumbent_ms: float | None = None
+
+
+def decide(sc, st: TuneState, *, sd: np.ndarray, noise_fallback: float, budget_steps: int,
+           steps_per_trial: int, base_prior: np.ndarray) -> Decision:
+    """The next trial (or the stop) from the records so far: refit, belief, the rules of the module docstring."""
+    cands = st.cands
+    if st.fails_in_a_row >= MAX_FAILURES_IN_A_ROW:
+        return Decision(None, "", stop=f"{st.fails_in_a_row} trials failed in a row (last: {st.last_error})")
+    scale, rb, ra = 1.0, None, None
+    if st.measured:
+        scale, rb, ra = refit_bandwidth_scale(st.measured, lambda s, idx: prior_ms(sc, cands, s, idx))
+    prior = base_prior if scale == 1.0 else prior_ms(sc, cands, scale)
+    noise = noise_from_repeats(st.measured, noise_fallback)
+    x = features(cands)
+    masked = prior.copy()
+    for i in st.failed - set(st.measured):
+        masked[i] = np.inf  # a configuration whose job failed is not proposed again
+    b = belief(np.where(np.isfinite(masked), masked, prior.max() * 100), x, st.measured, sd=sd, noise_sd=noise)
+    ei = np.where(np.isfinite(masked), b.ei_ms, -1.0)
+    common = dict(scale=scale, rms_before=rb, rms_after=ra, prior=prior, prior_unrefit=base_prior, noise_sd=noise,
+                  incumbent=b.incumbent, incumbent_ms=None if b.incumbent is None else b.incumbent_ms)
+    if not st.measured:
+        nxt = int(np.argmin(masked))
+        why = "the simulator's best (no trial yet: the prior decides)"
+    elif cands.index(DEFAULT_CANDIDATE) not in st.measured and cands.index(DEFAULT_CANDIDATE) not in st.failed \
+            and DEFAULT_CANDIDATE in cands:
+        nxt, why = cands.index(DEFAULT_CANDIDATE), "Horovod's defaults: the baseline"
+    elif float(ei.max()) < b.noise_ms:
+        inc = b.incumbent
+        if len(st.measured.get(inc, [])) < 2:
+            nxt, why = inc, (f"confirm the incumbent: the best expected improvement {ei.max():.2f} ms is below one "
+                             f"trial's noise {b.noise_ms:.2f} ms, and it was measured once")
+        else:
+            return Decision(None, "", stop=(f"no candidate's expected improvement beats the noise: best "
+                                            f"{ei.max():.2f} ms < {b.noise_ms:.2f} ms (one trial's noise, "
+                                            f"{noise:.1%} of {b.incumbent_ms:.1f} ms)"), ei_ms=float(ei.max()), **common)
+    else:
+        nxt = int(np.argmax(ei))
+        why = (("repeat" if nxt in st.measured else "explore") + f": expected improvement {ei[nxt]:.2f} ms "
+               f"> noise {b.noise_ms:.2f} ms")
+    if st.steps + steps_per_trial > budget_steps:
+        return Decision(None, "", stop=f"step budget: {st.steps} of {budget_steps} steps spent, a trial takes "
+                                       f"{steps_per_trial}", ei_ms=float(ei.max()), **common)
+    return Decision(nxt, why, ei_ms=float(ei[nxt]), **common)
+
+
+def prior_unchecked(sc, cands: list[Candidate], with_term: np.ndarray) -> np.ndarray:
+    """:func:`autotuner.search.tune.unchecked_share` for ``cands`` on ``sc``: the fp16 candidates' predictions
+    without the env's measured fp16 term, and the same knobs without compression."""
+    from dataclasses import replace
+
+    if all(c.compression == "none" for c in cands):
+        return np.zeros(len(cands))
+    bare = replace(sc, cost=replace(sc.cost, fp16=None))
+    bytes_only = prior_ms(bare, cands)
+    twins = [Candidate(c.config, "none") for c in cands]
+    none_ms = prior_ms(sc, twins)
+    return unchecked_share(cands, with_term, bytes_only, none_ms)
+
+
+@dataclass(frozen=True)
+class TuneAnswer:
+    """Where a tune ended: the incumbent and what was spent."""
+
+    candidate: Candidate | None
+    measured_ms: list[float]
+    steps: int
+    trials: int
+    wall_s: float
+    stop: str
+    refits: list[dict[str, Any]]
+
+
+def run_tune(setup, sc, store: TrialStore, run_trial: Callable[[TrialSpec], Outcome], *, compressions: Sequence[str],
+             budget_steps: int, prior_sd_band: float, noise_fallback: float, testbed_note: str,
+             say: Callable[[str], None] = lambda s: None,
+             progress: Callable[[int, int, str], None] = lambda steps, budget, inc: None) -> tuple[TuneAnswer, list]:
+    """The loop (module docstring). ``sc``: the env's scenario for this model and shape; ``prior_sd_band``: the
+    env's error band (fraction); ``noise_fallback``: one trial's relative noise until repeats measure it. Returns the
+    answer and every record of this setup (old and new)."""
+    if budget_steps < 1:
+        raise ValidationError(f"--budget-steps must be >= 1, got {budget_steps}")
+    cands = candidate_grid(tuple(compressions))
+    base_prior = prior_ms(sc, cands)
+    sd = prior_sd(prior_sd_band, prior_unchecked(sc, cands, base_prior))
+    per_trial = setup.steps + setup.warmup
+    notes: list[str] = []
+    refits: list[dict[str, Any]] = []
+    while True:
+        st = state_from_records(matching(store.records(), setup), cands, notes)
+        d = decide(sc, st, sd=sd, noise_fallback=noise_fallback, budget_steps=budget_steps,
+                   steps_per_trial=per_trial, base_prior=base_prior)
+        inc = "" if d.incumbent is None else f"{cands[d.incumbent].key} {d.incumbent_ms:.1f} ms"
+        progress(st.steps, budget_steps, inc)
+        if d.index is None:
+            break
+        c = cands[d.index]
+        n = len(st.records) + 1
+        spec = TrialSpec(f"tune-{n}", TUNE_KIND, len(st.measured.get(d.index, [])), c.config, c.key, c.compression)
+        say(f"tune-{n}: {c.key} ({d.reason}; refit: bandwidth x{d.scale:.3f})")
+        out = run_trial(spec)
+        rec = make_record(spec, setup, out, float(d.prior[d.index]), testbed_note)
+        rec["tune"] = {"candidate": c.key, "index": d.index, "steps": per_trial, "bandwidth_scale": round(d.scale, 4),
+                       "rms_before": None if d.rms_before is None else round(d.rms_before, 5),
+                       "rms_after": None if d.rms_after is None else round(d.rms_after, 5),
+                       "prior_ms": round(float(d.prior[d.index]), 3),
+                       "prior_unrefit_ms": round(float(d.prior_unrefit[d.index]), 3),
+                       "ei_ms": None if d.ei_ms is None else round(d.ei_ms, 4), "noise_sd": round(d.noise_sd, 5),
+                       "reason": d.reason}
+        store.append(rec)
+        if rec["status"] != "ok" and not st.measured:
+            # the job itself does not run (no step times, a crash): nothing to tune; the record is kept
+            raise ValidationError(f"tune-{n} ({c.key}) {rec['status']}: {rec['error'] or 'no step times'}; "
+                                  f"fix the job and re-run (records kept in {store.path})")
+        m = rec["measured_step_time_ms"]
+        say(f"tune-{n}: {rec['status']}" + (f", {m:.1f} ms/step (simulator {rec['tune']['prior_ms']:.1f})" if m else "")
+            + (f" - {rec['error']}" if rec["error"] else ""))
+    for r in st.records:
+        t = r["tune"]
+        refits.append({"trial": r["trial"], "bandwidth_scale": t.get("bandwidth_scale"),
+                       "rms_before": t.get("rms_before"), "rms_after": t.get("rms_after")})
+    for n_ in notes:
+        say(f"note: {n_}")
+    best = None if d.incumbent is None else cands[d.incumbent]
+    ans = TuneAnswer(best, list(st.measured.get(d.incumbent, [])) if best else [], st.steps, len(st.records),
+                     st.wall_s, d.stop, refits)
+    return ans, matching(store.records(), setup)
+
+
+# --------------------------------------------------------------------------- Horovod's default autotune
+
+_STEP_LINE = re.compile(rb"^step (\d+) time_ms ", re.M)
+
+
+def run_default_autotune(job, timeout_s: float, log_file: Path, poll_s: float = 0.5) -> tuple[Outcome, dict[str, Any]]:
+    """Run ``job`` (a :class:`autotuner.realrun.launcher.Job` with Horovod's default autotune settings) until its
+    autotune log has its best-values row (tuning finished), then stop it. Returns the outcome (step times of
+    the steps after settling, if any) and ``settled``: ``{"finished", "steps", "wall_s", "rows"}`` (steps the
+    job had printed and seconds since its start when the finished log was seen)."""
+    from ..readers.autotune_log import read_autotune_log
+    from .launcher import OwnedProcess
+    from .validation import summarize_autotune_log
+
+    t0 = time.monotonic()
+    settled = {"finished": False, "steps": None, "wall_s": None, "rows": 0}
+    with OwnedProcess(job.argv(), env=job.env()) as p:
+        while p.proc.poll() is None and time.monotonic() - t0 < timeout_s:
+            time.sleep(poll_s)
+            if log_file.exists():
+                try:
+                    log = read_autotune_log(log_file)
+                except ValueError:
+                    continue
+                settled["rows"] = len(log.samples)
+                if log.finished:
+                    settled.update(finished=True, wall_s=round(time.monotonic() - t0, 2),
+                                   steps=len(_STEP_LINE.findall(p.stdout_so_far())))
+                    break
+        p.stop()
+        out_b = p.stdout_so_far()
+        _, err = p.output()
+    wall = time.monotonic() - t0
+    times = [float(x) for x in re.findall(rb"^step \d+ time_ms ([0-9.]+)", out_b, re.M)]
+    o = Outcome("ok" if settled["finished"] else "timeout", wall_s=wall,
+                error="" if settled["finished"] else f"autotune did not finish within {timeout_s:.0f} s "
+                                                     f"({settled['rows']} rows logged)")
+    if settled["finished"] and settled["steps"] is not None:
+        o.step_times_ms = times[settled["steps"]:] or []
+    if log_file.exists():
+        try:
+            o.autotune = summarize_autotune_log(log_file)
+        except ValueError as e:
+            o.autotune = {"error": str(e)}
+    if not settled["finished"] and err.strip():
+        o.error += f"; stderr: {err.strip().splitlines()[-1][-200:]}"
+    return o, settled
+
+
+def expected_default_autotune_steps(categorical_combinations: int) -> int:
+    """Steps Horovod 0.28.1's default autotune spends before settling, by its source: (3 warm-up + 21 Bayesian
+    samples per combination) x 5 scores per sample x 10 steps per score (parameter_manager.cc: warm-ups 3,
+    steps per sample 10, Bayesian samples until ``iteration_ > 20``, a logged score the median of 5)."""
+    return (3 + 21 * categorical_combinations) * 5 * 10
+
+
+def summary_line(a: TuneAnswer) -> str:
+    if a.candidate is None:
+        return f"no configuration measured ({a.stop})"
+    m = a.measured_ms
+    rng = f" (range {min(m):.1f}-{max(m):.1f} over {len(m)} trials)" if len(m) > 1 else " (one trial)"
+    return f"{a.candidate.key}: {float(np.median(m)):.1f} ms/step{rng}"
+
+
+def _isfinite(v) -> bool:
+    return v is not None and math.isfinite(v)

@@ -1,0 +1,113 @@
+"""``autotuner tune``'s decision core (pure) and its loop on recorded trials (issue 22).
+
+The real short tunes (kill/resume, Ctrl-C, a job that prints no step times) are in
+``tests/test_tune_real.py``; the committed head-to-head records in ``test_tune_records``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotuner.api import make_scenario
+from autotuner.knobs import DEFAULTS_0_28
+from autotuner.search.tune import (DEFAULT_CANDIDATE, belief, candidate_grid, features, noise_from_repeats, prior_ms,
+                                   prior_sd, refit_bandwidth_scale, should_stop, unchecked_share)
+
+
+@pytest.fixture(scope="module")
+def sc():
+    return make_scenario(None, "fresh-poll-2gbit", "mobilenet_v2", compute_ms=60)[0]
+
+
+@pytest.fixture(scope="module")
+def grid(sc):
+    cands = candidate_grid(("none",))
+    return cands, prior_ms(sc, cands)
+
+
+def test_the_grid_holds_horovods_defaults_and_spells_only_whole_mib():
+    cands = candidate_grid(("none", "fp16"))
+    assert DEFAULT_CANDIDATE in cands and len(cands) == 9 * 7 * 2 * 2
+    assert all(c.config.fusion_threshold_bytes % 2**20 == 0 for c in cands)
+    assert len({c.key for c in cands}) == len(cands)
+    x = features(cands)
+    assert x.shape == (len(cands), 4) and x.min() >= 0 and x.max() <= 1
+
+
+def test_the_residual_surrogate_starts_at_the_simulators_choice(grid):
+    cands, p = grid
+    b = belief(p, features(cands), {}, sd=0.03, noise_sd=0.01)
+    assert b.next_index == int(np.argmin(p)) and b.incumbent is None
+    # with no trial the posterior is the prior itself
+    assert np.allclose(b.mean_ms, p) and np.allclose(b.sd_ms, 0.03 * p)
+
+
+def test_a_measured_disagreement_moves_the_belief_and_a_repeat_shrinks_it(grid):
+    cands, p = grid
+    x = features(cands)
+    best = int(np.argmin(p))
+    b = belief(p, x, {best: [p[best] * 1.10]}, sd=0.03, noise_sd=0.01)
+    # the GP pulls the measured point most of the way to its measurement (sd 3 % vs noise 1 %), and its
+    # neighbours partly; a far candidate keeps its prior
+    assert 1.07 < b.mean_ms[best] / p[best] < 1.10
+    assert b.amplitude > 1  # a 10 % residual against a 3 % prior widens the prior
+    b2 = belief(p, x, {best: [p[best] * 1.10] * 3}, sd=0.03, noise_sd=0.01)
+    assert b2.sd_ms[best] < b.sd_ms[best]
+
+
+def test_the_stop_rule_compares_expected_improvement_with_one_trials_noise(grid):
+    cands, p = grid
+    x = features(cands)
+    measured = {int(np.argmin(p)): [float(p.min())] * 3}
+    quiet = belief(p, x, measured, sd=0.003, noise_sd=0.02)  # a certain prior, a noisy machine: nothing to gain
+    assert should_stop(quiet) and quiet.ei_ms.max() < quiet.noise_ms
+    loud = belief(p, x, measured, sd=0.10, noise_sd=0.005)  # an uncertain prior, a quiet machine: explore
+    assert not should_stop(loud)
+
+
+def test_the_refit_recovers_a_known_bandwidth_scale(sc, grid):
+    cands, _ = grid
+    idx = [0, 40, 80, 120]
+    truth = prior_ms(sc, cands, 1.3, idx)
+    s, before, after = refit_bandwidth_scale({i: [float(t)] for i, t in zip(idx, truth)},
+                                             lambda s_, ii: prior_ms(sc, cands, s_, ii))
+    assert s == pytest.approx(1.3, abs=0.01) and after < 1e-3 < before
+
+
+def test_noise_from_repeats_is_the_pooled_log_sd():
+    assert noise_from_repeats({}, 0.02) == 0.02
+    got = noise_from_repeats({0: [100.0, 110.0], 1: [50.0]}, 0.02)
+    assert got == pytest.approx(abs(np.log(110 / 100)) / np.sqrt(2), rel=1e-9)
+    assert noise_from_repeats({0: [100.0, 100.0]}, 0.02) == 0.005  # the floor
+
+
+def test_fp16_candidates_carry_the_unchecked_share_of_their_prediction(sc):
+    cands = candidate_grid(("none", "fp16"))
+    with_term = prior_ms(sc, cands)
+    u = unchecked_share(cands, with_term, with_term * 0.9, with_term * 1.2)
+    none = [i for i, c in enumerate(cands) if c.compression == "none"]
+    half = [i for i, c in enumerate(cands) if c.compression == "fp16"]
+    assert (u[none] == 0).all() and np.allclose(u[half], 0.1 + 0.3)
+    assert np.allclose(prior_sd(0.03, u)[half], np.hypot(0.03, 0.4))
+
+
+def test_the_fp16_term_slows_the_collective_and_adds_the_casts_to_the_update(sc):
+    """Arithmetic of :class:`autotuner.model.costmodel.Fp16Cost` against the committed fp16 phase."""
+    from dataclasses import replace
+
+    f = sc.cost.fp16
+    assert f is not None and f.sum_extra_s_per_elem > 0
+    t = sc.cost.inter
+    slow = f.tier(t)
+    n, p = 8 << 20, 2  # an 8 MiB float16 response on 2 ranks: (p-1)/p * n/2 elements reduced per rank
+    assert slow.allreduce_s(n, p) - t.allreduce_s(n, p) == pytest.approx((p - 1) / p * n / 2 * f.sum_extra_s_per_elem)
+    fp = replace(sc, compression="fp16")
+    total = float(np.sum(sc.layout.sizes_bytes))
+    assert fp.rank_workload.update_s - sc.rank_workload.update_s == pytest.approx(
+        total / 4 * f.cast_up_s_per_elem + len(sc.layout.sizes_bytes) * f.cast_up_s_per_tensor)
+    # the fast simulator and the reference agree with the term in
+    got = fp.step_times(fusion_threshold_bytes=np.array([0, 4 << 20, 128 << 20]), cycle_time_ms=np.array([1.0, 5, 1]),
+                        cache_capacity=np.array([1024, 1024, 0]), hierarchical_allreduce=np.array([False] * 3))
+    ref = [fp.simulate(DEFAULTS_0_28.__class__(fusion_threshold_bytes=f_, cycle_time_ms=c_, cache_capacity=k_)).step_time_s
+           for f_, c_, k_ in ((0, 1.0, 1024), (4 << 20, 5.0, 1024), (128 << 20, 1.0, 0))]
+    assert np.allclose(got, ref, rtol=1e-9)
