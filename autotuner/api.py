@@ -840,9 +840,11 @@ def tune(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, host
                               "and the defaults")
     mdirs = _model_dirs(model_dir)
     topo = setup.topology or (None, None)
+    if command and compute_ms is None and not load_layout(model).measured:
+        raise ValidationError("tune's prior needs your step's compute time: pass --compute-ms (forward + backward, "
+                              "ms) or a profiled layout (autotuner profile)")
     try:
-        sc, fenv = make_scenario(mdirs, env, model, nodes=topo[0], gpus_per_node=topo[1],
-                                 compute_ms=None if setup.command else setup.compute_ms)
+        sc, fenv = make_scenario(mdirs, env, model, nodes=topo[0], gpus_per_node=topo[1], compute_ms=setup.compute_ms)
     except (ModelStoreError, ScenarioError) as e:
         raise ValidationError(f"tune needs the env's fitted model as its prior: {e}") from None
     if horovodrun_path() is None:

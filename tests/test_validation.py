@@ -89,8 +89,8 @@ def test_each_damage_note_is_reported_once(tmp_path):
     setup = Setup(env="e", model="tiny")
     store.path.write_bytes(_line("x/r0") + b'\nnot json\n{"no": "trial"}\n{"trial": "y/r0", "x"')
     trial = lambda s: Outcome("ok", step_times_ms=[10.0])  # noqa: E731
-    run_pending(plan([], repeats=1, autotune=True, defaults=False), store, setup, trial, lambda c: None, "plain")
-    run_pending(plan([P1], repeats=1, autotune=False), store, setup, trial, lambda c: None, "plain")
+    run_pending(plan([], repeats=1, autotune=True, defaults=False), store, setup, trial, lambda c, comp: None, "plain")
+    run_pending(plan([P1], repeats=1, autotune=False), store, setup, trial, lambda c, comp: None, "plain")
     assert len(store.dropped) == 3 and store.dropped[0] == "v.jsonl: dropped a cut last line (21 bytes)"
     assert store.dropped[1].startswith("v.jsonl:2: ") and store.dropped[2].startswith("v.jsonl:3: ")
 
@@ -108,17 +108,17 @@ def test_resume_runs_only_missing_trials_of_the_same_setup(tmp_path):
         return Outcome("ok", step_times_ms=[100.0 + len(ran), 101.0])
 
     with pytest.raises(KeyboardInterrupt):
-        run_pending(specs, store, setup, lambda s: trial(s, fail_on="proposal-1/r1"), lambda c: 99.0, "plain")
+        run_pending(specs, store, setup, lambda s: trial(s, fail_on="proposal-1/r1"), lambda c, comp: 99.0, "plain")
     first = store.records()
     assert [r["trial"] for r in first] == ["default/r0", "proposal-1/r0", "default/r1"]
     ran.clear()
-    recs = run_pending(specs, store, setup, trial, lambda c: 99.0, "plain")
+    recs = run_pending(specs, store, setup, trial, lambda c, comp: 99.0, "plain")
     assert ran == ["proposal-1/r1"]                      # nothing finished is run again
     assert recs[:3] == first                             # and nothing finished is lost
     assert sorted(r["trial"] for r in recs) == sorted(s.trial for s in specs)
     # another setup in the same file does not count as done
     ran.clear()
-    run_pending(specs[:1], store, Setup(env="e", model="tiny", compute_ms=1.0), trial, lambda c: None, "plain")
+    run_pending(specs[:1], store, Setup(env="e", model="tiny", compute_ms=1.0), trial, lambda c, comp: None, "plain")
     assert ran == ["default/r0"]
 
 
@@ -127,7 +127,7 @@ def test_failed_trials_are_recorded_and_the_batch_goes_on(tmp_path):
     outcomes = {"default/r0": Outcome("timeout", error="killed after 5 s timeout"),
                 "proposal-1/r0": Outcome("ok", step_times_ms=[10.0, 12.0, 11.0])}
     recs = run_pending(plan([P1], repeats=1, autotune=False), store, Setup(env="e", model="tiny"),
-                       lambda s: outcomes[s.trial], lambda c: 11.5, "plain")
+                       lambda s: outcomes[s.trial], lambda c, comp: 11.5, "plain")
     assert [(r["trial"], r["status"]) for r in recs] == [("default/r0", "timeout"), ("proposal-1/r0", "ok")]
     assert recs[0]["measured_step_time_ms"] is None and recs[1]["measured_step_time_ms"] == 11.0
     line = json.loads(store.path.read_text().splitlines()[1])
