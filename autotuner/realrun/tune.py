@@ -112,10 +112,11 @@ def decide(sc, st: TuneState, *, sd: np.ndarray, noise_fallback: float, budget_s
     if st.fails_in_a_row >= MAX_FAILURES_IN_A_ROW:
         return Decision(None, "", stop=f"{st.fails_in_a_row} trials failed in a row (last: {st.last_error})")
     scale, rb, ra = 1.0, None, None
-    if st.measured:
-        scale, rb, ra = refit_bandwidth_scale(st.measured, lambda s, idx: prior_ms(sc, cands, s, idx))
-    prior = base_prior if scale == 1.0 else prior_ms(sc, cands, scale)
     noise = noise_from_repeats(st.measured, noise_fallback)
+    if st.measured:
+        scale, rb, ra = refit_bandwidth_scale(st.measured, lambda s, idx: prior_ms(sc, cands, s, idx),
+                                              min_gain=noise / 2)
+    prior = base_prior if scale == 1.0 else prior_ms(sc, cands, scale)
     x = features(cands)
     masked = prior.copy()
     for i in st.failed - set(st.measured):

@@ -237,11 +237,15 @@ def should_stop(b: Belief) -> bool:
 
 
 def refit_bandwidth_scale(measured: dict[int, list[float]], predict: Callable[[float, list[int]], np.ndarray],
-                          bounds: tuple[float, float] = (0.1, 10.0)) -> tuple[float, float, float]:
+                          bounds: tuple[float, float] = (0.5, 2.0), min_gain: float = 0.0) -> tuple[float, float, float]:
     """The sim-to-real refit: the one cost-model parameter the trials so far identify, a multiplier ``s`` of
     every link tier's bandwidth (the effective link rate a training job sees beside the sweep's), fitted by
-    least squares of log(predicted / measured) over the measured candidates (scipy's bounded scalar search).
+    least squares of log(predicted / measured) over the measured candidates (scipy's bounded scalar search,
+    ``bounds``: a link the sweep measured at half or twice its rate would be another environment).
 
+    The data identify ``s`` only when it explains them: if the rms error falls by less than ``min_gain``
+    (a fraction: one trial's noise), or ``s`` ends on a bound (the link is not what the misfit is about: a
+    compute-bound step, a small model's latency), ``s`` stays 1 and the GP carries the residual.
     ``predict(s, indices)``: the simulator's step times (ms) of those candidates with the bandwidths scaled
     by ``s``. Returns (s, rms before, rms after): rms of the relative error (fractions) at s = 1 and at s.
     """
@@ -255,7 +259,10 @@ def refit_bandwidth_scale(measured: dict[int, list[float]], predict: Callable[[f
 
     before = math.sqrt(loss(1.0))
     res = minimize_scalar(loss, bounds=bounds, method="bounded", options={"xatol": 1e-3})
-    s = float(res.x) if res.fun < loss(1.0) else 1.0
+    s = float(res.x)
+    on_bound = min(abs(s - bounds[0]), abs(s - bounds[1])) < 2e-3 * s
+    if on_bound or not math.sqrt(res.fun) < before - min_gain:
+        s = 1.0
     return s, before, math.sqrt(loss(s))
 
 

@@ -178,20 +178,31 @@ def _model_file_cases(env, fenv, meta) -> list[Case]:
     return out
 
 
-def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = "setup.model"):
+def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = "setup.model",
+                   compression: str = "none"):
     """Predict one real replay trial with ``fenv`` (a :class:`autotuner.fit.store.FittedEnv`):
     the trial's layout (``setup.model``: shipped name or a layout stored with the env under
     ``env_path``), its emulated compute (``setup.compute_ms``, forward 1/3 and backward 2/3 as
     :mod:`autotuner.realrun.replay` sleeps them, plus ``setup.update_ms``), the trial's shape
     (``setup.testbed_hosts`` x ``setup.ranks_per_host``; else the env's cluster; the cost model for
-    that shape, :meth:`autotuner.fit.store.FittedEnv.cost_for`) and the env's backend. Returns the :class:`autotuner.model.simulator.StepResult`. Raises KeyError for a
+    that shape, :meth:`autotuner.fit.store.FittedEnv.cost_for`) and the env's backend; ``compression``: the
+    trial's (``fp16``: half the bytes, and the env's measured fp16 cost when it has one,
+    :class:`autotuner.model.costmodel.Fp16Cost`). Returns the :class:`autotuner.model.simulator.StepResult`. Raises KeyError for a
     setup without ``compute_ms``, ScenarioError for an unknown layout."""
+    from ..model.scenario import COMPRESSION_RATIO
+
     wl = replace(workload_for(float(setup["compute_ms"]) * 1e-3), update_s=float(setup.get("update_ms", 0.0)) * 1e-3)
     L = load_data_layout(setup["model"], env_path, where)
     hosts, rph = setup.get("testbed_hosts"), setup.get("ranks_per_host")
     cluster = fenv.cluster if hosts is None else Cluster(int(hosts), int(rph))
     backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
-    return simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, fenv.cost_for(cluster), cluster, backend=backend)
+    cost = fenv.cost_for(cluster)
+    if compression == "fp16":
+        if cost.fp16 is not None:
+            wl = replace(wl, update_s=wl.update_s + cost.fp16.update_s(float(np.sum(L.sizes_bytes)), len(L.sizes_bytes)))
+        cost = cost.for_fp16()
+    return simulate_step(L.sizes_bytes, L.ready_fraction, wl, cfg, cost, cluster, backend=backend,
+                         compression_ratio=COMPRESSION_RATIO[compression])
 
 
 def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = False) -> list[Case]:
@@ -219,14 +230,16 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
             if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):
                 shape = (r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
                 groups.setdefault((r["setup"]["model"], r.get("label"), json.dumps(r["config"], sort_keys=True),
-                                   shape), []).append(r)
+                                   shape, r.get("compression", "none")), []).append(r)
         backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
-        for (model, label, _, shape), rs in groups.items():
+        for (model, label, _, shape, comp), rs in groups.items():
             cfg = Config.from_dict(rs[0]["config"])
             if transfer or held_out_only:
                 if "compute_ms" not in rs[0]["setup"]:
                     continue
-                sim = simulate_trial(fenv, env.path, cfg, rs[0]["setup"], f"{f.name}: setup.model")
+                sim = simulate_trial(fenv, env.path, cfg, rs[0]["setup"], f"{f.name}: setup.model", comp)
+            elif comp != "none":
+                continue  # a calibrated workload's trials ran without compression
             elif model not in fenv.workloads:
                 continue
             else:
@@ -237,7 +250,8 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
                                     backend=backend)
             tag = (f"{model} {label} ({cfg.fusion_threshold_mb:g} MiB, {cfg.cycle_time_ms:g} ms"
                    + (", cache off" if cfg.cache_capacity == 0 else "")
-                   + (", hierarchical" if cfg.hierarchical_allreduce else "") + ")"
+                   + (", hierarchical" if cfg.hierarchical_allreduce else "")
+                   + ("" if comp == "none" else f", {comp}") + ")"
                    + ("" if shape[0] is None else f" on {shape[0]}x{shape[1]}"))
             src = f"{env.path.name}/validation/{f.name} ({len(rs)} trials)"
             name = f"{env.name} (cost model: {fenv.name})" if transfer else env.name
