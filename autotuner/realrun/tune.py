@@ -8,8 +8,8 @@ setup reads the records, rebuilds the same belief and goes on where it stopped; 
 answer again without running anything.
 
 The order of trials: the simulator's best (the belief's first proposal, :func:`autotuner.search.tune.belief`),
-then Horovod's defaults (the baseline every answer is measured against), then the expected-improvement
-argmax after each refit, until no candidate's expected improvement beats one trial's noise (the incumbent is
+then Horovod's defaults (the baseline every answer is measured against), then the better of the two again (one
+trial's noise is measured, not assumed), then the expected-improvement argmax after each refit, until no candidate's expected improvement beats one trial's noise (the incumbent is
 then measured a second time if it has one measurement only) or the next trial would pass the step budget.
 
 Record keys: those of a validation record (:func:`~autotuner.realrun.validation.make_record`, kind ``tune``,
@@ -131,6 +131,9 @@ def decide(sc, st: TuneState, *, sd: np.ndarray, noise_fallback: float, budget_s
     elif cands.index(DEFAULT_CANDIDATE) not in st.measured and cands.index(DEFAULT_CANDIDATE) not in st.failed \
             and DEFAULT_CANDIDATE in cands:
         nxt, why = cands.index(DEFAULT_CANDIDATE), "Horovod's defaults: the baseline"
+    elif not any(len(v) > 1 for v in st.measured.values()) and b.incumbent is not None:
+        nxt, why = b.incumbent, ("measure the noise: repeat the incumbent (no candidate has two trials yet, and "
+                                 "the stop rule needs one trial's noise)")
     elif float(ei.max()) < b.noise_ms:
         inc = b.incumbent
         if len(st.measured.get(inc, [])) < 2:
