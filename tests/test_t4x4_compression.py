@@ -199,23 +199,35 @@ def _suggest(*args):
     return json.loads(p.stdout)
 
 
-def test_suggest_proposes_fp16_where_it_wins():
-    # vgg16's 528 MiB of gradients on the 1 Gbit/s testbed: halving the bytes roughly halves the step
-    d = _suggest("--env", "local-gloo-1gbit", "--model", "vgg16", "--compute-ms", "300")
+def test_suggest_proposes_fp16_where_the_measured_cost_says_it_wins():
+    # MobileNetV2 on the 0.75 Gbit/s env whose measure had an fp16 phase: 1.65x predicted with the measured
+    # casts and float16 sum, 1.66x measured (runs/fresh-poll-0.75gbit/validation/fp16-mobilenet_v2.jsonl)
+    d = _suggest("--env", "fresh-poll-0.75gbit", "--model", "mobilenet_v2", "--compute-ms", "60")
     assert d["compressions_searched"] == ["none", "fp16"]
     best = d["proposals"][0]
     assert best["compression"] == "fp16" and best["compression_code"] == "compression=hvd.Compression.fp16"
-    assert best["step_time_ms"] < d["best_by_compression"]["none"] * (1 - MIN_GAIN)
+    assert best["step_time_ms"] < d["best_by_compression"]["none"] * (1 - d["min_gain"])
     assert d["default"]["compression"] == "none" and not d["keep_defaults"]
+    assert d["knob_only"]["compression"] == "none"  # the knob-only answer beside it, always
     assert "numerics" in d["compression_notes"]["fp16"]
-    assert all(p["compression"] in ("none", "fp16") for p in d["proposals"])
-    # every fp16 proposal beats the best uncompressed one by more than MIN_GAIN
-    assert all(p["step_time_ms"] < d["best_by_compression"]["none"] * (1 - MIN_GAIN)
-               for p in d["proposals"] if p["compression"] == "fp16")
-    text = run("suggest", "--env", "local-gloo-1gbit", "--model", "vgg16", "--compute-ms", "300", "--n-calls", "6")
+    text = run("suggest", "--env", "fresh-poll-0.75gbit", "--model", "mobilenet_v2", "--compute-ms", "60",
+               "--n-calls", "6")
     assert text.returncode == 0, text.stderr
     assert "hvd.Compression.fp16" in text.stdout and "not a horovodrun flag" in text.stdout
     assert "changes numerics" in text.stdout
+
+
+def test_suggest_does_not_propose_fp16_where_its_cost_was_never_measured():
+    # vgg16's 528 MiB on the 1 Gbit/s testbed: halving the bytes would roughly halve the step, but the env was
+    # fitted on training trials without an fp16 phase: the bytes alone are not evidence (13-24 % optimistic)
+    d = _suggest("--env", "local-gloo-1gbit", "--model", "vgg16", "--compute-ms", "300")
+    assert d["compressions_searched"] == ["none", "fp16"]
+    assert all(p["compression"] == "none" for p in d["proposals"])
+    assert d["best_by_compression"]["fp16"] < d["best_by_compression"]["none"] * (1 - MIN_GAIN)
+    text = run("suggest", "--env", "local-gloo-1gbit", "--model", "vgg16", "--compute-ms", "300", "--n-calls", "6")
+    assert text.returncode == 0, text.stderr
+    assert "never measured what fp16 costs" in text.stderr and "hvd.Compression.fp16" not in text.stdout
+    assert "never measured on this env" in text.stdout
 
 
 def test_suggest_does_not_propose_fp16_where_it_does_not_win(fitted, tmp_path):
