@@ -913,8 +913,8 @@ def _head_to_head(setup, cand, vdir: Path, name: str, tb, net_note: str, runner,
     from .realrun.launcher import AutotuneSettings, Job, replay_command
     from .realrun.report import table, write_report
     from .realrun.tune import run_default_autotune
-    from .realrun.validation import (STEPS_VAR, WARMUP_VAR, TrialSpec, TrialStore, autotune_best_config, make_record,
-                                     matching, plan, run_pending)
+    from .realrun.validation import (STEPS_VAR, WARMUP_VAR, TrialSpec, TrialStore, ValidationError,
+                                     autotune_best_config, make_record, matching, plan, run_pending)
 
     check_output_dir(vdir, "--runs-dir")
     store = TrialStore(vdir / f"{name}-h2h.jsonl")

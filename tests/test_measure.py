@@ -16,11 +16,12 @@ import pytest
 
 from autotuner.errors import ValidationError
 from autotuner.realrun import measure as M
-from autotuner.readers.sweep import parse_cpu_records, parse_idle_records, parse_sweep_records, parse_trickle_records
+from autotuner.readers.sweep import (parse_cpu_records, parse_fp16_records, parse_idle_records, parse_sweep_records,
+                                     parse_trickle_records)
 from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
 
 SHORT = dict(sizes=(1024, 4096, 65536), fusion_sizes=(65536, 262144), tiny_counts=(1, 8), unfused_sizes=(1024, 16384),
-             cpu_repeats=1, trickle_repeats=1, idle_repeats=1)
+             cpu_repeats=1, trickle_repeats=1, idle_repeats=1, fp16_repeats=1)
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -79,6 +80,7 @@ def test_bad_records_are_named_and_skipped():
     (["--cpu-repeats", "-1"], "--cpu-repeats"),
     (["--trickle-repeats", "-2"], "--trickle-repeats"),
     (["--idle-repeats", "-1"], "--idle-repeats"),
+    (["--fp16-repeats", "-1"], "--fp16-repeats"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, args, needle):
     base = {"--env": "e", "--runs-dir": str(tmp_path)}
@@ -124,10 +126,14 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     irecs, problems = parse_idle_records((env_dir / "idle.jsonl").read_text(), "idle.jsonl")
     assert problems == [] and len(irecs) == 1 == s1["idle"]["jobs_new"] and irecs[0]["sizes"] == [4096, 16384, 65536]
     assert (env_dir / irecs[0]["timeline"]).exists() and irecs[0]["ranks"] == 2
+    # the fp16 phase: one job, float32 and float16 allreduces of the same bytes and the casts
+    frecs, problems = parse_fp16_records((env_dir / "fp16.jsonl").read_text(), "fp16.jsonl")
+    assert problems == [] and len(frecs) == 1 == s1["fp16"]["jobs_new"] and frecs[0]["ranks"] == 2
+    assert len(frecs[0]["fp16_ms"]) == len(frecs[0]["sizes"]) == 3 and len(frecs[0]["casts"]) == 3
     # a re-run measures nothing again
     s2 = M.run_measure(env_dir, setup, timeout_s=300, **SHORT)
     assert s2["items_new"] == 0 and s2["items_recorded"] == want and s2["cpu"]["jobs_new"] == 0
-    assert s2["trickle"]["jobs_new"] == 0 and s2["idle"]["jobs_new"] == 0
+    assert s2["trickle"]["jobs_new"] == 0 and s2["idle"]["jobs_new"] == 0 and s2["fp16"]["jobs_new"] == 0
     # another setup in the same environment is refused
     with pytest.raises(ValidationError, match="another setup"):
         M.run_measure(env_dir, M.SweepSetup(np=2, hosts="", bandwidth_gbit=None, repeats=3, warmup=1), **SHORT)
@@ -154,7 +160,8 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     need_horovod()
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "autotuner.cli", "measure", "--env", "k", "--runs-dir", str(runs),
-            "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0", "--trickle-repeats", "0", "--idle-repeats", "0"]
+            "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0", "--trickle-repeats", "0", "--idle-repeats", "0",
+            "--fp16-repeats", "0"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     rec = runs / "k" / "sweep.jsonl"
