@@ -158,7 +158,8 @@ def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path) -> list[Pa
         ax.bar(x, ok["throughput"], color="tab:blue", alpha=0.6)
         for i, (_, r) in enumerate(ok.iterrows()):
             per = [1e3 / rec["measured_step_time_ms"] for rec in records
-                   if (rec.get("label") or rec["trial"].split("/")[0]) == r["label"] and rec["status"] == "ok"]
+                   if (rec.get("label") or rec["trial"].split("/")[0]) == r["label"] and rec["status"] == "ok"
+                   and rec.get("measured_step_time_ms")]
             ax.plot([i] * len(per), per, "k.", ms=5)
         ax.set_xticks(list(x), ok["label"], rotation=30, ha="right", fontsize=8)
         ax.set(ylabel="throughput (steps/s)", title="measured throughput per configuration (dots: repeats)")

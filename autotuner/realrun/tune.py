@@ -238,14 +238,16 @@ def run_tune(setup, sc, store: TrialStore, run_trial: Callable[[TrialSpec], Outc
 
 # --------------------------------------------------------------------------- Horovod's default autotune
 
-_STEP_LINE = re.compile(rb"^step (\d+) time_ms ", re.M)
+#: the replay's per-step line on rank 0, as horovodrun passes it on (``[0]<stdout>:step 12 time_ms 33.1``)
+_STEP_LINE = re.compile(rb"(?:^|:)step (\d+) time_ms ([0-9.]+)", re.M)
 
 
 def run_default_autotune(job, timeout_s: float, log_file: Path, poll_s: float = 0.5) -> tuple[Outcome, dict[str, Any]]:
     """Run ``job`` (a :class:`autotuner.realrun.launcher.Job` with Horovod's default autotune settings) until its
     autotune log has its best-values row (tuning finished), then stop it. Returns the outcome (step times of
-    the steps after settling, if any) and ``settled``: ``{"finished", "steps", "wall_s", "rows"}`` (steps the
-    job had printed and seconds since its start when the finished log was seen)."""
+    the steps after settling, if any: usually none) and ``settled``: ``{"finished", "steps", "wall_s",
+    "rows"}`` (the replay's steps rank 0 had printed, read from its ``step N time_ms`` lines, or None for a
+    command that prints none; seconds since the job's start when the finished log was seen; logged rows)."""
     from ..readers.autotune_log import read_autotune_log
     from .launcher import OwnedProcess
     from .validation import summarize_autotune_log
@@ -262,14 +264,17 @@ def run_default_autotune(job, timeout_s: float, log_file: Path, poll_s: float = 
                     continue
                 settled["rows"] = len(log.samples)
                 if log.finished:
+                    seen = _STEP_LINE.findall(p.stdout_so_far())
                     settled.update(finished=True, wall_s=round(time.monotonic() - t0, 2),
-                                   steps=len(_STEP_LINE.findall(p.stdout_so_far())))
+                                   steps=max((int(n) for n, _ in seen), default=-1) + 1)
                     break
         p.stop()
         out_b = p.stdout_so_far()
         _, err = p.output()
     wall = time.monotonic() - t0
-    times = [float(x) for x in re.findall(rb"^step \d+ time_ms ([0-9.]+)", out_b, re.M)]
+    times = [float(t) for _, t in _STEP_LINE.findall(out_b)]
+    if settled["finished"] and not settled["steps"]:  # a command whose steps this cannot read (a user's own)
+        settled["steps"] = None
     o = Outcome("ok" if settled["finished"] else "timeout", wall_s=wall,
                 error="" if settled["finished"] else f"autotune did not finish within {timeout_s:.0f} s "
                                                      f"({settled['rows']} rows logged)")
