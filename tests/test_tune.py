@@ -146,3 +146,13 @@ def test_bad_fp16_phase_records_are_named_and_skipped():
     bad = dict(good, fp16_ms=[1.5])  # one size short
     recs, problems = parse_fp16_records("\n".join(_json.dumps(d) for d in (good, bad)), "fp16.jsonl")
     assert len(recs) == 1 and len(problems) == 1 and "fp16.jsonl:2" in problems[0] and "\n" not in problems[0]
+
+
+def test_the_head_to_head_reads_autotunes_steps_from_horovodruns_prefixed_lines():
+    from autotuner.realrun.tune import _STEP_LINE, expected_default_autotune_steps
+
+    out = b"[0]<stdout>:step 0 time_ms 40.1\n[0]<stdout>:step 1 time_ms 35.2 (warmup)\nstep 2 time_ms 33.0\n"
+    assert [(int(n), float(t)) for n, t in _STEP_LINE.findall(out)] == [(0, 40.1), (1, 35.2), (2, 33.0)]
+    # Horovod 0.28.1 on a Gloo build: hierarchical allgather x cache = 4 combinations, 21 rows each, 3 warm-ups,
+    # 50 steps a row; the real 0.28.1 log in shared/examples has 24 rows at --autotune-bayes-opt-max-samples 5
+    assert expected_default_autotune_steps(4) == 4350

@@ -13,6 +13,7 @@ def _plots(records: list[dict[str, Any]], stem: Path) -> list[Path]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     ok = [r for r in records if r["status"] == "ok" and r.get("measured_step_time_ms")]
     if not ok:
@@ -31,7 +32,9 @@ def _plots(records: list[dict[str, Any]], stem: Path) -> list[Path]:
     for r, x, y in zip(ok, n, meas):
         ax.annotate(r["label"], (x, y), fontsize=6, xytext=(3, 3), textcoords="offset points", rotation=20)
     ax.set(xlabel="trial", ylabel="step time (ms)", title="tune: trials in order")
-    ax.legend(fontsize=7)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.margins(y=0.15)
+    ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     paths.append(save_figure(fig, Path(f"{stem}-trials.png"), dpi=110))
 
@@ -53,6 +56,7 @@ def _plots(records: list[dict[str, Any]], stem: Path) -> list[Path]:
     xs = [int(r["trial"].rsplit("-", 1)[-1]) for r in allr]
     ax1.plot(xs, [r["tune"]["bandwidth_scale"] for r in allr], "o-", label="bandwidth scale (refit)")
     ax1.set(xlabel="trial", ylabel="bandwidth scale (x the env's fit)", title="the sim-to-real refit before each trial")
+    ax1.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax2 = ax1.twinx()
     rb = [(x, 100 * r["tune"]["rms_before"]) for x, r in zip(xs, allr) if r["tune"].get("rms_before") is not None]
     ra = [(x, 100 * r["tune"]["rms_after"]) for x, r in zip(xs, allr) if r["tune"].get("rms_after") is not None]
@@ -62,7 +66,7 @@ def _plots(records: list[dict[str, Any]], stem: Path) -> list[Path]:
     ax2.set_ylabel("rms relative error over measured trials (%)")
     h1, l1 = ax1.get_legend_handles_labels()
     h2, l2 = ax2.get_legend_handles_labels()
-    ax1.legend(h1 + h2, l1 + l2, fontsize=7)
+    ax1.legend(h1 + h2, l1 + l2, fontsize=7, loc="best", framealpha=0.8)
     fig.tight_layout()
     paths.append(save_figure(fig, Path(f"{stem}-refit.png"), dpi=110))
     return paths
