@@ -10,8 +10,8 @@ import pytest
 
 from autotuner.api import make_scenario
 from autotuner.knobs import DEFAULTS_0_28
-from autotuner.search.tune import (DEFAULT_CANDIDATE, belief, candidate_grid, features, noise_from_repeats, prior_ms,
-                                   prior_sd, refit_bandwidth_scale, should_stop, unchecked_share)
+from autotuner.search.tune import (DEFAULT_CANDIDATE, belief, candidate_grid, features, group_offset,
+                                   noise_from_repeats, prior_ms, refit_bandwidth_scale, should_stop, unchecked_share)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,17 @@ def test_fp16_candidates_carry_the_unchecked_share_of_their_prediction(sc):
     none = [i for i, c in enumerate(cands) if c.compression == "none"]
     half = [i for i, c in enumerate(cands) if c.compression == "fp16"]
     assert (u[none] == 0).all() and np.allclose(u[half], 0.1 + 0.3)
-    assert np.allclose(prior_sd(0.03, u)[half], np.hypot(0.03, 0.4))
+    # one fp16 trial calibrates every fp16 candidate: the shared offset is the precision-weighted residual
+    group = u > 0
+    i = half[0]
+    off, var = group_offset(with_term, {i: [with_term[i] * 1.2]}, group, 0.4, np.full(len(cands), 0.03), 0.01)
+    w = 1 / (0.03 ** 2 + 0.01 ** 2)
+    assert off == pytest.approx(w * 0.2 / (1 / 0.16 + w)) and var == pytest.approx(1 / (1 / 0.16 + w))
+    b = belief(with_term, features(cands), {i: [with_term[i] * 1.2]}, sd=0.03, noise_sd=0.01, group=group,
+               group_sd=0.4)
+    far = half[-1]  # another fp16 candidate, far in knob space: it moved by the offset too
+    assert b.mean_ms[far] / with_term[far] == pytest.approx(1 + off, rel=0.02)
+    assert b.sd_ms[far] / with_term[far] < 0.06  # back near the band (3 % + the offset's 3.2 %), not 40 %
 
 
 def test_the_fp16_term_slows_the_collective_and_adds_the_casts_to_the_update(sc):

@@ -180,8 +180,10 @@ def write_report(records: list[dict[str, Any]], path: Path, *, title: str, notes
     lines += ["", "| configuration | knobs | ok/failed | measured step ms (min-max) | IQR ms | predicted ms | error % "
               "| responses/step | score bytes/µs |", "|---|---|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
+        steps = (f"{_fmt(r['step_ms'])} ({_fmt(r['step_min_ms'])}-{_fmt(r['step_max_ms'])})" if r["step_ms"] == r["step_ms"]
+                 else "no fixed-knob steps (see below)")
         lines.append(f"| {r['label']} | {_cfg_str(r['config'])} | {r['n_ok']}/{r['n_failed']} | "
-                     f"{_fmt(r['step_ms'])} ({_fmt(r['step_min_ms'])}-{_fmt(r['step_max_ms'])}) | {_fmt(r['iqr_ms'])} | "
+                     f"{steps} | {_fmt(r['iqr_ms'])} | "
                      f"{_fmt(r['predicted_ms'])} | {_fmt(r['error_pct'])} | {_fmt(r['responses_per_step'], 2)} | "
                      f"{_fmt(r['score'], 2)} |")
     failed = [r for r in records if r["status"] != "ok"]

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..search.tune import (DEFAULT_CANDIDATE, Candidate, belief, candidate_grid, features, noise_from_repeats,
-                           prior_ms, prior_sd, refit_bandwidth_scale, unchecked_share)
+                           prior_ms, refit_bandwidth_scale, unchecked_share)
 from .validation import Outcome, TrialSpec, TrialStore, make_record, matching
 
 #: tune's kind in the record file
@@ -105,8 +105,8 @@ class Decision:
     incumbent_ms: float | None = None
 
 
-def decide(sc, st: TuneState, *, sd: np.ndarray, noise_fallback: float, budget_steps: int,
-           steps_per_trial: int, base_prior: np.ndarray) -> Decision:
+def decide(sc, st: TuneState, *, sd: float, noise_fallback: float, budget_steps: int,
+           steps_per_trial: int, base_prior: np.ndarray, unchecked: np.ndarray | None = None) -> Decision:
     """The next trial (or the stop) from the records so far: refit, belief, the rules of the module docstring."""
     cands = st.cands
     if st.fails_in_a_row >= MAX_FAILURES_IN_A_ROW:
@@ -121,7 +121,10 @@ def decide(sc, st: TuneState, *, sd: np.ndarray, noise_fallback: float, budget_s
     masked = prior.copy()
     for i in st.failed - set(st.measured):
         masked[i] = np.inf  # a configuration whose job failed is not proposed again
-    b = belief(np.where(np.isfinite(masked), masked, prior.max() * 100), x, st.measured, sd=sd, noise_sd=noise)
+    group = None if unchecked is None else unchecked > 0
+    gsd = float(np.median(unchecked[group])) if group is not None and group.any() else 0.0
+    b = belief(np.where(np.isfinite(masked), masked, prior.max() * 100), x, st.measured, sd=sd, noise_sd=noise,
+               group=group, group_sd=gsd)
     ei = np.where(np.isfinite(masked), b.ei_ms, -1.0)
     common = dict(scale=scale, rms_before=rb, rms_after=ra, prior=prior, prior_unrefit=base_prior, noise_sd=noise,
                   incumbent=b.incumbent, incumbent_ms=None if b.incumbent is None else b.incumbent_ms)
@@ -191,14 +194,14 @@ def run_tune(setup, sc, store: TrialStore, run_trial: Callable[[TrialSpec], Outc
         raise ValidationError(f"--budget-steps must be >= 1, got {budget_steps}")
     cands = candidate_grid(tuple(compressions))
     base_prior = prior_ms(sc, cands)
-    sd = prior_sd(prior_sd_band, prior_unchecked(sc, cands, base_prior))
+    unchecked = prior_unchecked(sc, cands, base_prior)
     per_trial = setup.steps + setup.warmup
     notes: list[str] = []
     refits: list[dict[str, Any]] = []
     while True:
         st = state_from_records(matching(store.records(), setup), cands, notes)
-        d = decide(sc, st, sd=sd, noise_fallback=noise_fallback, budget_steps=budget_steps,
-                   steps_per_trial=per_trial, base_prior=base_prior)
+        d = decide(sc, st, sd=prior_sd_band, noise_fallback=noise_fallback, budget_steps=budget_steps,
+                   steps_per_trial=per_trial, base_prior=base_prior, unchecked=unchecked)
         inc = "" if d.incumbent is None else f"{cands[d.incumbent].key} {d.incumbent_ms:.1f} ms"
         progress(st.steps, budget_steps, inc)
         if d.index is None:

@@ -15,10 +15,12 @@ fitted cost model, refitted after every trial (:func:`refit_bandwidth_scale`).
 (scikit-optimize's :class:`skopt.learning.GaussianProcessRegressor`, zero mean, :class:`ResidualGP`). Its
 hyperparameters are not optimised (a handful of points cannot identify them) but set from measured figures:
 
-- the prior's sd per candidate (:func:`prior_sd`): how far the simulator has been from real runs on this
-  environment (its error band, :func:`autotuner.api.error_band`: held-out mean error, or borrowed from
-  siblings), widened where a candidate rests on physics no real trial has checked (fp16's saving and its
-  measured cost, :func:`unchecked_share`), and by the residuals themselves once they exceed it;
+- the prior's sd: how far the simulator has been from real runs on this environment (its error band,
+  :func:`autotuner.api.error_band`: held-out mean error, or borrowed from siblings), widened by the
+  residuals themselves once they exceed it;
+- candidates that rest on physics no real trial of this env has checked (fp16's saving and its measured
+  cost, :func:`unchecked_share`) share one offset, a normal prior of sd the median unchecked share, updated
+  by every trial of the group (:func:`group_offset`): one fp16 trial calibrates every fp16 candidate;
 - noise ``noise_sd``: the relative standard deviation of one trial's measured step time (the repeat
   spread of real trials, :func:`noise_from_repeats`);
 - length scales: :data:`LENGTH_SCALES` over features scaled to [0, 1] (:func:`features`).
@@ -149,14 +151,6 @@ class ResidualGP:
         return mu * self.sd, np.sqrt(np.maximum(sd, 0.0) ** 2) * self.sd
 
 
-def prior_sd(band: float, unchecked: np.ndarray) -> np.ndarray:
-    """How far the simulator may be off at each candidate (fraction): the env's error band (what real runs have
-    shown of its physics), combined in quadrature with ``unchecked`` (per candidate, the fraction of its
-    predicted step that rests on physics no real trial of this env has checked: fp16's predicted saving and
-    measured extra cost, :func:`unchecked_share`; 0 elsewhere)."""
-    return np.sqrt(band ** 2 + np.asarray(unchecked, float) ** 2)
-
-
 def unchecked_share(cands: Sequence[Candidate], with_term: np.ndarray, bytes_only: np.ndarray,
                     none_ms: np.ndarray) -> np.ndarray:
     """Per candidate, the share of its prediction no real trial has checked (fractions): for an fp16 candidate,
@@ -199,16 +193,39 @@ class Belief:
     amplitude: float = 1.0
 
 
+def group_offset(prior_ms: np.ndarray, measured: dict[int, list[float]], group: np.ndarray, group_sd: float,
+                 sd: np.ndarray, noise_sd: float) -> tuple[float, float]:
+    """The relative offset every candidate of ``group`` (a boolean mask: the fp16 candidates) shares, and its
+    variance: a normal prior N(0, group_sd²) updated by the group's measured residuals ``measured / prior - 1``,
+    each with variance ``sd_i² + noise_sd²`` (conjugate normal: precision-weighted mean). (0, group_sd²) with
+    no trial in the group."""
+    prec, acc = 1.0 / group_sd ** 2, 0.0
+    for i, v in measured.items():
+        if group[i]:
+            for t in v:
+                w = 1.0 / (sd[i] ** 2 + noise_sd ** 2)
+                prec += w
+                acc += w * (t / prior_ms[i] - 1)
+    return acc / prec, 1.0 / prec
+
+
 def belief(prior_ms: np.ndarray, x: np.ndarray, measured: dict[int, list[float]], *, sd: np.ndarray | float,
-           noise_sd: float) -> Belief:
+           noise_sd: float, group: np.ndarray | None = None, group_sd: float = 0.0) -> Belief:
     """The posterior and the acquisition over every candidate.
 
     ``prior_ms``: the simulator's step time per candidate (ms, shape (n,)); ``x``: :func:`features`;
     ``measured``: candidate index -> measured step times (ms, one per trial); ``sd``: the prior's relative sd
-    per candidate (:func:`prior_sd`) or one for all; ``noise_sd``: one trial's relative noise."""
+    per candidate (the env's error band) or one for all; ``noise_sd``: one trial's relative noise;
+    ``group``/``group_sd``: candidates whose prediction rests on physics no real trial has checked (fp16's)
+    share one relative offset of prior sd ``group_sd`` (:func:`group_offset`): one trial of the group tells
+    every member, the GP then models what is left."""
     from skopt.acquisition import gaussian_ei
 
     sd = np.broadcast_to(np.asarray(sd, float), prior_ms.shape)
+    if group is not None and group_sd > 0 and np.any(group):
+        off, var = group_offset(prior_ms, measured, group, group_sd, sd, noise_sd)
+        prior_ms = prior_ms * (1 + off * group)
+        sd = np.sqrt(sd ** 2 + var * group)
     idx = [i for i, v in measured.items() for _ in v]
     r = np.array([t / prior_ms[i] - 1 for i, v in measured.items() for t in v])
     # empirical amplitude: residuals larger than the prior allowed (beyond one trial's noise) widen it
