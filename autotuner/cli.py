@@ -102,6 +102,15 @@ def _np_opt():
     return typer.Option(2, "--np", help="ranks", callback=opt.checked(opt.Count, "--np"))
 
 
+def _trained_model_opt():
+    return typer.Option(..., "--model", help="layout the replay workload (or your command) trains")
+
+
+def _command_arg():
+    return typer.Argument(None, help="after --: your own training command (prints 'AUTOTUNER_STEP_TIME_MS <ms>' "
+                                     "per step)")
+
+
 def _hosts_opt(more: str = ""):
     return typer.Option("", "--hosts", help="horovodrun -H (default localhost:<np>)" + more)
 
@@ -403,9 +412,8 @@ def _print_compression(r, b) -> None:
 @app.command(short_help="real horovodrun trials: defaults, autotune, proposals")
 def validate(env: str = typer.Option(..., "--env", help="environment name: results go to <runs>/<env>/validation/",
                                      callback=opt.checked(opt.PlainName, "--env")),
-             model: str = typer.Option(..., "--model", help="layout the replay workload (or your command) trains"),
-             command: Optional[List[str]] = typer.Argument(None, help="after --: your own training command "
-                                                           "(prints 'AUTOTUNER_STEP_TIME_MS <ms>' per step)"),
+             model: str = _trained_model_opt(),
+             command: Optional[List[str]] = _command_arg(),
              np_: int = _np_opt(),
              hosts: str = _hosts_opt(),
              bandwidth_gbit: Optional[float] = _testbed_bw_opt(),
@@ -467,9 +475,8 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
 @app.command(short_help="Bayesian optimisation on real runs, the simulator as its prior")
 def tune(env: str = typer.Option(..., "--env", help="a fitted environment: its model is the prior; results go to "
                                  "<runs>/<env>/tune/", callback=opt.checked(opt.PlainName, "--env")),
-         model: str = typer.Option(..., "--model", help="layout the replay workload (or your command) trains"),
-         command: Optional[List[str]] = typer.Argument(None, help="after --: your own training command "
-                                                       "(prints 'AUTOTUNER_STEP_TIME_MS <ms>' per step)"),
+         model: str = _trained_model_opt(),
+         command: Optional[List[str]] = _command_arg(),
          np_: int = _np_opt(),
          hosts: str = _hosts_opt(),
          bandwidth_gbit: Optional[float] = _testbed_bw_opt(),

@@ -22,6 +22,8 @@ from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
 
 SHORT = dict(sizes=(1024, 4096, 65536), fusion_sizes=(65536, 262144), tiny_counts=(1, 8), unfused_sizes=(1024, 16384),
              cpu_repeats=1, trickle_repeats=1, idle_repeats=1, fp16_repeats=1)
+#: the two-host plumbing test: no probe phase (each is checked on one host above)
+SHORT_SWEEP = {**SHORT, "cpu_repeats": 0, "trickle_repeats": 0, "idle_repeats": 0, "fp16_repeats": 0}
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -223,7 +225,7 @@ def test_two_hosts_measure_both_tiers_and_fit_them(tmp_path):
     need_horovod()
     env_dir = tmp_path / "runs" / "two"
     setup = M.SweepSetup(np=4, hosts="localhost:2,127.0.0.1:2", bandwidth_gbit=None, repeats=2, warmup=1)
-    s = M.run_measure(env_dir, setup, timeout_s=300, **SHORT)
+    s = M.run_measure(env_dir, setup, timeout_s=300, **SHORT_SWEEP)
     recs, _ = parse_sweep_records((env_dir / "sweep.jsonl").read_text(), "sweep.jsonl")
     assert s["items_new"] == 2 * 11 and {r["tier"] for r in recs} == {"intra", "inter"}
     assert {r["ranks"] for r in recs if r["tier"] == "inter"} == {2} == {r["ranks"] for r in recs if r["tier"] == "intra"}
