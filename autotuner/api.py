@@ -877,7 +877,6 @@ def tune(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, host
             ans, recs = run_tune(setup, sc, store, runner, compressions=comps, budget_steps=budget_steps,
                                  prior_sd_band=band["band"], noise_fallback=noise_fallback, testbed_note=net_note,
                                  say=say, progress=progress or (lambda *a: None))
-            say(f"stopped: {ans.stop}")
             if against_autotune and ans.candidate is not None:
                 h2h = _head_to_head(setup, ans.candidate, runs / env / "validation", name, tb, net_note, runner,
                                     repeats=repeats, autotune_timeout_s=autotune_timeout_s, say=say,

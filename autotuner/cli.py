@@ -545,10 +545,15 @@ def tune(env: str = typer.Option(..., "--env", help="a fitted environment: its m
     f = r.final
     m = f["measured_ms"]
     rng = f"range {min(m):.1f}-{max(m):.1f} ms over {len(m)} trials" if len(m) > 1 else "one trial"
-    lines = [f"final: {f['key']}: {f['median_ms']:.1f} ms/step ({rng})"]
-    if r.defaults_ms:
-        d = sorted(r.defaults_ms)[len(r.defaults_ms) // 2]
-        lines.append(f"Horovod's defaults measured {d:.1f} ms/step ({len(r.defaults_ms)} trial(s))")
+    is_defaults = f["compression"] == "none" and f["config"] == autotuner.DEFAULTS_0_28.to_dict()
+    lines = [f"final: {f['key']}: {f['median_ms']:.1f} ms/step ({rng})"
+             + (": Horovod's defaults, keep them" if is_defaults else "")]
+    if r.defaults_ms and not is_defaults:
+        import statistics
+
+        d = r.defaults_ms
+        lines.append(f"Horovod's defaults measured {statistics.median(d):.1f} ms/step"
+                     + (f" (range {min(d):.1f}-{max(d):.1f} ms over {len(d)} trials)" if len(d) > 1 else " (one trial)"))
     lines += [f"spent: {r.steps} steps in {r.trials} trials, {r.wall_s:.0f} s of jobs",
               f"stopped: {r.stop}", "horovodrun flags: " + " ".join(f["flags"]),
               "env vars: " + " ".join(f"{k}={v}" for k, v in f["env"].items())]

@@ -90,7 +90,8 @@ def test_a_killed_tune_resumes_where_it_stopped_and_starts_at_the_simulators_cho
     assert recs[1]["tune"]["candidate"] == "f128-c1-cacheon"  # then Horovod's defaults, the baseline
     assert recs[2]["tune"]["candidate"] in (recs[0]["tune"]["candidate"], "f128-c1-cacheon")  # a repeat: the noise
     out = json.loads(r.stdout)
-    assert out["steps"] == 9 and out["trials"] == 3 and out["stop"].startswith("step budget")
+    # 3 trials: the budget, or the noise (the third trial is a repeat: the stop rule may end it there too)
+    assert out["steps"] == 9 and out["trials"] == 3 and out["stop"].startswith(("step budget", "no candidate's"))
     assert len(out["refits"]) == 3 and out["refits"][0]["bandwidth_scale"] == 1.0
     assert (tmp_path / ENV / "tune" / "tune-tiny_layout-report.md").exists()
     assert left_after(mark) == []
