@@ -133,7 +133,7 @@ def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path) -> list[Pa
     import matplotlib.pyplot as plt
 
     paths = []
-    ok = t[t["n_ok"] > 0]
+    ok = t[(t["n_ok"] > 0) & t["step_ms"].notna()]  # a default autotune run has no fixed-knob steps
     pv = ok[ok["predicted_ms"].notna()]
     if not pv.empty:
         fig, ax = plt.subplots(figsize=(5, 5))
