@@ -242,7 +242,9 @@ def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> d
                 continue
             name = resp.tensors[0].split(".", 1)[-1]  # "allreduce.trickle.4096.3" -> "trickle.4096.3"
             kind = name.split(".", 1)[0]
-            if kind not in (TRICKLE, BACK_TO_BACK) or name in seen:
+            if kind not in (TRICKLE, BACK_TO_BACK):
+                continue
+            if name not in seen:  # each name's first use is left out (Horovod's first negotiation of it)
                 seen.add(name)
                 continue
             spans.setdefault((kind, resp.nbytes), []).append(resp.duration_us * 1e-6)
