@@ -815,7 +815,7 @@ def tune(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, host
     Returns a :class:`autotuner.results.TuneResult`. Raises an AutotunerError (one line): a bad budget or
     compression, an env without a fitted model, a missing horovodrun, a testbed that cannot be built.
     """
-    from dataclasses import asdict  # noqa: F401
+    import statistics
 
     from .fit.store import ModelStoreError
     from .knobs import horovod_env, horovodrun_flags
@@ -894,7 +894,7 @@ def tune(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, host
         c = ans.candidate
         final = {"key": c.key, "config": c.config.to_dict(), "compression": c.compression,
                  "compression_code": COMPRESSION_CODE.get(c.compression, ""), "measured_ms": list(ans.measured_ms),
-                 "median_ms": float(__import__("statistics").median(ans.measured_ms)),
+                 "median_ms": float(statistics.median(ans.measured_ms)),
                  "flags": horovodrun_flags(c.config), "env": horovod_env(c.config)}
     from .realrun.tune_report import write_tune_report
 

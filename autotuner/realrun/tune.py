@@ -25,7 +25,6 @@ seconds it spent until then are recorded, then the job is stopped.
 """
 from __future__ import annotations
 
-import math
 import re
 import time
 from dataclasses import dataclass, field
@@ -298,15 +297,3 @@ def expected_default_autotune_steps(categorical_combinations: int) -> int:
     samples per combination) x 5 scores per sample x 10 steps per score (parameter_manager.cc: warm-ups 3,
     steps per sample 10, Bayesian samples until ``iteration_ > 20``, a logged score the median of 5)."""
     return (3 + 21 * categorical_combinations) * 5 * 10
-
-
-def summary_line(a: TuneAnswer) -> str:
-    if a.candidate is None:
-        return f"no configuration measured ({a.stop})"
-    m = a.measured_ms
-    rng = f" (range {min(m):.1f}-{max(m):.1f} over {len(m)} trials)" if len(m) > 1 else " (one trial)"
-    return f"{a.candidate.key}: {float(np.median(m)):.1f} ms/step{rng}"
-
-
-def _isfinite(v) -> bool:
-    return v is not None and math.isfinite(v)
