@@ -10,8 +10,9 @@ import pytest
 
 from autotuner.api import make_scenario
 from autotuner.knobs import DEFAULTS_0_28
-from autotuner.search.tune import (DEFAULT_CANDIDATE, belief, candidate_grid, features, group_offset,
-                                   noise_from_repeats, prior_ms, refit_bandwidth_scale, should_stop, unchecked_share)
+from autotuner.search.tune import (DEFAULT_CANDIDATE, MAX_FAILURES_IN_A_ROW, TuneState, baseline_index, belief,
+                                   candidate_grid, decide, features, group_offset, noise_from_repeats, prior_ms,
+                                   prior_unchecked, refit_bandwidth_scale, should_stop, unchecked_share)
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +100,101 @@ def test_fp16_candidates_carry_the_unchecked_share_of_their_prediction(sc):
     far = half[-1]  # another fp16 candidate, far in knob space: it moved by the offset too
     assert b.mean_ms[far] / with_term[far] == pytest.approx(1 + off, rel=0.02)
     assert b.sd_ms[far] / with_term[far] < 0.06  # back near the band (3 % + the offset's 3.2 %), not 40 %
+
+
+#: every compression set ``tune --compression`` accepts
+COMPRESSION_SETS = [("none",), ("fp16",), ("none", "fp16")]
+
+
+@pytest.fixture(scope="module")
+def priors(sc):
+    """Per compression set: the candidates, the simulator's step times (ms) and the fp16 offset's shares."""
+    out = {}
+    for comps in COMPRESSION_SETS:
+        cands = candidate_grid(comps)
+        p = prior_ms(sc, cands)
+        out[comps] = cands, p, prior_unchecked(sc, cands, p)
+    return out
+
+
+def _drive(sc, cands, p, u, truth, *, budget=240, per=8, fail=frozenset(), limit=40):
+    """Run :func:`decide` as the loop does, with fake trials: ``truth(i, k)`` the k-th trial's step time (ms) of
+    candidate i; indices in ``fail`` fail. Returns (the trials' (index, reason), the stopping decision)."""
+    st, seq = TuneState(list(cands)), []
+    for k in range(limit):
+        d = decide(cands, st, lambda s, idx=None: prior_ms(sc, cands, s, idx), sd=0.03, noise_fallback=0.02,
+                   budget_steps=budget, steps_per_trial=per, base_prior=p, unchecked=u)
+        if d.index is None:
+            return seq, d
+        seq.append((d.index, d.reason))
+        st.steps += per
+        if d.index in fail:
+            st.failed.add(d.index)
+            st.fails_in_a_row += 1
+            st.last_error = "exit 1"
+        else:
+            st.measured.setdefault(d.index, []).append(truth(d.index, k))
+            st.fails_in_a_row = 0
+    raise AssertionError(f"no stop after {limit} trials: {seq}")
+
+
+@pytest.mark.parametrize("comps", COMPRESSION_SETS, ids=",".join)
+def test_the_baseline_is_horovods_default_knobs_in_every_compression_set(comps):
+    cands = candidate_grid(comps)
+    b = baseline_index(cands)
+    assert b is not None and cands[b].config == DEFAULTS_0_28
+    # uncompressed where none is searched; --compression fp16 alone: the default knobs with fp16
+    assert cands[b].compression == ("none" if "none" in comps else "fp16")
+    assert baseline_index([c for c in cands if c.config != DEFAULTS_0_28]) is None
+
+
+@pytest.mark.parametrize("comps", COMPRESSION_SETS, ids=",".join)
+def test_the_decision_runs_the_same_order_for_every_compression_set(sc, priors, comps):
+    """The simulator's best, the defaults, the incumbent again, then EI until a stop; no set crashes (issue 29:
+    ``--compression fp16`` alone raised ValueError after its first trial, the defaults' index looked up in a
+    grid without them)."""
+    cands, p, u = priors[comps]
+    seq, stop = _drive(sc, cands, p, u, lambda i, k: float(p[i]) * 1.03 * (1 + 0.01 * (k % 3 - 1)))
+    first, base = int(np.argmin(p)), baseline_index(cands)
+    assert seq[0] == (first, "the simulator's best (no trial yet: the prior decides)")
+    assert seq[1][0] == base and seq[1][1].startswith("Horovod's defaults: the baseline")
+    assert ("fp16" in seq[1][1]) == (comps == ("fp16",))
+    assert seq[2][1].startswith("measure the noise") and seq[2][0] in (first, base)
+    assert all(cands[i].compression in comps for i, _ in seq)
+    assert stop.stop.startswith(("no candidate's expected improvement beats the noise", "step budget"))
+    assert stop.incumbent is not None and stop.incumbent in {i for i, _ in seq}
+
+
+@pytest.mark.parametrize("comps", COMPRESSION_SETS, ids=",".join)
+def test_the_decision_stops_on_the_budget_and_on_failures(sc, priors, comps):
+    cands, p, u = priors[comps]
+    truth = lambda i, k: float(p[i]) * (1 + 0.3 * ((i * 7919) % 13) / 13)  # noqa: E731  (a wide, rough landscape)
+    seq, stop = _drive(sc, cands, p, u, truth, budget=16, per=8)
+    assert len(seq) == 2 and stop.stop == "step budget: 16 of 16 steps spent, a trial takes 8"
+    # a failed configuration is not proposed again; three failures in a row stop the tune
+    seq, stop = _drive(sc, cands, p, u, truth, fail=frozenset(range(len(cands))))
+    assert len(seq) == MAX_FAILURES_IN_A_ROW == len({i for i, _ in seq})
+    assert stop.stop == "3 trials failed in a row (last: exit 1)" and stop.incumbent is None
+
+
+def test_tune_with_fp16_alone_runs_its_trials_without_a_traceback(tmp_path, sc):
+    """The loop itself (``autotuner.realrun.tune.run_tune``) on fake trials, ``--compression fp16`` alone: it
+    crashed after the first trial (issue 29); now the defaults with fp16 are its baseline."""
+    from autotuner.realrun.tune import run_tune
+    from autotuner.realrun.validation import Outcome, Setup, TrialStore
+
+    setup = Setup(env="fresh-poll-2gbit", model="mobilenet_v2", compute_ms=60.0)
+    ran = []
+
+    def trial(spec):
+        ran.append((spec.label, spec.compression))
+        return Outcome("ok", step_times_ms=[150.0 - len(ran), 151.0 - len(ran)])
+
+    ans, recs = run_tune(setup, sc, TrialStore(tmp_path / "t.jsonl"), trial, compressions=("fp16",),
+                         budget_steps=40, prior_sd_band=0.03, noise_fallback=0.02, testbed_note="plain")
+    assert len(ran) >= 3 and all(c == "fp16" for _, c in ran)
+    assert ran[1] == ("f128-c1-cacheon-fp16", "fp16") and ans.candidate is not None and ans.stop
+    assert [r["tune"]["candidate"] for r in recs] == [k for k, _ in ran]
 
 
 def test_the_fp16_term_slows_the_collective_and_adds_the_casts_to_the_update(sc):

@@ -7,10 +7,10 @@ testbed ``validate`` uses), appended to ``runs/<env>/tune/<name>.jsonl`` as soon
 setup reads the records, rebuilds the same belief and goes on where it stopped; a finished tune prints its
 answer again without running anything.
 
-The order of trials: the simulator's best (the belief's first proposal, :func:`autotuner.search.tune.belief`),
-then Horovod's defaults (the baseline every answer is measured against), then the better of the two again (one
-trial's noise is measured, not assumed), then the expected-improvement argmax after each refit, until no candidate's expected improvement beats one trial's noise (the incumbent is
-then measured a second time if it has one measurement only) or the next trial would pass the step budget.
+The order of trials and the stop (the simulator's best, then Horovod's defaults, then the incumbent again,
+then the expected-improvement argmax, until no candidate's expected improvement beats one trial's noise or
+the budget is spent) are one pure function, :func:`autotuner.search.tune.decide`, for every compression set;
+this loop only rebuilds the state from the records, calls it, and runs the trial it names.
 
 Record keys: those of a validation record (:func:`~autotuner.realrun.validation.make_record`, kind ``tune``,
 label the candidate's key, ``predicted_step_time_ms`` the refitted simulator's at launch) plus ``tune``:
@@ -27,35 +27,18 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from ..errors import ValidationError
-from ..search.tune import (DEFAULT_CANDIDATE, Candidate, belief, candidate_grid, features, noise_from_repeats,
-                           prior_ms, refit_bandwidth_scale, unchecked_share)
+from ..search.tune import Candidate, TuneState, candidate_grid, decide, prior_ms, prior_unchecked
 from .validation import Outcome, TrialSpec, TrialStore, make_record, matching
 
 #: tune's kind in the record file
 TUNE_KIND = "tune"
-#: failed trials in a row after which tune stops (the job itself is broken, not one configuration)
-MAX_FAILURES_IN_A_ROW = 3
-
-
-@dataclass
-class TuneState:
-    """What the records say so far (rebuilt from the store on every resume)."""
-
-    cands: list[Candidate]
-    measured: dict[int, list[float]] = field(default_factory=dict)
-    failed: set[int] = field(default_factory=set)
-    steps: int = 0
-    wall_s: float = 0.0
-    records: list[dict[str, Any]] = field(default_factory=list)
-    fails_in_a_row: int = 0
-    last_error: str = ""
 
 
 def state_from_records(records: Sequence[dict[str, Any]], cands: list[Candidate], notes: list[str]) -> TuneState:
@@ -87,89 +70,6 @@ def state_from_records(records: Sequence[dict[str, Any]], cands: list[Candidate]
 
 
 @dataclass(frozen=True)
-class Decision:
-    """The next step of the loop: a candidate index to run (``index``), or None with ``stop`` saying why."""
-
-    index: int | None
-    reason: str
-    stop: str = ""
-    scale: float = 1.0
-    rms_before: float | None = None
-    rms_after: float | None = None
-    prior: np.ndarray | None = None
-    prior_unrefit: np.ndarray | None = None
-    ei_ms: float | None = None
-    noise_sd: float = 0.0
-    incumbent: int | None = None
-    incumbent_ms: float | None = None
-
-
-def decide(sc, st: TuneState, *, sd: float, noise_fallback: float, budget_steps: int,
-           steps_per_trial: int, base_prior: np.ndarray, unchecked: np.ndarray | None = None) -> Decision:
-    """The next trial (or the stop) from the records so far: refit, belief, the rules of the module docstring."""
-    cands = st.cands
-    if st.fails_in_a_row >= MAX_FAILURES_IN_A_ROW:
-        return Decision(None, "", stop=f"{st.fails_in_a_row} trials failed in a row (last: {st.last_error})")
-    scale, rb, ra = 1.0, None, None
-    noise = noise_from_repeats(st.measured, noise_fallback)
-    if st.measured:
-        scale, rb, ra = refit_bandwidth_scale(st.measured, lambda s, idx: prior_ms(sc, cands, s, idx),
-                                              min_gain=noise / 2)
-    prior = base_prior if scale == 1.0 else prior_ms(sc, cands, scale)
-    x = features(cands)
-    masked = prior.copy()
-    for i in st.failed - set(st.measured):
-        masked[i] = np.inf  # a configuration whose job failed is not proposed again
-    group = None if unchecked is None else unchecked > 0
-    gsd = float(np.median(unchecked[group])) if group is not None and group.any() else 0.0
-    b = belief(np.where(np.isfinite(masked), masked, prior.max() * 100), x, st.measured, sd=sd, noise_sd=noise,
-               group=group, group_sd=gsd)
-    ei = np.where(np.isfinite(masked), b.ei_ms, -1.0)
-    common = dict(scale=scale, rms_before=rb, rms_after=ra, prior=prior, prior_unrefit=base_prior, noise_sd=noise,
-                  incumbent=b.incumbent, incumbent_ms=None if b.incumbent is None else b.incumbent_ms)
-    if not st.measured:
-        nxt = int(np.argmin(masked))
-        why = "the simulator's best (no trial yet: the prior decides)"
-    elif cands.index(DEFAULT_CANDIDATE) not in st.measured and cands.index(DEFAULT_CANDIDATE) not in st.failed \
-            and DEFAULT_CANDIDATE in cands:
-        nxt, why = cands.index(DEFAULT_CANDIDATE), "Horovod's defaults: the baseline"
-    elif not any(len(v) > 1 for v in st.measured.values()) and b.incumbent is not None:
-        nxt, why = b.incumbent, ("measure the noise: repeat the incumbent (no candidate has two trials yet, and "
-                                 "the stop rule needs one trial's noise)")
-    elif float(ei.max()) < b.noise_ms:
-        inc = b.incumbent
-        if len(st.measured.get(inc, [])) < 2:
-            nxt, why = inc, (f"confirm the incumbent: the best expected improvement {ei.max():.2f} ms is below one "
-                             f"trial's noise {b.noise_ms:.2f} ms, and it was measured once")
-        else:
-            return Decision(None, "", stop=(f"no candidate's expected improvement beats the noise: best "
-                                            f"{ei.max():.2f} ms < {b.noise_ms:.2f} ms (one trial's noise, "
-                                            f"{noise:.1%} of {b.incumbent_ms:.1f} ms)"), ei_ms=float(ei.max()), **common)
-    else:
-        nxt = int(np.argmax(ei))
-        why = (("repeat" if nxt in st.measured else "explore") + f": expected improvement {ei[nxt]:.2f} ms "
-               f"> noise {b.noise_ms:.2f} ms")
-    if st.steps + steps_per_trial > budget_steps:
-        return Decision(None, "", stop=f"step budget: {st.steps} of {budget_steps} steps spent, a trial takes "
-                                       f"{steps_per_trial}", ei_ms=float(ei.max()), **common)
-    return Decision(nxt, why, ei_ms=float(ei[nxt]), **common)
-
-
-def prior_unchecked(sc, cands: list[Candidate], with_term: np.ndarray) -> np.ndarray:
-    """:func:`autotuner.search.tune.unchecked_share` for ``cands`` on ``sc``: the fp16 candidates' predictions
-    without the env's measured fp16 term, and the same knobs without compression."""
-    from dataclasses import replace
-
-    if all(c.compression == "none" for c in cands):
-        return np.zeros(len(cands))
-    bare = replace(sc, cost=replace(sc.cost, fp16=None))
-    bytes_only = prior_ms(bare, cands)
-    twins = [Candidate(c.config, "none") for c in cands]
-    none_ms = prior_ms(sc, twins)
-    return unchecked_share(cands, with_term, bytes_only, none_ms)
-
-
-@dataclass(frozen=True)
 class TuneAnswer:
     """Where a tune ended: the incumbent and what was spent."""
 
@@ -192,14 +92,17 @@ def run_tune(setup, sc, store: TrialStore, run_trial: Callable[[TrialSpec], Outc
     if budget_steps < 1:
         raise ValidationError(f"--budget-steps must be >= 1, got {budget_steps}")
     cands = candidate_grid(tuple(compressions))
-    base_prior = prior_ms(sc, cands)
+    def predict(scale: float, idx=None) -> np.ndarray:
+        return prior_ms(sc, cands, scale, idx)
+
+    base_prior = predict(1.0)
     unchecked = prior_unchecked(sc, cands, base_prior)
     per_trial = setup.steps + setup.warmup
     notes: list[str] = []
     refits: list[dict[str, Any]] = []
     while True:
         st = state_from_records(matching(store.records(), setup), cands, notes)
-        d = decide(sc, st, sd=prior_sd_band, noise_fallback=noise_fallback, budget_steps=budget_steps,
+        d = decide(cands, st, predict, sd=prior_sd_band, noise_fallback=noise_fallback, budget_steps=budget_steps,
                    steps_per_trial=per_trial, base_prior=base_prior, unchecked=unchecked)
         inc = "" if d.incumbent is None else f"{cands[d.incumbent].key} {d.incumbent_ms:.1f} ms"
         progress(st.steps, budget_steps, inc)

@@ -26,7 +26,7 @@ hyperparameters are not optimised (a handful of points cannot identify them) but
 - length scales: :data:`LENGTH_SCALES` over features scaled to [0, 1] (:func:`features`).
 
 With no trial yet, the posterior mean is the prior and every candidate has the same relative
-uncertainty: the first proposal is the simulator's best (:func:`next_candidate`).
+uncertainty: the first proposal is the simulator's best (:attr:`Belief.next_index`).
 
 **Acquisition.** Expected improvement for minimisation, scikit-optimize's
 :func:`skopt.acquisition.gaussian_ei`, on ``y = prior_ms · (1 + r)`` (ms), against the best posterior
@@ -39,12 +39,27 @@ from the simulator with skopt's own GP and EI keeps the library and gives the pr
 
 **Stopping rule** (:func:`should_stop`): stop when no candidate's expected improvement (ms) beats the
 measured noise of one trial (``noise_sd · incumbent``), or at the step budget.
+
+**The decision** (:func:`decide`, the one function the loop of :mod:`autotuner.realrun.tune` calls before
+every trial): from the trials so far (:class:`TuneState`), the next candidate or the stop, in this order:
+
+1. three failed trials in a row (:data:`MAX_FAILURES_IN_A_ROW`): stop (the job is broken, not a configuration);
+2. no trial yet: the simulator's best (the prior's argmin; a candidate whose job failed is never proposed again);
+3. the baseline not yet run: Horovod's defaults (:func:`baseline_index`: uncompressed when ``none`` is searched,
+   else the default knobs with the one compression searched, e.g. ``--compression fp16`` alone);
+4. no candidate measured twice yet: repeat the incumbent (the stop rule needs one trial's noise);
+5. no expected improvement above one trial's noise (:func:`should_stop`): confirm an incumbent measured once,
+   else stop;
+6. otherwise the expected-improvement argmax (explore, or repeat a measured candidate);
+
+and, for 2-6, stop instead when the trial would pass the step budget. Before each decision the link
+bandwidth is refitted to the trials so far (:func:`refit_bandwidth_scale`).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -248,9 +263,12 @@ def belief(prior_ms: np.ndarray, x: np.ndarray, measured: dict[int, list[float]]
     return Belief(mean_ms, sd_ms, ei, inc, y_opt, nxt, noise_sd * y_opt, amp)
 
 
-def should_stop(b: Belief) -> bool:
-    """True when no candidate's expected improvement beats one trial's noise (ms)."""
-    return b.incumbent is not None and float(b.ei_ms.max()) < b.noise_ms
+def should_stop(b: Belief, ei_ms: np.ndarray | None = None) -> bool:
+    """True when no candidate's expected improvement beats one trial's noise (ms). ``ei_ms``: the expected
+    improvements to judge (ms, shape (n,); default ``b.ei_ms``; :func:`decide` passes them with the candidates
+    whose job failed left out)."""
+    ei = b.ei_ms if ei_ms is None else ei_ms
+    return b.incumbent is not None and float(np.max(ei)) < b.noise_ms
 
 
 def refit_bandwidth_scale(measured: dict[int, list[float]], predict: Callable[[float, list[int]], np.ndarray],
@@ -309,3 +327,134 @@ def prior_ms(sc, cands: Sequence[Candidate], scale: float = 1.0, idx: Sequence[i
             scs[c.compression] = replace(base, compression=c.compression)
         out.append(scs[c.compression].simulate(c.config).step_time_ms)
     return np.asarray(out, dtype=float)
+
+
+# --------------------------------------------------------------------------- the decision
+
+#: failed trials in a row after which tune stops (the job itself is broken, not one configuration)
+MAX_FAILURES_IN_A_ROW = 3
+
+
+@dataclass
+class TuneState:
+    """What the trials say so far (``autotuner.realrun.tune.state_from_records`` rebuilds it from the records
+    on every resume): ``cands`` searched; ``measured`` candidate index -> measured step times (ms, one per
+    trial); ``failed`` indices whose trial failed; ``steps`` and ``wall_s`` spent (warm-up included);
+    ``records`` the trials' records; ``fails_in_a_row`` and ``last_error`` of the latest failures."""
+
+    cands: list[Candidate]
+    measured: dict[int, list[float]] = field(default_factory=dict)
+    failed: set[int] = field(default_factory=set)
+    steps: int = 0
+    wall_s: float = 0.0
+    records: list[dict[str, Any]] = field(default_factory=list)
+    fails_in_a_row: int = 0
+    last_error: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The next step of the loop: a candidate index to run (``index``), or None with ``stop`` saying why.
+
+    ``reason``: why this candidate (one line, recorded); ``scale``: the refitted bandwidth multiplier in force,
+    ``rms_before``/``rms_after`` its fit (fractions); ``prior``/``prior_unrefit``: the simulator's step time of
+    every candidate with/without the refit (ms); ``ei_ms``: the expected improvement of the chosen candidate (or
+    the best one at a stop, ms); ``noise_sd``: one trial's relative noise; ``incumbent``/``incumbent_ms``: the
+    best posterior mean among measured candidates (index, ms)."""
+
+    index: int | None
+    reason: str
+    stop: str = ""
+    scale: float = 1.0
+    rms_before: float | None = None
+    rms_after: float | None = None
+    prior: np.ndarray | None = None
+    prior_unrefit: np.ndarray | None = None
+    ei_ms: float | None = None
+    noise_sd: float = 0.0
+    incumbent: int | None = None
+    incumbent_ms: float | None = None
+
+
+def baseline_index(cands: Sequence[Candidate]) -> int | None:
+    """The baseline every answer is measured against: Horovod's default knobs (:data:`DEFAULT_CANDIDATE`)
+    without compression when ``none`` is searched, else the default knobs with the first compression searched
+    (``--compression fp16`` alone: the user's job already sends float16); None when no candidate has the
+    default knobs."""
+    if DEFAULT_CANDIDATE in cands:
+        return cands.index(DEFAULT_CANDIDATE)
+    return next((i for i, c in enumerate(cands) if c.config == DEFAULT_CANDIDATE.config), None)
+
+
+def prior_unchecked(sc, cands: Sequence[Candidate], with_term: np.ndarray) -> np.ndarray:
+    """:func:`unchecked_share` for ``cands`` on ``sc`` (a :class:`autotuner.model.scenario.Scenario`): the fp16
+    candidates' predictions without the env's measured fp16 term, and the same knobs without compression
+    (``with_term``: :func:`prior_ms` of ``cands``, ms). Zeros when nothing is compressed."""
+    from dataclasses import replace
+
+    if all(c.compression == "none" for c in cands):
+        return np.zeros(len(cands))
+    bare = replace(sc, cost=replace(sc.cost, fp16=None))
+    bytes_only = prior_ms(bare, cands)
+    twins = [Candidate(c.config, "none") for c in cands]
+    none_ms = prior_ms(sc, twins)
+    return unchecked_share(cands, with_term, bytes_only, none_ms)
+
+
+def decide(cands: Sequence[Candidate], st: TuneState, predict: Callable[[float, Sequence[int] | None], np.ndarray], *,
+           sd: float, noise_fallback: float, budget_steps: int, steps_per_trial: int,
+           base_prior: np.ndarray | None = None, unchecked: np.ndarray | None = None) -> Decision:
+    """The next trial, or the stop, from the trials so far (the rules of the module docstring, "The decision").
+
+    Pure: ``predict(scale, indices)`` gives the simulator's step times (ms) of those candidates (all for None)
+    with every link's bandwidth multiplied by ``scale`` (the loop passes :func:`prior_ms` on the env's scenario);
+    ``st``: the trials so far; ``sd``: the prior's relative sd (the env's error band); ``noise_fallback``: one
+    trial's relative noise until repeats measure it; ``budget_steps``/``steps_per_trial``: the step budget and
+    what one trial spends (warm-up included); ``base_prior``: ``predict(1.0, None)`` if already computed;
+    ``unchecked``: :func:`prior_unchecked` (the fp16 candidates' shared offset), or None."""
+    if st.fails_in_a_row >= MAX_FAILURES_IN_A_ROW:
+        return Decision(None, "", stop=f"{st.fails_in_a_row} trials failed in a row (last: {st.last_error})")
+    base_prior = predict(1.0, None) if base_prior is None else base_prior
+    scale, rb, ra = 1.0, None, None
+    noise = noise_from_repeats(st.measured, noise_fallback)
+    if st.measured:
+        scale, rb, ra = refit_bandwidth_scale(st.measured, predict, min_gain=noise / 2)
+    prior = base_prior if scale == 1.0 else predict(scale, None)
+    masked = prior.copy()
+    for i in st.failed - set(st.measured):
+        masked[i] = np.inf  # a configuration whose job failed is not proposed again
+    group = None if unchecked is None else unchecked > 0
+    gsd = float(np.median(unchecked[group])) if group is not None and group.any() else 0.0
+    b = belief(np.where(np.isfinite(masked), masked, prior.max() * 100), features(cands), st.measured, sd=sd,
+               noise_sd=noise, group=group, group_sd=gsd)
+    ei = np.where(np.isfinite(masked), b.ei_ms, -1.0)
+    common = dict(scale=scale, rms_before=rb, rms_after=ra, prior=prior, prior_unrefit=base_prior, noise_sd=noise,
+                  incumbent=b.incumbent, incumbent_ms=None if b.incumbent is None else b.incumbent_ms)
+    base = baseline_index(cands)
+    if not st.measured:
+        nxt = int(np.argmin(masked))
+        why = "the simulator's best (no trial yet: the prior decides)"
+    elif base is not None and base not in st.measured and base not in st.failed:
+        nxt = base
+        why = "Horovod's defaults: the baseline" + ("" if cands[base].compression == "none"
+                                                    else f" (with {cands[base].compression}, the one compression searched)")
+    elif not any(len(v) > 1 for v in st.measured.values()) and b.incumbent is not None:
+        nxt, why = b.incumbent, ("measure the noise: repeat the incumbent (no candidate has two trials yet, and "
+                                 "the stop rule needs one trial's noise)")
+    elif should_stop(b, ei):
+        inc = b.incumbent
+        if len(st.measured.get(inc, [])) < 2:
+            nxt, why = inc, (f"confirm the incumbent: the best expected improvement {ei.max():.2f} ms is below one "
+                             f"trial's noise {b.noise_ms:.2f} ms, and it was measured once")
+        else:
+            return Decision(None, "", stop=(f"no candidate's expected improvement beats the noise: best "
+                                            f"{ei.max():.2f} ms < {b.noise_ms:.2f} ms (one trial's noise, "
+                                            f"{noise:.1%} of {b.incumbent_ms:.1f} ms)"), ei_ms=float(ei.max()), **common)
+    else:
+        nxt = int(np.argmax(ei))
+        why = (("repeat" if nxt in st.measured else "explore") + f": expected improvement {ei[nxt]:.2f} ms "
+               f"> noise {b.noise_ms:.2f} ms")
+    if st.steps + steps_per_trial > budget_steps:
+        return Decision(None, "", stop=f"step budget: {st.steps} of {budget_steps} steps spent, a trial takes "
+                                       f"{steps_per_trial}", ei_ms=float(ei.max()), **common)
+    return Decision(nxt, why, ei_ms=float(ei[nxt]), **common)
