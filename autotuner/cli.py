@@ -1025,10 +1025,12 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                 ) -> None:
     """Measure this cluster with Horovod's own allreduce (size sweep, fusion copies, negotiation); resumable.
 
-    Example:
+    Writes the records to <runs-dir>/<env>/ and fits nothing: its last line is the command to run next,
+    autotuner fit <runs-dir> (docs/measure.md). Example:
 
     \b
         autotuner measure --env mycluster --hosts node1:4,node2:4
+        autotuner fit runs/
     """
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),

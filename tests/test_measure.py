@@ -93,6 +93,17 @@ def test_bad_input_one_line_exit_2(tmp_path, args, needle):
     assert_one_line_error(run(*argv, *args), needle)
 
 
+def test_measure_says_it_fits_nothing_and_names_the_fit_to_run():
+    """Issue 29: the README said measure runs ``autotuner fit`` at the end; it prints the command instead
+    (``next: autotuner fit <runs>``, cli.measure_cmd). Its help and the README's row say that."""
+    p = run("measure", "--help")
+    assert p.returncode == 0 and "fits nothing" in p.stdout and "autotuner fit" in p.stdout
+    row = next(l for l in (ROOT / "README.md").read_text().splitlines() if l.startswith("| `autotuner measure "))
+    assert "fits nothing" in row and "then `autotuner fit`" not in row
+    src = (ROOT / "autotuner" / "cli.py").read_text()
+    assert 'out.print(f"next: autotuner fit {summary[\'runs_dir\']}"' in src
+
+
 # --------------------------------------------------------------------------- real horovodrun
 
 def test_short_sweep_records_resumes_and_fits(tmp_path):
