@@ -101,3 +101,39 @@ def test_accuracy_command_per_env_with_what_the_fit_used():
     (s,) = d["summary"]
     assert s["held_out"] == len(held) and abs(s["held_out_mape_percent"] - sum(held) / len(held)) < 1e-9
     assert_one_line_error(run("accuracy", "--env", "nope"), "no such environment")
+
+
+def test_accuracy_reads_trials_that_name_their_layout_by_an_absolute_path(tmp_path):
+    """Issue 29: ``validate --model /abs/path/layout.json`` records that path in ``setup.model``, and
+    ``accuracy`` refused the env ("setup.model: must be a relative path inside the environment's folder").
+    Whatever ``validate`` records, ``accuracy`` reads: the same trials predicted as with the shipped layout's
+    name; a recorded file that is gone: one line, exit 2."""
+    import json
+    import shutil
+
+    from autotuner.api import accuracy_table
+    from tests.cli_helpers import assert_one_line_error, run
+
+    env, models = "fresh-3gbit", ROOT / "autotuner" / "models"
+    runs = tmp_path / "runs"
+    shutil.copytree(ROOT / "runs" / env, runs / env, ignore=shutil.ignore_patterns("*timelines*", "*.png"))
+    layout = tmp_path / "elsewhere" / "my_layout.json"
+    layout.parent.mkdir()
+    shutil.copy(ROOT / "autotuner" / "layouts" / "vit_s16.json", layout)
+    for f in (runs / env / "validation").glob("*.jsonl"):
+        recs = [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+        assert {r["setup"]["model"] for r in recs} == {"vit_s16"}
+        for r in recs:
+            r["setup"]["model"] = str(layout)
+        f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    shipped = accuracy_table(ROOT / "runs", models, env)["cases"]
+    moved = accuracy_table(runs, models, env)["cases"]
+    assert len(moved) == len(shipped) > 4 and all(str(layout) in c["quantity"] for c in moved)
+    for a, b in zip(shipped, moved):
+        assert a["quantity"].replace("vit_s16", str(layout)) == b["quantity"]
+        assert b["predicted"] == pytest.approx(a["predicted"], rel=1e-9)  # the same layout, read from elsewhere
+    p = run("accuracy", "--env", env, "--runs-dir", str(runs), "--model-dir", str(models))
+    assert p.returncode == 0 and str(layout) in p.stdout, p.stderr
+    layout.unlink()
+    p = run("accuracy", "--env", env, "--runs-dir", str(runs), "--model-dir", str(models))
+    assert_one_line_error(p, f"{str(layout)!r}: no such layout file")

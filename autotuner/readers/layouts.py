@@ -5,7 +5,9 @@ Two entry points, by who names the layout:
 - :func:`load_layout` for the command line's ``--model`` (a shipped name, a JSON path, or
   ``pkg.mod:factory``, which imports and calls user code: only an explicit option may do that);
 - :func:`load_data_layout` for a layout named inside a data file (env.toml, a model JSON): a
-  shipped name or a ``.json`` file under that file's folder, never code.
+  shipped name or a ``.json`` file under that file's folder, never code;
+- :func:`load_recorded_layout` for the layout a validation or tune record names (``setup.model``, as
+  ``validate --model`` was given): what :func:`load_data_layout` reads, and an absolute ``.json`` path.
 
 Layout JSON files are checked by :class:`autotuner.schemas.LayoutFile`. Raises
 :class:`autotuner.model.layout.LayoutError` with a one-line message for unknown names,
@@ -23,7 +25,8 @@ from ..model.layout import Layout, LayoutError
 from ..schemas import LAYOUT_SCHEMA, LayoutFile, LayoutRef, check
 from .files import read_json
 
-__all__ = ["LAYOUT_SCHEMA", "build_module", "layout_from_dict", "load_data_layout", "load_layout", "shipped_models"]
+__all__ = ["LAYOUT_SCHEMA", "build_module", "layout_from_dict", "load_data_layout", "load_layout", "load_recorded_layout",
+           "shipped_models"]
 
 #: ``pkg.mod:factory``: a dotted module path and an attribute name, both Python identifiers
 _FACTORY = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
@@ -187,3 +190,20 @@ def load_data_layout(ref: str, base: Path, where: str) -> Layout:
     if not inside:
         raise LayoutError(f"{where}: {ref!r}: resolves outside {base}")
     return _read_file(f, str(f))
+
+
+def load_recorded_layout(ref: str, base: Path, where: str) -> Layout:
+    """The layout a trial record names (``setup.model`` of a validation or tune record, written as the user
+    gave ``--model``): a shipped name or a relative ``.json`` path under ``base`` (the environment's folder),
+    as :func:`load_data_layout`, or an absolute ``.json`` path (``validate --model /abs/layout.json``:
+    ``validate`` accepts it and records it so), read where it names. Never imports code. ``where``
+    names the record file and field for errors. Raises LayoutError (one line), e.g. for a recorded file
+    that is no longer there."""
+    if isinstance(ref, str) and ref.endswith(".json") and ref.startswith("/") and "\0" not in ref:
+        f = Path(ref)
+        if not f.is_file():
+            raise LayoutError(f"{where}: {ref!r}: no such layout file (the trials were recorded with "
+                              "--model naming it by this absolute path; put the file back there)")
+        return _read_file(f, ref)
+    return load_data_layout(ref, base, where)
+

@@ -19,7 +19,7 @@ from ..fit.store import load_env
 from ..knobs import MIB, Config
 from ..model.costmodel import Cluster
 from ..model.simulator import simulate_step
-from ..readers.layouts import load_data_layout
+from ..readers.layouts import load_recorded_layout
 from ..readers.runs import read_runs
 
 
@@ -181,18 +181,19 @@ def _model_file_cases(env, fenv, meta) -> list[Case]:
 def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = "setup.model",
                    compression: str = "none"):
     """Predict one real replay trial with ``fenv`` (a :class:`autotuner.fit.store.FittedEnv`):
-    the trial's layout (``setup.model``: shipped name or a layout stored with the env under
-    ``env_path``), its emulated compute (``setup.compute_ms``, forward 1/3 and backward 2/3 as
+    the trial's layout (``setup.model``: shipped name, a layout stored with the env under
+    ``env_path``, or an absolute ``.json`` path as ``validate --model`` recorded it:
+    :func:`autotuner.readers.layouts.load_recorded_layout`), its emulated compute (``setup.compute_ms``, forward 1/3 and backward 2/3 as
     :mod:`autotuner.realrun.replay` sleeps them, plus ``setup.update_ms``), the trial's shape
     (``setup.testbed_hosts`` x ``setup.ranks_per_host``; else the env's cluster; the cost model for
     that shape, :meth:`autotuner.fit.store.FittedEnv.cost_for`) and the env's backend; ``compression``: the
     trial's (``fp16``: half the bytes, and the env's measured fp16 cost when it has one,
     :class:`autotuner.model.costmodel.Fp16Cost`). Returns the :class:`autotuner.model.simulator.StepResult`. Raises KeyError for a
-    setup without ``compute_ms``, ScenarioError for an unknown layout."""
+    setup without ``compute_ms``, LayoutError (one line) for an unknown or missing layout."""
     from ..model.scenario import COMPRESSION_RATIO
 
     wl = replace(workload_for(float(setup["compute_ms"]) * 1e-3), update_s=float(setup.get("update_ms", 0.0)) * 1e-3)
-    L = load_data_layout(setup["model"], env_path, where)
+    L = load_recorded_layout(setup["model"], env_path, where)
     hosts, rph = setup.get("testbed_hosts"), setup.get("ranks_per_host")
     cluster = fenv.cluster if hosts is None else Cluster(int(hosts), int(rph))
     backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
