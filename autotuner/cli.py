@@ -1073,12 +1073,13 @@ def main(argv: list[str] | None = None) -> int:
     # by the garbage collector) and prints it as "Exception ignored in ...". A Ctrl-C landing there
     # would be lost and leave a traceback on stderr: note every SIGINT, keep such a lost one off
     # stderr, and still end with the one line and 130 (the command ran on to its end).
-    interrupted = []
+    interrupted, done = [], []
     unraisable = sys.unraisablehook
 
     def on_sigint(signum, frame):
         interrupted.append(signum)
-        raise KeyboardInterrupt
+        if not done:  # once the command has ended, a late Ctrl-C changes nothing: its status stands
+            raise KeyboardInterrupt
 
     def on_unraisable(u):
         if not (interrupted and isinstance(u.exc_value, KeyboardInterrupt)):
@@ -1089,11 +1090,19 @@ def main(argv: list[str] | None = None) -> int:
         old = signal.signal(signal.SIGINT, on_sigint)
     sys.unraisablehook = on_unraisable
     try:
-        rc = _run(argv, interrupted)
+        try:
+            rc = _run(argv, interrupted)
+        except KeyboardInterrupt:  # landed after _run's own handlers, before it returned
+            err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
+            rc = 130
+        done.append(True)
     finally:
         sys.unraisablehook = unraisable
         if old is not None:
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            # as the program, a Ctrl-C from here to the process's end would kill it by the signal
+            # (status -2, no line) while Python shuts down: the command has ended, so it is ignored
+            signal.signal(signal.SIGINT, signal.SIG_IGN if old is _interrupted_while_loading
+                          else signal.default_int_handler)
     if rc == 130 and interrupted and old is not None:
         # CPython ends the process by the signal (exit status -2) once a KeyboardInterrupt has crossed a
         # nested PyRun_* call, even one caught here: a Ctrl-C inside a lazily imported C extension
@@ -1126,7 +1135,18 @@ def _run(argv: list[str] | None, interrupted: list) -> int:
         err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
         return 130
     except SystemExit as e:
+        if interrupted:  # a Ctrl-C that something turned into an exit: still the one line and 130
+            err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
+            return 130
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    except BaseException:
+        # Python wraps a KeyboardInterrupt raised where it cannot propagate as itself: inside a class
+        # body's __set_name__ (3.11: "RuntimeError: Error calling __set_name__", seen in matplotlib's
+        # import, issue 29), a codec, an import hook. After a Ctrl-C any such exception is the Ctrl-C.
+        if interrupted:
+            err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
+            return 130
+        raise
     if rv == 130 or interrupted:
         err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
         return 130

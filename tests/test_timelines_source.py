@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import assert_one_line_error, run
+from refit import assert_refit_close
 
 from autotuner.errors import FitError, RunsError
 from autotuner.fit.fitters import fit_collective_tier, fit_env, simulate_ms
@@ -119,17 +120,18 @@ def test_rounding_is_the_whole_difference(shipped):
     rows = np.array([[s[0], s[1], s[-1]] for r in _records("fit-sweep.jsonl") for s in r["timeline"]["samples"]
                      if s[-1] > 0], dtype=float)
     tier, *_ = fit_collective_tier(rows[:, 0], rows[:, 1], rows[:, 2] * 1e-6, 2)
-    assert tier.to_dict() == pytest.approx(shipped["cost_model"]["inter"], rel=1e-12)
+    assert_refit_close(tier.to_dict(), shipped["cost_model"]["inter"])  # tests/refit.py: 1e-4, BLAS-independent
 
 
 def test_memcpy_host_passes_and_negotiation_agree_exactly(user_fit, shipped):
     """Same fused responses, same host samples (the cycle bound of the marks keeps exactly the
-    pairs the trials' recorded cycle times keep), same least squares: equal to the last bit."""
+    pairs the trials' recorded cycle times keep), same least squares: equal within the refit tolerance (tests/refit.py; to the last bit on one machine)."""
     env, m = user_fit
     a, b = shipped["cost_model"], m["cost_model"]
-    assert b["memcpy_gbytes_per_s"] == pytest.approx(a["memcpy_gbytes_per_s"], rel=1e-12)
-    assert b["host_passes"] == pytest.approx(a["host_passes"], rel=1e-12)
-    assert b["negotiation"] == pytest.approx(a["negotiation"], rel=1e-12)
+    # the same least squares on the same samples; "the last bit" holds on one machine only (tests/refit.py)
+    assert_refit_close(b["memcpy_gbytes_per_s"], a["memcpy_gbytes_per_s"])
+    assert_refit_close(b["host_passes"], a["host_passes"])
+    assert_refit_close(b["negotiation"], a["negotiation"])
     assert b["link_gbps"] == a["link_gbps"] and b["intra"] is None
     for k in ("n_memcpy", "n_gaps", "n_gaps_new_cycle"):
         assert m["fit"]["host_passes"][k] == shipped["fit"]["host_passes"][k], k
@@ -172,7 +174,7 @@ def test_plain_and_unclosed_files_fit_as_the_gzipped_ones(tmp_path, user_fit):
     d = _env(tmp_path, "mixed", files)
     assert read_timeline(d / "timelines" / "proposal-3-r0.trace").horovod_form == "unclosed"
     m = fit_env(read_env(d))
-    assert m["cost_model"] == user_fit[1]["cost_model"]
+    assert_refit_close(m["cost_model"], user_fit[1]["cost_model"])
 
 
 def test_a_cut_file_still_fits_and_is_named(tmp_path):
@@ -197,7 +199,7 @@ def test_an_unreadable_file_is_skipped_and_named(tmp_path, user_fit):
     files["notes.json"] = b"these are not the timelines you are looking for\n"
     env = read_env(_env(tmp_path, "some-bad", files))
     m = fit_env(env)
-    assert m["cost_model"] == user_fit[1]["cost_model"]
+    assert_refit_close(m["cost_model"], user_fit[1]["cost_model"])
     assert any(p.startswith("some-bad/timelines/broken.json.gz: cannot read (corrupt gzip") and "skipped" in p
                for p in env.problems), env.problems
     assert any(p.startswith("some-bad/timelines/notes.json: not a Horovod timeline") for p in env.problems)
