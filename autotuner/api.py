@@ -331,8 +331,9 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
         else:
             charged = ("Horovod's thread and Gloo take CPU from the compute and the compute slows the "
                        "collectives, not modelled here (no cpu phase: re-run autotuner measure)")
-        out.append(f"layout {L.name!r} computes on the CPU with {sc.cluster.gpus_per_node} ranks on each host's "
-                   f"{cores} cores: {charged}; checked on one CPU script, -7 to -2 % "
+        rk, cs = sc.cluster.gpus_per_node, cores
+        out.append(f"layout {L.name!r} computes on the CPU with {rk} rank{'s' * (rk != 1)} on each host's "
+                   f"{cs} core{'s' * (cs != 1)}: {charged}; checked on one CPU script, -7 to -2 % "
                    f"(docs/fresh-environments.md, section 8)")
     if sc.cost.intra is None and sc.cluster.nodes > 1 and sc.cluster.gpus_per_node > 1:
         out.append(f"env {fenv.name!r} measured no intra-node tier: the {sc.cluster.gpus_per_node} ranks inside "

@@ -58,6 +58,31 @@ def test_command_asks_exactly_the_missing_items():
     assert M._expected(t, "fusion-off", (), (), (), (1024,)) == [("single", "fusion-off", "unfused", 1024, 16)]
 
 
+def test_emulated_hosts_record_their_share_of_the_machine_cores(monkeypatch):
+    """Emulated hosts are namespaces on this machine: each has the machine's cores divided by the
+    hosts, not all of them (issue 29: 2 hosts on 2 cores were recorded with 2 cores each, and the CPU
+    terms of a CPU layout were then skipped there). A real host keeps what it has."""
+    assert M.host_cores(2, None) == 2 and M.host_cores(16, 1) == 16
+    assert M.host_cores(2, 2) == 1 and M.host_cores(8, 2) == 4 and M.host_cores(2, 4) == 1
+    monkeypatch.setattr(M, "cores_per_host", lambda: 2)
+    emulated = M.SweepSetup(np=2, hosts="10.77.0.1:1,10.77.0.2:1", bandwidth_gbit=None, repeats=5, warmup=1,
+                            testbed_hosts=2, ranks_per_host=1, link_gbit=3.0)
+    toml = M.env_toml("e", emulated, (2, 1), 3.0, "2 emulated hosts", "0.28.1")
+    assert "\ncores_per_host = 1\n" in toml and "shared by its 2 emulated hosts" in toml
+    local = M.SweepSetup(np=2, hosts="localhost:2", bandwidth_gbit=1.0, repeats=5, warmup=1)
+    assert "\ncores_per_host = 2\n" in M.env_toml("e", local, (1, 2), 1.0, "loopback", "0.28.1")
+
+
+def test_committed_one_rank_per_host_testbeds_record_one_core_each():
+    """The committed sweeps on 2 emulated hosts x 1 rank (this machine's 2 cores) say 1 core per host,
+    in env.toml and in the shipped model, so a CPU layout's cycles are charged there."""
+    from autotuner.fit.store import load_env
+
+    for env in ("fresh-2x1-5gbit", "fresh-poll-2x1-2gbit", "fresh-poll-2x1-3gbit"):
+        assert "\ncores_per_host = 1\n" in (ROOT / "runs" / env / "env.toml").read_text(), env
+        assert load_env(ROOT / "autotuner" / "models", env).cores_per_host == 1, env
+
+
 def test_stats():
     s = M.stats([1.0, 2.0, 3.0, 10.0])
     assert s == {"mean_ms": 4.0, "median_ms": 2.5, "iqr_ms": pytest.approx(np.percentile([1, 2, 3, 10], 75) - 1.75),

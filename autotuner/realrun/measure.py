@@ -231,10 +231,24 @@ def cores_per_host() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def host_cores(machine_cores: int, testbed_hosts: int | None) -> int:
+    """The cores one host's ranks really have: all of ``machine_cores`` on a real host; on an emulated
+    cluster of ``testbed_hosts`` network namespaces, which all run on this machine's cores, their
+    share ``machine_cores // testbed_hosts`` (at least 1; issue 29: 2 emulated hosts on 2 cores
+    were recorded with 2 cores each, so the CPU terms of a CPU layout were skipped there)."""
+    return max(1, machine_cores // max(1, testbed_hosts or 1))
+
+
 def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: float, note: str,
              horovod_version: str) -> str:
     """The env.toml of a sweep environment (keys: :class:`autotuner.schemas.SweepEnv`)."""
     nodes, gpn = cluster
+    machine = cores_per_host()
+    if setup.testbed_hosts:
+        cores_note = (f"# this machine gave the ranks {machine} cores (os.sched_getaffinity), shared by its "
+                      f"{setup.testbed_hosts} emulated hosts: {machine} // {setup.testbed_hosts} each")
+    else:
+        cores_note = "# the CPU cores this machine gave the ranks (os.sched_getaffinity)"
     return "\n".join([
         f"# Measured by `autotuner measure --env {name}` with real Horovod {horovod_version} (Gloo): an allreduce",
         "# sweep (autotuner.realrun.sweep) under horovodrun; raw timelines in timelines/, one record per item in",
@@ -246,8 +260,8 @@ def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: 
         f"nodes = {nodes}",
         f"gpus_per_node = {gpn}",
         f"link_gbps = {link_gbps:g}",
-        "# the CPU cores this machine gave the ranks (os.sched_getaffinity); emulated hosts all share them",
-        f"cores_per_host = {cores_per_host()}",
+        cores_note,
+        f"cores_per_host = {host_cores(machine, setup.testbed_hosts)}",
         'backend = "gloo"',
         f'horovod_version = "{horovod_version}"',
         ""])
