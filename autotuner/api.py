@@ -707,8 +707,8 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
         t_suggest = time.perf_counter() - t0
     else:
         pick = None
-    same_setup = (nodes is None and gpus_per_node is None and bandwidth_gbps is None and str(compression) == "none"
-                  and backend is None)
+    # each measured job is predicted with its own compression (views.explore.measured_points): any map shows them
+    same_setup = nodes is None and gpus_per_node is None and bandwidth_gbps is None and backend is None
     records = read_validation_records(rdirs, sc.env) if same_setup else []
     ex = explore_grid(sc, resolution=resolution, suggested=pick, measured_records=records, pick_label=label)
     t1 = time.perf_counter()
@@ -764,15 +764,18 @@ def validate(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, 
              link_gbit: float | None = None, replay_wait: str = "spin", compute_ms: float | None = None,
              steps: int = 6, warmup: int = 2, repeats: int = 3, top: int = 1, proposals_file: Path | None = None,
              autotune: bool = True, defaults: bool = True, name: str | None = None, timeout_s: float = 600.0,
-             keep_timelines: bool = False, timeline: bool = True, batch_size: int | None = None,
+             keep_timelines: bool = False, timeline: bool | None = None, batch_size: int | None = None,
              runs_dir: Path | None = None, model_dir: Path | Sequence[Path] | None = None, on_event=None):
     """``autotuner validate``: real ``horovodrun`` trials of Horovod's defaults, its autotune and
     autotune's best, and the proposals (``proposals_file``, else suggest's top ``top`` without
     compression), ``repeats`` times each, interleaved (:func:`run_validation`), with the replay
     workload of ``model`` or the user's ``command``. Records go to ``runs_dir/<env>/validation/``
     (default: ``$AUTOTUNER_RUNS_DIR``, else ./runs, else the user's folder), appended trial by trial;
-    a re-run resumes. Returns a :class:`autotuner.results.ValidateResult`; raises an AutotunerError
-    (one line) for bad input, a proposal the plan already holds, or a missing horovodrun."""
+    a re-run resumes. ``timeline``: record Horovod's timeline in every fixed-configuration trial (for
+    responses/step; its writer's cost is then in every step time); None: only with ``keep_timelines``, so
+    by default the trials are the production job the predictions are for. Returns a
+    :class:`autotuner.results.ValidateResult`; raises an AutotunerError (one line) for bad input, a
+    proposal the plan already holds, or a missing horovodrun."""
     from .paths import runs_output_dir
     from .results import ValidateResult
 
@@ -1186,17 +1189,21 @@ def validation_setup(**kw):
 
 def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], name: str, proposals: list[Config] | None,
                    top: int = 1, repeats: int = 3, autotune: bool = True, defaults: bool = True,
-                   timeout_s: float = 600.0, keep_timelines: bool = False, timeline: bool = True, on_event=None):
+                   timeout_s: float = 600.0, keep_timelines: bool = False, timeline: bool | None = None,
+                   on_event=None):
     """Real validation of ``setup`` (see :mod:`autotuner.realrun.validation`); returns (records, report path, verdict).
 
     Trials run in the emulated network of ``setup.bandwidth_gbit`` (:mod:`autotuner.realrun.testbed`;
     plain loopback, said in the report, when it cannot be built). Records are appended to
     ``runs_dir/<env>/validation/<name>.jsonl``; a re-run resumes. With ``keep_timelines`` each
-    trial's raw timeline is kept gzipped in ``validation/timelines/<name>/``. ``timeline`` False: the
-    fixed-configuration trials run without Horovod's timeline (as a production run does: on a host
-    whose cores the ranks' compute fills, its writer thread costs the step ~5 %, docs/fresh-environments.md
-    section 7); their records then have no fused-response samples. ``on_event(str)`` gets
-    one line per finished trial. Raises ScenarioError / ValidationError for unusable input.
+    trial's raw timeline is kept gzipped in ``validation/timelines/<name>/``. ``timeline`` True: the
+    fixed-configuration trials record Horovod's timeline (fused-response samples, responses/step), and its
+    writer's cost is in their step times (several per cent, more with hundreds of small responses:
+    docs/validation.md); False: they run as a production job, the job the predictions are for; None (the
+    default): True only with ``keep_timelines``. Records carry ``timeline_recorded``; a trial recorded in
+    the other mode is another job, measured again, and the report holds this plan's jobs only.
+    ``on_event(str)`` gets one line per finished trial. Raises ScenarioError / ValidationError for
+    unusable input.
     """
     import shutil
 
@@ -1219,8 +1226,9 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
     except (ModelStoreError, ScenarioError) as e:
         sc, predict, why = None, (lambda c, compression="none": None), str(e)
         model_note = f"no predictions ({why})"
-    if keep_timelines and not timeline:
+    if keep_timelines and timeline is False:
         raise ValidationError("--keep-timelines needs the trials' timelines: drop --no-timeline")
+    timeline = bool(keep_timelines if timeline is None else timeline)
     if proposals is None:
         if sc is None:
             raise ValidationError(f"cannot propose configurations: {why}; "
@@ -1243,7 +1251,7 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
     store = TrialStore(vdir / f"{name}.jsonl")
     scratch = vdir / f".scratch-{name}"
     with _sigterm_as_exit():
-        recs, net_note, runner = _run_trials(setup, store, scratch, proposals, repeats=repeats,
+        recs, net_note, runner, others = _run_trials(setup, store, scratch, proposals, repeats=repeats,
                                              autotune=autotune, defaults=defaults, timeout_s=timeout_s,
                                              predict=predict, say=say, timeline=timeline,
                                              keep=vdir / "timelines" / name if keep_timelines else None)
@@ -1256,7 +1264,12 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
     notes = ["setup: " + ", ".join(f"{k} {' '.join(v) if isinstance(v, (list, tuple)) else v}"
                                    for k, v in shown.items()), f"network: {net_note}", model_note,
              f"{repeats} repeats per fixed configuration, interleaved; records: {store.path.name}"
-             + ("" if timeline else "; trials run without Horovod's timeline (--no-timeline)")]
+             + ("" if timeline else "; trials run without Horovod's timeline, as a production job (--timeline "
+                                    "records it, for responses/step)")]
+    if others:
+        notes.append(f"{others} other record(s) of this setup in {store.path.name} measured other jobs (run "
+                     f"{'without' if timeline else 'with'} Horovod's timeline, or other knobs or compression under the "
+                     "same trial name): left out of this report")
     if autotune:
         notes.append("Horovod autotune shortened to fit the run: warm-up samples "
                      f"{runner.autotune_warmup_samples}, steps per sample {runner.autotune_steps_per_sample}, "
@@ -1312,10 +1325,11 @@ def _sigterm_as_exit():
 
 
 def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, defaults, timeout_s, predict, say,
-                keep, timeline: bool = True):
-    """Run the autotune trial, then the interleaved fixed-configuration rounds, in the testbed."""
+                keep, timeline: bool = False):
+    """Run the autotune trial, then the interleaved fixed-configuration rounds, in the testbed. Returns
+    (this plan's records, network note, runner, how many records of this setup measured other jobs)."""
     from .realrun.launcher import testbed_for
-    from .realrun.validation import TrialRunner, autotune_best_config, plan, run_pending
+    from .realrun.validation import TrialRunner, autotune_best_config, plan, plan_records, run_pending
 
     with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, net_note):
         say(net_note)
@@ -1329,7 +1343,7 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
                 + (f" - {rec['error']}" if rec["error"] else ""))
 
         at_specs = plan([], repeats=1, autotune=True, defaults=False) if autotune else []
-        recs = run_pending(at_specs, store, setup, runner, predict, net_note, done)
+        recs = run_pending(at_specs, store, setup, runner, predict, net_note, done, timeline=timeline)
         at_recs = [r for r in recs if r["kind"] == "autotune" and r.get("autotune")]
         try:
             best = autotune_best_config(at_recs[-1]["autotune"]) if at_recs else None
@@ -1337,8 +1351,9 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
             say(f"note: autotune's best configuration is outside the knob table ({e}); its fixed re-run is skipped")
             best = None
         specs = plan(proposals, repeats=repeats, autotune=autotune, defaults=defaults, autotune_best=best)
-        recs = run_pending(specs, store, setup, runner, predict, net_note, done)
-    return recs, net_note, runner
+        recs = run_pending(specs, store, setup, runner, predict, net_note, done, timeline=timeline)
+    mine = plan_records(recs, specs, timeline)
+    return mine, net_note, runner, len(recs) - len(mine)
 
 
 def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str = "", bandwidth_gbit: float | None = None,

@@ -443,10 +443,14 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
                                                 callback=opt.checked(opt.PlainName, "--name")),
              timeout_s: float = typer.Option(600.0, "--timeout", help="seconds per trial before it is killed",
                                              callback=opt.checked(opt.Seconds, "--timeout")),
-             keep_timelines: bool = typer.Option(False, "--keep-timelines", help="keep each trial's timeline (gzipped)"),
-             timeline: bool = typer.Option(True, "--timeline/--no-timeline",
-                                           help="record Horovod's timeline in each trial (off: as a production run; "
-                                           "on full CPU hosts its writer costs ~5 %)"),
+             keep_timelines: bool = typer.Option(False, "--keep-timelines", help="record and keep each trial's timeline "
+                                                 "(gzipped; implies --timeline)"),
+             timeline: Optional[bool] = typer.Option(None, "--timeline/--no-timeline",
+                                                     help="record Horovod's timeline in each trial, for responses/step "
+                                                     "(its writer's cost is then in every step time, which the "
+                                                     "predictions leave out; default: off, the production job, unless "
+                                                     "--keep-timelines; --no-timeline: the default, kept for old "
+                                                     "commands)"),
              batch_size: Optional[int] = typer.Option(None, "--batch-size",
                                                       help="images per rank per step (for img/sec output)",
                                                       callback=opt.checked(opt.Count, "--batch-size")),
@@ -714,14 +718,20 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                       highlight=False)
     if len(ex.measured):
         mt = Table(title=f"measured (runs/{s['env']}/validation) vs predicted now")
-        for col in ("source", "fusion MiB", "cycle ms", "cache", "n", "measured ms", "predicted ms", "error %"):
+        for col in ("source", "fusion MiB", "cycle ms", "cache", "compression", "n", "measured ms", "predicted ms",
+                    "error %"):
             mt.add_column(col, justify="right")
-        for _, row in ex.measured.iterrows():
+        for _, row in ex.measured.iterrows():  # a timeline trial is another job than the prediction's: no error
             mt.add_row(row["source"], f"{row['fusion_threshold_mb']:.3g}", f"{row['cycle_time_ms']:.3g}",
-                       "on" if row["cache"] else "off", str(row["n"]),
-                       f"{row['measured_step_time_ms']:.1f}", f"{row['predicted_step_time_ms']:.1f}",
-                       f"{row['error_percent']:+.1f}")
+                       "on" if row["cache"] else "off", row["compression"], str(row["n"]),
+                       f"{row['measured_step_time_ms']:.1f}" + (" (timeline)" if row["timeline"] else ""),
+                       f"{row['predicted_step_time_ms']:.1f}",
+                       "n/a" if row["error_percent"] is None else f"{row['error_percent']:+.1f}")
         render_table(wide, mt)
+        if ex.measured["timeline"].any():
+            wide.print("(timeline): Horovod's timeline ran in those trials; its writer's cost is in their measured time "
+                       "and not in the prediction (a job without it), so they have no error %", highlight=False,
+                       soft_wrap=True)
     elif not r.measured_overlaid:
         wide.print("measured points: not overlaid (a what-if differs from the measured setup)")
     wide.print("wrote " + ", ".join(str(f) for f in files), highlight=False, soft_wrap=True)

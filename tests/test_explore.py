@@ -91,11 +91,14 @@ def test_measured_overlay_from_the_committed_validation():
     r = m.iloc[0]
     cfg = Config(fusion_threshold_bytes=int(r["fusion_threshold_bytes"]), cycle_time_ms=r["cycle_time_ms"])
     assert r["predicted_step_time_ms"] == pytest.approx(sc.simulate(cfg).step_time_ms)
-    assert r["error_percent"] == pytest.approx((r["predicted_step_time_ms"] / r["measured_step_time_ms"] - 1) * 100)
+    # these sweeps ran with Horovod's timeline (their records carry its summary): not the predicted job, no error
+    assert m["timeline"].all() and all(e is None for e in m["error_percent"])
     # another model, failed or autotune trials are not overlaid
     setup = {"env": "local-gloo-1gbit", "model": "resnet50", "np": 2}
     ok = {"status": "ok", "kind": "proposal", "config": DEFAULTS_0_28.to_dict(), "measured_step_time_ms": 1.0,
           "setup": setup}
+    one = measured_points([("x", ok)], sc).iloc[0]
+    assert not one["timeline"] and one["error_percent"] == pytest.approx((one["predicted_step_time_ms"] - 1.0) * 100)
     bad = [ok | {"status": "failed"}, ok | {"kind": "autotune"}, ok | {"setup": setup | {"model": "vgg16"}},
            ok | {"setup": setup | {"np": 4}}, ok | {"config": None}]
     assert len(measured_points([("x", r) for r in bad], sc)) == 0
@@ -163,3 +166,79 @@ def test_cli_explore_marks_a_saved_suggest_pick(tmp_path):
 ])
 def test_cli_explore_bad_input(args, needle, tmp_path):
     assert_one_line_error(run("explore", *args, "--no-suggest", "--out", str(tmp_path)), needle)
+
+
+def _fp16_records():
+    """The committed fp16 validation on fresh-poll-2gbit: defaults (none) and an fp16 proposal with the same knobs."""
+    return [(s, r) for s, r in read_validation_records(ROOT / "runs", "fresh-poll-2gbit") if s == "fp16-mobilenet_v2"]
+
+
+def test_a_measured_point_is_one_job_predicted_as_that_job():
+    """Issue 29: explore pooled an fp16 file's defaults and its fp16 proposal (same knobs) into one row of 6
+    trials, compared with the uncompressed prediction; trials run with the timeline sat beside others, unmarked."""
+    from dataclasses import replace
+
+    sc, _ = make_scenario(MODELS, "fresh-poll-2gbit", "mobilenet_v2", compute_ms=60)
+    recs = _fp16_records()
+    m = measured_points(recs, sc)
+    assert sorted(m["compression"]) == ["fp16", "none"] and list(m["n"]) == [3, 3]
+    for _, row in m.iterrows():
+        mine = [r["measured_step_time_ms"] for _, r in recs if r["compression"] == row["compression"]]
+        assert row["measured_step_time_ms"] == pytest.approx(np.mean(mine), rel=1e-12)
+        want = replace(sc, compression=row["compression"]).simulate(DEFAULTS_0_28).step_time_ms
+        assert row["predicted_step_time_ms"] == pytest.approx(want, rel=1e-9)  # fp16 predicted with fp16
+        assert not row["timeline"] and row["error_percent"] == pytest.approx(
+            (want / row["measured_step_time_ms"] - 1) * 100, rel=1e-9)
+    # an fp16 map predicts the uncompressed trials without compression, too
+    m16 = measured_points(recs, replace(sc, compression="fp16"))
+    assert list(m16["predicted_step_time_ms"]) == pytest.approx(list(m["predicted_step_time_ms"]), rel=1e-9)
+    # the same trial run with Horovod's timeline is a third job, marked, and not compared with the prediction
+    tl = dict(recs[0][1]) | {"timeline_recorded": True}
+    m2 = measured_points(recs + [(recs[0][0], tl)], sc)
+    assert len(m2) == 3 and int(m2["timeline"].sum()) == 1
+    assert m2[m2["timeline"]].iloc[0]["error_percent"] is None
+    json.dumps([{k: v for k, v in r.items()} for r in m2.to_dict(orient="records")], allow_nan=False)
+
+
+def test_heatmap_labels_one_position_once(tmp_path, monkeypatch):
+    """Issue 29: where several files share a configuration, the heatmap printed their labels on top of
+    each other. Each position now carries one label, a line per job (fp16 and timeline marked)."""
+    import matplotlib.text
+    from autotuner.views import plots_explore
+
+    sc, _ = make_scenario(MODELS, "fresh-poll-2gbit", "mobilenet_v2", compute_ms=60)
+    recs = _fp16_records()
+    recs += [("copy", r) for _, r in recs] + [("tl", dict(recs[0][1]) | {"timeline_recorded": True})]
+    ex = explore(sc, resolution=3, measured_records=recs)
+    figs = []
+    monkeypatch.setattr(plots_explore, "_save", lambda fig, stem: figs.append(fig) or [])
+    plots_explore.heatmaps(ex, tmp_path / "h")
+    labels = [t for t in [*figs[0].artists, *(t for ax in figs[0].axes for t in ax.texts)]
+              if isinstance(t, matplotlib.text.Annotation) and t.get_text().startswith("m ")]
+    where = [tuple(np.round(t.xy, 9)) for t in labels]
+    assert len(where) == len(set(where)) == 1  # the cache-on panel: one point, one label
+    assert len(ex.measured) == 5  # 2 jobs x 2 files + the timeline job
+    lines = labels[0].get_text().splitlines()
+    assert len(lines) == 5 and sum(" fp16" in ln for ln in lines) == 2 and sum(ln.endswith(" tl") for ln in lines) == 1
+
+
+def test_heatmap_labels_never_overlap(tmp_path, monkeypatch):
+    """local-gloo-1gbit's five validation files put 25 measured jobs in one panel, several a few pixels
+    apart: every label's text is clear of every other's (leader lines may cross)."""
+    import matplotlib.text
+    from autotuner.views import plots_explore
+
+    sc, _ = make_scenario(MODELS, "local-gloo-1gbit", "resnet50")
+    ex = explore(sc, resolution=4, measured_records=read_validation_records(ROOT / "runs", "local-gloo-1gbit"))
+    figs = []
+    monkeypatch.setattr(plots_explore, "_save", lambda fig, stem: figs.append(fig) or [])
+    plots_explore.heatmaps(ex, tmp_path / "h")
+    fig = figs[0]
+    fig.canvas.draw()  # positions every label (an annotation's text box is known once drawn)
+    r = fig.canvas.get_renderer()
+    boxes = [matplotlib.text.Text.get_window_extent(a, r) for a in [*fig.artists, *(t for ax in fig.axes for t in ax.texts)]
+             if isinstance(a, matplotlib.text.Annotation) and a.get_text().startswith("m ")]
+    assert len(boxes) == 18  # positions: 25 jobs, several files at the same knobs
+    for i, b in enumerate(boxes):
+        for c in boxes[i + 1:]:
+            assert min(b.x1, c.x1) <= max(b.x0, c.x0) or min(b.y1, c.y1) <= max(b.y0, c.y0), (b, c)

@@ -4,6 +4,7 @@ These tests exercise our own bookkeeping with a stand-in trial function (no Horo
 tests/test_horovod_real.py runs real horovodrun trials, kills validate mid-trial and resumes it.
 """
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from autotuner.realrun.validation import (Outcome, Setup, TrialStore, Validation
                                   run_pending)
 from autotuner.realrun.report import table, verdict, write_report
 
+ROOT = Path(__file__).resolve().parents[1]
 P1 = Config(fusion_threshold_bytes=4 * MIB, cycle_time_ms=2.0)
 P2 = Config(fusion_threshold_bytes=0, cycle_time_ms=5.0)
 
@@ -135,10 +137,12 @@ def test_failed_trials_are_recorded_and_the_batch_goes_on(tmp_path):
         assert key in line
 
 
-def _rec(label, kind, rep, ms, cfg=P1, pred=None):
+def _rec(label, kind, rep, ms, cfg=P1, pred=None, timeline=False, compression="none"):
+    """A record as validate writes it; ``timeline``: Horovod's timeline ran (then its summary is kept)."""
     return {"trial": f"{label}/r{rep}", "label": label, "kind": kind, "repeat": rep, "status": "ok",
-            "config": cfg.to_dict(), "measured_step_time_ms": ms, "spread_ms": 1.0, "predicted_step_time_ms": pred,
-            "timeline": {"responses_per_step": 3.0}, "error": ""}
+            "config": cfg.to_dict(), "compression": compression, "measured_step_time_ms": ms, "spread_ms": 1.0,
+            "predicted_step_time_ms": pred, "timeline_recorded": timeline,
+            "timeline": {"responses_per_step": 3.0} if timeline else None, "error": ""}
 
 
 def test_verdict_is_measured_throughput_ratio_with_range(tmp_path):
@@ -198,3 +202,141 @@ def test_a_plan_never_measures_one_configuration_twice_and_carries_fp16_proposal
     f.write_text(json.dumps({"proposals": [{"config": P1.to_dict(), "compression": "int8"}]}))
     with pytest.raises(ScenarioError, match="int8 compression: a real run applies none or fp16 only"):
         load_proposals(f)
+
+
+# --------------------------------------------------------------------------- issue 29: the job validate measures
+
+def test_a_timeline_trial_is_never_compared_with_the_no_timeline_prediction(tmp_path):
+    """Issue 29: validate recorded Horovod's timeline in every trial and printed its step times against
+    predictions for a job without it (every configuration 3-26 % slower than predicted)."""
+    d = [_rec("default", "default", i, ms, DEFAULTS_0_28, pred=190.0, timeline=True) for i, ms in enumerate((200.0, 210.0))]
+    p = [_rec("proposal-1", "proposal", i, ms, pred=140.0, timeline=True) for i, ms in enumerate((150.0, 160.0))]
+    t = table(d + p)
+    assert t["timeline"].all() and t["error_pct"].isna().all()  # no error: two different jobs
+    assert list(t["predicted_ms"]) == [190.0, 140.0] and list(t["responses_per_step"]) == [3.0, 3.0]
+    v, _ = write_report(d + p, tmp_path / "r.md", title="t", notes=[])
+    md = (tmp_path / "r.md").read_text()
+    assert "vs Horovod defaults (faster)" in v and "every side ran with Horovod's timeline" in v  # alike: compared
+    assert md.count("n/a (timeline ran)") == 2 and "| proposal-1 (with timeline) |" in md
+    assert "Horovod's timeline ran in every fixed-configuration trial (--timeline)" in md
+    # the same records without the timeline: errors, no timeline note
+    plain = [r | {"timeline_recorded": False, "timeline": None} for r in d + p]
+    t2 = table(plain)
+    assert t2["error_pct"].tolist() == pytest.approx([100 * (190 - 205) / 205, 100 * (140 - 155) / 155])
+    write_report(plain, tmp_path / "p.md", title="t", notes=[])
+    assert "timeline" not in (tmp_path / "p.md").read_text()
+
+
+def test_the_verdict_never_compares_a_timeline_trial_with_one_without():
+    d = [_rec("default", "default", i, ms, DEFAULTS_0_28, timeline=True) for i, ms in enumerate((200.0, 210.0))]
+    p = [_rec("proposal-1", "proposal", i, ms) for i, ms in enumerate((150.0, 160.0))]
+    v = verdict(table(d + p))
+    assert "n/a vs Horovod defaults (its trials ran with Horovod's timeline, proposal-1's without it" in v
+    assert "x (" not in v  # no ratio at all
+    # where both modes were measured, the production job (no timeline) is the one compared
+    d2 = [_rec("default", "default", i, ms, DEFAULTS_0_28) for i, ms in enumerate((300.0, 310.0))]
+    t = table(d + d2 + p)
+    assert len(t[t["label"] == "default"]) == 2  # one label, two jobs: never pooled
+    assert "1.968x (1.875-2.067) vs Horovod defaults (faster)" in verdict(t)  # 305 / 155
+
+
+def test_old_records_read_their_timeline_from_what_they_carry():
+    """Records before issue 29 have no timeline flag: a run with the timeline kept its summary in every
+    fixed-configuration trial, a --no-timeline run none; autotune runs never recorded one."""
+    from autotuner.readers.runs import read_validation_records
+    from autotuner.schemas.records import timeline_recorded
+
+    problems = []
+    recs = read_validation_records(ROOT / "runs", "fresh-poll-2gbit", problems)
+    assert not problems
+    by = {}
+    for src, r in recs:
+        by.setdefault(src, []).append(r)
+    fixed = lambda src: [r for r in by[src] if r["kind"] != "autotune"]  # noqa: E731
+    assert all(timeline_recorded(r) for r in fixed("fresh-vit_s16")) and len(fixed("fresh-vit_s16")) == 33
+    assert not any(timeline_recorded(r) for r in fixed("fresh-vit_s16-nt")) and len(fixed("fresh-vit_s16-nt")) == 30
+    assert not any(timeline_recorded(r) for r in by["fresh-vit_s16"] if r["kind"] == "autotune")
+    # an explicit flag wins over the inference
+    assert timeline_recorded({"timeline": None, "timeline_recorded": True})
+    assert not timeline_recorded({"timeline": {"samples": []}, "timeline_recorded": False})
+    t = table(by["fresh-vit_s16"])
+    assert t[t["config"].notna()]["timeline"].all() and t["error_pct"].isna().all()
+    t = table(by["fresh-vit_s16-nt"])
+    assert not t["timeline"].any() and t[t["config"].notna()]["error_pct"].notna().all()
+
+
+def test_records_carry_the_timeline_and_a_rerun_in_the_other_mode_measures_again(tmp_path):
+    from autotuner.realrun.validation import plan_records
+
+    store = TrialStore(tmp_path / "v.jsonl")
+    setup = Setup(env="e", model="tiny")
+    specs = plan([P1], repeats=1, autotune=False)
+    with_tl = lambda s: Outcome("ok", step_times_ms=[110.0], timeline={"responses_per_step": 9.0},  # noqa: E731
+                                timeline_recorded=True)
+    run_pending(specs, store, setup, with_tl, lambda c, comp: 100.0, "plain", timeline=True)
+    assert [r["timeline_recorded"] for r in store.records()] == [True, True]
+    ran = []
+
+    def plain(s):
+        ran.append(s.trial)
+        return Outcome("ok", step_times_ms=[100.0])
+    recs = run_pending(specs, store, setup, plain, lambda c, comp: 100.0, "plain", timeline=False)
+    assert ran == ["default/r0", "proposal-1/r0"]  # the timeline trials are another job: measured again
+    mine = plan_records(recs, specs, timeline=False)
+    assert len(recs) == 4 and [r["timeline_recorded"] for r in mine] == [False, False]
+    ran.clear()
+    run_pending(specs, store, setup, plain, lambda c, comp: 100.0, "plain", timeline=False)
+    assert ran == []  # and resumed, nothing is run twice
+    # a proposal-1 of another plan (other knobs or compression) under the same name is another job too
+    fp16 = plan([(P1, "fp16")], repeats=1, autotune=False)
+    run_pending(fp16, store, setup, plain, lambda c, comp: 100.0, "plain", timeline=False)
+    assert ran == ["proposal-1/r0"]
+
+
+def test_the_report_names_a_proposals_compression(tmp_path):
+    """Issue 29: an fp16 proposal with Horovod's default knobs read "128 MiB, 1 ms, cache 1024", the defaults' row."""
+    recs = [_rec("default", "default", i, ms, DEFAULTS_0_28) for i, ms in enumerate((200.0, 210.0))]
+    recs += [_rec("proposal-1", "proposal", i, ms, DEFAULTS_0_28, compression="fp16") for i, ms in enumerate((150.0, 160.0))]
+    v, pngs = write_report(recs, tmp_path / "r.md", title="t", notes=[])
+    rows = [ln for ln in (tmp_path / "r.md").read_text().splitlines() if ln.startswith("| ")][1:]
+    assert rows[0].startswith("| default | 128 MiB, 1 ms, cache 1024 |")
+    assert rows[1].startswith("| proposal-1 (fp16) | 128 MiB, 1 ms, cache 1024, fp16 compression |")
+    assert v.startswith("verdict: proposal-1 (fp16) measured throughput")
+
+
+def test_validate_runs_the_production_job_unless_asked(tmp_path, monkeypatch):
+    """Issue 29: the default recorded Horovod's timeline in every trial. Now: no timeline unless --timeline
+    (or --keep-timelines); --no-timeline still accepted; the report says which job ran."""
+    import autotuner
+    import autotuner.api as api
+    import autotuner.realrun.launcher as launcher
+    from typer.testing import CliRunner
+
+    from autotuner.cli import app
+
+    seen = []
+
+    def fake_trials(setup, store, scratch, proposals, *, timeline, **kw):
+        seen.append(timeline)
+        return [], "plain", None, 0
+    monkeypatch.setattr(api, "_run_trials", fake_trials)
+    monkeypatch.setattr(launcher, "horovodrun_path", lambda: "/bin/true")
+    props = tmp_path / "p.json"
+    props.write_text(json.dumps([{"fusion_threshold_mb": 4, "cycle_time_ms": 2}]))
+    args = dict(proposals_file=props, autotune=False, runs_dir=tmp_path, repeats=1)
+    for kw, want in (({}, False), ({"timeline": True}, True), ({"timeline": False}, False),
+                     ({"keep_timelines": True}, True)):
+        r = autotuner.validate("local-gloo-1gbit", "resnet50", **args, **kw)
+        assert seen[-1] is want, kw
+        md = r.report.read_text()
+        assert ("without Horovod's timeline, as a production job" in md) is (not want)
+    with pytest.raises(ValidationError, match="--keep-timelines needs the trials' timelines"):
+        autotuner.validate("local-gloo-1gbit", "resnet50", **args, keep_timelines=True, timeline=False)
+    # the command line: default None (the production job), --timeline, and the old --no-timeline
+    got = []
+    monkeypatch.setattr(autotuner, "validate", lambda *a, **kw: got.append(kw["timeline"]) or
+                        type("R", (), {"records": (), "report": "r", "verdict": "v"})())
+    for flag, want in (([], None), (["--timeline"], True), (["--no-timeline"], False)):
+        res = CliRunner().invoke(app, ["validate", "--env", "e", "--model", "resnet50", *flag])
+        assert res.exit_code == 0, res.output
+        assert got[-1] is want

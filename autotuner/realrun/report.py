@@ -3,6 +3,11 @@
 Throughput is ``1 / step time``; a ratio "A vs B" is B's step time divided by A's (> 1: A is faster).
 Per configuration the step time is the median over repeats of each repeat's median step time;
 a ratio's spread is the range over repeats: (min B / max A, max B / min A).
+
+A row is one job: its label (knobs), its gradient compression and whether Horovod's timeline ran
+(:func:`autotuner.schemas.records.timeline_recorded`). The predictions are for a job without the
+timeline, whose writer costs a step several per cent (docs/validation.md): a row run with it has no
+error (it would compare two different jobs), and the verdict compares only rows run alike.
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..schemas.records import timeline_recorded
 from ..writers.atomic import atomic_write_text, save_figure
 from .validation import TrialKind
 
@@ -29,45 +35,56 @@ class Ratio:
 
 
 def table(records: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per configuration label (default, autotune, autotune_best, proposal-1, ...).
+    """One row per job: configuration label (default, autotune, autotune_best, proposal-1, ...),
+    compression and timeline mode (one label run both with and without the timeline is two rows).
 
-    Columns: label, kind, config (dict), n_ok, n_failed, step_ms (median over repeats),
-    step_min_ms, step_max_ms, iqr_ms (median of per-repeat IQRs), predicted_ms, error_pct
-    ((predicted - measured) / measured, %), throughput (steps/s), responses_per_step, score
-    (bytes/µs, Horovod autotune's unit).
+    Columns: label, kind, config (dict), compression (``none`` | ``fp16``), timeline (bool: Horovod's
+    timeline ran in its trials), n_ok, n_failed, step_ms (median over repeats), step_min_ms,
+    step_max_ms, iqr_ms (median of per-repeat IQRs), predicted_ms (for the job without the timeline),
+    error_pct ((predicted - measured) / measured, %; NaN where the timeline ran: another job than the
+    prediction's), throughput (steps/s), responses_per_step, score (bytes/µs, Horovod autotune's unit).
     """
     rows = []
     for r in records:
         rows.append({"label": r.get("label") or r["trial"].split("/")[0], "kind": r["kind"],
+                     "compression": str(r.get("compression") or "none"), "timeline": timeline_recorded(r),
                      "config": r.get("config"), "ok": r["status"] == "ok",
                      "step": r.get("measured_step_time_ms"), "iqr": r.get("spread_ms"),
                      "pred": r.get("predicted_step_time_ms"), "score": r.get("score_bytes_per_us"),
                      "rps": (r.get("timeline") or {}).get("responses_per_step")})
-    cols = ["label", "kind", "config", "n_ok", "n_failed", "step_ms", "step_min_ms", "step_max_ms",
-            "iqr_ms", "predicted_ms", "error_pct", "throughput", "responses_per_step", "score"]
+    cols = ["label", "kind", "config", "compression", "timeline", "n_ok", "n_failed", "step_ms", "step_min_ms",
+            "step_max_ms", "iqr_ms", "predicted_ms", "error_pct", "throughput", "responses_per_step", "score"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
     out = []
-    for label, g in df.groupby("label", sort=False):
+    for (label, comp, tl), g in df.groupby(["label", "compression", "timeline"], sort=False):
         ok = g[g["ok"]]
         step = ok["step"].median() if len(ok) else float("nan")
         pred = g["pred"].dropna().median() if g["pred"].notna().any() else float("nan")
+        like = step == step and not tl  # the prediction is for the job without the timeline
         out.append({"label": label, "kind": g["kind"].iloc[0], "config": g["config"].iloc[0],
+                    "compression": comp, "timeline": bool(tl),
                     "n_ok": int(len(ok)), "n_failed": int(len(g) - len(ok)), "step_ms": step,
                     "step_min_ms": ok["step"].min() if len(ok) else float("nan"),
                     "step_max_ms": ok["step"].max() if len(ok) else float("nan"),
                     "iqr_ms": ok["iqr"].median() if len(ok) else float("nan"),
-                    "predicted_ms": pred, "error_pct": 100 * (pred - step) / step if step == step else float("nan"),
+                    "predicted_ms": pred, "error_pct": 100 * (pred - step) / step if like else float("nan"),
                     "throughput": 1e3 / step if step == step else float("nan"),
                     "responses_per_step": ok["rps"].dropna().median() if ok["rps"].notna().any() else float("nan"),
                     "score": ok["score"].dropna().median() if ok["score"].notna().any() else float("nan")})
     return pd.DataFrame(out, columns=cols)
 
 
-def ratio(t: pd.DataFrame, a: str, b: str) -> Ratio | None:
-    """Throughput of ``a`` over throughput of ``b`` (labels in :func:`table`), or None if either is missing."""
-    ra, rb = t[t["label"] == a], t[t["label"] == b]
+def _rows(t: pd.DataFrame, label: str, timeline: bool | None) -> pd.DataFrame:
+    r = t[t["label"] == label]
+    return r if timeline is None else r[r["timeline"] == timeline]
+
+
+def ratio(t: pd.DataFrame, a: str, b: str, timeline: bool | None = None) -> Ratio | None:
+    """Throughput of ``a`` over throughput of ``b`` (labels in :func:`table`), or None if either is missing;
+    ``timeline`` given: only their rows run with (True) or without (False) Horovod's timeline."""
+    ra, rb = _rows(t, a, timeline), _rows(t, b, timeline)
     if ra.empty or rb.empty or not (ra["n_ok"].iloc[0] and rb["n_ok"].iloc[0]):
         return None
     ra, rb = ra.iloc[0], rb.iloc[0]
@@ -92,16 +109,27 @@ def verdict(t: pd.DataFrame) -> str:
     """One line: the best proposal's measured throughput vs defaults and vs autotune's best, each
     ratio with its range over repeats and what it means: ``faster``/``slower`` when the ranges do not
     overlap, ``within noise`` when they do, ``one repeat: no verdict`` with fewer than
-    :data:`MIN_REPEATS_FOR_VERDICT` successful repeats on either side."""
+    :data:`MIN_REPEATS_FOR_VERDICT` successful repeats on either side.
+
+    Like with like: both sides run without Horovod's timeline (the production job) where the best
+    proposal has such trials, else both with it (then said); a side measured only in the other mode is
+    ``n/a`` with the reason, never compared."""
     best = best_proposal(t)
     if best is None:
         return "verdict: no proposal was measured successfully"
+    mine = t[(t["label"] == best) & (t["n_ok"] > 0)]
+    mode = bool(mine["timeline"].all())  # False (no timeline) wherever the proposal has such trials
     parts = []
-    n_ok = dict(zip(t["label"], t["n_ok"]))
+    n_ok = {lab: int(g["n_ok"].sum()) for lab, g in t[t["timeline"] == mode].groupby("label")}
     for other, name in ((TrialKind.default, "Horovod defaults"), (TrialKind.autotune_best, "autotune's best")):
-        r = ratio(t, best, other)
+        r = ratio(t, best, other, timeline=mode)
         if r is None:
-            parts.append(f"n/a vs {name}")
+            elsewhere = _rows(t, str(other), not mode)
+            if (elsewhere["n_ok"] > 0).any():
+                parts.append(f"n/a vs {name} (its trials ran {'without' if mode else 'with'} Horovod's timeline, "
+                             f"{best}'s {'with' if mode else 'without'} it: not the same job)")
+            else:
+                parts.append(f"n/a vs {name}")
             continue
         if min(n_ok[best], n_ok[str(other)]) < MIN_REPEATS_FOR_VERDICT:
             what = f"fewer than {MIN_REPEATS_FOR_VERDICT} repeats: no verdict, use --repeats 3"
@@ -110,20 +138,45 @@ def verdict(t: pd.DataFrame) -> str:
         else:
             what = "faster" if r.value > 1 else "slower"
         parts.append(f"{r} vs {name} ({what})")
-    return f"verdict: {best} measured throughput = " + "; ".join(parts) + " (range over repeats)"
+    comp = str(mine["compression"].iloc[0])
+    who = best if comp == "none" else f"{best} ({comp})"
+    return (f"verdict: {who} measured throughput = " + "; ".join(parts) + " (range over repeats"
+            + ("; every side ran with Horovod's timeline)" if mode else ")"))
 
 
 def _fmt(v: Any, nd: int = 1) -> str:
     return "" if v is None or v != v else f"{v:.{nd}f}"
 
 
-def _cfg_str(c: dict | None) -> str:
+def _cfg_str(c: dict | None, compression: str = "none") -> str:
+    """A configuration as the report names it: its knobs and, unless none, its gradient compression."""
     if not c:
         return "(autotune chooses)"
     s = f"{c['fusion_threshold_mb']:g} MiB, {c['cycle_time_ms']:g} ms, cache {c['cache_capacity']}"
     if c.get("hierarchical_allreduce"):
         s += ", hier. allreduce"
+    if compression and compression != "none":
+        s += f", {compression} compression"
     return s
+
+
+def _job(r) -> str:
+    """A table row's name: its label, its compression unless none, and "with timeline" where the timeline ran."""
+    marks = ([] if r["compression"] == "none" else [str(r["compression"])]) + (["with timeline"] if r["timeline"] else [])
+    return r["label"] + (f" ({', '.join(marks)})" if marks else "")
+
+
+def _timeline_note(t: pd.DataFrame) -> str | None:
+    """The report's line on Horovod's timeline where any row ran with it, else None."""
+    fixed = t[t["config"].notna()]
+    n_tl = int(fixed["timeline"].sum())
+    if not n_tl:
+        return None
+    who = ("Horovod's timeline ran in every fixed-configuration trial (--timeline)" if n_tl == len(fixed)
+           else f"{n_tl} of {len(fixed)} configurations ran with Horovod's timeline (marked \"with timeline\")")
+    return (f"{who}: its writer's cost (several per cent of a step, more with hundreds of small responses; "
+            "docs/validation.md) was measured into their step times, and the predictions are for a job without it, "
+            "so their error % is left out (n/a); the verdict compares trials run alike; responses/step come from it")
 
 
 def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path) -> list[Path]:
@@ -141,10 +194,14 @@ def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path) -> list[Pa
         hi = max(pv["step_max_ms"].max(), pv["predicted_ms"].max()) * 1.1
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="predicted = measured")
         ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="0.9", label="±10%")
-        ax.errorbar(pv["step_ms"], pv["predicted_ms"],
-                    xerr=[pv["step_ms"] - pv["step_min_ms"], pv["step_max_ms"] - pv["step_ms"]], fmt="o")
+        for tl, sub in pv.groupby("timeline"):
+            ax.errorbar(sub["step_ms"], sub["predicted_ms"],
+                        xerr=[sub["step_ms"] - sub["step_min_ms"], sub["step_max_ms"] - sub["step_ms"]],
+                        fmt="o", mfc="none" if tl else None, color="tab:orange" if tl else "tab:blue",
+                        label=("with Horovod's timeline: its cost is in the measured time, not in the prediction"
+                               if tl else "measured as predicted (no timeline)"))
         for _, r in pv.iterrows():
-            ax.annotate(r["label"], (r["step_ms"], r["predicted_ms"]), fontsize=7, xytext=(3, 3),
+            ax.annotate(_job(r), (r["step_ms"], r["predicted_ms"]), fontsize=7, xytext=(3, 3),
                         textcoords="offset points")
         ax.set(xlabel="measured step time (ms)", ylabel="predicted step time (ms)", xlim=(lo, hi), ylim=(lo, hi),
                title="predicted vs measured step time")
@@ -159,9 +216,10 @@ def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path) -> list[Pa
         for i, (_, r) in enumerate(ok.iterrows()):
             per = [1e3 / rec["measured_step_time_ms"] for rec in records
                    if (rec.get("label") or rec["trial"].split("/")[0]) == r["label"] and rec["status"] == "ok"
-                   and rec.get("measured_step_time_ms")]
+                   and str(rec.get("compression") or "none") == r["compression"]
+                   and timeline_recorded(rec) == r["timeline"] and rec.get("measured_step_time_ms")]
             ax.plot([i] * len(per), per, "k.", ms=5)
-        ax.set_xticks(list(x), ok["label"], rotation=30, ha="right", fontsize=8)
+        ax.set_xticks(list(x), [_job(r) for _, r in ok.iterrows()], rotation=30, ha="right", fontsize=8)
         ax.set(ylabel="throughput (steps/s)", title="measured throughput per configuration (dots: repeats)")
         fig.tight_layout()
         p = Path(f"{stem}-throughput.png")
@@ -176,15 +234,18 @@ def write_report(records: list[dict[str, Any]], path: Path, *, title: str, notes
     stem = path.with_suffix("")
     pngs = plots(t, records, stem)
     lines = [f"# {title}", "", f"**{v}**", ""]
-    lines += [f"- {n}" for n in notes]
+    tl_note = _timeline_note(t)
+    lines += [f"- {n}" for n in list(notes) + ([tl_note] if tl_note else [])]
     lines += ["", "| configuration | knobs | ok/failed | measured step ms (min-max) | IQR ms | predicted ms | error % "
               "| responses/step | score bytes/µs |", "|---|---|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
         steps = (f"{_fmt(r['step_ms'])} ({_fmt(r['step_min_ms'])}-{_fmt(r['step_max_ms'])})" if r["step_ms"] == r["step_ms"]
                  else "no fixed-knob steps (see below)")
-        lines.append(f"| {r['label']} | {_cfg_str(r['config'])} | {r['n_ok']}/{r['n_failed']} | "
+        err = ("n/a (timeline ran)" if r["timeline"] and r["predicted_ms"] == r["predicted_ms"]
+               and r["step_ms"] == r["step_ms"] else _fmt(r["error_pct"]))
+        lines.append(f"| {_job(r)} | {_cfg_str(r['config'], r['compression'])} | {r['n_ok']}/{r['n_failed']} | "
                      f"{steps} | {_fmt(r['iqr_ms'])} | "
-                     f"{_fmt(r['predicted_ms'])} | {_fmt(r['error_pct'])} | {_fmt(r['responses_per_step'], 2)} | "
+                     f"{_fmt(r['predicted_ms'])} | {err} | {_fmt(r['responses_per_step'], 2)} | "
                      f"{_fmt(r['score'], 2)} |")
     failed = [r for r in records if r["status"] != "ok"]
     if failed:

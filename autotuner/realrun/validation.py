@@ -14,8 +14,11 @@ Record keys (one line per trial): ``trial`` (id, e.g. ``proposal-1/r2``), ``kind
 (knobs, :meth:`Config.to_dict`; null for the autotune run), ``status`` (``ok`` | ``failed`` |
 ``timeout``), ``measured_step_time_ms`` (median over the trial's measured steps), ``step_times_ms``,
 ``spread_ms`` (interquartile range of the step times), ``predicted_step_time_ms`` (the env's cost
-model at launch time, or null), ``timeline`` (fused-response samples read from the trial's
-timeline), ``autotune`` (the autotune log's samples, best row, score), ``setup``, ``testbed``,
+model at launch time, or null: a prediction for the job without Horovod's timeline),
+``timeline_recorded`` (whether Horovod's timeline ran in the trial: its writer's cost is then in the step
+times; off by default, as in a production job; records before issue 29 lack the key, see
+:func:`autotuner.schemas.records.timeline_recorded`), ``timeline`` (fused-response samples read from the
+trial's timeline, or null), ``autotune`` (the autotune log's samples, best row, score), ``setup``, ``testbed``,
 ``score_bytes_per_us`` (bytes allreduced per step / step time: the unit of Horovod's autotune
 score), ``wall_s``, ``error``, ``finished_at``.
 """
@@ -37,6 +40,7 @@ from ..errors import ValidationError
 from ..knobs import DEFAULTS_0_28, Config
 from ..readers.runs import parse_records
 from ..schemas import Setup  # noqa: F401 (the setup of a validation, defined with its record schema)
+from ..schemas.records import timeline_recorded
 
 #: environment variables every trial's command gets: measured steps and warm-up steps (a user's
 #: script reads them when not told otherwise; the replay workload gets them as flags too)
@@ -205,6 +209,8 @@ class Outcome:
     timeline: dict[str, Any] | None = None
     autotune: dict[str, Any] | None = None
     bytes_per_step: int | None = None
+    #: whether the job ran with Horovod's timeline (``--timeline-filename``), whatever it then wrote
+    timeline_recorded: bool = False
 
 
 def make_record(spec: TrialSpec, setup: Setup, outcome: Outcome, predicted_ms: float | None,
@@ -220,6 +226,7 @@ def make_record(spec: TrialSpec, setup: Setup, outcome: Outcome, predicted_ms: f
         "spread_ms": None if iqr is None else round(iqr, 3),
         "step_times_ms": [round(t, 3) for t in outcome.step_times_ms],
         "predicted_step_time_ms": None if predicted_ms is None else round(predicted_ms, 3),
+        "timeline_recorded": bool(outcome.timeline_recorded),
         "timeline": outcome.timeline, "autotune": outcome.autotune,
         # Horovod autotune's score unit, for comparing with its log: gradient bytes allreduced per
         # µs of wall time (horovod/common/parameter_manager.cc)
@@ -230,15 +237,54 @@ def make_record(spec: TrialSpec, setup: Setup, outcome: Outcome, predicted_ms: f
     }
 
 
+def same_job(rec: dict[str, Any], spec: TrialSpec, timeline: bool | None = None) -> bool:
+    """Whether record ``rec`` measured the job ``spec`` plans: the same trial id, knobs and compression and,
+    unless ``timeline`` is None, run with (True) or without (False) Horovod's timeline. The autotune run
+    never records a timeline, so its mode does not count. A record from an earlier plan under the same
+    name (other knobs or compression for ``proposal-1``) or the other timeline mode is another job."""
+    if rec.get("trial") != spec.trial:
+        return False
+    if spec.config is None:
+        return rec.get("config") is None
+    try:
+        cfg = Config.from_dict(rec["config"]) if rec.get("config") else None
+    except (TypeError, ValueError):
+        return False
+    return (cfg == spec.config and str(rec.get("compression") or "none") == spec.compression
+            and (timeline is None or timeline_recorded(rec) == timeline))
+
+
+def plan_records(records: Iterable[dict[str, Any]], specs: list[TrialSpec],
+                 timeline: bool | None = None) -> list[dict[str, Any]]:
+    """The records, in file order, that measured a job of ``specs`` (:func:`same_job`); the last one of
+    each trial id where a file holds several."""
+    last: dict[str, int] = {}
+    recs = list(records)
+    for i, r in enumerate(recs):
+        if any(same_job(r, s, timeline) for s in specs if s.trial == r.get("trial")):
+            last[r["trial"]] = i
+    keep = set(last.values())
+    return [r for i, r in enumerate(recs) if i in keep]
+
+
 def run_pending(specs: list[TrialSpec], store: TrialStore, setup: Setup,
                 run_trial: Callable[[TrialSpec], Outcome],
                 predict: Callable[[Config, str], float | None], testbed_note: str,
-                on_done: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+                on_done: Callable[[dict[str, Any]], None] | None = None,
+                timeline: bool | None = None) -> list[dict[str, Any]]:
     """Run, in order, every spec not yet recorded for ``setup``; append each record as it finishes.
+
+    ``timeline``: whether ``run_trial`` records Horovod's timeline; given, a trial counts as recorded only
+    when a record of it is the same job (:func:`same_job`: knobs, compression, timeline mode), so a re-run
+    in the other mode measures again rather than reusing another job's step times. None: the trial id alone.
 
     Returns all records of this setup (old and new).
     """
-    done = {r["trial"] for r in matching(store.records(), setup)}
+    recs = matching(store.records(), setup)
+    if timeline is None:
+        done = {r["trial"] for r in recs}
+    else:
+        done = {s.trial for s in specs if any(same_job(r, s, timeline) for r in recs)}
     for spec in specs:
         if spec.trial in done:
             continue
@@ -324,7 +370,9 @@ class TrialRunner:
     logs); keep_timelines (folder where each trial's raw timeline is kept gzipped, or None); timeout_s (per fixed-configuration trial; the autotune run gets
     ``timeout_s * autotune_timeout_factor``); autotune_warmup_samples, autotune_steps_per_sample,
     autotune_max_samples (the shortened autotune, :class:`autotuner.realrun.launcher.AutotuneSettings`);
-    timeline (record a timeline for fixed-configuration trials).
+    timeline (record Horovod's timeline in fixed-configuration trials, for their responses/step; off, the
+    default: the production job the predictions are for; the timeline's writer costs a step several per cent,
+    docs/validation.md).
     """
 
     setup: Setup
@@ -335,7 +383,7 @@ class TrialRunner:
     autotune_steps_per_sample: int = 1
     autotune_max_samples: int = 5
     autotune_timeout_factor: float = 6.0
-    timeline: bool = True
+    timeline: bool = False
     keep_timelines: Path | None = None
     launcher: tuple[str, ...] = ()
 
@@ -383,7 +431,7 @@ class TrialRunner:
             return Outcome("failed", error=f"cannot start horovodrun ({e.strerror}): run scripts/install_horovod.sh")
         except OSError as e:
             return Outcome("failed", error=f"cannot start horovodrun ({e.strerror or e})")
-        out = Outcome("ok", wall_s=res.wall_s)
+        out = Outcome("ok", wall_s=res.wall_s, timeline_recorded=timeline is not None)
         if res.timed_out:
             out.status, out.error = "timeout", f"killed after {timeout:.0f} s timeout"
         elif res.returncode != 0:

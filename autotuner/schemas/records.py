@@ -119,10 +119,28 @@ class Record(_Schema):
     predicted_step_time_ms: NonNeg | None = None
     score_bytes_per_us: NonNeg | None = None
     timeline: TimelineSummary | None = None
+    #: whether Horovod's timeline was recorded in the trial (its writer's cost is then in the measured step
+    #: times); records before issue 29 lack it: :func:`timeline_recorded` infers it from ``timeline``
+    timeline_recorded: bool | None = None
     autotune: dict[str, Any] | None = None
     setup: Setup
     wall_s: NonNeg | None = None
     error: str | None = None
+
+
+def timeline_recorded(rec: dict[str, Any]) -> bool:
+    """Whether Horovod's timeline ran in the trial of validation record ``rec`` (a dict as read).
+
+    Its ``timeline_recorded`` flag when it has one (written since issue 29). Older records lack it:
+    ``validate`` then recorded the timeline in every fixed-configuration trial unless ``--no-timeline``,
+    never in the autotune run, and stored its summary in ``timeline``; so a record ran it exactly when it
+    carries a ``timeline`` summary (a dict, its ``error`` form included). A failed trial whose timeline was
+    never written reads as without one; it has no step time to compare either.
+    """
+    flag = rec.get("timeline_recorded")
+    if isinstance(flag, bool):
+        return flag
+    return isinstance(rec.get("timeline"), dict)
 
 
 # --- proposals ------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from ..search.grid import Combo  # the one on/off combination type
 from ..search.at_size import NEAR_REL, Evaluator, has_hierarchical, step_times_ms  # noqa: F401 (shared by the views)
 from ..search.at_size import best_closest_to_defaults as _best
 from ..search.ranking import MIN_GAIN
+from ..schemas.records import timeline_recorded
 
 #: Smallest non-zero fusion threshold on the explorer's axis (64 KiB); the largest is the knob
 #: table's bound, 512 MiB.
@@ -103,9 +104,11 @@ class Exploration:
         sensitivity: columns ``knob`` (``fusion_threshold_mb`` | ``cycle_time_ms`` | ``cache`` |
             ``hierarchical_allreduce``), ``value`` (MiB, ms, 0/1), ``step_time_ms``; each knob
             varied with the others at ``best``.
-        measured: real validation trials of this env and model (may be empty): columns
-            ``source``, ``label``, config columns, ``n`` (repeats), ``measured_step_time_ms``
-            (mean), ``predicted_step_time_ms`` (now), ``error_percent`` (predicted vs measured).
+        measured: real validation trials of this env and model (may be empty), one row per job of
+            each source: columns ``source``, ``label``, config columns, ``compression``, ``timeline``
+            (Horovod's timeline ran), ``n`` (repeats), ``measured_step_time_ms`` (mean),
+            ``predicted_step_time_ms`` (now, for that compression, without the timeline),
+            ``error_percent`` (predicted vs measured; None where the timeline ran: :func:`measured_points`).
         evaluations: configurations simulated; seconds: wall time of the computation.
     """
 
@@ -129,7 +132,8 @@ class Exploration:
                 "cycles_ms": [float(x) for x in self.cycles_ms],
                 "grid": self.grid.to_dict(orient="records"), "marks": [m.to_dict() for m in self.marks],
                 "best": self.best.to_dict(), "sensitivity": self.sensitivity.to_dict(orient="records"),
-                "measured": self.measured.to_dict(orient="records"), "evaluations": self.evaluations,
+                "measured": [{k: (None if isinstance(v, float) and v != v else v) for k, v in r.items()}
+                             for r in self.measured.to_dict(orient="records")], "evaluations": self.evaluations,
                 "seconds": self.seconds}
 
 
@@ -222,13 +226,17 @@ def sensitivity(sc, at: Config, *, points: int = 48, evaluate: Evaluator = step_
 
 
 def measured_points(records: Iterable[tuple[str, dict]], sc, *, evaluate: Evaluator = step_times_ms) -> pd.DataFrame:
-    """Real trials of ``sc``'s env and model, averaged per configuration, beside today's prediction.
+    """Real trials of ``sc``'s env and model, averaged per job, beside today's prediction for that job.
 
     ``records``: (source name, record) pairs from ``runs/<env>/validation/*.jsonl``
     (:mod:`autotuner.realrun.validation`). Kept: status ``ok``, a fixed configuration (autotune trials,
     whose configuration changes during the run, are left out), ``setup.model`` equal to the
     scenario's model, ``setup.env`` (when present) equal to its env and ``setup.np`` (when
-    present) equal to its rank count. Returns the columns listed in :class:`Exploration`.
+    present) equal to its rank count. A job is one source's knobs, gradient compression and timeline
+    mode: an fp16 trial is never pooled with an uncompressed one of the same knobs, and is predicted
+    with fp16 whatever ``sc``'s compression. The predictions are for a job without Horovod's timeline,
+    whose writer's cost a timeline trial's step time holds: such a row keeps its prediction beside it
+    but has no ``error_percent`` (None). Returns the columns listed in :class:`Exploration`.
     """
     groups: dict[tuple, list[float]] = {}
     cfgs: dict[tuple, Config] = {}
@@ -243,23 +251,32 @@ def measured_points(records: Iterable[tuple[str, dict]], sc, *, evaluate: Evalua
             c = Config.from_dict(r["config"])
         except (TypeError, ValueError):
             continue
-        key = (src, c.fusion_threshold_bytes, round(c.cycle_time_ms, 6), c.cache_capacity > 0, c.hierarchical_allreduce)
+        comp = str(r.get("compression") or "none")
+        key = (src, c.fusion_threshold_bytes, round(c.cycle_time_ms, 6), c.cache_capacity > 0, c.hierarchical_allreduce,
+               comp, timeline_recorded(r))
         groups.setdefault(key, []).append(float(r["measured_step_time_ms"]))
         cfgs[key] = c
         labels.setdefault(key, str(r.get("label", "")))
     cols = ["source", "label", "fusion_threshold_bytes", "fusion_threshold_mb", "cycle_time_ms", "cache",
-            "hierarchical_allreduce", "n", "measured_step_time_ms", "predicted_step_time_ms", "error_percent"]
+            "hierarchical_allreduce", "compression", "timeline", "n", "measured_step_time_ms",
+            "predicted_step_time_ms", "error_percent"]
     if not groups:
         return pd.DataFrame(columns=cols)
     keys = list(groups)
-    pred = evaluate(sc, [cfgs[k] for k in keys])
+    pred: dict[tuple, float] = {}
+    for comp in dict.fromkeys(k[5] for k in keys):  # each job predicted with its own compression
+        ks = [k for k in keys if k[5] == comp]
+        s = sc if getattr(sc, "compression", "none") == comp else replace(sc, compression=comp)
+        pred.update(zip(ks, (float(x) for x in evaluate(s, [cfgs[k] for k in ks]))))
     rows = []
-    for k, p in zip(keys, pred):
-        m = float(np.mean(groups[k]))
-        rows.append({"source": k[0], "label": labels[k], **_config_row(cfgs[k]), "n": len(groups[k]),
-                     "measured_step_time_ms": m, "predicted_step_time_ms": float(p),
-                     "error_percent": (float(p) - m) / m * 100})
-    return pd.DataFrame(rows, columns=cols)
+    for k in keys:
+        m, p = float(np.mean(groups[k])), pred[k]
+        rows.append({"source": k[0], "label": labels[k], **_config_row(cfgs[k]), "compression": k[5],
+                     "timeline": k[6], "n": len(groups[k]), "measured_step_time_ms": m, "predicted_step_time_ms": p,
+                     "error_percent": None if k[6] else (p - m) / m * 100})
+    df = pd.DataFrame(rows, columns=cols)
+    df["error_percent"] = df["error_percent"].astype(object).where(df["error_percent"].notna(), None)
+    return df
 
 
 __all__ = ["Combo", "Exploration", "Mark", "combos", "cycle_axis", "explore", "measured_points",

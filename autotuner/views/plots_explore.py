@@ -31,6 +31,88 @@ MARK_STYLE = {  # kind -> (marker, face colour, size, legend label); the default
 }
 
 
+#: measured points by (compressed, timeline ran) -> (marker, edge colour, legend label); m/p = measured/predicted ms,
+#: the prediction always for the point's own compression and without Horovod's timeline
+MEASURED_STYLE = {
+    (False, False): ("o", "magenta", "measured (validation), m/p = measured/predicted ms"),
+    (True, False): ("D", "magenta", "measured with fp16 compression (predicted with it)"),
+    (False, True): ("o", "orange", "measured with Horovod's timeline (tl: its cost is not predicted)"),
+    (True, True): ("D", "orange", "measured with fp16 and Horovod's timeline"),
+}
+
+
+def measured_labels(rows) -> dict[tuple[bool, float, float], list]:
+    """Measured jobs grouped by where the heatmap draws them: (fusion off, threshold MiB, cycle ms) -> rows
+    (pandas rows of :attr:`Exploration.measured`), so that each position gets one label."""
+    out: dict[tuple[bool, float, float], list] = {}
+    for _, row in rows.iterrows():
+        on_off = bool(row["fusion_threshold_bytes"] == 0)
+        key = (on_off, 0.5 if on_off else float(row["fusion_threshold_mb"]), float(row["cycle_time_ms"]))
+        out.setdefault(key, []).append(row)
+    return out
+
+
+def _measured_line(row) -> str:
+    """One job's line of a measured point's label: measured and predicted ms, its compression, timeline."""
+    tags = ([str(row["compression"])] if row["compression"] != "none" else []) + (["tl"] if row["timeline"] else [])
+    return (f"m {row['measured_step_time_ms']:.0f} p {row['predicted_step_time_ms']:.0f}"
+            + (f" {' '.join(tags)}" if tags else ""))
+
+
+#: label offsets tried, points from the measured point: right of it, then left, each stepping up and down
+_LABEL_STEP_PT = 7.0
+_LABEL_TRIES = 24
+
+
+def place_labels(fig, items, ax_off, ax) -> list:
+    """Label each measured point of one panel where no earlier label is (greedy, in display units).
+
+    ``items``: (axes the point is in, x, y, text). Each label is tried right of its point, then left of
+    it, at vertical offsets 0, +1, -1, +2, ... steps of :data:`_LABEL_STEP_PT` points, and kept at the
+    first offset whose box overlaps no label placed before and stays inside the panel (its fusion-off
+    strip and heatmap); else at the offset overlapping the least. A label moved off its point gets a
+    leader line. Labels are figure artists, drawn above every panel (a strip's label crosses into the
+    heatmap beside it). Returns the annotations."""
+    from matplotlib.text import Annotation
+    from matplotlib.transforms import Bbox
+
+    renderer = fig.canvas.get_renderer()
+    panel = Bbox.union([ax_off.get_window_extent(renderer), ax.get_window_extent(renderer)])
+    placed: list = []
+    out = []
+    dys = [0.0] + [sgn * i * _LABEL_STEP_PT for i in range(1, _LABEL_TRIES + 1) for sgn in (1, -1)]
+    for a, x, y, text in items:
+        best = None
+        for side in (1, -1):
+            for dy in dys:
+                ann = Annotation(text, (x, y), xycoords=a.transData, xytext=(4 * side, 3 + dy),
+                                 textcoords="offset points", fontsize=6, color="magenta", zorder=7, va="bottom",
+                                 ha="left" if side > 0 else "right")
+                ann.set_figure(fig)
+                bb = ann.get_window_extent(renderer)
+                bb = Bbox.from_extents(bb.x0 - 1, bb.y0 - 1, bb.x1 + 1, bb.y1 + 1)
+                clash = sum(max(0.0, min(bb.x1, p.x1) - max(bb.x0, p.x0)) * max(0.0, min(bb.y1, p.y1) - max(bb.y0, p.y0))
+                            for p in placed)
+                inside = panel.x0 <= bb.x0 and bb.x1 <= panel.x1 and panel.y0 <= bb.y0 and bb.y1 <= panel.y1
+                score = (clash > 0 or not inside, clash)
+                if best is None or score < best[0]:
+                    best = (score, side, dy, bb)
+                if score == (False, 0.0):
+                    break
+            if best[0] == (False, 0.0):
+                break
+        _, side, dy, bb = best
+        moved = dy != 0
+        ann = Annotation(text, (x, y), xycoords=a.transData, xytext=(4 * side, 3 + dy), textcoords="offset points",
+                         fontsize=6, color="magenta", zorder=7, va="bottom", ha="left" if side > 0 else "right",
+                         arrowprops=dict(arrowstyle="-", color="magenta", lw=0.5, shrinkA=0, shrinkB=4) if moved else None,
+                         bbox=dict(boxstyle="square,pad=0.1", fc="white", alpha=0.65, lw=0))
+        fig.add_artist(ann)
+        placed.append(bb)
+        out.append(ann)
+    return out
+
+
 def _save(fig, stem: Path) -> list[Path]:
     paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
     try:
@@ -60,7 +142,8 @@ def heatmaps(ex: Exploration, stem: Path) -> list[Path]:
     A narrow strip left of each panel is threshold 0 (fusion off). All panels share one colour
     scale (clipped at the 95th percentile, so the fused region keeps its detail). Marks:
     Horovod's defaults, autotune's start points, the suggest pick, the grid's best; measured
-    validation trials as circles coloured by their measured time, labelled measured/predicted.
+    validation trials as circles (diamonds: fp16) coloured by their measured time, edged orange where
+    Horovod's timeline ran, one label per position with a line per job: measured/predicted ms.
     """
     g = ex.grid
     thr_mb = ex.thresholds_bytes[1:] / MIB
@@ -79,6 +162,7 @@ def heatmaps(ex: Exploration, stem: Path) -> list[Path]:
     best_ms = ex.best.step_time_ms
     mesh = None
     handles = {}
+    labels_of_panel: dict[int, tuple] = {}
     for k, label in enumerate(labels):
         r, c = divmod(k, ncols)
         inner = outer[r, c].subgridspec(1, 2, width_ratios=[1, 11], wspace=0.04)
@@ -122,15 +206,18 @@ def heatmaps(ex: Exploration, stem: Path) -> list[Path]:
         meas = ex.measured
         if len(meas):
             mm = meas[(meas["cache"] == want.cache) & (meas["hierarchical_allreduce"] == want.hierarchical_allreduce)]
-            for _, row in mm.iterrows():
-                on_off = row["fusion_threshold_bytes"] == 0
-                a, x = (ax_off, 0.5) if on_off else (ax, row["fusion_threshold_mb"])
-                h = a.scatter([x], [row["cycle_time_ms"]], marker="o", s=60, c=[row["measured_step_time_ms"]],
-                              norm=norm, cmap="viridis_r", edgecolors="magenta", linewidths=1.5, zorder=6)
-                handles.setdefault("measured (validation), m/p = measured/predicted ms", h)
-                a.annotate(f"m {row['measured_step_time_ms']:.0f}\np {row['predicted_step_time_ms']:.0f}",
-                           (x, row["cycle_time_ms"]), xytext=(4, 3), textcoords="offset points", fontsize=6,
-                           color="magenta", zorder=7)
+            for (on_off, x, y), rows in measured_labels(mm).items():
+                a = ax_off if on_off else ax
+                for row in rows:
+                    mk, edge, leg = MEASURED_STYLE[(row["compression"] != "none", bool(row["timeline"]))]
+                    h = a.scatter([x], [y], marker=mk, s=60, c=[row["measured_step_time_ms"]], norm=norm,
+                                  cmap="viridis_r", edgecolors=edge, linewidths=1.5, zorder=6)
+                    handles.setdefault(leg, h)
+                # one label per point, a line per job measured there (several files share configurations)
+                labels_of_panel.setdefault(k, (ax_off, ax, []))[2].append(
+                    (a, x, y, "\n".join(_measured_line(r) for r in rows)))
+    for ax_off, ax, items in labels_of_panel.values():
+        place_labels(fig, items, ax_off, ax)
     cax = fig.add_subplot(outer[:, -1])
     fig.colorbar(mesh, cax=cax, extend="max", label="predicted step time (ms)")
     s = ex.scenario
