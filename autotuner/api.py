@@ -17,7 +17,10 @@ from .fit.store import FittedEnv, load_env, write_model
 from .knobs import (
     DEFAULTS_0_28,
     KNOB_BY_FIELD,
+    LAST_RELEASE,
     Config,
+    check_horovod_version,
+    defaults_for,
     hierarchical_allreduce_note,
     horovod_env,
     horovodrun_flags,
@@ -407,7 +410,8 @@ MAX_SEARCH_TENSORS = 50_000
 
 def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None,
                      fixed: Mapping[str, Any] | None = None,
-                     compressions: Sequence[str] | None = None, band: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                     compressions: Sequence[str] | None = None, band: Mapping[str, Any] | None = None,
+                     reference_version: str | None = None) -> dict[str, Any]:
     """``autotuner suggest`` on a built scenario (:func:`suggest` is the typed entry point): search, then the reference and the top proposals with their
     predicted step time (ms), speed-up over the reference, autotune score, ``horovodrun`` flags,
     ``HOROVOD_*`` variables and gradient ``compression`` (with ``compression_code``: the
@@ -432,6 +436,9 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     Hierarchical allreduce is never searched nor proposed where the scenario's backend has none
     (:attr:`~autotuner.model.scenario.Scenario.has_hierarchical_allreduce`); a fixed
     ``hierarchical_allreduce`` on is then kept off and ``notes`` says why (one line each).
+    ``reference_version``: the Horovod release whose defaults are the reference
+    (:func:`autotuner.knobs.defaults_for`: 64 MiB / 5 ms before 0.21.0, else 128 MiB / 1 ms; None: the last
+    release, :data:`autotuner.knobs.LAST_RELEASE`), returned as ``reference_version``.
     Noise-aware, minimal-change choice (issue 20; :func:`autotuner.search.ranking.minimal_change`):
     ``band`` is :func:`error_band`'s result for the env (None: the :data:`MIN_GAIN` tie rule).
     The search's trials and the whole default grid around the reference
@@ -476,7 +483,7 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     if strategy is not None and not callable(getattr(strategy, "trials", None)):
         raise ScenarioError(f"not a search strategy: {strategy!r} (use GridStrategy() or BayesStrategy())")
     t0 = time.perf_counter()
-    ref = replace(DEFAULTS_0_28, **(fixed or {}))
+    ref = replace(defaults_for(reference_version), **(fixed or {}))
     scs = {c: replace(sc, compression=str(c)) for c in comps}
     n_trials, found, picks = 0, {}, {}
     band_f = float(band["band"]) if band else MIN_GAIN
@@ -530,6 +537,7 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
                    "gain": kp.gain, "keep_knobs": kp.keep_defaults, "best_step_time_ms": kp.best_step_time_s * 1e3, "best_config": kp.best.to_dict(),
                    "equivalent": kp.equivalent, "threshold_mib": list(kp.threshold_mib), "cycle_ms": list(kp.cycle_ms)}
     res["trust"] = band["line"] if band else None
+    res["reference_version"] = reference_version or LAST_RELEASE
     res["strategy"] = "grid" if strategy is None else type(strategy).__name__
     res["backend"] = sc.backend  # the --backend what-if simulated (None: the env's own)
     res["min_gain"] = band_f
@@ -546,7 +554,8 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
 def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | None = None,
             compression: str | None = None, strategy=None, top: int = 3, nodes: int | None = None,
             gpus_per_node: int | None = None, bandwidth_gbps: float | None = None, compute_ms: float | None = None,
-            backend: str | None = None, model_dir: Path | Sequence[Path] | None = None, progress=None):
+            backend: str | None = None, model_dir: Path | Sequence[Path] | None = None, progress=None,
+            reference_version: str | None = None):
     """Best knobs for ``model`` on ``env``: ``autotuner suggest`` as a function.
 
     Args:
@@ -554,7 +563,7 @@ def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | No
         env: a fitted environment (None: the one marked default).
         fixed: knobs kept, by option name in flag units (``{"cycle_time_ms": 5,
             "fusion_threshold_mb": 64}``) or field name; the others are searched and the reference is
-            Horovod 0.28.1's defaults with these applied.
+            Horovod's defaults (of ``reference_version``) with these applied.
         compression: pin the gradient compression (``none`` or ``fp16``); None searches both.
         strategy: a :class:`autotuner.search.ranking.Strategy` object
             (:class:`~autotuner.search.grid.GridStrategy`, :class:`~autotuner.search.bayes.BayesStrategy`)
@@ -564,10 +573,14 @@ def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | No
             backend: what-ifs, as :func:`make_scenario`.
         model_dir: fitted models searched first (None: :func:`autotuner.paths.model_search_path`).
         progress: called as ``progress(done, total)`` once per compression searched.
+        reference_version: the Horovod release whose defaults the proposals are compared with
+            (``"0.28.1"``, ``"0.20.3"``: 64 MiB / 5 ms before 0.21.0, 128 MiB / 1 ms since); None: the
+            env's own (its model file's ``cluster.horovod_version``, from env.toml), else the last release.
 
     Returns a :class:`autotuner.results.SuggestResult`. Raises an
     :class:`~autotuner.errors.AutotunerError` subclass (one-line message) for an unknown model,
-    env, knob or compression, a lossy compression, a bad value or a too-large layout.
+    env, knob or compression, a lossy compression, a bad value, a string that names no Horovod
+    release or a too-large layout.
     """
     from .knobs import fixed_fields
     from .results import SuggestResult
@@ -577,14 +590,34 @@ def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | No
     if compression is not None and compression in LOSSY:
         raise ScenarioError(f"suggest never proposes lossy compression: {LOSSY[Compression(compression)]}")
     fx = fixed_fields(fixed, "fixed")
+    asked = None if reference_version is None else check_horovod_version(reference_version, "reference_version")
     dirs = _model_dirs(model_dir)
     sc, fenv = make_scenario(dirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
                              bandwidth_gbps=bandwidth_gbps, compression=compression or "none",
                              compute_ms=compute_ms, backend=backend)
+    version, note = asked, None
+    if version is None:
+        version, note = env_horovod_version(fenv)
     res = suggest_scenario(sc, top=top, strategy=strategy, progress=progress, fixed=fx,
                            compressions=None if compression is None else (compression,),
-                           band=error_band(dirs, fenv))
+                           band=error_band(dirs, fenv), reference_version=version)
+    if note:
+        res["notes"] = [note] + list(res["notes"])
     return SuggestResult.from_dict(res, link_gbps=sc.cost.link_gbps, warnings=layout_warnings(sc, fenv))
+
+
+def env_horovod_version(fenv) -> tuple[str, str | None]:
+    """The Horovod release ``fenv`` (a :class:`autotuner.fit.store.FittedEnv`) ran: its model file's
+    ``cluster.horovod_version`` (``fit`` copies it from env.toml), and None; the last release
+    (:data:`autotuner.knobs.LAST_RELEASE`) when it names none, with a one-line note when it names something
+    that is no Horovod release."""
+    v = (fenv.raw.get("cluster") or {}).get("horovod_version")
+    if v is None:
+        return LAST_RELEASE, None
+    try:
+        return check_horovod_version(v, f"{fenv.name}: horovod_version"), None
+    except KnobError as e:
+        return LAST_RELEASE, f"{e}; Horovod {LAST_RELEASE}'s defaults are the reference"
 
 
 def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str, Any] | None = None,

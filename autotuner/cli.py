@@ -319,6 +319,11 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                      "int8 is lossy and never proposed)"),
             compute_ms: Optional[float] = _compute_opt(),
             backend: Optional[Backend] = _backend_opt(),
+            reference_version: Optional[str] = typer.Option(
+                None, "--reference-version", show_default=False,
+                help="compare with this Horovod release's defaults, e.g. 0.28.1 (128 MiB, 1 ms) or 0.20.3 "
+                     "(64 MiB, 5 ms) (default: the env's own Horovod version)",
+                callback=opt.horovod_release("--reference-version")),
             model_dir: Optional[Path] = _model_dir_opt(),
             as_json: bool = typer.Option(False, "--json"),
             knobs: dict = None) -> None:
@@ -340,7 +345,8 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                               strategy=search, top=top, nodes=nodes, gpus_per_node=gpus_per_node,
                               bandwidth_gbps=bandwidth_gbps, compute_ms=compute_ms,
                               backend=None if backend is None else str(backend), model_dir=model_dir,
-                              progress=lambda done, total: prog.update(task, completed=done, total=total))
+                              progress=lambda done, total: prog.update(task, completed=done, total=total),
+                              reference_version=reference_version)
     for n in r.notes:
         err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
     for w in r.warnings:
@@ -356,7 +362,8 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     for col in ("", "fusion MiB", "cycle ms", "cache", "hier. allreduce", "compression", "step ms", "speed-up",
                 "score B/µs"):
         t.add_column(col, justify="right")
-    ref = "reference (0.28 + fixed)" if r.fixed else "default (0.28)"
+    ref = (f"reference (Horovod {r.reference_version} + fixed)" if r.fixed
+           else f"default (Horovod {r.reference_version})")
     for name, p in [(ref, r.default)] + [(f"#{i + 1}", p) for i, p in enumerate(r.proposals)]:
         c = p.config
         t.add_row(name, f"{c.fusion_threshold_bytes / MIB:g}", f"{c.cycle_time_ms:.2f}",

@@ -40,6 +40,12 @@ from .errors import KnobError
 MIB = 1024 * 1024
 #: Horovod versions with their own defaults; "0.28" is the last release and the default.
 VERSIONS = ("0.28", "0.20")
+#: the release whose defaults :data:`VERSIONS` "0.28" names first: Horovod 0.21.0 changed the default cycle time
+#: from 5 ms to 1 ms and the fusion threshold from 64 MB to 128 MB (its CHANGELOG, PR #2468); earlier
+#: releases have 0.20's defaults
+DEFAULTS_CHANGED_IN = (0, 21)
+#: the last Horovod release (the knobs, flags and defaults of this module are its)
+LAST_RELEASE = "0.28.1"
 
 
 def mib_to_bytes(mib: float) -> int:
@@ -299,11 +305,36 @@ Config = make_dataclass(
                "__module__": __name__})
 
 
+def _release(version: str) -> tuple[int, int] | None:
+    """(major, minor) of a Horovod release number ("0.20.3" -> (0, 20)), or None for text that is not one
+    (``MAJOR.MINOR[.PATCH]``, digits) or names no release (Horovod's releases are 0.x, the last 0.28)."""
+    parts = str(version).strip().split(".")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() and p.isascii() and len(p) <= 4 for p in parts):
+        return None
+    major, minor = int(parts[0]), int(parts[1])
+    last = tuple(int(x) for x in LAST_RELEASE.split(".")[:2])
+    return (major, minor) if major == 0 and (major, minor) <= last else None
+
+
+def check_horovod_version(version: Any, where: str = "--reference-version") -> str:
+    """``version`` stripped, if it names a Horovod release (``0.20.3``, ``0.28``); KnobError (one line) otherwise."""
+    if not isinstance(version, str) or _release(version) is None:
+        raise KnobError(f"{where} {version!r}: not a Horovod release; give one such as {LAST_RELEASE} or 0.20.3 "
+                        f"(0.x up to {LAST_RELEASE}, the last release)")
+    return version.strip()
+
+
+def defaults_key(version: str | None) -> str:
+    """The key of :data:`VERSIONS` whose defaults ``version`` has: "0.20" before Horovod 0.21.0
+    (:data:`DEFAULTS_CHANGED_IN`), else "0.28"; None or text that names no release -> "0.28"."""
+    r = None if version is None else _release(version)
+    return "0.20" if r is not None and r < DEFAULTS_CHANGED_IN else "0.28"
+
+
 def defaults_for(version: str | None) -> Config:
-    """Horovod's defaults for ``version`` ("0.20.3" -> the 0.20 defaults); None or an unknown
-    version -> 0.28's (the last release)."""
-    v = ".".join(str(version or "").split(".")[:2])
-    key = v if v in VERSIONS else "0.28"
+    """Horovod's defaults for ``version``: "0.20.3" or "0.19.4" -> the 0.20 defaults (64 MiB, 5 ms; every
+    release before 0.21.0), "0.23" -> 0.28's; None or an unknown version -> 0.28's (the last release)."""
+    key = defaults_key(version)
     return Config(**{k.field: k.defaults[key] for k in KNOBS})
 
 

@@ -68,6 +68,16 @@ def checked(kind: Any, name: str) -> Callable[[Any], Any]:
     return lambda value: check(kind, value, name)
 
 
+def horovod_release(name: str) -> Callable[[Any], Any]:
+    """A typer callback: the option's value if it names a Horovod release (``0.20.3``; None passes),
+    else AutotunerError naming ``name`` (:func:`autotuner.knobs.check_horovod_version`)."""
+    def cb(value: Any) -> Any:
+        from .knobs import check_horovod_version
+
+        return None if value is None else check_horovod_version(value, name)
+    return cb
+
+
 def _number_list(text: str, what: str, cast, kind: str, ok, bound: str) -> list:
     parts = [p.strip() for p in text.split(",")]
     if not text.strip() or any(p == "" for p in parts):

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .knobs import Config
+from .knobs import LAST_RELEASE, Config
 
 
 def _frozen(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -86,7 +86,9 @@ class Choice:
 class SuggestResult:
     """What :func:`autotuner.suggest` answers.
 
-    ``default``: the reference (Horovod 0.28.1's defaults with the fixed knobs, no compression);
+    ``default``: the reference (the defaults of Horovod ``reference_version`` with the fixed knobs, no
+    compression); ``reference_version``: the env's own Horovod release (its model file's
+    ``cluster.horovod_version``), the one asked for, or the last release when the env names none;
     ``proposals``: the top proposals, best first (the first is the recommendation: the reference
     itself when ``keep_defaults``); ``knob_only``: the best proposal without compression, always;
     ``choice``: the noise-aware choice; ``trust``: the env's trust line ("checked on N real trials
@@ -117,6 +119,7 @@ class SuggestResult:
     fixed: Mapping[str, Any] = field(default_factory=lambda: _frozen({}))
     warnings: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    reference_version: str = LAST_RELEASE
 
     @property
     def best(self) -> Proposal:
@@ -135,7 +138,8 @@ class SuggestResult:
                    compressions_searched=tuple(d["compressions_searched"]),
                    best_by_compression=_frozen(d["best_by_compression"]),
                    compression_notes=_frozen(d["compression_notes"]), fixed=_frozen(d.get("fixed")),
-                   warnings=tuple(warnings), notes=tuple(d.get("notes", ())))
+                   warnings=tuple(warnings), notes=tuple(d.get("notes", ())),
+                   reference_version=str(d.get("reference_version") or LAST_RELEASE))
 
     def to_dict(self) -> dict[str, Any]:
         """The ``suggest --json`` object."""
@@ -144,6 +148,7 @@ class SuggestResult:
              "proposals": [p.to_dict() for p in self.proposals], "evaluations": self.evaluations,
              "search_seconds": self.search_seconds, "keep_defaults": self.keep_defaults,
              "knob_only": self.knob_only.to_dict(), "pick": self.choice.to_dict(), "trust": self.trust,
+             "reference_version": self.reference_version,
              "strategy": self.strategy, "backend": self.backend, "min_gain": self.choice.band,
              "compressions_searched": list(self.compressions_searched),
              "best_by_compression": dict(self.best_by_compression),

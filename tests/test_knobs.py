@@ -10,7 +10,8 @@ import pytest
 
 from autotuner.errors import KnobError
 from autotuner.knobs import (DEFAULTS_0_20, DEFAULTS_0_28, KNOBS, MIB, Config, config_from_env, config_from_flags,
-                             config_from_values, defaults_for, horovod_env, horovodrun_flags, markdown_table)
+                             check_horovod_version, config_from_values, defaults_for, defaults_key, horovod_env,
+                             horovodrun_flags, markdown_table)
 
 ROOT = Path(__file__).resolve().parents[1]
 #: a non-default value per knob, in internal units, that its flag can spell
@@ -41,6 +42,23 @@ def test_every_knob_is_in_the_table_once_and_config_has_exactly_its_fields():
     assert DEFAULTS_0_28 == Config() and DEFAULTS_0_28.fusion_threshold_bytes == 128 * MIB
     assert (DEFAULTS_0_20.fusion_threshold_bytes, DEFAULTS_0_20.cycle_time_ms) == (64 * MIB, 5.0)
     assert defaults_for("0.20.3") == DEFAULTS_0_20 and defaults_for(None) == DEFAULTS_0_28
+
+
+@pytest.mark.parametrize("version, defaults", [
+    ("0.20.3", "0.20"), ("0.20", "0.20"), ("0.19.4", "0.20"),  # 64 MiB / 5 ms until 0.21.0 (Horovod PR #2468)
+    ("0.21.0", "0.28"), ("0.23", "0.28"), ("0.28.1", "0.28"), (None, "0.28"), ("not-a-version", "0.28")])
+def test_defaults_follow_the_release_that_changed_them(version, defaults):
+    """Issue 29: 0.19.4 (runs/laptop-cpu) took 0.28's defaults; every release before 0.21.0 has 0.20's."""
+    assert defaults_key(version) == defaults
+    assert defaults_for(version) == (DEFAULTS_0_20 if defaults == "0.20" else DEFAULTS_0_28)
+
+
+@pytest.mark.parametrize("bad", ["0.29", "1.2", "0.20.3.1", "x", "", "0.2a", None, 0.2])
+def test_a_string_that_names_no_horovod_release_is_refused_in_one_line(bad):
+    with pytest.raises(KnobError) as e:
+        check_horovod_version(bad)
+    assert "not a Horovod release" in str(e.value) and "\n" not in str(e.value)
+    assert check_horovod_version(" 0.20.3 ") == "0.20.3"
 
 
 @pytest.mark.parametrize("kw", [

@@ -11,7 +11,7 @@ from rich.table import Table
 
 import autotuner
 from autotuner.errors import AutotunerError
-from autotuner.knobs import DEFAULTS_0_28, MIB, Config
+from autotuner.knobs import DEFAULTS_0_20, DEFAULTS_0_28, MIB, Config
 from autotuner.render import plain_table, render_table
 
 from cli_helpers import run
@@ -21,7 +21,10 @@ def test_suggest_returns_a_frozen_typed_result():
     r = autotuner.suggest("vgg16")
     assert isinstance(r, autotuner.SuggestResult)
     assert isinstance(r.best, autotuner.Proposal) and isinstance(r.best.config, Config)
-    assert r.default.config == DEFAULTS_0_28 and r.default.speedup_vs_default == pytest.approx(1.0)
+    # the default env, v100-16gbit, ran Horovod 0.20.3 (lab report 000): its defaults are the reference
+    # (64 MiB, 5 ms; they were 0.28's before issue 29)
+    assert r.reference_version == "0.20.3" and r.default.config == DEFAULTS_0_20
+    assert r.default.speedup_vs_default == pytest.approx(1.0)
     assert r.strategy == "grid" and r.evaluations > 100_000
     assert r.trust and r.trust.startswith("checked on")
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -29,6 +32,28 @@ def test_suggest_returns_a_frozen_typed_result():
     # the knob-only result is always there, and never compressed
     assert r.knob_only.compression == "none"
     assert json.loads(json.dumps(r.to_dict()))["proposals"][0]["config"] == r.best.config.to_dict()
+
+
+def test_suggest_compares_with_the_envs_own_horovod_release_or_the_one_asked():
+    """Issue 29: the reference was always Horovod 0.28's defaults, also on envs whose lab reports ran 0.20.x."""
+    asked = autotuner.suggest("vgg16", "v100-5gbit", compression="none", reference_version="0.28.1")
+    own = autotuner.suggest("vgg16", "v100-5gbit", compression="none")
+    assert own.reference_version == "0.20" and own.default.config == DEFAULTS_0_20
+    assert asked.reference_version == "0.28.1" and asked.default.config == DEFAULTS_0_28
+    assert own.to_dict()["reference_version"] == "0.20" and own.to_dict()["default"]["config"] == DEFAULTS_0_20.to_dict()
+    # the same scenario, another reference: its predicted step differs, the proposals' speed-ups follow it
+    assert own.default.step_time_ms != pytest.approx(asked.default.step_time_ms, rel=1e-6)
+    fresh = autotuner.suggest("resnet50", "local-gloo-1gbit", compression="none")
+    assert fresh.reference_version == "0.28.1" and fresh.default.config == DEFAULTS_0_28
+    fixed = autotuner.suggest("vgg16", "v100-5gbit", compression="none", fixed={"cache_capacity": 0})
+    assert fixed.default.config == dataclasses.replace(DEFAULTS_0_20, cache_capacity=0)
+
+
+@pytest.mark.parametrize("bad", ["0.29", "1.0", "banana", "", "0.20.3.1", 20])
+def test_a_reference_version_that_names_no_release_is_one_line(bad):
+    with pytest.raises(AutotunerError) as e:
+        autotuner.suggest("vgg16", reference_version=bad)
+    assert "not a Horovod release" in str(e.value) and "\n" not in str(e.value)
 
 
 def test_suggest_fixed_knobs_in_flag_units_are_kept():
@@ -72,6 +97,25 @@ def test_suggest_cli_prints_the_api_result():
     p = run(*["suggest", "--model", "vgg16", "--json"])
     d = json.loads(p.stdout)
     assert d["proposals"][0]["config"] == r.best.config.to_dict() and d["keep_defaults"] == r.keep_defaults
+
+
+def test_suggest_table_names_the_horovod_release_it_compares_with():
+    """Issue 29: the row read "default (0.28)" on every env; it names the release whose defaults it holds."""
+    from cli_helpers import assert_one_line_error
+
+    def ref_row(*extra):
+        p = run("suggest", "--model", "vgg16", "--env", "v100-5gbit", "--compression", "none", *extra)
+        assert p.returncode == 0, p.stderr
+        return next(ln.strip() for ln in p.stdout.splitlines() if ln.strip().startswith(("default (", "reference (")))
+
+    row = ref_row()
+    assert row.startswith("default (Horovod 0.20)") and row.split()[3:5] == ["64", "5.00"]
+    row = ref_row("--reference-version", "0.28.1")
+    assert row.startswith("default (Horovod 0.28.1)") and row.split()[3:5] == ["128", "1.00"]
+    row = ref_row("--cache-capacity", "0")
+    assert row.startswith("reference (Horovod 0.20 + fixed)") and row.split()[5:8] == ["64", "5.00", "off"]
+    assert_one_line_error(run("suggest", "--model", "vgg16", "--reference-version", "0.29"),
+                          "--reference-version '0.29': not a Horovod release")
 
 
 def _table():
