@@ -49,7 +49,7 @@ from autotuner import (  # noqa: E402  (option types)
 )
 
 from . import options as opt  # noqa: E402  (the command line's own option checks)
-from .render import MIB, fmt_num, render_table  # noqa: E402  (the command line's own rendering)
+from .render import MIB, fit_regime_lines, fmt_num, render_table  # noqa: E402  (the command line's own rendering)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Predict and tune Horovod's knobs from measured bandwidth data.\n\n"
@@ -229,6 +229,10 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
             out.print(f"{d['env']}: pooled fit R² {f['r2']:.4f}, MAPE {f['mape_percent']:.1f}% over {f['n_samples']} "
                       f"samples; with per-model comm scale R² {f['r2_with_comm_scale']:.4f}, "
                       f"MAPE {f['mape_percent_with_comm_scale']:.1f}%", highlight=False)
+        if regimes := fit_regime_lines(d):  # which regime each figure of a sweep env comes from
+            out.print(f"{d['env']}: where each figure comes from", highlight=False)
+            for line in regimes:
+                out.print(line, highlight=False, soft_wrap=True)
         out.print(f"wrote {path}" + (f" and {png}" if png else ""), highlight=False)
     if res.default_folder:
         out.print(f"models folder: {res.model_dir} (no --out; every command reads it before the shipped models)",

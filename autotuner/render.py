@@ -80,3 +80,46 @@ def render_table(console: Console, table: Table) -> None:
 
 
 __all__ = ["render_table", "plain_table", "table_cells", "fmt_num", "MIB"]
+
+
+def fit_regime_lines(d: dict) -> list[str]:
+    """Where each figure of a ``sweep`` env's fitted model (``d``: the model dict, schema ``autotuner.model/1``)
+    comes from, one regime per line (``autotuner fit``'s output; docs/accuracy.md, "The small-response
+    regime"): the small responses' fixed cost (back to back in a busy cycle) and per-MiB cost, the large
+    responses' line, the busy cycle's negotiation, and what the printed R² and MAPE describe. Empty for
+    other formats."""
+    f, inter = d.get("fit") or {}, (d.get("cost_model") or {}).get("inter") or {}
+    if "small_responses" not in f:
+        return []
+    p = int(f.get("p", 2))
+    small, piece = f["small_responses"], f.get("piecewise")
+    knee = inter.get("large_from_bytes")
+    below = f" (< {knee / MIB:g} MiB)" if knee else ""
+    a_ms = 2 * (p - 1) * float(inter["alpha_us"]) * 1e-3
+    b_ms = 2 * (p - 1) / p * 8e-6 * MIB / float(inter["bandwidth_gbps"])  # ms per MiB on p ranks
+    ph = small.get("phases", {})
+    counts = ", ".join(f"{k.replace('_', ' ')} {v.get('n', 0)}" for k, v in ph.items())
+    lines = []
+    if small.get("fixed_ms") is not None and small.get("charged", True):
+        lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response, from back-to-back responses in a "
+                     f"busy cycle ({counts} response(s) <= {int(small['up_to_bytes']) // 1024} KiB; mean span less "
+                     f"the bandwidth part; the sweep line's own intercept was {small['line_a_ms']:.2f} ms)")
+    else:
+        lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response, the sweep line's intercept "
+                     f"({small.get('note', 'no back-to-back phase')}"
+                     + ("" if small.get("fixed_ms") is None else f"; back to back: {small['fixed_ms']:.2f} ms") + ")")
+    lines.append(f"  per byte{below}: {b_ms:.2f} ms/MiB, the sweep's pooled collective spans"
+                 + (" below the knee" if knee else ""))
+    if knee and piece:
+        lines.append(f"  large responses (>= {knee / MIB:g} MiB): {piece['large']['a_ms']:.2f} ms + "
+                     f"{piece['large']['b_ms_per_mib']:.2f} ms/MiB, the sweep's pooled collective spans from the knee")
+    cyc = ((f.get("negotiation") or {}).get("per_cycle") or {})
+    if cyc.get("cache_on_ms") is not None:
+        off = cyc.get("cache_off_ms")
+        lines.append(f"  busy cycle's negotiation: {cyc['cache_on_ms']:.2f} ms cache on"
+                     + ("" if off is None else f" / {off:.2f} ms cache off")
+                     + " (the sweep's busy cycles, CYCLE_START to the first response)")
+    if f.get("r2") is not None:
+        lines.append(f"  R² {f['r2']:.4f}, MAPE {f['mape_percent']:.1f} %: the one line through every size's mean span "
+                     "of every sweep job (time-share weights), a diagnostic of the sweep, not a step's regime")
+    return lines

@@ -63,6 +63,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     mem: list[tuple[int, float]] = []
     gaps: list[tuple[int, int, float, int]] = []
     used = []
+    unfused: dict[str, list] = {}  # tier -> its fusion-off job's timelines (back-to-back responses in a busy cycle)
     for f in tls:
         rel = f.relative_to(env.path)
         try:
@@ -78,6 +79,8 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
                 by_size.setdefault(int(n), []).append(float(d))
         tier_name, job = f.name.split("-", 1)[0], f.name.split("-", 1)[1].rsplit("-", 1)[0]
         cycles.setdefault((tier_name, job != "cache-off"), []).extend(cycle_negotiation_s(tl))
+        if job == "fusion-off":
+            unfused.setdefault(tier_name, []).append(tl)
         hs = response_host_samples(tl)
         mem += hs.memcpy
         gaps += hs.gaps
@@ -135,6 +138,19 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     # the main thread sleeps it over-charged the poll envs' fusion-off replays (+7.7 to +13.6 %) and made
     # four envs' held-out errors worse (docs/fresh-environments.md section 11)
     idle_info = idle_response(irecs, src.parent, env.problems, ranks[first])
+    # what a step's small responses cost: back to back in a busy cycle, from the phases that run them so
+    # (the fusion-off job, the trickle phase's all-at-once tensors), in place of the pooled line's
+    # intercept (docs/accuracy.md, "The small-response regime")
+    small_info = busy_small_response(unfused.get(first, []), [r for r in trecs if r.get("tier", first) == first],
+                                     src.parent, env.problems, cost.inter, ranks[first])
+    # charged where the phases ran the env's own ring (every rank of the cluster); on a cluster of more ranks
+    # than the tier's (2x2: 4 ranks sharing 2 cores) the 2-rank host regime says nothing of it
+    small_info["charged"] = small_info["fixed_ms"] is not None and ranks[first] == cluster.size
+    if small_info["charged"]:
+        cost = replace(cost, inter=replace(cost.inter, alpha_s=small_info["fixed_ms"] * 1e-3 / (2 * (ranks[first] - 1))))
+    elif small_info["fixed_ms"] is not None:
+        small_info["note"] = (f"measured, not charged: the phases ran {ranks[first]} rank(s) of the {first} tier, the "
+                              f"cluster has {cluster.size}; small responses cost what the sweep line says")
     frecs, fproblems = read_phase_records(src.parent / FP16_RECORDS, parse_fp16_records, f"{env.path.name}/{FP16_RECORDS}")
     env.problems += fproblems
     fp16_info = fp16_cost(frecs)
@@ -149,7 +165,8 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
                 "other_tiers": tiers_info,
                 "a_ms": lin.a_s * 1e3, "b_ms_per_mib": lin.b_s_per_byte * MIB * 1e3, "r2": lin.r2,
                 "mape_percent": lin.mape, "n_samples": lin.n, "piecewise": piece_info, "host_passes": host_info,
-                "negotiation": neg_info, "idle_response": idle_info, "fp16": fp16_info, "timelines": used,
+                "negotiation": neg_info, "idle_response": idle_info, "small_responses": small_info,
+                "fp16": fp16_info, "timelines": used,
                 "samples": [{"bytes": float(n), "time_ms": float(t * 1e3), "count": int(c), "pred_ms": float(q * 1e3)}
                             for n, t, c, q in zip(sizes, times, counts, pred)]}
     return _model_dict(env, cluster, cost, fit_info, {}, run_config(meta, {}))
@@ -320,6 +337,91 @@ def idle_response(recs: list[dict[str, Any]], env_dir, problems: list[str], p: i
     (a, b), _ = nnls(np.column_stack([np.ones_like(ns), ns]), ts)
     out.update(per_response_us=float(a) * 1e6, per_byte_ns=float(b) * 1e9, up_to_bytes=float(ns.max()),
                mean_ms_by_size={str(int(n)): round(float(t) * 1e3, 4) for n, t in zip(ns, ts)})
+    return out
+
+
+#: the largest response the back-to-back small-response price is read from (bytes): the largest size every
+#: phase measures (the unfused job's 64 KiB, :data:`autotuner.realrun.trickleprobe.SIZES`,
+#: :data:`autotuner.realrun.idleprobe.SIZES`; not imported: fit does not load realrun)
+SMALL_RESPONSE_BYTES = 65536
+#: fewest back-to-back small responses for the price to replace the sweep line's intercept
+MIN_SMALL_RESPONSES = 100
+#: tensor-name prefix of the sweep's unfused phase (autotuner.realrun.sweep)
+UNFUSED_PREFIX = "sweep.unfused"
+
+
+def busy_small_response(unfused_tls: list, trecs: list[dict[str, Any]], env_dir, problems: list[str], tier,
+                        p: int) -> dict[str, Any]:
+    """What a small response costs where a training step runs it: back to back with others in one busy
+    cycle (fusion off or a small threshold: a step's hundreds of BatchNorm, bias and LayerNorm tensors).
+
+    Read from the phases of ``measure`` that queue small responses back to back while the ranks wait for
+    them, each response's collective span off its timeline (each tensor name's first use left out: the
+    response cache's miss), responses of up to :data:`SMALL_RESPONSE_BYTES`:
+
+    - ``unfused``: the sweep's fusion-off job (``unfused_tls``, ``sweep.unfused.<bytes>.<k>``): 16 tensors
+      enqueued at once, the ranks waiting as the env's ranks wait (``measure --wait``);
+    - ``trickle_b2b``: the trickle phase's all-at-once tensors (``trecs``, ``b2b.<bytes>.<k>``; the ranks
+      wait in ``hvd.synchronize``), 4 rounds of 32 per size and job.
+
+    The idle phase is left out: it samples the host's slow wake-up regime on purpose (every job in it),
+    while a step's responses fall in either (docs/fresh-environments.md sections 10-11; with it the
+    price over-charged the 2x2 env's fusion-off runs by 16 %, docs/accuracy.md). Each span less the tier's
+    bandwidth part (``tier.allreduce_s(n, p)`` minus its latency ``2(p-1)·alpha``) is one sample of the
+    fixed cost; ``fixed_ms`` is their mean (a step pays the sum: the mean, tails included), None (with a
+    note) with fewer than :data:`MIN_SMALL_RESPONSES` samples. The fit then uses it as the tier's small-message latency
+    (``fixed / (2(p-1))`` per ring step) in place of the pooled line's intercept, whose small sizes the
+    single allreduces (each alone in its cycle, paying the other rank's cycle) and their tiny share of the
+    time-share weights decide. ``problems`` gets unreadable timelines. Returns the model file's
+    ``fit.small_responses``: ``fixed_ms``, ``line_a_ms`` (the intercept it replaces), ``n``, ``up_to_bytes``
+    and per phase ``n``, ``mean_span_ms``, ``median_span_ms``, ``mean_fixed_ms``."""
+    base_s = 2 * (p - 1) * tier.alpha_s  # the line's latency at n -> 0 on p ranks
+
+    def spans(tl, prefix: str) -> list[tuple[int, float]]:
+        out, seen = [], set()
+        for resp in sorted(tl.responses, key=lambda x: x.start_us):
+            if resp.op != "allreduce" or len(resp.tensors) != 1 or resp.nbytes > SMALL_RESPONSE_BYTES:
+                continue
+            name = resp.tensors[0].split(".", 1)[-1]  # "allreduce.idle.4096.3" -> "idle.4096.3"
+            if not name.startswith(prefix + "."):
+                continue
+            if name not in seen:  # its first use: the response cache's miss
+                seen.add(name)
+                continue
+            out.append((int(resp.nbytes), resp.duration_us * 1e-6))
+        return out
+
+    phases: dict[str, list[tuple[int, float]]] = {"unfused": [], "trickle_b2b": []}
+    for tl in unfused_tls:
+        phases["unfused"] += spans(tl, UNFUSED_PREFIX)
+    for r in trecs:
+        if int(r.get("ranks", p)) != p:
+            continue
+        tl = _kept_timeline(env_dir, r, problems)
+        if tl is not None:
+            phases["trickle_b2b"] += spans(tl, BACK_TO_BACK)
+    out: dict[str, Any] = {
+        "regime": "back to back in a busy cycle (the fusion-off job, the trickle phase's all-at-once tensors)",
+        "form": f"fixed = mean over responses <= {SMALL_RESPONSE_BYTES} bytes of (span - the tier's bandwidth part); "
+                "the tier's small-message latency = fixed / (2(p-1))",
+        "fixed_ms": None, "line_a_ms": base_s * 1e3, "up_to_bytes": SMALL_RESPONSE_BYTES, "p": p, "phases": {}}
+    fixed_all: list[float] = []
+    for key, v in phases.items():
+        if not v:
+            out["phases"][key] = {"n": 0}
+            continue
+        n = np.array([x[0] for x in v], float)
+        sp = np.array([x[1] for x in v], float)
+        fixed = sp - (np.asarray(tier.allreduce_s(n, p), float) - base_s)
+        fixed_all += fixed.tolist()
+        out["phases"][key] = {"n": int(len(v)), "mean_span_ms": float(sp.mean()) * 1e3,
+                              "median_span_ms": float(np.median(sp)) * 1e3, "mean_fixed_ms": float(fixed.mean()) * 1e3}
+    out["n"] = len(fixed_all)
+    if len(fixed_all) < MIN_SMALL_RESPONSES:
+        out["note"] = (f"{len(fixed_all)} back-to-back small response(s), fewer than {MIN_SMALL_RESPONSES}: the "
+                       "sweep line's intercept prices small responses")
+        return out
+    out["fixed_ms"] = max(0.0, float(np.mean(fixed_all))) * 1e3
     return out
 
 
