@@ -736,7 +736,8 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
         pick = load_proposals(Path(pick_file))[0]
     elif suggest_pick:
         pick = Config.from_dict(suggest_scenario(sc, top=1, compressions=(str(compression),),
-                                                 band=error_band(mdirs, fenv))["proposals"][0]["config"])
+                                                 band=error_band(mdirs, fenv),
+                                                 reference_version=env_horovod_version(fenv)[0])["proposals"][0]["config"])
         t_suggest = time.perf_counter() - t0
     else:
         pick = None

@@ -49,6 +49,14 @@ def test_suggest_compares_with_the_envs_own_horovod_release_or_the_one_asked():
     assert fixed.default.config == dataclasses.replace(DEFAULTS_0_20, cache_capacity=0)
 
 
+def test_explores_pick_is_suggests_answer_on_an_env_of_another_release(tmp_path):
+    """``explore`` marks "the same answer as autotuner suggest --compression C": with the env's own release."""
+    s = autotuner.suggest("vgg16", "v100-16gbit", compression="none")
+    ex = autotuner.explore("vgg16", "v100-16gbit", resolution=2, out_dir=tmp_path)
+    (pick,) = [m for m in ex.exploration.marks if m.kind == "suggest"]
+    assert s.reference_version == "0.20.3" and pick.config == s.best.config
+
+
 @pytest.mark.parametrize("bad", ["0.29", "1.0", "banana", "", "0.20.3.1", 20])
 def test_a_reference_version_that_names_no_release_is_one_line(bad):
     with pytest.raises(AutotunerError) as e:
