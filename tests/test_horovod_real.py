@@ -101,6 +101,35 @@ def test_validate_killed_mid_trial_resumes_without_losing_or_repeating(tmp_path)
     assert all(json.loads(line)["status"] == "ok" for line in after)
     assert "verdict: proposal-1 measured throughput" in res.stdout
     assert (runs / "ci-local" / "validation" / "tiny_layout-report.md").exists()
+    # issue 29: by default the production job, the one predicted: no Horovod timeline, and the records say so
+    assert all(json.loads(line)["timeline_recorded"] is False and json.loads(line)["timeline"] is None
+               for line in after)
+
+
+def test_validate_timeline_when_asked_is_recorded_and_kept_out_of_the_error(tmp_path):
+    """Issue 29: ``--timeline`` records Horovod's timeline in every trial (responses/step); the report says its
+    cost was measured into every trial and leaves the error out; a re-run without it measures again."""
+    need_horovod()
+    proposals = tmp_path / "p.json"
+    proposals.write_text(json.dumps([{"fusion_threshold_mb": 1, "cycle_time_ms": 2}]))
+    runs = tmp_path / "runs"
+    argv = _validate_argv(runs, proposals)
+    argv[argv.index("--repeats") + 1] = "1"
+    res = subprocess.run(argv + ["--timeline"], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    vdir = runs / "ci-local" / "validation"
+    recs = [json.loads(line) for line in (vdir / "tiny_layout.jsonl").read_text().splitlines()]
+    assert [r["timeline_recorded"] for r in recs] == [True, True]
+    assert all(r["timeline"]["responses_per_step"] > 0 for r in recs)
+    md = (vdir / "tiny_layout-report.md").read_text()
+    assert "Horovod's timeline ran in every fixed-configuration trial (--timeline)" in md
+    assert md.count("(with timeline) |") == 2  # ci-local has no fitted model: no prediction, no error either way
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=300)  # the default: the production job
+    assert res.returncode == 0, res.stderr[-2000:]
+    recs = [json.loads(line) for line in (vdir / "tiny_layout.jsonl").read_text().splitlines()]
+    assert [r["timeline_recorded"] for r in recs] == [True, True, False, False]  # measured again, not reused
+    md = (vdir / "tiny_layout-report.md").read_text()
+    assert "with timeline" not in md and "2 other record(s) of this setup" in md
 
 
 def test_crashing_and_hanging_ranks_are_failed_trials_and_the_batch_goes_on(tmp_path):
