@@ -198,10 +198,10 @@ def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path) -> list[Pa
             ax.errorbar(sub["step_ms"], sub["predicted_ms"],
                         xerr=[sub["step_ms"] - sub["step_min_ms"], sub["step_max_ms"] - sub["step_ms"]],
                         fmt="o", mfc="none" if tl else None, color="tab:orange" if tl else "tab:blue",
-                        label=("with Horovod's timeline: its cost is in the measured time, not in the prediction"
-                               if tl else "measured as predicted (no timeline)"))
-        for _, r in pv.iterrows():
-            ax.annotate(_job(r), (r["step_ms"], r["predicted_ms"]), fontsize=7, xytext=(3, 3),
+                        label=("with Horovod's timeline (its cost not predicted)" if tl
+                               else "without timeline (the predicted job)"))
+        for _, r in pv.iterrows():  # timeline rows labelled below their point: a label's two jobs can sit together
+            ax.annotate(_job(r), (r["step_ms"], r["predicted_ms"]), fontsize=7, xytext=(3, -9 if r["timeline"] else 3),
                         textcoords="offset points")
         ax.set(xlabel="measured step time (ms)", ylabel="predicted step time (ms)", xlim=(lo, hi), ylim=(lo, hi),
                title="predicted vs measured step time")
