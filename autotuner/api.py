@@ -52,7 +52,9 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
     layout needs ``compute_ms`` (forward+backward, split 1/3 : 2/3), unless it carries measured
     times (``autotuner profile``): then forward and backward are the measured ones, or with
     ``compute_ms`` that total split in the measured forward : backward ratio, and readiness is
-    the measured ``ready_ms`` (:attr:`autotuner.model.layout.Layout.ready_fraction`).
+    the measured ``ready_ms`` (:attr:`autotuner.model.layout.Layout.ready_fraction`). fp16 compression's cost
+    besides the bytes is the env's measured one (its fp16 phase), else, where the model file's ``cluster.gpu`` is
+    in :data:`autotuner.specs.GPUS`, that GPU's from its datasheet (:func:`autotuner.specs.gpu_fp16_cost`).
 
     What-ifs besides the shape and link rate: ``backend`` (``mpi``, ``gloo``, ``nccl``: that
     backend's fitted intra-node tier, :meth:`~autotuner.model.costmodel.CostModel.with_backend`).
@@ -96,6 +98,11 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
     except CostModelError as e:
         raise ScenarioError(str(e)) from None
     base = fenv.cost_for(cluster)  # more ranks on a host than cores: the host-local tier at their share
+    if base.fp16 is None:  # a GPU env without an fp16 phase: the casts and float16 sum from its datasheet (specs.GPUS)
+        from .specs import gpu_fp16_cost
+
+        dev = gpu_fp16_cost((fenv.raw.get("cluster") or {}).get("gpu"))
+        base = base if dev is None else replace(base, fp16=dev)
     cost = base if bandwidth_gbps is None else base.with_bandwidth(bandwidth_gbps)
     if backend is not None:
         try:
@@ -408,7 +415,7 @@ def profile_model(spec: str, out: Path, *, input_shape: str, batch_size: int, de
 MAX_SEARCH_TENSORS = 50_000
 
 
-def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None,
+def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None, gpu: str | None = None,
                      fixed: Mapping[str, Any] | None = None,
                      compressions: Sequence[str] | None = None, band: Mapping[str, Any] | None = None,
                      reference_version: str | None = None) -> dict[str, Any]:
@@ -447,7 +454,10 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     configuration within the band of the best that changes the fewest knobs, then has the
     smallest fusion buffer. ``pick`` gives the band, its source, the predicted gain and the range
     of equally good thresholds (MiB) and cycle times (ms); ``knob_only`` the best proposal
-    without compression, always; ``trust``: the env's trust line.
+    without compression, always; ``trust``: the env's trust line, and where fp16 is proposed, where its cost
+    comes from (:attr:`autotuner.model.costmodel.Fp16Cost.source`: measured, or from a GPU's datasheet).
+    fp16 is proposed only where that cost is known (an fp16 phase, or ``gpu``, the env's ``cluster.gpu``, in
+    :data:`autotuner.specs.GPUS`); otherwise ``notes`` says why.
 
     Raises ScenarioError for a strategy without ``trials``, an unknown compression, or a lossy one
     (:data:`~autotuner.model.scenario.LOSSY`: never proposed).
@@ -507,16 +517,24 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     kp = picks[refc]
     knob_pick = Trial(kp.config, kp.step_time_s, Origin.search)
     cut = kp.best_step_time_s * (1 - band_f)
-    # a compression is proposed only where the env measured what it costs besides the bytes (measure's fp16
-    # phase, CostModel.fp16): on this testbed the bytes alone were 13-24 % optimistic (docs/tune.md)
+    # a compression is proposed only where what it costs besides the bytes is known (CostModel.fp16: measure's
+    # fp16 phase on CPU ranks, or the GPU's datasheet memory bandwidth, specs.GPUS): on the CPU testbed the bytes
+    # alone were 13-24 % optimistic (docs/tune.md)
     calibrated = {c: c == Compression.none or scs[c].cost.fp16 is not None for c in comps}
     winners = sorted(((Trial(picks[c].config, picks[c].step_time_s, Origin.search), c) for c in comps[1:]
                       if picks[c].best_step_time_s < cut and calibrated[c]), key=lambda tc: tc[0].step_time_s)
     for c in comps[1:]:
         if picks[c].best_step_time_s < cut and not calibrated[c]:
+            from .specs import GPUS
+
+            on_gpu = bool(gpu) and not (str(gpu).lower().startswith("none") or "cpu" in str(gpu).lower())
+            why = (f"its GPU {gpu!r} is not in the table of device memory bandwidths (autotuner.specs.GPUS: "
+                   f"{', '.join(GPUS)}) and it has no fp16 phase, so what {c} costs besides the bytes (the casts, "
+                   f"the {c} sum) is unknown" if on_gpu else
+                   f"{sc.env} never measured what {c} costs besides the bytes (the casts, the {c} sum: autotuner "
+                   "measure's fp16 phase)")
             notes.append(f"{c} compression not proposed: predicted {picks[c].best_step_time_s * 1e3:.1f} ms from the "
-                         f"bytes alone, but {sc.env} never measured what {c} costs besides the bytes (the casts, the "
-                         f"{c} sum: autotuner measure's fp16 phase); on the emulated testbed the bytes alone were "
+                         f"bytes alone, but {why}; on the emulated testbed the bytes alone were "
                          "13-24 % optimistic (docs/tune.md)")
     rest = [(t, refc) for t in found[refc] if t.config != kp.config]
     picked = (winners + [(knob_pick, refc)] + rest)[:top]
@@ -537,6 +555,10 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
                    "gain": kp.gain, "keep_knobs": kp.keep_defaults, "best_step_time_ms": kp.best_step_time_s * 1e3, "best_config": kp.best.to_dict(),
                    "equivalent": kp.equivalent, "threshold_mib": list(kp.threshold_mib), "cycle_ms": list(kp.cycle_ms)}
     res["trust"] = band["line"] if band else None
+    fp16_src = next((scs[c].cost.fp16.source for _, c in picked if c == Compression.fp16
+                     and scs[c].cost.fp16 is not None and scs[c].cost.fp16.source), None)
+    if fp16_src:
+        res["trust"] = (res["trust"] + "; " if res["trust"] else "") + f"fp16 term {fp16_src}"
     res["reference_version"] = reference_version or LAST_RELEASE
     res["strategy"] = "grid" if strategy is None else type(strategy).__name__
     res["backend"] = sc.backend  # the --backend what-if simulated (None: the env's own)
@@ -599,6 +621,7 @@ def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | No
     if version is None:
         version, note = env_horovod_version(fenv)
     res = suggest_scenario(sc, top=top, strategy=strategy, progress=progress, fixed=fx,
+                           gpu=(fenv.raw.get("cluster") or {}).get("gpu"),
                            compressions=None if compression is None else (compression,),
                            band=error_band(dirs, fenv), reference_version=version)
     if note:

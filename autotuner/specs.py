@@ -60,6 +60,100 @@ INTRA_LINKS: dict[str, Link] = {l.name: l for l in (
          "(PCI-SIG); " + _NCCL_LAT.format(hw="PCI", us=5.7)),
 )}
 
+@dataclass(frozen=True)
+class Gpu:
+    """A published GPU: its device memory's peak bandwidth ``gbytes_per_s`` (GB/s, 1e9 bytes/s) and where it
+    comes from. fp16 compression's casts and float16 sum run on the device at memory bandwidth
+    (:func:`gpu_fp16_cost`)."""
+
+    name: str
+    memory: str
+    gbytes_per_s: float
+    source: str
+
+    @property
+    def datasheet(self) -> str:
+        """The document :attr:`source` cites (its text before the first colon)."""
+        return self.source.split(":")[0]
+
+
+#: GPUs by the name ``--gpu`` and a model file's ``cluster.gpu`` take (matched ignoring case, spaces, ``-``, ``_``)
+GPUS: dict[str, Gpu] = {g.name: g for g in (
+    Gpu("V100", "HBM2", 900.0, "NVIDIA Tesla V100 datasheet (SXM2 and PCIe): HBM2, memory bandwidth 900 GB/s"),
+    Gpu("T4", "GDDR6", 320.0, "NVIDIA T4 datasheet / board specification: 16 GB GDDR6, peak memory bandwidth "
+        "up to 320 GB/s"),
+    Gpu("A100-40GB", "HBM2", 1555.0, "NVIDIA A100 Tensor Core GPU datasheet: A100 40GB, HBM2, 1,555 GB/s"),
+    Gpu("A100-80GB", "HBM2e", 2039.0, "NVIDIA A100 Tensor Core GPU datasheet: A100 80GB SXM, HBM2e, 2,039 GB/s"),
+    Gpu("H100-SXM", "HBM3", 3350.0, "NVIDIA H100 Tensor Core GPU datasheet: H100 SXM, HBM3, 3.35 TB/s"),
+    Gpu("H100-PCIe", "HBM2e", 2000.0, "NVIDIA H100 Tensor Core GPU datasheet: H100 PCIe, HBM2e, 2 TB/s"),
+)}
+
+#: bytes of device memory per element: a cast float32 -> float16 reads 4 and writes 2 (and back: 2 + 4); the
+#: float16 sum of a received segment into the local one reads 2 x 2 and writes 2
+CAST_BYTES_PER_ELEM = 6
+SUM_BYTES_PER_ELEM = 6
+#: NCCL's ring pipeline step (bytes): the default NCCL_BUFFSIZE of 4 MiB over NCCL_STEPS = 8 slots (NVIDIA/nccl
+#: src/include/device.h NCCL_STEPS, src/init.cc DEFAULT_BUFFSIZE); the float16 sum of one step is exposed
+NCCL_STEP_BYTES = float((4 << 20) // 8)
+
+
+#: other spellings of a :data:`GPUS` row: a bare "A100" is the 40GB part (the lower bandwidth of the two, the
+#: launch part), a bare "H100" the SXM one (the part of the H100 in runs/gpu-profiles)
+GPU_ALIASES = {"A100": "A100-40GB", "H100": "H100-SXM", "Tesla V100": "V100", "V100-SXM2": "V100", "V100-PCIe": "V100",
+               "Tesla T4": "T4", "A100-SXM4-40GB": "A100-40GB", "A100-SXM4-80GB": "A100-80GB", "H100-SXM5": "H100-SXM"}
+
+
+def _gpu_key(name: str) -> str:
+    return "".join(ch for ch in str(name).lower() if ch.isalnum())
+
+
+def find_gpu(name: str | None) -> Gpu | None:
+    """The :data:`GPUS` row named ``name`` or one of its :data:`GPU_ALIASES` (ignoring case, spaces, ``-`` and
+    ``_``), or None."""
+    if not name:
+        return None
+    keys = {_gpu_key(g.name): g for g in GPUS.values()}
+    keys.update({_gpu_key(a): GPUS[n] for a, n in GPU_ALIASES.items()})
+    return keys.get(_gpu_key(name))
+
+
+def gpu_fp16_cost(name: str | None):
+    """fp16 compression's cost on GPU ``name`` (:class:`autotuner.model.costmodel.Fp16Cost`) from its datasheet
+    memory bandwidth ``M`` (:data:`GPUS`), or None for a GPU not in the table.
+
+    - the casts (``hvd.Compression.fp16``: down in each gradient's hook, up in ``step()``), each
+      :data:`CAST_BYTES_PER_ELEM` / ``M`` per element, both charged to the step (kernels on the compute stream);
+    - the float16 sum: :data:`SUM_BYTES_PER_ELEM` / ``M`` per element, pipelined with the transfers in NCCL
+      steps of :data:`NCCL_STEP_BYTES` (:meth:`autotuner.model.costmodel.Fp16Tier.sum_exposed_s`: one step's sum
+      exposed where the wire is slower). An upper bound: NCCL sums float32 at the same bytes per wire byte, and
+      that is already inside the fitted tier;
+    - no per-tensor launch cost (no datasheet gives one; measured on an H100: runs/gpu-profiles/h100-fp16).
+
+    Every figure is a datasheet peak: real kernels reach 60-90 % of it (docs/compression.md)."""
+    from .model.costmodel import Fp16Cost
+
+    g = find_gpu(name)
+    if g is None:
+        return None
+    bw = g.gbytes_per_s * 1e9
+    return Fp16Cost(SUM_BYTES_PER_ELEM / bw, CAST_BYTES_PER_ELEM / bw, 0.0, CAST_BYTES_PER_ELEM / bw, 0.0,
+                    segment_bytes=NCCL_STEP_BYTES, device=g.name,
+                    source=(f"from specs ({g.name} {g.memory} {g.gbytes_per_s:g} GB/s, {g.datasheet}): casts "
+                            f"{CAST_BYTES_PER_ELEM} B and float16 sum {SUM_BYTES_PER_ELEM} B per element at that rate, "
+                            "never measured"))
+
+
+def check_gpu(name: str | None) -> str | None:
+    """``name`` as :data:`GPUS` spells it (None stays None). Raises ScenarioError (one line listing the known
+    GPUs) for a name not in the table."""
+    if not name:
+        return None
+    g = find_gpu(name)
+    if g is None:
+        raise ScenarioError(f"--gpu {name!r}: not in the GPU table; use one of {', '.join(GPUS)}")
+    return g.name
+
+
 #: NCCL's ring step latency over the network (µs) and its source
 NET_ALPHA_US = 9.6
 NET_SOURCE = _NCCL_LAT.format(hw="NET", us=NET_ALPHA_US)
@@ -91,6 +185,7 @@ def spec_model(name: str, *, nodes: int, gpus_per_node: int, intra: str | None, 
         raise ScenarioError(f"{nodes} nodes need --inter-gbit (the node link, Gbit/s: e.g. 100 for EDR InfiniBand)")
     if inter_gbit is not None and not (0.01 <= inter_gbit <= 10_000):
         raise ScenarioError(f"--inter-gbit must be between 0.01 and 10000 Gbit/s, got {inter_gbit}")
+    gpu = check_gpu(gpu)
     link = INTRA_LINKS[intra] if intra is not None else None
     intra_tier = None if link is None else Tier(link.alpha_us * 1e-6, link.gbytes_per_s * 1e9)
     if inter_gbit is not None:
@@ -98,12 +193,19 @@ def spec_model(name: str, *, nodes: int, gpus_per_node: int, intra: str | None, 
     else:  # one node: the ring runs on the intra-node link only
         inter_tier = intra_tier
     cost = CostModel(inter=inter_tier, intra=intra_tier, link_gbps=float(inter_gbit if inter_gbit is not None
-                                                                          else link.gbytes_per_s * 8))
+                                                                          else link.gbytes_per_s * 8),
+                     fp16=gpu_fp16_cost(gpu))
     figures = ([f"intra-node ({intra}): {link.gbytes_per_s:g} GB/s per direction, alpha {link.alpha_us:g} us "
                 f"per ring step: {link.source}"] if link else [])
     if inter_gbit is not None:
         figures.append(f"inter-node: {inter_gbit:g} Gbit/s per node as given (--inter-gbit), alpha "
                        f"{NET_ALPHA_US:g} us per ring step: {NET_SOURCE}")
+    if gpu is not None:
+        g = GPUS[gpu]
+        figures.append(f"fp16 compression on the {g.name}: casts {CAST_BYTES_PER_ELEM} B and float16 sum "
+                       f"{SUM_BYTES_PER_ELEM} B per element at {g.gbytes_per_s:g} GB/s: {g.source}")
+    else:
+        figures.append("fp16 compression: no --gpu, so no device memory bandwidth: fp16 is not proposed")
     return {
         "schema": "autotuner.model/1", "env": name, "default": False, "source": SPEC_SOURCE,
         "cluster": {"nodes": nodes, "gpus_per_node": gpus_per_node, "gpu": gpu, "backend": backend},
@@ -126,4 +228,4 @@ def is_spec(raw: dict[str, Any]) -> bool:
     return raw.get("source") == SPEC_SOURCE
 
 
-__all__ = ["Link", "INTRA_LINKS", "spec_model", "is_spec", "SPEC_SOURCE", "NEVER_MEASURED", "BACKENDS"]
+__all__ = ["Link", "INTRA_LINKS", "Gpu", "GPUS", "GPU_ALIASES", "find_gpu", "gpu_fp16_cost", "check_gpu", "spec_model", "is_spec", "SPEC_SOURCE", "NEVER_MEASURED", "BACKENDS"]

@@ -197,51 +197,6 @@ def test_tune_with_fp16_alone_runs_its_trials_without_a_traceback(tmp_path, sc):
     assert [r["tune"]["candidate"] for r in recs] == [k for k, _ in ran]
 
 
-def test_the_fp16_term_slows_the_collective_and_adds_the_casts_to_the_update(sc):
-    """Arithmetic of :class:`autotuner.model.costmodel.Fp16Cost` against the committed fp16 phase."""
-    from dataclasses import replace
-
-    f = sc.cost.fp16
-    assert f is not None and f.sum_extra_s_per_elem > 0
-    t = sc.cost.inter
-    slow = f.tier(t)
-    n, p = 8 << 20, 2  # an 8 MiB float16 response on 2 ranks: (p-1)/p * n/2 elements reduced per rank
-    assert slow.allreduce_s(n, p) - t.allreduce_s(n, p) == pytest.approx((p - 1) / p * n / 2 * f.sum_extra_s_per_elem)
-    fp = replace(sc, compression="fp16")
-    total = float(np.sum(sc.layout.sizes_bytes))
-    assert fp.rank_workload.update_s - sc.rank_workload.update_s == pytest.approx(
-        total / 4 * f.cast_up_s_per_elem + len(sc.layout.sizes_bytes) * f.cast_up_s_per_tensor)
-    # the fast simulator and the reference agree with the term in
-    got = fp.step_times(fusion_threshold_bytes=np.array([0, 4 << 20, 128 << 20]), cycle_time_ms=np.array([1.0, 5, 1]),
-                        cache_capacity=np.array([1024, 1024, 0]), hierarchical_allreduce=np.array([False] * 3))
-    ref = [fp.simulate(DEFAULTS_0_28.__class__(fusion_threshold_bytes=f_, cycle_time_ms=c_, cache_capacity=k_)).step_time_s
-           for f_, c_, k_ in ((0, 1.0, 1024), (4 << 20, 5.0, 1024), (128 << 20, 1.0, 0))]
-    assert np.allclose(got, ref, rtol=1e-9)
-
-
-def test_the_fp16_fit_reads_the_committed_phase():
-    """:func:`autotuner.fit.sweep.fp16_cost` against runs/fresh-poll-2gbit/fp16.jsonl, by hand."""
-    from pathlib import Path
-
-    from autotuner.fit.sweep import fp16_cost
-    from autotuner.readers.sweep import parse_fp16_records
-
-    f = Path(__file__).resolve().parents[1] / "runs" / "fresh-poll-2gbit" / "fp16.jsonl"
-    recs, problems = parse_fp16_records(f.read_text(), f.name)
-    assert problems == [] and len(recs) == 3
-    info = fp16_cost(recs)
-    ratios = [(t16 - t32) * 1e-3 / (0.5 * b / 2) for r in recs
-              for b, t32, t16 in zip(r["sizes"], r["fp32_ms"], r["fp16_ms"])]
-    assert info["sum_extra_ns_per_elem"] == pytest.approx(float(np.median(ratios)) * 1e9)
-    # the casts: per set, count * (per tensor + elements * per element) reproduces the medians within 35 % (the
-    # two-term law misses the cache: 64 KiB tensors cast faster per element than 1 MiB ones, docs/tune.md)
-    for r in recs:
-        for count, elems, down, up in r["casts"]:
-            pred = count * (info["cast_up_us_per_tensor"] * 1e-3 + elems * info["cast_up_ns_per_elem"] * 1e-6)
-            assert pred == pytest.approx(up, rel=0.35)
-    assert fp16_cost([])["sum_extra_ns_per_elem"] is None
-
-
 def test_bad_fp16_phase_records_are_named_and_skipped():
     from autotuner.readers.sweep import parse_fp16_records
 

@@ -159,7 +159,10 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
                                            fp16_info["cast_up_ns_per_elem"] * 1e-9,
                                            fp16_info["cast_up_us_per_tensor"] * 1e-6,
                                            fp16_info["cast_down_ns_per_elem"] * 1e-9,
-                                           fp16_info["cast_down_us_per_tensor"] * 1e-6))
+                                           fp16_info["cast_down_us_per_tensor"] * 1e-6,
+                                           segment_bytes=fp16_info["segment_bytes"],
+                                           source=f"measured: {env.path.name}/{FP16_RECORDS}, "
+                                                  f"{fp16_info['jobs']} job(s)"))
     neg_info["cpu"] = cpu_info
     fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
                 "other_tiers": tiers_info,
@@ -576,33 +579,61 @@ def _cast_fit(recs: list[dict[str, Any]], col: int) -> tuple[float, float]:
     return float(per_elem), float(per_tensor)
 
 
+def _segment_sum_s(extra_s: float, k: float, w_s: float) -> float:
+    """The sum time (s) of one float16 segment that explains a measured extra ``extra_s`` over float32 in Gloo's
+    pipelined ring (:meth:`autotuner.model.costmodel.Fp16Tier.sum_exposed_s`, solved for ``s``): ``extra = s``
+    where ``s <= w`` (the wire hides all sums but the last), ``extra = k · s - (k - 1) · w`` where it does not."""
+    return extra_s if extra_s <= w_s else (extra_s + (k - 1) * w_s) / k
+
+
 def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
     """What fp16 compression costs besides the bytes, from the ``fp16`` phase's jobs
     (:mod:`autotuner.realrun.fp16probe`): the model file's ``fit.fp16`` and the cost model's ``fp16``
     (:class:`autotuner.model.costmodel.Fp16Cost`).
 
-    ``sum_extra_ns_per_elem``: the median, over every job and size, of the float16-minus-float32 allreduce
-    time at equal bytes B per float16 element each rank reduces, ``(p - 1) / p · B / 2`` (a median: one job
-    of three may sample a slow regime, docs/tune.md has the per-point figures; a negative one is reported and
-    clipped to 0); the casts per element and per tensor
-    (:func:`_cast_fit`). With no record: ``{"jobs": 0, "sum_extra_ns_per_elem": None, "note": ...}``.
+    The float16 sum overlaps the wire: Gloo's ring (``gloo/allreduce.cc`` ``ring()``) cuts a buffer of ``B`` bytes
+    into segments of at most 1 MiB (:func:`autotuner.model.costmodel.ring_segments`: ``k`` reduced per rank) and
+    sums one while the next is in flight, so a float16 allreduce costs its float32 twin of the same bytes plus
+    ``k · max(0, s - w) + min(w, s)`` (:meth:`autotuner.model.costmodel.Fp16Tier.sum_exposed_s`), ``w`` one
+    segment's wire time and ``s`` its float16 sum. Each point (job, size) gives ``w = T32(B) / (2 k)`` (the ring's
+    reduce-scatter and allgather move ``k`` segments each, per rank) and, solved for ``s``
+    (:func:`_segment_sum_s`), the sum per float16 element ``2 s / segment``; ``sum_extra_ns_per_elem`` is their
+    median (a median: one job of three may sample a slow regime; a negative one is reported and clipped to 0).
+    ``per_point_ns_per_elem`` lists them, ``predicted_fp16_ms`` what the median gives back for each point, and
+    ``per_element_law_ns_per_elem`` the median of the earlier law (every element's sum exposed,
+    ``(T16 - T32) / ((p - 1) / p · B / 2)``) for comparison. The casts per element and per tensor:
+    :func:`_cast_fit`. With no record: ``{"jobs": 0, "sum_extra_ns_per_elem": None, "note": ...}``.
     """
+    from ..model.costmodel import GLOO_SEGMENT_BYTES, ring_segments
+
     if not recs:
         return {"jobs": 0, "sum_extra_ns_per_elem": None,
                 "note": "no fp16 phase (measure --fp16-repeats): fp16 compression only halves the bytes"}
-    xs, ys = [], []
+    pts = []  # (bytes, T32 s, T16 s, k, segment bytes, w s, per-element sum s, per-element law s)
     for r in recs:
         p = int(r["ranks"])
         for b, t32, t16 in zip(r["sizes"], r["fp32_ms"], r["fp16_ms"]):
-            xs.append((p - 1) / p * b / 2)
-            ys.append((t16 - t32) * 1e-3)
-    x, y = np.asarray(xs, float), np.asarray(ys, float)
-    slope = float(np.median(y / x))
+            k, seg = (float(v) for v in ring_segments(float(b), p, GLOO_SEGMENT_BYTES))
+            t32_s, t16_s = t32 * 1e-3, t16 * 1e-3
+            w = t32_s / (2 * k)
+            x = 2 * _segment_sum_s(t16_s - t32_s, k, w) / seg
+            pts.append((int(b), t32_s, t16_s, k, seg, w, x, (t16_s - t32_s) / ((p - 1) / p * b / 2)))
+    xs = np.asarray([q[6] for q in pts], float)
+    slope = float(np.median(xs))
+    x = max(slope, 0.0)
+    pred = [t32 + k * max(0.0, seg * x / 2 - w) + min(w, seg * x / 2) for _, t32, _, k, seg, w, _, _ in pts]
     down_e, down_t = _cast_fit(recs, 0)
     up_e, up_t = _cast_fit(recs, 1)
     info = {"jobs": len(recs), "sizes": sorted({int(b) for r in recs for b in r["sizes"]}),
-            "sum_extra_ns_per_elem": max(slope, 0.0) * 1e9,
-            "per_point_ns_per_elem": [round(float(v) * 1e9, 2) for v in y / x],
+            "law": ("Gloo's pipelined ring: a float16 allreduce = its float32 twin + k max(0, s - w) + min(w, s) "
+                    "(k segments of at most 1 MiB reduced per rank, w one segment's wire time = T32 / 2k, s its "
+                    "float16 sum)"),
+            "segment_bytes": GLOO_SEGMENT_BYTES,
+            "sum_extra_ns_per_elem": x * 1e9,
+            "per_point_ns_per_elem": [round(float(v) * 1e9, 2) for v in xs],
+            "predicted_fp16_ms": [[b, round(t16 * 1e3, 3), round(q * 1e3, 3)]
+                                  for (b, _, t16, *_), q in zip(pts, pred)],
+            "per_element_law_ns_per_elem": float(np.median([q[7] for q in pts])) * 1e9,
             "cast_up_ns_per_elem": up_e * 1e9, "cast_up_us_per_tensor": up_t * 1e6,
             "cast_down_ns_per_elem": down_e * 1e9, "cast_down_us_per_tensor": down_t * 1e6,
             "fp16_minus_fp32_ms": [[int(b), round(t16 - t32, 3)] for r in recs

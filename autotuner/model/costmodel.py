@@ -343,25 +343,88 @@ class Cluster:
         return self.nodes * self.gpus_per_node
 
 
+#: Gloo's ring allreduce pipeline segment cap (bytes): ``gloo/allreduce.h`` ``AllreduceOptions::kMaxSegmentSize``
+#: (1 MiB) in the Gloo Horovod 0.28.1 bundles; ``gloo/allreduce.cc`` ``ring()`` splits a buffer into
+#: ``max(ceil(n / 1 MiB), 2 p)`` segments (rounded up to a multiple of ``p``) and keeps two in flight
+GLOO_SEGMENT_BYTES = float(1 << 20)
+
+
+def ring_segments(nbytes, p: int, segment_bytes: float):
+    """(segments reduced per rank, bytes per segment) of a Gloo ring allreduce of ``nbytes`` on ``p`` ranks
+    (``gloo/allreduce.cc`` ``ring()``): ``S = roundUp(max(ceil(n / segment_bytes), 2 p), p)`` segments of ``n / S``
+    bytes, of which each rank receives and reduces ``(p - 1) S / p`` in the reduce-scatter. Scalar or array."""
+    n = np.asarray(nbytes, dtype=float)
+    s = np.maximum(np.ceil(n / segment_bytes), 2 * p)
+    s = np.ceil(s / p) * p
+    return (p - 1) * s / p, n / s
+
+
+@dataclass(frozen=True)
+class Fp16Tier(Tier):
+    """A :class:`Tier` carrying float16 payloads (:meth:`Fp16Cost.tier`): its alpha and bandwidth are the float32
+    tier's (the wire does not care what the bytes hold), and a ring allreduce of ``n`` wire bytes pays what of
+    its float16 sum the transfers do not hide (:meth:`sum_exposed_s`).
+
+    Attributes:
+        sum_s_per_byte: the float16 sum per wire byte (s; the per-element figure / 2), beyond float32's.
+        segment_bytes: the ring's pipeline segment cap (bytes), :data:`GLOO_SEGMENT_BYTES`.
+    """
+
+    sum_s_per_byte: float = 0.0
+    segment_bytes: float = GLOO_SEGMENT_BYTES
+
+    def sum_exposed_s(self, nbytes, p: int):
+        """The float16 sum a ring allreduce of ``nbytes`` (scalar or array) on ``p`` ranks adds (s).
+
+        Gloo's ring (``gloo/allreduce.cc`` ``ring()``) keeps two segments in flight: while one rank sums the
+        segment it received, the next one is on the wire. With ``k`` segments to reduce per rank, ``w`` the
+        wire time of one (``segment / bandwidth``) and ``s`` its sum (``segment · sum_s_per_byte``), the
+        reduce-scatter is a two-stage pipeline: ``k · max(w, s) + min(w, s)`` against float32's ``k · w``, so
+        the sum adds ``k · max(0, s - w) + min(w, s)``: one segment's sum where the wire is the slower stage
+        (the last segment's sum has nothing left to hide behind), all of the sum but the hidden wire where
+        the sum is. The allgather has no sum. 0 for ``p`` <= 1."""
+        if p <= 1:
+            return 0.0 if np.ndim(nbytes) == 0 else np.zeros(np.shape(nbytes))
+        k, seg = ring_segments(nbytes, p, self.segment_bytes)
+        bw = self._pick(nbytes, self.bandwidth_Bps, self.large_bandwidth_Bps)
+        w = seg / np.asarray(bw, dtype=float)
+        s = seg * self.sum_s_per_byte
+        out = k * np.maximum(0.0, s - w) + np.minimum(w, s)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def allreduce_s(self, nbytes, p: int):
+        """The float32 tier's ring allreduce of ``nbytes`` wire bytes plus :meth:`sum_exposed_s`."""
+        base = super().allreduce_s(nbytes, p)
+        if p <= 1:
+            return base
+        return base + self.sum_exposed_s(nbytes, p)
+
+
 @dataclass(frozen=True)
 class Fp16Cost:
-    """What fp16 gradient compression costs besides halving the bytes on the wire, measured by
-    ``autotuner measure``'s fp16 phase (:mod:`autotuner.realrun.fp16probe`, fitted by
-    :func:`autotuner.fit.sweep.fp16_cost`).
+    """What fp16 gradient compression costs besides halving the bytes on the wire: measured by ``autotuner
+    measure``'s fp16 phase (:mod:`autotuner.realrun.fp16probe`, fitted by :func:`autotuner.fit.sweep.fp16_cost`)
+    on CPU ranks, or from a GPU's datasheet memory bandwidth (:func:`autotuner.specs.gpu_fp16_cost`).
 
     ``hvd.Compression.fp16`` (Horovod 0.28.1 ``horovod/torch/compression.py``) casts each gradient to
     float16 in its hook, the collective reduces float16 elements, and ``DistributedOptimizer.step()``'s
     ``synchronize`` casts each result back (``horovod/torch/optimizer.py``).
 
     Attributes:
-        sum_extra_s_per_elem: extra time per float16 element reduced, beyond a float32 reduction of the same
-            bytes (s): the measured ``(T16(B) - T32(B)) / ((p - 1) / p · B / 2)`` at equal bytes B on p ranks.
-            A ring reduces ``(p - 1) / p`` of the elements on every rank, one after another, so a response of
-            ``n`` wire bytes costs ``(p - 1) / p · n / 2 · sum_extra`` more (:meth:`tier`).
+        sum_extra_s_per_elem: time per float16 element one rank sums, beyond a float32 sum of the same bytes (s).
+            With :attr:`segment_bytes` the ring's pipeline hides part of it behind the wire
+            (:meth:`Fp16Tier.sum_exposed_s`); without (None: a model file fitted before the overlap was
+            modelled), every element's sum is charged: a response of ``n`` wire bytes costs
+            ``(p - 1) / p · n / 2 · sum_extra`` more.
         cast_up_s_per_elem, cast_up_s_per_tensor: float16 -> float32, per element and per tensor (s), in
             ``step()`` after the last response: charged to the step's update (:meth:`update_s`).
         cast_down_s_per_elem, cast_down_s_per_tensor: float32 -> float16 in each gradient's hook during the
-            backward: recorded, not charged (it runs while the backward goes on).
+            backward. On CPU ranks recorded, not charged (measured so; docs/tune.md section 4); on a GPU
+            (:attr:`device`) a kernel on the backward's stream: charged with the update (:meth:`update_s`).
+        segment_bytes: the ring's pipeline segment cap (bytes; :data:`GLOO_SEGMENT_BYTES`), or None: no overlap.
+        device: the GPU whose datasheet gave the figures (:data:`autotuner.specs.GPUS`), or None: measured on
+            the env's own CPU ranks.
+        source: one line: where the figures come from (printed where fp16 is proposed).
     """
 
     sum_extra_s_per_elem: float
@@ -369,10 +432,18 @@ class Fp16Cost:
     cast_up_s_per_tensor: float = 0.0
     cast_down_s_per_elem: float = 0.0
     cast_down_s_per_tensor: float = 0.0
+    segment_bytes: float | None = None
+    device: str | None = None
+    source: str | None = None
 
     def tier(self, t: "Tier") -> "Tier":
-        """``t`` for float16 payloads: per wire byte ``sum_extra / 4`` more in the bandwidth term, since
-        ``2 (p-1)/p · n · x = (p-1)/p · n/2 · sum_extra`` gives ``x = sum_extra / 4``."""
+        """``t`` for float16 payloads. With :attr:`segment_bytes`: an :class:`Fp16Tier` (the pipelined ring's
+        exposed sum, :meth:`Fp16Tier.sum_exposed_s`). Without: per wire byte ``sum_extra / 4`` more in the
+        bandwidth term, since ``2 (p-1)/p · n · x = (p-1)/p · n/2 · sum_extra`` gives ``x = sum_extra / 4``."""
+        if self.segment_bytes is not None:
+            base = {k: getattr(t, k) for k in ("alpha_s", "bandwidth_Bps", "large_from_bytes", "large_alpha_s",
+                                               "large_bandwidth_Bps")}
+            return Fp16Tier(**base, sum_s_per_byte=self.sum_extra_s_per_elem / 2, segment_bytes=self.segment_bytes)
         x = self.sum_extra_s_per_elem / 4
 
         def slower(bw: float) -> float:
@@ -381,21 +452,30 @@ class Fp16Cost:
         return replace(t, bandwidth_Bps=slower(t.bandwidth_Bps), large_bandwidth_Bps=slower(t.large_bandwidth_Bps))
 
     def update_s(self, fp32_bytes: float, tensors: int) -> float:
-        """The casts back to float32 of ``tensors`` gradients of ``fp32_bytes`` in all (s)."""
-        return fp32_bytes / 4 * self.cast_up_s_per_elem + tensors * self.cast_up_s_per_tensor
+        """The casts charged to a step of ``tensors`` gradients of ``fp32_bytes`` in all (s): back to float32,
+        and on a GPU (:attr:`device`) also down to float16 (both kernels on the compute stream)."""
+        t = fp32_bytes / 4 * self.cast_up_s_per_elem + tensors * self.cast_up_s_per_tensor
+        if self.device is not None:
+            t += fp32_bytes / 4 * self.cast_down_s_per_elem + tensors * self.cast_down_s_per_tensor
+        return t
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, Any]:
         return {"sum_extra_ns_per_elem": self.sum_extra_s_per_elem * 1e9,
                 "cast_up_ns_per_elem": self.cast_up_s_per_elem * 1e9,
                 "cast_up_us_per_tensor": self.cast_up_s_per_tensor * 1e6,
                 "cast_down_ns_per_elem": self.cast_down_s_per_elem * 1e9,
-                "cast_down_us_per_tensor": self.cast_down_s_per_tensor * 1e6}
+                "cast_down_us_per_tensor": self.cast_down_s_per_tensor * 1e6,
+                **({} if self.segment_bytes is None else {"segment_bytes": self.segment_bytes}),
+                **({} if self.device is None else {"device": self.device}),
+                **({} if self.source is None else {"source": self.source})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Fp16Cost":
         return cls(float(d["sum_extra_ns_per_elem"]) * 1e-9, float(d["cast_up_ns_per_elem"]) * 1e-9,
                    float(d.get("cast_up_us_per_tensor", 0.0)) * 1e-6, float(d.get("cast_down_ns_per_elem", 0.0)) * 1e-9,
-                   float(d.get("cast_down_us_per_tensor", 0.0)) * 1e-6)
+                   float(d.get("cast_down_us_per_tensor", 0.0)) * 1e-6,
+                   None if d.get("segment_bytes") is None else float(d["segment_bytes"]),
+                   d.get("device"), d.get("source"))
 
 
 @dataclass(frozen=True)

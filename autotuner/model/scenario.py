@@ -58,7 +58,8 @@ COMPRESSIONS: dict[Compression, CompressionRow] = {r.name: r for r in (
     CompressionRow(Compression.fp16, 0.5, True, code="compression=hvd.Compression.fp16",
                    numerics="fp16 compression changes numerics: every gradient is rounded to fp16 before the "
                             "allreduce (11-bit significand; magnitudes under 6.1e-5 lose precision, under 3e-8 "
-                            "become 0, over 65504 overflow); check the accuracy"),
+                            "become 0, over 65504 overflow); check the accuracy (lab report 004, MNIST on T4s: "
+                            "98.27 % and 98.30 % with fp16 on 2 and 4 devices against 98.29 % and 98.27 % without)"),
     CompressionRow(Compression.int8, 0.25, False,
                    lossy="int8 compression is lossy and not in Horovod 0.28.1: lab report 004's 8-bit runs "
                          "(report-004.md lines 39-40) ended at 9.58% test accuracy (digit 6's share of MNIST's "

@@ -85,6 +85,12 @@ class Fp16Entry(_Schema):
     cast_up_us_per_tensor: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
     cast_down_ns_per_elem: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
     cast_down_us_per_tensor: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+    #: the ring's pipeline segment cap (bytes): the float16 sum overlaps the wire; absent: no overlap (older fits)
+    segment_bytes: Positive | None = None
+    #: the GPU whose datasheet gave the figures (autotuner.specs.GPUS); absent: measured on CPU ranks
+    device: str | None = None
+    #: where the figures come from, one line
+    source: str | None = None
 
 
 class CostModelEntry(_Schema):

@@ -1,0 +1,242 @@
+"""fp16 compression's cost besides the bytes (issue 29 section 2).
+
+CPU ranks: the float16 sum overlaps the wire in Gloo's pipelined ring (:class:`autotuner.model.costmodel.Fp16Tier`),
+fitted from each env's fp16 phase alone (:func:`autotuner.fit.sweep.fp16_cost`) and checked on the held-out
+fp16 replays. GPU envs: the casts and the float16 sum at the GPU's datasheet memory bandwidth
+(:data:`autotuner.specs.GPUS`), so ``suggest`` proposes fp16 on the lab reports' V100 clusters.
+"""
+import json
+import statistics
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotuner.api import make_scenario
+from autotuner.errors import ScenarioError
+from autotuner.fit.store import load_env
+from autotuner.knobs import Config
+from autotuner.model.costmodel import GLOO_SEGMENT_BYTES, Fp16Cost, Fp16Tier, Tier, ring_segments
+from autotuner.specs import GPUS, NCCL_STEP_BYTES, check_gpu, find_gpu, gpu_fp16_cost, spec_model
+from autotuner.views.accuracy import simulate_trial
+from cli_helpers import assert_one_line_error, run  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "runs"
+MODELS = ROOT / "autotuner" / "models"
+MIB = 1 << 20
+#: the envs whose measure had the fp16 phase (runs/<env>/fp16.jsonl)
+FP16_ENVS = ("fresh-poll-0.75gbit", "fresh-poll-1.25gbit", "fresh-poll-2gbit", "fresh-poll-2x1-3gbit")
+
+
+# --- the overlap law: arithmetic ------------------------------------------------------------------------------
+
+def test_gloo_ring_segments_as_gloo_cuts_them():
+    # gloo/allreduce.cc ring(): max(ceil(n / 1 MiB), 2p) segments, rounded up to a multiple of p
+    assert ring_segments(1 * MIB, 2, GLOO_SEGMENT_BYTES) == (2.0, MIB / 4)   # 4 segments of 256 KiB, 2 per rank
+    assert ring_segments(16 * MIB, 2, GLOO_SEGMENT_BYTES) == (8.0, MIB)       # 16 of 1 MiB
+    k, seg = ring_segments(10 * MIB, 4, GLOO_SEGMENT_BYTES)                    # 12 of 10/12 MiB, 9 reduced per rank
+    assert k == 9 and seg == pytest.approx(10 * MIB / 12)
+
+
+@pytest.mark.parametrize("x_ns, regime", [(10.0, "wire"), (60.0, "sum")])
+def test_the_exposed_sum_is_one_segment_where_the_wire_is_slower_and_the_rest_where_the_sum_is(x_ns, regime):
+    bw = 125e6  # 1 Gbit/s: w = 1 MiB / bw = 8.39 ms per segment; s = x * 512 Ki elements
+    t = Fp16Tier(alpha_s=50e-6, bandwidth_Bps=bw, sum_s_per_byte=x_ns * 1e-9 / 2)
+    n, p = 16 * MIB, 2
+    w, s, k = MIB / bw, x_ns * 1e-9 * MIB / 2, 8
+    want = s if regime == "wire" else k * (s - w) + w
+    assert (s < w) == (regime == "wire")
+    assert t.allreduce_s(n, p) - Tier(50e-6, bw).allreduce_s(n, p) == pytest.approx(want, rel=1e-12)
+    # vectorised as the fast simulator calls it, and nothing for one rank
+    arr = t.allreduce_s(np.array([n, n]), p)
+    assert np.allclose(arr, t.allreduce_s(n, p)) and t.allreduce_s(n, 1) == 0.0
+
+
+def test_a_model_file_without_segment_bytes_keeps_the_per_element_law():
+    f = Fp16Cost.from_dict({"sum_extra_ns_per_elem": 12.0, "cast_up_ns_per_elem": 0.1})
+    t = Tier(10e-6, 250e6)
+    n, p = 8 * MIB, 2
+    assert f.segment_bytes is None and not isinstance(f.tier(t), Fp16Tier)
+    assert f.tier(t).allreduce_s(n, p) - t.allreduce_s(n, p) == pytest.approx((p - 1) / p * n / 2 * 12e-9)
+    back = Fp16Cost.from_dict(f.to_dict())
+    assert back.segment_bytes is None and back.sum_extra_s_per_elem == pytest.approx(12e-9, rel=1e-12)
+
+
+def test_the_fitted_term_slows_the_collective_and_adds_the_casts_to_the_update():
+    sc = make_scenario(None, "fresh-poll-2gbit", "mobilenet_v2", compute_ms=60)[0]
+    f = sc.cost.fp16
+    assert f is not None and f.segment_bytes == GLOO_SEGMENT_BYTES and f.device is None
+    slow = f.tier(sc.cost.inter)
+    assert isinstance(slow, Fp16Tier)
+    n, p = 8 * MIB, 2
+    k, seg = ring_segments(n, p, GLOO_SEGMENT_BYTES)
+    t = sc.cost.inter  # piecewise: an 8 MiB response is on its large-message segment
+    bw = t.large_bandwidth_Bps if t.large_from_bytes is not None and n >= t.large_from_bytes else t.bandwidth_Bps
+    w, s = seg / bw, seg / 2 * f.sum_extra_s_per_elem
+    assert slow.allreduce_s(n, p) - sc.cost.inter.allreduce_s(n, p) == pytest.approx(
+        k * max(0.0, s - w) + min(w, s), rel=1e-9)
+    fp = replace(sc, compression="fp16")
+    total = float(np.sum(sc.layout.sizes_bytes))
+    assert fp.rank_workload.update_s - sc.rank_workload.update_s == pytest.approx(
+        total / 4 * f.cast_up_s_per_elem + len(sc.layout.sizes_bytes) * f.cast_up_s_per_tensor)  # CPU: cast up only
+    got = fp.step_times(fusion_threshold_bytes=np.array([0, 4 << 20, 128 << 20]), cycle_time_ms=np.array([1.0, 5, 1]),
+                        cache_capacity=np.array([1024, 1024, 0]), hierarchical_allreduce=np.array([False] * 3))
+    ref = [fp.simulate(Config(fusion_threshold_bytes=f_, cycle_time_ms=c_, cache_capacity=k_)).step_time_s
+           for f_, c_, k_ in ((0, 1.0, 1024), (4 << 20, 5.0, 1024), (128 << 20, 1.0, 0))]
+    assert np.allclose(got, ref, rtol=1e-9)
+
+
+# --- the fit, from the fp16 phase alone ------------------------------------------------------------------------
+
+def _phase(env):
+    from autotuner.readers.sweep import parse_fp16_records
+
+    f = RUNS / env / "fp16.jsonl"
+    recs, problems = parse_fp16_records(f.read_text(), f.name)
+    assert problems == [] and len(recs) == 3
+    return recs
+
+
+def test_the_fp16_fit_reads_the_committed_phase_by_hand():
+    from autotuner.fit.sweep import fp16_cost
+
+    recs = _phase("fresh-poll-2gbit")
+    info = fp16_cost(recs)
+    xs = []
+    for r in recs:
+        for b, t32, t16 in zip(r["sizes"], r["fp32_ms"], r["fp16_ms"]):
+            k, seg = ring_segments(b, 2, GLOO_SEGMENT_BYTES)
+            w, e = t32 * 1e-3 / (2 * k), (t16 - t32) * 1e-3
+            s = e if e <= w else (e + (k - 1) * w) / k  # the pipeline solved for one segment's sum
+            xs.append(2 * s / seg)
+    assert info["sum_extra_ns_per_elem"] == pytest.approx(float(np.median(xs)) * 1e9, rel=1e-9)
+    assert info["segment_bytes"] == GLOO_SEGMENT_BYTES
+    for r in recs:  # the casts: the two-term law within 35 % of every set (it misses the cache, docs/tune.md)
+        for count, elems, down, up in r["casts"]:
+            pred = count * (info["cast_up_us_per_tensor"] * 1e-3 + elems * info["cast_up_ns_per_elem"] * 1e-6)
+            assert pred == pytest.approx(up, rel=0.35)
+    assert fp16_cost([])["sum_extra_ns_per_elem"] is None
+
+
+def test_the_overlap_explains_the_slow_link_and_agrees_across_link_rates():
+    """The phase's own evidence for the overlap. At 0.75 Gbit/s the float16 allreduce of 16 MiB costs no more over
+    float32 than that of 4 MiB (medians 16.5 and 12.5 ms): the wire hides all but the last segment's sum; the
+    per-element law (every element's sum exposed) predicts 4x. Tolerances: the overlap law reproduces the
+    0.75 Gbit/s phase with a median |error| under 5 % (2.6 % measured; the per-element law 7.7 %), and the four
+    envs' sums per element agree within a factor 1.6 (23.1-33.5 ns; the per-element law's figures span 2.6x,
+    10.9-28.2 ns, because they mix the sum with what the wire hid)."""
+    from autotuner.fit.sweep import fp16_cost
+
+    infos = {e: fp16_cost(_phase(e)) for e in FP16_ENVS}
+    slow = infos["fresh-poll-0.75gbit"]
+    errs = [abs(q - m) / m for _, m, q in slow["predicted_fp16_ms"]]
+    x_old = slow["per_element_law_ns_per_elem"] * 1e-9
+    old = [abs(t32 + 0.5 * b / 2 * x_old * 1e3 - t16) / t16 for r in _phase("fresh-poll-0.75gbit")
+           for b, t32, t16 in zip(r["sizes"], r["fp32_ms"], r["fp16_ms"])]
+    assert statistics.median(errs) < 0.05 and statistics.median(errs) < statistics.median(old)
+    new = [i["sum_extra_ns_per_elem"] for i in infos.values()]
+    per_element = [i["per_element_law_ns_per_elem"] for i in infos.values()]
+    assert max(new) / min(new) < 1.6 < max(per_element) / min(per_element)
+
+
+def test_the_shipped_models_carry_the_fit_of_their_own_phase():
+    from autotuner.fit.sweep import fp16_cost
+
+    for e in FP16_ENVS:
+        f = load_env(MODELS, e).cost.fp16
+        assert f.sum_extra_s_per_elem * 1e9 == pytest.approx(fp16_cost(_phase(e))["sum_extra_ns_per_elem"], rel=1e-9)
+        assert f.source.startswith("measured") and f.segment_bytes == GLOO_SEGMENT_BYTES
+
+
+def test_held_out_fp16_replays_are_predicted_within_5_percent():
+    """Acceptance (issue 29): every committed fp16 validation replay (runs/<env>/validation/fp16-*.jsonl, never used
+    by a fit) predicted within 5 % of its median. Before the overlap: -1.7, -3.4 and +9.9 %; now -2.6, -2.6, +1.0 %.
+    (The tune's fp16 trials at 1.25 Gbit/s, runs/fresh-poll-1.25gbit/tune/, stay +10 %: docs/compression.md.)"""
+    n = 0
+    for f in sorted(RUNS.glob("*/validation/fp16-*.jsonl")):
+        env = f.parts[-3]
+        fenv = load_env(MODELS, env)
+        recs = [json.loads(line) for line in f.read_text().splitlines()]
+        fp = [r for r in recs if r["compression"] == "fp16" and r["status"] == "ok"]
+        assert len(fp) >= 3
+        meas = statistics.median(r["measured_step_time_ms"] for r in fp)
+        pred = simulate_trial(fenv, RUNS / env, Config.from_dict(fp[0]["config"]), fp[0]["setup"],
+                              compression="fp16").step_time_ms
+        assert abs(pred - meas) / meas < 0.05, (f.name, env, pred, meas)
+        n += 1
+    assert n == 3
+
+
+# --- GPU envs: from the datasheet ------------------------------------------------------------------------------
+
+def test_the_device_term_is_the_datasheet_arithmetic():
+    for name, g in GPUS.items():
+        f = gpu_fp16_cost(name)
+        bw = g.gbytes_per_s * 1e9
+        assert f.device == name and "from specs" in f.source and f"{g.gbytes_per_s:g} GB/s" in f.source
+        assert f.cast_down_s_per_elem == pytest.approx(6 / bw) and f.cast_up_s_per_elem == pytest.approx(6 / bw)
+        assert f.sum_extra_s_per_elem == pytest.approx(6 / bw) and f.segment_bytes == NCCL_STEP_BYTES
+    v100 = gpu_fp16_cost("V100")
+    n = 138_357_544  # vgg16's gradients: 553 MB of float32; both casts on the device stream, 6 B each per element
+    assert v100.update_s(4.0 * n, 32) == pytest.approx(2 * 6 * n / 900e9)  # 1.84 ms
+    assert gpu_fp16_cost("none (CPU ranks)") is None and gpu_fp16_cost(None) is None
+    assert find_gpu("a100") is GPUS["A100-40GB"] and find_gpu("H100 SXM") is GPUS["H100-SXM"]
+
+
+def test_a_v100_env_gets_the_device_term_from_its_cluster_gpu():
+    sc, fenv = make_scenario(MODELS, "v100-5gbit", "vgg16")
+    assert fenv.raw["cluster"]["gpu"] == "V100" and "fp16" not in fenv.raw["cost_model"]  # not in the file ...
+    assert fenv.cost.fp16 is None and sc.cost.fp16 == gpu_fp16_cost("V100")             # ... from the table
+    assert make_scenario(MODELS, "fresh-poll-2gbit", "mobilenet_v2", compute_ms=60)[0].cost.fp16.device is None
+
+
+@pytest.mark.parametrize("env_args", [(), ("--env", "v100-5gbit")])
+def test_suggest_proposes_fp16_on_the_v100_clusters_beside_the_knob_only_answer(env_args):
+    p = run("suggest", "--model", "vgg16", *env_args, "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    best, knob = d["proposals"][0], d["knob_only"]
+    assert best["compression"] == "fp16" and knob["compression"] == "none"
+    assert best["step_time_ms"] < knob["step_time_ms"] * (1 - d["min_gain"])  # beats the band
+    assert "fp16 term from specs" in d["trust"] and "900 GB/s" in d["trust"]
+    text = run("suggest", "--model", "vgg16", *env_args)
+    assert text.returncode == 0, text.stderr
+    assert "knobs only:" in text.stdout and "hvd.Compression.fp16" in text.stdout
+    assert "98.27 %" in text.stdout and "report 004" in text.stdout  # what fp16 changes, and what 004 measured
+
+
+def test_a_gpu_not_in_the_table_keeps_fp16_unproposed_and_says_why(tmp_path):
+    d = json.loads((MODELS / "v100-5gbit.json").read_text())
+    d["cluster"]["gpu"] = "RTX 9090"
+    (tmp_path / "v100-5gbit.json").write_text(json.dumps(d))
+    p = run("suggest", "--model", "vgg16", "--env", "v100-5gbit", "--model-dir", str(tmp_path), "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert all(x["compression"] == "none" for x in out["proposals"])
+    assert "'RTX 9090' is not in the table" in p.stderr and "V100, T4" in p.stderr
+
+
+def test_env_new_gpu_uses_the_table(tmp_path):
+    p = run("env", "new", "v4", "--nodes", "4", "--gpus-per-node", "1", "--inter-gbit", "5", "--gpu", "v100",
+            "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    d = json.loads((tmp_path / "v4.json").read_text())
+    assert d["cluster"]["gpu"] == "V100" and d["cost_model"]["fp16"]["device"] == "V100"
+    assert any("900 GB/s" in f and "V100 datasheet" in f for f in d["fit"]["figures"])
+    r = json.loads(run("suggest", "--model", "vgg16", "--env", "v4", "--model-dir", str(tmp_path), "--compute-ms",
+                       "300", "--json").stdout)
+    assert r["proposals"][0]["compression"] == "fp16"
+    # without --gpu: no device, so fp16 is not proposed
+    assert spec_model("x", nodes=4, gpus_per_node=1, intra=None, inter_gbit=5)["cost_model"].get("fp16") is None
+
+
+@pytest.mark.parametrize("bad", ["RTX9", "A100-20GB", "v100x"])
+def test_bad_gpu_is_one_line_listing_the_known_ones(tmp_path, bad):
+    p = run("env", "new", "x", "--nodes", "2", "--gpus-per-node", "1", "--inter-gbit", "10", "--gpu", bad,
+            "--out", str(tmp_path))
+    assert_one_line_error(p, "--gpu")
+    assert all(g in p.stderr for g in GPUS) and not (tmp_path / "x.json").exists()
+    with pytest.raises(ScenarioError, match="not in the GPU table"):
+        check_gpu(bad)
