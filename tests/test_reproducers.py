@@ -500,14 +500,13 @@ def _complete_outputs(out: Path):
 def _slow_runs(tmp_path: Path, copies: int = 8) -> Path:
     """A runs folder that takes ``fit`` several seconds (``copies`` renamed copies of the
     local-gloo-1gbit environment, ~0.7 s each here), so a SIGINT at 0.3-1 s lands mid-fit on a
-    fast machine too (the shipped runs/ alone fit in about 1 s)."""
-    runs = tmp_path / "runs"
-    for i in range(copies):
-        d = runs / f"copy-{i}"
-        shutil.copytree(ROOT / "runs" / "local-gloo-1gbit", d)
-        toml = d / "env.toml"
-        toml.write_text(toml.read_text().replace('name = "local-gloo-1gbit"', f'name = "copy-{i}"'))
-    return runs
+    fast machine too (the shipped runs/ alone fit in about 1 s): scripts/ctrl_c_moments.py's own."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ctrl_c_moments", ROOT / "scripts" / "ctrl_c_moments.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.slow_runs(tmp_path, copies)
 
 
 def test_ctrl_c_fit_as_a_user(tmp_path):
