@@ -4,9 +4,8 @@
 
 Reads ``runs/<env>/validation/*.jsonl`` and ``runs/<env>/tune/*.jsonl`` for trials run with
 ``hvd.Compression.fp16`` and predicts each with :func:`autotuner.views.accuracy.simulate_trial` (the trial's
-layout, emulated compute, shape and compression) from the env's model in ``--before`` (default: the shipped
-``autotuner/models`` at git ``HEAD~`` is not read: pass a folder) and ``--after`` (default: the shipped
-models). Prints one row per configuration: env, file, knobs, trials, measured median (ms), each prediction
+layout, emulated compute, shape and compression) from the env's model in ``--after`` (default: the shipped
+``autotuner/models``) and, when given, ``--before`` (an earlier fit's model folder). Prints one row per configuration: env, file, knobs, trials, measured median (ms), each prediction
 (ms) and its error (%). The fp16 term of every env is fitted from its own ``fp16.jsonl`` alone: none of these
 trials is used by a fit (held out).
 """
