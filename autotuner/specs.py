@@ -95,6 +95,13 @@ SUM_BYTES_PER_ELEM = 6
 #: NCCL's ring pipeline step (bytes): the default NCCL_BUFFSIZE of 4 MiB over NCCL_STEPS = 8 slots (NVIDIA/nccl
 #: src/include/device.h NCCL_STEPS, src/init.cc DEFAULT_BUFFSIZE); the float16 sum of one step is exposed
 NCCL_STEP_BYTES = float((4 << 20) // 8)
+#: host time to launch one cast back to float32 in ``step()`` (µs per tensor; ``hvd.Compression.fp16``'s
+#: ``decompress``, one ``tensor.type()`` per gradient): measured, not from a datasheet, on one H100 with PyTorch
+#: 2.11 (runs/gpu-profiles/h100-fp16: least squares over 8 shipped layouts' cast loops, 8-199 tensors, gives
+#: 10.0 µs per tensor up and 9.6 down). It is the host's Python call and kernel launch, so it is borrowed for
+#: every GPU of the table. The casts down run in the gradients' hooks while the device still works through the
+#: backward (the host runs ahead of it), so their launches are not charged.
+CAST_UP_LAUNCH_US = 10.0
 
 
 #: other spellings of a :data:`GPUS` row: a bare "A100" is the 40GB part (the lower bandwidth of the two, the
@@ -127,7 +134,8 @@ def gpu_fp16_cost(name: str | None):
       steps of :data:`NCCL_STEP_BYTES` (:meth:`autotuner.model.costmodel.Fp16Tier.sum_exposed_s`: one step's sum
       exposed where the wire is slower). An upper bound: NCCL sums float32 at the same bytes per wire byte, and
       that is already inside the fitted tier;
-    - no per-tensor launch cost (no datasheet gives one; measured on an H100: runs/gpu-profiles/h100-fp16).
+    - per tensor cast back, :data:`CAST_UP_LAUNCH_US` of host launch (measured on an H100 and borrowed: no
+      datasheet gives it); the casts down launch in the hooks during the backward, not charged.
 
     Every figure is a datasheet peak: real kernels reach 60-90 % of it (docs/compression.md)."""
     from .model.costmodel import Fp16Cost
@@ -136,11 +144,13 @@ def gpu_fp16_cost(name: str | None):
     if g is None:
         return None
     bw = g.gbytes_per_s * 1e9
-    return Fp16Cost(SUM_BYTES_PER_ELEM / bw, CAST_BYTES_PER_ELEM / bw, 0.0, CAST_BYTES_PER_ELEM / bw, 0.0,
+    return Fp16Cost(SUM_BYTES_PER_ELEM / bw, CAST_BYTES_PER_ELEM / bw, CAST_UP_LAUNCH_US * 1e-6,
+                    CAST_BYTES_PER_ELEM / bw, 0.0,
                     segment_bytes=NCCL_STEP_BYTES, device=g.name,
                     source=(f"from specs ({g.name} {g.memory} {g.gbytes_per_s:g} GB/s, {g.datasheet}): casts "
                             f"{CAST_BYTES_PER_ELEM} B and float16 sum {SUM_BYTES_PER_ELEM} B per element at that rate, "
-                            "never measured"))
+                            f"; {CAST_UP_LAUNCH_US:g} us per tensor cast back, measured on an H100 "
+                            "(runs/gpu-profiles/h100-fp16)"))
 
 
 def check_gpu(name: str | None) -> str | None:
