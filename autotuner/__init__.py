@@ -5,7 +5,14 @@ because ``autotuner.fit`` and ``autotuner.accuracy`` are a package and a module)
 ``import autotuner`` and the command line start fast (numpy, scipy and skopt load only
 when a name that needs them is used).
 """
-from importlib import import_module
+import sys as _sys
+
+from ._sigint import install_if_program as _install_if_program
+
+# the program's Ctrl-C from its first module on (autotuner/_sigint.py): the console script imports this first
+_install_if_program((getattr(_sys, "argv", None) or [""])[0])
+
+from importlib import import_module  # noqa: E402
 
 _EXPORTS = {
     "fit_runs": ".api", "make_scenario": ".api", "suggest": ".api", "simulate": ".api", "fit_environments": ".api",

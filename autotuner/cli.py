@@ -13,15 +13,11 @@ import os
 import signal
 import sys
 
-INTERRUPTED = "interrupted (anything already recorded is kept; re-run the same command to resume)"
+from ._sigint import INTERRUPTED  # noqa: E402
+from ._sigint import interrupted_while_loading as _interrupted_while_loading  # noqa: E402
 
-
-def _interrupted_while_loading(signum, frame):  # Ctrl-C before main() runs: nothing started yet
-    os.write(2, (INTERRUPTED + "\n").encode())
-    os._exit(130)
-
-
-# only when run as the program (not imported by a test or a library user), and not when the caller ignores SIGINT
+# only when run as the program (not imported by a test or a library user), and not when the caller ignores SIGINT;
+# as the console script, autotuner/__init__.py has installed it already (the program's first module)
 if (__name__ == "__main__" or os.path.basename(sys.argv[0]) == "autotuner") and \
         signal.getsignal(signal.SIGINT) is signal.default_int_handler:
     signal.signal(signal.SIGINT, _interrupted_while_loading)
@@ -1039,6 +1035,9 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                 idle_repeats: int = typer.Option(3, "--idle-repeats", help="jobs of the idle phase (small responses "
                                                  "while the ranks sleep; 0 skips it)",
                                                  callback=opt.checked(opt.Index, "--idle-repeats")),
+                burst_repeats: int = typer.Option(3, "--burst-repeats", help="jobs of the burst phase (small responses "
+                                                  "1 and 32 at once, timed without the timeline; 0 skips it)",
+                                                  callback=opt.checked(opt.Index, "--burst-repeats")),
                 fp16_repeats: int = typer.Option(3, "--fp16-repeats", help="jobs of the fp16 phase (float16 against "
                                                  "float32 allreduces, the casts; 0 skips it)",
                                                  callback=opt.checked(opt.Index, "--fp16-repeats")),
@@ -1063,7 +1062,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                           repeats=repeats, warmup=warmup, timeout_s=timeout_s, testbed_hosts=testbed_hosts,
                           ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait, cpu_repeats=cpu_repeats,
                           trickle_repeats=trickle_repeats, idle_repeats=idle_repeats, fp16_repeats=fp16_repeats,
-                          on_total=lambda done, total: bar.update(task, completed=done, total=total),
+                          burst_repeats=burst_repeats, on_total=lambda done, total: bar.update(task, completed=done, total=total),
                           on_item=lambda r: bar.update(task, advance=1,
                                                        description=f"{r['phase']} {r['bytes']} B: {r['median_ms']:.2f} ms"),
                           on_event=None if as_json else (lambda line: err.print(line, highlight=False, markup=False)))
@@ -1076,7 +1075,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
     if big:
         out.print(f"largest allreduce: {big['mib']:g} MiB in {big['median_ms']:.1f} ms (algbw {big['algbw_gbit_s']:.3f} Gbit/s)",
                   highlight=False)
-    for name in ("cpu", "trickle", "idle"):
+    for name in ("cpu", "trickle", "idle", "burst", "fp16"):
         ph = summary.get(name)
         if ph:
             out.print(f"{name} phase: {ph['jobs_new']} job(s) run, {ph['jobs_recorded']} recorded in {ph['records']}",

@@ -82,6 +82,13 @@ def render_table(console: Console, table: Table) -> None:
 __all__ = ["render_table", "plain_table", "table_cells", "fmt_num", "MIB"]
 
 
+def _timeline_fixed(small: dict) -> str:
+    """The timelines' back-to-back fixed cost (ms) of ``fit.small_responses``, pooled over its phases."""
+    ph = [v for v in (small.get("phases") or {}).values() if v.get("n")]
+    n = sum(v["n"] for v in ph)
+    return "none" if not n else f"{sum(v['n'] * v['mean_fixed_ms'] for v in ph) / n:.2f} ms"
+
+
 def fit_regime_lines(d: dict) -> list[str]:
     """Where each figure of a ``sweep`` env's fitted model (``d``: the model dict, schema ``autotuner.model/1``)
     comes from, one regime per line (``autotuner fit``'s output; docs/accuracy.md, "The small-response
@@ -100,7 +107,14 @@ def fit_regime_lines(d: dict) -> list[str]:
     ph = small.get("phases", {})
     counts = ", ".join(f"{k.replace('_', ' ')} {v.get('n', 0)}" for k, v in ph.items())
     lines = []
-    if small.get("fixed_ms") is not None and small.get("charged", True):
+    burst = small.get("burst") or {}
+    if burst.get("alpha_us") is not None and small.get("charged", True):
+        lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response, from the burst phase: 1 and 32 "
+                     f"responses at once, wall clock, no timeline ({burst['jobs']} job(s), {len(burst['points'])} "
+                     f"point(s); the timelines' back-to-back spans said "
+                     + ("-" if small.get("phases") is None else f"{_timeline_fixed(small):s}")
+                     + f"; the sweep line's own intercept was {small['line_a_ms']:.2f} ms)")
+    elif small.get("fixed_ms") is not None and small.get("charged", True):
         lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response, from back-to-back responses in a "
                      f"busy cycle ({counts} response(s) <= {int(small['up_to_bytes']) // 1024} KiB; mean span less "
                      f"the bandwidth part; the sweep line's own intercept was {small['line_a_ms']:.2f} ms)")

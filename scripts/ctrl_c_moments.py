@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -78,9 +79,28 @@ def one(argv: list[str], delay: float | None) -> dict:
             p.kill()
     lines = [ln for ln in err.splitlines() if ln.strip()]
     ok = p.returncode == 130 and len(lines) == 1 and "Traceback" not in err
+    if ok:
+        verdict = "pass"
+    elif p.returncode == 0:
+        verdict = "finished first"
+    elif before_the_program(err) or (p.returncode == -signal.SIGINT and not err.strip() and not out.strip()):
+        # the second: killed by the signal with nothing written, before Python installed its own handler
+        verdict = "python's own start"
+    else:
+        verdict = "FAIL"
     return {"delay_s": delay, "rc": p.returncode, "seconds": round(time.monotonic() - t0, 3),
-            "stderr_lines": len(lines), "first_stderr": lines[0][:160] if lines else "",
-            "verdict": "pass" if ok else ("finished first" if p.returncode == 0 else "FAIL")}
+            "stderr_lines": len(lines), "first_stderr": lines[0][:160] if lines else "", "verdict": verdict}
+
+
+#: a traceback frame in the autotuner package (its own code has run)
+_OUR_FRAME = re.compile(r'File "[^"]*[/\\]autotuner[/\\][^"]*\.py"')
+
+
+def before_the_program(stderr: str) -> bool:
+    """Whether a KeyboardInterrupt traceback was raised before any module of the autotuner package ran: Python's
+    own start (``site``, the ``.pth`` files, the console script's first imports), which no program can catch
+    (it has not started). Such a traceback names no file of the package."""
+    return "KeyboardInterrupt" in stderr and not _OUR_FRAME.search(stderr)
 
 
 def python_start_s() -> float:
@@ -103,6 +123,7 @@ def moments(name: str, argv_for, n: int) -> dict:
     runs = [one(argv_for(k), round(d, 3)) for k, d in enumerate(delays)]
     return {"command": name, "uninterrupted_s": t, "python_start_window_s": round(start, 3), "moments": runs,
             "passed": sum(r["verdict"] == "pass" for r in runs),
+            "python_start": sum(r["verdict"] == "python's own start" for r in runs),
             "finished_first": sum(r["verdict"] == "finished first" for r in runs),
             "failed": sum(r["verdict"] == "FAIL" for r in runs)}
 
@@ -129,7 +150,8 @@ def main() -> int:
                 print(f"{r['command']}: {r['error']}")
                 continue
             print(f"{r['command']}: {r['passed']} of {len(r['moments'])} moments one line + 130, "
-                  f"{r['finished_first']} finished first, {r['failed']} failed (uninterrupted {r['uninterrupted_s']:.1f} s; "
+                  f"{r['finished_first']} finished first, {r['python_start']} in Python's own start (before the "
+                  f"program's first module: not catchable), {r['failed']} failed (uninterrupted {r['uninterrupted_s']:.1f} s; "
                   f"moments from {r['python_start_window_s']:.3f} s, after Python's own start)")
             for m in r["moments"]:
                 if m["verdict"] == "FAIL":

@@ -137,3 +137,17 @@ def test_accuracy_reads_trials_that_name_their_layout_by_an_absolute_path(tmp_pa
     layout.unlink()
     p = run("accuracy", "--env", env, "--runs-dir", str(runs), "--model-dir", str(models))
     assert_one_line_error(p, f"{str(layout)!r}: no such layout file")
+
+
+def test_trials_that_ran_the_timeline_are_their_own_rows_and_say_so():
+    """Like with like (issue 29): a trial that ran Horovod's timeline is never pooled with one that did not,
+    and its row says "timeline ran" (the prediction is for the production job, without the writer). On
+    fresh-poll-2gbit the same configurations were replayed with the timeline (fresh-vit_s16.jsonl) and
+    without (fresh-vit_s16-nt.jsonl)."""
+    rows = [c for (env, what), c in CASES.items() if env == "fresh-poll-2gbit" and "vit_s16 default" in what
+            and what.endswith("step time (ms)")]
+    with_tl = [c for c in rows if "timeline ran" in c.what]
+    without = [c for c in rows if "timeline ran" not in c.what]
+    assert with_tl and without
+    assert all("fresh-vit_s16.jsonl" in c.source for c in with_tl)
+    assert all("fresh-vit_s16-nt.jsonl" in c.source for c in without)

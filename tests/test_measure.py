@@ -16,14 +16,15 @@ import pytest
 
 from autotuner.errors import ValidationError
 from autotuner.realrun import measure as M
-from autotuner.readers.sweep import (parse_cpu_records, parse_fp16_records, parse_idle_records, parse_sweep_records,
-                                     parse_trickle_records)
+from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
+                                     parse_sweep_records, parse_trickle_records)
 from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
 
 SHORT = dict(sizes=(1024, 4096, 65536), fusion_sizes=(65536, 262144), tiny_counts=(1, 8), unfused_sizes=(1024, 16384),
-             cpu_repeats=1, trickle_repeats=1, idle_repeats=1, fp16_repeats=1)
+             cpu_repeats=1, trickle_repeats=1, idle_repeats=1, fp16_repeats=1, burst_repeats=1)
 #: the two-host plumbing test: no probe phase (each is checked on one host above)
-SHORT_SWEEP = {**SHORT, "cpu_repeats": 0, "trickle_repeats": 0, "idle_repeats": 0, "fp16_repeats": 0}
+SHORT_SWEEP = {**SHORT, "cpu_repeats": 0, "trickle_repeats": 0, "idle_repeats": 0, "fp16_repeats": 0,
+               "burst_repeats": 0}
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -164,6 +165,11 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     irecs, problems = parse_idle_records((env_dir / "idle.jsonl").read_text(), "idle.jsonl")
     assert problems == [] and len(irecs) == 1 == s1["idle"]["jobs_new"] and irecs[0]["sizes"] == [4096, 16384, 65536]
     assert (env_dir / irecs[0]["timeline"]).exists() and irecs[0]["ranks"] == 2
+    # the burst phase: one job without a timeline, 1 and 32 small responses at once per size, wall times
+    brecs, problems = parse_burst_records((env_dir / "burst.jsonl").read_text(), "burst.jsonl")
+    assert problems == [] and len(brecs) == 1 == s1["burst"]["jobs_new"] and "timeline" not in brecs[0]
+    assert {(b, c) for b, c, _ in brecs[0]["wall_ms"]} == {(b, c) for b in (4096, 16384, 65536) for c in (1, 32)}
+    assert not (env_dir / "burst-timelines").exists()
     # the fp16 phase: one job, float32 and float16 allreduces of the same bytes and the casts
     frecs, problems = parse_fp16_records((env_dir / "fp16.jsonl").read_text(), "fp16.jsonl")
     assert problems == [] and len(frecs) == 1 == s1["fp16"]["jobs_new"] and frecs[0]["ranks"] == 2
@@ -172,6 +178,7 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     s2 = M.run_measure(env_dir, setup, timeout_s=300, **SHORT)
     assert s2["items_new"] == 0 and s2["items_recorded"] == want and s2["cpu"]["jobs_new"] == 0
     assert s2["trickle"]["jobs_new"] == 0 and s2["idle"]["jobs_new"] == 0 and s2["fp16"]["jobs_new"] == 0
+    assert s2["burst"]["jobs_new"] == 0
     # another setup in the same environment is refused
     with pytest.raises(ValidationError, match="another setup"):
         M.run_measure(env_dir, M.SweepSetup(np=2, hosts="", bandwidth_gbit=None, repeats=3, warmup=1), **SHORT)
@@ -185,6 +192,10 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     assert d["fit"]["negotiation"]["cpu"]["cpu_us"] is None and "fewer than" in d["fit"]["negotiation"]["cpu"]["note"]
     assert "compute_delay" not in d["cost_model"]
     # the idle phase's job is read and recorded (not a term of the cost model)
+    # the burst phase prices the small responses (wall clock, no timeline): the fitted tier's latency is its
+    burst = d["fit"]["small_responses"]["burst"]
+    assert burst["jobs"] == 1 and len(burst["points"]) == 3 and d["fit"]["small_responses"]["charged"]
+    assert d["cost_model"]["inter"]["alpha_us"] == pytest.approx(burst["alpha_us"], rel=1e-9)
     idle = d["fit"]["idle_response"]
     assert idle["up_to_bytes"] == 65536 and idle["per_response_us"] > 0 and idle["jobs"] == 1
     assert "idle_response" not in d["cost_model"]

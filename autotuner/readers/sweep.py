@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunsError, SchemaError
-from ..schemas import CpuProbeRecord, Fp16Record, IdleRecord, SweepRecord, TrickleRecord, check
+from ..schemas import BurstRecord, CpuProbeRecord, Fp16Record, IdleRecord, SweepRecord, TrickleRecord, check
 from .files import read_text
 
 
@@ -54,6 +54,11 @@ def parse_trickle_records(text: str, source: str) -> tuple[list[dict[str, Any]],
 def parse_idle_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
     """(records, problems) of an ``idle.jsonl`` (the ``idle`` phase of ``autotuner measure``)."""
     return parse_sweep_records(text, source, IdleRecord)
+
+
+def parse_burst_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(records, problems) of a ``burst.jsonl`` (the ``burst`` phase of ``autotuner measure``)."""
+    return parse_sweep_records(text, source, BurstRecord)
 
 
 def parse_fp16_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:

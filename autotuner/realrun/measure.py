@@ -39,7 +39,8 @@ import numpy as np
 
 from ..errors import ValidationError
 from ..knobs import DEFAULTS_0_28, MIB
-from ..readers.sweep import (parse_cpu_records, parse_fp16_records, parse_idle_records, parse_sweep_records,
+from ..readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
+                             parse_sweep_records,
                              parse_trickle_records)
 from .sweep import FUSION_SPLIT
 from .validation import TrialStore
@@ -58,6 +59,10 @@ _TRICKLE_LINE = re.compile(rb"AUTOTUNER_TRICKLE (\{.*\})")
 #: job samples the host's idle regime once more: it changes between jobs)
 IDLE_RECORDS, IDLE_TIMELINES, IDLE_REPEATS = "idle.jsonl", "idle-timelines", 3
 _IDLE_LINE = re.compile(rb"AUTOTUNER_IDLE (\{.*\})")
+#: the ``burst`` phase's records (:mod:`autotuner.realrun.burstprobe`: small responses timed by the wall clock,
+#: no timeline), jobs of it
+BURST_RECORDS, BURST_REPEATS = "burst.jsonl", 3
+_BURST_LINE = re.compile(rb"AUTOTUNER_BURST (\{.*\})")
 #: the ``fp16`` phase's records (:mod:`autotuner.realrun.fp16probe`) and its jobs (each a full size sweep)
 FP16_RECORDS, FP16_REPEATS = "fp16.jsonl", 3
 _FP16_LINE = re.compile(rb"AUTOTUNER_FP16 (\{.*\})")
@@ -297,6 +302,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 tiny_counts=DEFAULT_TINY_COUNTS, unfused_sizes=DEFAULT_UNFUSED_SIZES, timeout_s: float = 900.0,
                 cpu_repeats: int = CPU_REPEATS, trickle_repeats: int = TRICKLE_REPEATS,
                 idle_repeats: int = IDLE_REPEATS, fp16_repeats: int = FP16_REPEATS,
+                burst_repeats: int = BURST_REPEATS,
                 on_total: Callable[[int, int], None] | None = None,
                 on_item: Callable[[dict[str, Any]], None] | None = None,
                 on_event: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -305,7 +311,8 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
     ``cpu_repeats``: rounds of the ``cpu`` phase (:func:`run_cpu_phase`, after the sweep's
     jobs; 0 skips it); ``trickle_repeats``: rounds of the ``trickle`` phase
     (:func:`run_trickle_phase`; 0 skips it); ``idle_repeats``: jobs of the ``idle`` phase
-    (:func:`run_idle_phase`; 0 skips it); ``fp16_repeats``: jobs of the ``fp16`` phase (:func:`run_fp16_phase`,
+    (:func:`run_idle_phase`; 0 skips it); ``burst_repeats``: jobs of the ``burst`` phase (:func:`run_burst_phase`,
+    no timeline; 0 skips it); ``fp16_repeats``: jobs of the ``fp16`` phase (:func:`run_fp16_phase`,
     last; 0 skips it). ``on_total(done, total)`` is called once with the item counts,
     ``on_item(record)`` per item recorded, ``on_event(line)`` per job started or finished.
     Returns a JSON-ready summary.
@@ -426,6 +433,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
         # the fitted tier's ranks (the fit's "single" or "inter"): the responses a step's collectives are
         trickle = run_trickle_phase(env_dir, setup, plan[-1], tb, trickle_repeats, timeout_s, say)
         idle = run_idle_phase(env_dir, setup, plan[-1], tb, idle_repeats, timeout_s, say)
+        burst = run_burst_phase(env_dir, setup, plan[-1], tb, burst_repeats, timeout_s, say)
         fp16 = run_fp16_phase(env_dir, setup, plan[-1], tb, fp16_repeats, timeout_s, say)
     shutil.rmtree(scratch, ignore_errors=True)
     recs = store.records()
@@ -437,7 +445,8 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 "mib": top["bytes"] / MIB, "median_ms": top["median_ms"],
                 "algbw_gbit_s": round(top["bytes"] * 8 / (top["median_ms"] * 1e-3) / 1e9, 3)},
             "timelines": sorted(str(p.relative_to(env_dir)) for p in (env_dir / "timelines").glob("*.json.gz")),
-            "cpu": cpu, "trickle": trickle, "idle": idle, "fp16": fp16, "dropped": store.dropped}
+            "cpu": cpu, "trickle": trickle, "idle": idle, "burst": burst, "fp16": fp16,
+            "dropped": store.dropped}
 
 
 @dataclass(frozen=True)
@@ -558,6 +567,22 @@ def run_idle_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: in
             for k in range(repeats)]
     return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="idle", records=IDLE_RECORDS,
                            parse=parse_idle_records, timelines=IDLE_TIMELINES, line=_IDLE_LINE, jobs=jobs,
+                           key_of=lambda r: (r["tier"], int(r["repeat"])))
+
+
+def run_burst_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
+                    say: Callable[[str], None]) -> dict[str, Any]:
+    """The ``burst`` phase (:mod:`autotuner.realrun.burstprobe`): ``repeats`` jobs on ``tier``'s ranks,
+    fusion off, 1 ms cycle, no timeline: rounds of 1 and of 32 small tensors enqueued at once, waited for
+    as the env's ranks wait (``setup.wait``), timed by the wall clock; one
+    :class:`autotuner.schemas.BurstRecord` per job in ``burst.jsonl`` (resumable). Returns and raises as
+    :func:`run_cpu_phase`."""
+    jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.realrun.burstprobe", ("--wait", setup.wait),
+                     replace(DEFAULTS_0_28, fusion_threshold_bytes=0), False,
+                     f"small responses in bursts, no timeline (job {k + 1} of {repeats})")
+            for k in range(repeats)]
+    return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="burst", records=BURST_RECORDS,
+                           parse=parse_burst_records, timelines="burst-timelines", line=_BURST_LINE, jobs=jobs,
                            key_of=lambda r: (r["tier"], int(r["repeat"])))
 
 

@@ -349,6 +349,34 @@ class IdleRecord(BaseModel):
     timeline: str | None = None
 
 
+class BurstRecord(BaseModel):
+    """One line of ``burst.jsonl``, the ``burst`` phase of ``autotuner measure``
+    (:mod:`autotuner.realrun.burstprobe`): one job, fusion off, no timeline: the wall time (ms) of rounds of
+    small tensors enqueued at once, per size and count (``wall_ms``: ``[bytes, count, [ms, ...]]``, the
+    first round of each left out). Unknown keys are kept."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    phase: Literal["burst"]
+    tier: Literal["intra", "inter", "single"]
+    repeat: Annotated[int, Field(ge=0)]
+    sizes: Annotated[list[Annotated[int, Field(ge=4)]], Field(min_length=1)]
+    counts: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=2)]
+    rounds: Annotated[int, Field(ge=2)]
+    wait: Literal["spin", "sleep"]
+    ranks: Annotated[int, Field(ge=2)]
+    wall_ms: Annotated[list[list[Any]], Field(min_length=2)]
+
+    @model_validator(mode="after")
+    def _rows(self):
+        for row in self.wall_ms:
+            ok = (len(row) == 3 and type(row[0]) is int and row[0] >= 4 and type(row[1]) is int and row[1] >= 1
+                  and isinstance(row[2], list) and row[2]
+                  and all(type(x) in (int, float) and x > 0 and x == x and x != float("inf") for x in row[2]))
+            if not ok:
+                raise ValueError(f"wall_ms row {row!r}: must be [bytes >= 4, count >= 1, [ms > 0, ...]]")
+        return self
+
+
 class Fp16Record(BaseModel):
     """One line of ``fp16.jsonl``, the ``fp16`` phase of ``autotuner measure``
     (:mod:`autotuner.realrun.fp16probe`): one job's float32 and float16 allreduces of the same bytes

@@ -21,6 +21,7 @@ from ..model.costmodel import Cluster
 from ..model.simulator import simulate_step
 from ..readers.layouts import load_recorded_layout
 from ..readers.runs import read_runs
+from ..schemas.records import timeline_recorded
 
 
 @dataclass(frozen=True)
@@ -219,7 +220,10 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
     A trial run on an emulated cluster (setup ``testbed_hosts`` x ``ranks_per_host``) is predicted
     for that shape, not the env's; the env's backend decides whether a hierarchical flag acts
     (:func:`autotuner.knobs.hierarchical_allreduce_supported`).
-    Per configuration: measured = median over repeats of each trial's median step time.
+    Per configuration: measured = median over repeats of each trial's median step time. Trials that ran
+    Horovod's timeline (:func:`autotuner.schemas.records.timeline_recorded`) are their own rows, named
+    "timeline ran": the prediction is for a job without the timeline, whose writer costs such a step 3-30 %
+    (docs/validation.md), so those rows are not like with like and say so.
     """
     from ..readers.runs import read_validation_files
 
@@ -231,9 +235,9 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
             if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):
                 shape = (r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
                 groups.setdefault((r["setup"]["model"], r.get("label"), json.dumps(r["config"], sort_keys=True),
-                                   shape, r.get("compression", "none")), []).append(r)
+                                   shape, r.get("compression", "none"), timeline_recorded(r)), []).append(r)
         backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
-        for (model, label, _, shape, comp), rs in groups.items():
+        for (model, label, _, shape, comp, tl), rs in groups.items():
             cfg = Config.from_dict(rs[0]["config"])
             if transfer or held_out_only:
                 if "compute_ms" not in rs[0]["setup"]:
@@ -252,7 +256,8 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
             tag = (f"{model} {label} ({cfg.fusion_threshold_mb:g} MiB, {cfg.cycle_time_ms:g} ms"
                    + (", cache off" if cfg.cache_capacity == 0 else "")
                    + (", hierarchical" if cfg.hierarchical_allreduce else "")
-                   + ("" if comp == "none" else f", {comp}") + ")"
+                   + ("" if comp == "none" else f", {comp}")
+                   + (", timeline ran" if tl else "") + ")"
                    + ("" if shape[0] is None else f" on {shape[0]}x{shape[1]}"))
             src = f"{env.path.name}/validation/{f.name} ({len(rs)} trials)"
             name = f"{env.name} (cost model: {fenv.name})" if transfer else env.name
