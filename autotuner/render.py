@@ -108,7 +108,7 @@ def fit_regime_lines(d: dict) -> list[str]:
     counts = ", ".join(f"{k.replace('_', ' ')} {v.get('n', 0)}" for k, v in ph.items())
     lines = []
     burst = small.get("burst") or {}
-    if burst.get("alpha_us") is not None and small.get("charged", True):
+    if burst.get("alpha_us") is not None and burst.get("charged", True):
         lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response, from the burst phase: 1 and 32 "
                      f"responses at once, wall clock, no timeline ({burst['jobs']} job(s), {len(burst['points'])} "
                      f"point(s); the timelines' back-to-back spans said "
@@ -122,6 +122,10 @@ def fit_regime_lines(d: dict) -> list[str]:
         lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response, the sweep line's intercept "
                      f"({small.get('note', 'no back-to-back phase')}"
                      + ("" if small.get("fixed_ms") is None else f"; back to back: {small['fixed_ms']:.2f} ms") + ")")
+    if burst.get("alpha_us") is not None and not burst.get("charged", True):
+        lines.append(f"  burst phase (recorded, not charged): {burst['fixed_ms']:.2f} ms per small response back to back "
+                     "in a busy cycle, wall clock without the timeline; a step's small responses also run while the "
+                     "ranks sleep (docs/accuracy.md, \"The burst phase\")")
     lines.append(f"  per byte{below}: {b_ms:.2f} ms/MiB, the sweep's pooled collective spans"
                  + (" below the knee" if knee else ""))
     if knee and piece:

@@ -58,7 +58,7 @@ def measured_files() -> tuple[str, ...]:
     from autotuner.realrun import measure as M
 
     return ("env.toml", M.RECORDS, "timelines", M.CPU_RECORDS, M.CPU_TIMELINES, M.TRICKLE_RECORDS,
-            M.TRICKLE_TIMELINES, M.IDLE_RECORDS, M.IDLE_TIMELINES)
+            M.TRICKLE_TIMELINES, M.IDLE_RECORDS, M.IDLE_TIMELINES, M.BURST_RECORDS, M.FP16_RECORDS)
 
 
 def sh(*argv: str, stdout=None) -> None:

@@ -192,10 +192,10 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     assert d["fit"]["negotiation"]["cpu"]["cpu_us"] is None and "fewer than" in d["fit"]["negotiation"]["cpu"]["note"]
     assert "compute_delay" not in d["cost_model"]
     # the idle phase's job is read and recorded (not a term of the cost model)
-    # the burst phase prices the small responses (wall clock, no timeline): the fitted tier's latency is its
+    # the burst phase's job is read and recorded (wall clock, no timeline; not a term of the cost model)
     burst = d["fit"]["small_responses"]["burst"]
-    assert burst["jobs"] == 1 and len(burst["points"]) == 3 and d["fit"]["small_responses"]["charged"]
-    assert d["cost_model"]["inter"]["alpha_us"] == pytest.approx(burst["alpha_us"], rel=1e-9)
+    assert burst["jobs"] == 1 and len(burst["points"]) == 3 and burst["charged"] is False
+    assert burst["alpha_us"] is not None and burst["alpha_us"] >= 0
     idle = d["fit"]["idle_response"]
     assert idle["up_to_bytes"] == 65536 and idle["per_response_us"] > 0 and idle["jobs"] == 1
     assert "idle_response" not in d["cost_model"]

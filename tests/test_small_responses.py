@@ -209,3 +209,23 @@ def test_burst_records_validate_and_bad_ones_are_named():
     bad = {**good, "wall_ms": [[4096, 1, [-1.0]], [4096, 32, [3.0]]]}
     recs, problems = parse_burst_records("\n".join(json.dumps(r) for r in (good, bad)) + "\n", "burst.jsonl")
     assert len(recs) == 1 and len(problems) == 1 and "burst.jsonl" in problems[0]
+
+
+def test_the_committed_burst_phases_are_recorded_not_charged():
+    """Every committed sweep env measured the burst phase (scripts/burst_phase.py, 3 jobs each); the shipped models
+    record its price and keep the timelines' back-to-back price as the small-message latency (docs/accuracy.md,
+    "The burst phase": the busy regime alone under-prices a step's small responses on the polling envs)."""
+    from autotuner.fit.sweep import BURST_RECORDS
+
+    envs = sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
+    assert len(envs) == 12
+    for env in envs:
+        assert (RUNS / env / BURST_RECORDS).exists(), env
+        d = json.loads((MODELS / f"{env}.json").read_text())
+        small = d["fit"]["small_responses"]
+        b = small["burst"]
+        assert b["jobs"] == 3 and len(b["points"]) == 9 and b["charged"] is False, env
+        assert 0 <= b["fixed_ms"] < 2.0, env
+        if small.get("charged"):  # the charged latency is still the timelines' back-to-back figure
+            p = int(d["fit"]["p"])
+            assert 2 * (p - 1) * d["cost_model"]["inter"]["alpha_us"] * 1e-3 == pytest.approx(small["fixed_ms"], rel=1e-9)
