@@ -130,7 +130,10 @@ def test_small_response_rows_that_missed_are_within_10_percent(small_rows, key):
 MISSED = {("fresh-poll-2x1-3gbit", "fresh-vit_s16.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms, timeline ran) on 2x1"),
           ("fresh-poll-2x1-3gbit", "fresh-vit_s16.jsonl",
            "vit_s16 autotune_best (4 MiB, 5 ms, cache off, timeline ran) on 2x1"),
-          ("fresh-poll-2x1-3gbit", "fresh-vit_s16-nt.jsonl", "vit_s16 proposal-2 (1 MiB, 1 ms) on 2x1")}
+          ("fresh-poll-2x1-3gbit", "fresh-vit_s16-nt.jsonl", "vit_s16 proposal-2 (1 MiB, 1 ms) on 2x1"),
+          # the no-timeline replays of issue 29 (scripts/small_responses_nt.sh): cache off on two emulated hosts,
+          # measured 1052.6 ms (1041.1-1130.5) against 901.2 predicted; its defaults spread 834-985 ms
+          ("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-3 (128 MiB, 1 ms, cache off) on 2x1")}
 
 
 def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_rows):
