@@ -149,8 +149,8 @@ def gpu_fp16_cost(name: str | None):
                     segment_bytes=NCCL_STEP_BYTES, device=g.name,
                     source=(f"from specs ({g.name} {g.memory} {g.gbytes_per_s:g} GB/s, {g.datasheet}): casts "
                             f"{CAST_BYTES_PER_ELEM} B and float16 sum {SUM_BYTES_PER_ELEM} B per element at that rate, "
-                            f"; {CAST_UP_LAUNCH_US:g} us per tensor cast back, measured on an H100 "
-                            "(runs/gpu-profiles/h100-fp16)"))
+                            f"{CAST_UP_LAUNCH_US:g} µs of launch per tensor cast back (measured on an H100, "
+                            "runs/gpu-profiles/h100-fp16); never measured on this cluster"))
 
 
 def check_gpu(name: str | None) -> str | None:
