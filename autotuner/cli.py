@@ -872,9 +872,17 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
     for s in d["summary"]:  # the answer first: per env, the held-out predictions in brief
         if s["held_out"]:
             w = s["held_out_worst"]
-            wide.print(f"{s['env']}: {s['held_out']} held-out prediction(s), mean |error| "
-                       f"{s['held_out_mape_percent']:.1f}%, worst {w['error_percent']:+.1f}% ({w['quantity']}); "
-                       f"{s['used_by_fit']} used by the fit", highlight=False, soft_wrap=True)
+            line = (f"{s['env']}: {s['held_out']} held-out prediction(s), mean |error| "
+                    f"{s['held_out_mape_percent']:.1f}%, worst {w['error_percent']:+.1f}% ({w['quantity']}); "
+                    f"{s['used_by_fit']} used by the fit")
+            if s.get("held_out_timeline_ran"):  # like with like: the production job's rows apart
+                pw = s.get("without_timeline_worst")
+                line += (f"; {s['held_out_timeline_ran']} of them ran Horovod's timeline (another job than the "
+                         "prediction's)" + ("" if pw is None else
+                                            f"; without it: {s['held_out_without_timeline']}, mean |error| "
+                                            f"{s['without_timeline_mape_percent']:.1f}%, worst "
+                                            f"{pw['error_percent']:+.1f}% ({pw['quantity']})"))
+            wide.print(line, highlight=False, soft_wrap=True)
         else:
             wide.print(f"{s['env']}: no held-out prediction: every one of its {s['step_time_rows']} step times was "
                        "used by the fit, so they show the fit, not the prediction", highlight=False, soft_wrap=True)

@@ -151,3 +151,17 @@ def test_trials_that_ran_the_timeline_are_their_own_rows_and_say_so():
     assert with_tl and without
     assert all("fresh-vit_s16.jsonl" in c.source for c in with_tl)
     assert all("fresh-vit_s16-nt.jsonl" in c.source for c in without)
+
+
+def test_the_summary_sets_the_production_jobs_rows_apart():
+    """Each env's summary counts its held-out rows that ran the timeline and gives the mean and worst of the rest
+    (the production job, as predicted) on their own; `autotuner accuracy` prints both."""
+    from autotuner.views.accuracy import TIMELINE_RAN, summary
+
+    cs = [c for (env, _), c in CASES.items() if env == "fresh-3gbit"]
+    s = summary(cs)[0]
+    held = [c for c in cs if not c.calibrated and c.what.endswith("step time (ms)")]
+    prod = [c for c in held if TIMELINE_RAN not in c.what]
+    assert s["held_out_timeline_ran"] == len(held) - len(prod) > 0 and s["held_out_without_timeline"] == len(prod) > 0
+    assert s["without_timeline_mape_percent"] == pytest.approx(sum(abs(c.error_pct) for c in prod) / len(prod))
+    assert TIMELINE_RAN not in s["without_timeline_worst"]["quantity"]
