@@ -233,8 +233,8 @@ def test_bad_records_are_skipped_and_named(change, needle):
 
 
 def test_committed_records_all_validate():
-    from autotuner.readers.sweep import (parse_cpu_records, parse_fp16_records, parse_idle_records, parse_sweep_records,
-                                         parse_trickle_records)
+    from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
+                                         parse_sweep_records, parse_trickle_records)
 
     files = sorted((ROOT / "runs").rglob("*.jsonl"))
     assert len(files) >= 6
@@ -244,7 +244,7 @@ def test_committed_records_all_validate():
             continue
         parse = {"sweep.jsonl": parse_sweep_records, "cpu.jsonl": parse_cpu_records,
                  "trickle.jsonl": parse_trickle_records, "idle.jsonl": parse_idle_records,
-                 "fp16.jsonl": parse_fp16_records}.get(f.name, parse_records)
+                 "fp16.jsonl": parse_fp16_records, "burst.jsonl": parse_burst_records}.get(f.name, parse_records)
         recs, problems = parse(f.read_text(), f.name)
         assert problems == [] and recs, f
 
