@@ -305,6 +305,11 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
                        f"{pool[0][0]:.1%} ({pool[0][1]}) to {pool[-1][0]:.1%} ({pool[-1][1]})")}
 
 
+def _cpu_ranks(gpu: str) -> bool:
+    """Whether a model file's ``cluster.gpu`` says the env ran CPU ranks ("none (CPU ranks)", "cpu", ...)."""
+    return gpu.lower().startswith("none") or "cpu" in gpu.lower()
+
+
 def _cpu_fills_cores(layout, ranks_per_host: int, cores: int | None) -> bool:
     """Whether a layout profiled on the CPU runs with as many ranks per host as the host's ``cores``
     or more (no spare core: compute and Horovod's threads share them). False without a device or a
@@ -325,7 +330,7 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
     out = []
     L = sc.layout
     gpu = str((fenv.raw.get("cluster") or {}).get("gpu") or "")
-    cpu_env = gpu.lower().startswith("none") or "cpu" in gpu.lower()
+    cpu_env = _cpu_ranks(gpu)
     if L.device is not None and gpu:
         cpu_layout = L.device.lower().startswith("cpu")
         if cpu_layout != cpu_env:
@@ -527,7 +532,7 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
         if picks[c].best_step_time_s < cut and not calibrated[c]:
             from .specs import GPUS
 
-            on_gpu = bool(gpu) and not (str(gpu).lower().startswith("none") or "cpu" in str(gpu).lower())
+            on_gpu = bool(gpu) and not _cpu_ranks(str(gpu))
             why = (f"its GPU {gpu!r} is not in the table of device memory bandwidths (autotuner.specs.GPUS: "
                    f"{', '.join(GPUS)}) and it has no fp16 phase, so what {c} costs besides the bytes (the casts, "
                    f"the {c} sum) is unknown" if on_gpu else

@@ -149,13 +149,10 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     brecs, bproblems = read_phase_records(src.parent / BURST_RECORDS, parse_burst_records,
                                           f"{env.path.name}/{BURST_RECORDS}")
     env.problems += bproblems
-    burst_info = burst_small_response([r for r in brecs if r.get("tier", first) == first], cost, ranks[first])
     # measured and recorded, not charged: the busy regime without the timeline (0.44-1.26 ms per small response on
     # the 12 sweep envs) under-prices a step's small responses on the polling envs, which run partly while the
     # ranks sleep through an emulated backward (docs/accuracy.md, "The burst phase")
-    if burst_info.get("alpha_us") is not None:
-        burst_info["charged"] = False
-    small_info["burst"] = burst_info
+    small_info["burst"] = burst_small_response([r for r in brecs if r.get("tier", first) == first], cost, ranks[first])
     if small_info["charged"]:
         cost = replace(cost, inter=replace(cost.inter, alpha_s=small_info["fixed_ms"] * 1e-3 / (2 * (ranks[first] - 1))))
     elif small_info["fixed_ms"] is not None:
@@ -503,6 +500,7 @@ def burst_small_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, 
     a = max(0.0, float(np.median(alphas)))
     out["alpha_us"] = a * 1e6
     out["fixed_ms"] = 2 * (p - 1) * a * 1e3
+    out["charged"] = False  # recorded, not a term: see the comment where fit_sweep_env calls this
     return out
 
 

@@ -26,7 +26,7 @@ intra-node reduce-scatter, allgather and host copies.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -441,8 +441,7 @@ class Fp16Cost:
         exposed sum, :meth:`Fp16Tier.sum_exposed_s`). Without: per wire byte ``sum_extra / 4`` more in the
         bandwidth term, since ``2 (p-1)/p · n · x = (p-1)/p · n/2 · sum_extra`` gives ``x = sum_extra / 4``."""
         if self.segment_bytes is not None:
-            base = {k: getattr(t, k) for k in ("alpha_s", "bandwidth_Bps", "large_from_bytes", "large_alpha_s",
-                                               "large_bandwidth_Bps")}
+            base = {f.name: getattr(t, f.name) for f in fields(Tier)}  # every field of the float32 tier
             return Fp16Tier(**base, sum_s_per_byte=self.sum_extra_s_per_elem / 2, segment_bytes=self.segment_bytes)
         x = self.sum_extra_s_per_elem / 4
 

@@ -30,15 +30,14 @@ import json
 import sys
 import time
 
+from .idleprobe import POLL_S  # the poll interval of --wait sleep: the idle probe's, the replay's WAIT_POLL_S
+
 TAG = "AUTOTUNER_BURST"
 #: tensor sizes (bytes): BatchNorm / bias vectors, small convolution and attention weights
 SIZES = (4096, 16384, 65536)
 #: tensors enqueued at once: one alone, and a burst whose marginal cost the fit reads
 COUNTS = (1, 32)
 ROUNDS = 9
-#: poll interval (s) of ``--wait sleep``: the replay's ``WAIT_POLL_S`` (autotuner.realrun.replay), not
-#: imported so that this probe needs nothing but Horovod
-POLL_S = 0.0002
 #: tensor-name prefix
 PREFIX = "burst"
 
