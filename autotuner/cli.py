@@ -875,12 +875,12 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
             line = (f"{s['env']}: {s['held_out']} held-out prediction(s), mean |error| "
                     f"{s['held_out_mape_percent']:.1f}%, worst {w['error_percent']:+.1f}% ({w['quantity']}); "
                     f"{s['used_by_fit']} used by the fit")
-            if s.get("held_out_timeline_ran"):  # like with like: the production job's rows apart
-                pw = s.get("without_timeline_worst")
-                line += (f"; {s['held_out_timeline_ran']} of them ran Horovod's timeline (another job than the "
-                         "prediction's)" + ("" if pw is None else
-                                            f"; without it: {s['held_out_without_timeline']}, mean |error| "
-                                            f"{s['without_timeline_mape_percent']:.1f}%, worst "
+            if s.get("held_out_other_job"):  # like with like: the production job's rows apart
+                pw = s.get("as_predicted_worst")
+                line += (f"; {s['held_out_other_job']} of them ran another job than the prediction's (Horovod's "
+                         "timeline, or fp16 over zero gradients)" + ("" if pw is None else
+                                            f"; the rest: {s['held_out_as_predicted']}, mean |error| "
+                                            f"{s['as_predicted_mape_percent']:.1f}%, worst "
                                             f"{pw['error_percent']:+.1f}% ({pw['quantity']})"))
             wide.print(line, highlight=False, soft_wrap=True)
         else:

@@ -162,6 +162,6 @@ def test_the_summary_sets_the_production_jobs_rows_apart():
     s = summary(cs)[0]
     held = [c for c in cs if not c.calibrated and c.what.endswith("step time (ms)")]
     prod = [c for c in held if TIMELINE_RAN not in c.what]
-    assert s["held_out_timeline_ran"] == len(held) - len(prod) > 0 and s["held_out_without_timeline"] == len(prod) > 0
-    assert s["without_timeline_mape_percent"] == pytest.approx(sum(abs(c.error_pct) for c in prod) / len(prod))
-    assert TIMELINE_RAN not in s["without_timeline_worst"]["quantity"]
+    assert s["held_out_other_job"] == len(held) - len(prod) > 0 and s["held_out_as_predicted"] == len(prod) > 0
+    assert s["as_predicted_mape_percent"] == pytest.approx(sum(abs(c.error_pct) for c in prod) / len(prod))
+    assert TIMELINE_RAN not in s["as_predicted_worst"]["quantity"]

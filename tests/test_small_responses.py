@@ -215,7 +215,7 @@ def test_burst_records_validate_and_bad_ones_are_named():
 
 
 def test_the_committed_burst_phases_are_recorded_not_charged():
-    """Every committed sweep env measured the burst phase (scripts/burst_phase.py, 3 jobs each); the shipped models
+    """Every committed sweep env measured the burst phase (scripts/probe_phase.py, 3 jobs each); the shipped models
     record its price and keep the timelines' back-to-back price as the small-message latency (docs/accuracy.md,
     "The burst phase": the busy regime alone under-prices a step's small responses on the polling envs)."""
     from autotuner.fit.sweep import BURST_RECORDS

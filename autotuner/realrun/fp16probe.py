@@ -9,8 +9,10 @@ than float32's vectorised sum.
 
 This module runs under horovodrun (fusion as set by the caller) and measures, on the env's own link and
 host, for each of :data:`SIZES` bytes: one allreduce of a float32 tensor of that many bytes (``bytes / 4`` elements) and one of a
-float16 tensor of the same bytes (``bytes / 2`` elements), :data:`REPEATS` timed samples each after one
-warm-up, interleaved;
+float16 tensor of the same bytes (``bytes / 2`` elements), both of gradient-like values averaged
+(:data:`GRADIENT_STD`), :data:`REPEATS` timed samples each after one warm-up, interleaved, waited for as the env's
+ranks wait (``--wait``: ``spin``, Horovod's synchronize; ``sleep``, polling first, as the replay's ``--wait sleep``:
+on cores shared by emulated hosts a spinning wait takes the core Gloo's float16 sum needs);
 and on rank 0 alone the two casts Horovod's compressor makes (``tensor.type(torch.float16)`` and back) of each
 set of :data:`CAST_SETS`, :data:`CAST_REPEATS` samples each. Output (rank 0): one line ``AUTOTUNER_FP16 {json}``
 with ``sizes``, ``fp32_ms`` and ``fp16_ms`` (median per size, ms), ``casts`` (``[tensors, elements each, down
@@ -24,10 +26,18 @@ import json
 import sys
 import time
 
+from .idleprobe import POLL_S  # the poll interval of --wait sleep: the replay's WAIT_POLL_S
+
 TAG = "AUTOTUNER_FP16"
 #: message sizes (bytes): fused responses of a few MiB, where the per-element cost dominates the latency
 SIZES = (1 << 20, 4 << 20, 16 << 20)
 REPEATS = 7
+#: the summed values: gradient-like, N(0, GRADIENT_STD**2) seeded by rank, as the replay's gradients
+#: (:data:`autotuner.realrun.replay.GRADIENT_STD`); Gloo's software float16 sum costs less for zeros or ones
+#: than for random mantissas (docs/compression.md, "The values matter"). Averaged as training does
+#: (``hvd.Average``: Horovod rescales the float16 result, ``ScaleBuffer``), since issue 29's second pass;
+#: the phase's records before it summed ones (``op=Sum``).
+GRADIENT_STD = 1e-3
 #: the cast samples: sets of (tensors, float32 bytes each) as a layout's gradients come, 4 MiB a set: the cast's
 #: cost per tensor (a call, an allocation) and per element are told apart by the fit
 CAST_SETS = ((1024, 4096), (64, 65536), (4, 1 << 20))
@@ -43,9 +53,13 @@ def _median(v: list[float]) -> float:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m autotuner.realrun.fp16probe", description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=REPEATS, help="timed allreduces per size and dtype")
+    p.add_argument("--wait", default="spin", help="spin (hvd.synchronize) or sleep (poll, then synchronize)")
     a = p.parse_args(argv)
     if a.repeats < 1:
         print("error: --repeats must be >= 1", file=sys.stderr)
+        return 2
+    if a.wait not in ("spin", "sleep"):
+        print(f"error: --wait {a.wait!r}: use spin or sleep", file=sys.stderr)
         return 2
     import horovod.torch as hvd
     import torch
@@ -54,13 +68,20 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     fp32: dict[int, list[float]] = {s: [] for s in SIZES}
     fp16: dict[int, list[float]] = {s: [] for s in SIZES}
+    gen = torch.Generator().manual_seed(hvd.rank())
     for size in SIZES:
-        t32, t16 = torch.ones(size // 4), torch.ones(size // 2, dtype=torch.float16)
+        src32 = torch.randn(size // 4, generator=gen) * GRADIENT_STD
+        src16 = (torch.randn(size // 2, generator=gen) * GRADIENT_STD).half()
+        t32, t16 = torch.empty_like(src32), torch.empty_like(src16)
         for k in range(a.repeats + 1):  # the first sample of each is a warm-up
-            for t, out in ((t32, fp32), (t16, fp16)):
-                t.fill_(1.0)
+            for t, src, out in ((t32, src32, fp32), (t16, src16, fp16)):
+                t.copy_(src)
                 t0 = time.perf_counter()
-                hvd.allreduce_(t, name=f"fp16probe.{size}.{t.dtype}", op=hvd.Sum)
+                h = hvd.allreduce_async_(t, name=f"fp16probe.{size}.{t.dtype}", op=hvd.Average)
+                if a.wait == "sleep":  # as the env's ranks wait: a spinning wait takes the core the sum needs
+                    while not hvd.poll(h):
+                        time.sleep(POLL_S)
+                hvd.synchronize(h)
                 if k:
                     out[size].append((time.perf_counter() - t0) * 1e3)
     if hvd.rank() == 0:
@@ -82,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
             casts.append([count, nbytes // 4, round(_median(down), 5), round(_median(up), 5)])
         print(f"{TAG} " + json.dumps({
             "sizes": list(SIZES), "fp32_ms": [round(_median(fp32[s]), 4) for s in SIZES],
-            "fp16_ms": [round(_median(fp16[s]), 4) for s in SIZES], "casts": casts, "ranks": hvd.size()}), flush=True)
+            "fp16_ms": [round(_median(fp16[s]), 4) for s in SIZES], "casts": casts, "ranks": hvd.size(),
+            "values": f"normal(0, {GRADIENT_STD:g}), averaged", "wait": a.wait}), flush=True)
     hvd.shutdown()
     return 0
 

@@ -592,7 +592,8 @@ def run_fp16_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: in
     timing float32 and float16 allreduces of the same bytes and the two casts; one
     :class:`autotuner.schemas.Fp16Record` per job in ``fp16.jsonl`` (resumable), no timeline (its writer would
     be in the times). Returns and raises as :func:`run_cpu_phase`."""
-    jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.realrun.fp16probe", (), DEFAULTS_0_28, False,
+    jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.realrun.fp16probe", ("--wait", setup.wait),
+                     DEFAULTS_0_28, False,
                      f"float16 against float32 allreduces, and the casts (job {k + 1} of {repeats})")
             for k in range(repeats)]
     return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="fp16", records=FP16_RECORDS,

@@ -28,7 +28,8 @@ Gradients are never zeroed: a stage's backward returns no gradient for its param
 
 Output (rank 0, stdout): one ``step N time_ms X`` line per step, then one line
 ``AUTOTUNER_RESULT {json}`` that :func:`autotuner.readers.replay_output.parse_output` reads. Its keys:
-``model, ranks, steps, warmup, compute_ms, update_ms, wait, compression, bytes_per_step`` (bytes allreduced per
+``model, ranks, steps, warmup, compute_ms, update_ms, wait, compression, gradients`` (the gradients' values,
+:data:`GRADIENT_STD`), ``bytes_per_step`` (bytes allreduced per
 step, all tensors), ``step_times_ms`` (list, measured steps only, ms), ``median_step_time_ms``,
 ``phases_ms`` (where the step went, medians in ms: :data:`PHASES`).
 
@@ -45,19 +46,27 @@ RESULT_TAG = "AUTOTUNER_RESULT"
 #: ``--compression`` values: Horovod 0.28.1's lossless-enough compressors (horovod/torch/compression.py
 #: ``Compression.none`` and ``Compression.fp16``)
 COMPRESSIONS = ("none", "fp16")
-FORWARD_SHARE = 1.0 / 3.0  # same split as autotuner.fit.fitters (forward 1/3, backward 2/3)
+FORWARD_SHARE = 1.0 / 3.0
+#: the gradients' values: N(0, GRADIENT_STD**2), seeded by rank. What a CPU sums in float16 costs depends on the
+#: values (Gloo's software ``float16`` conversion, ``gloo/types.h``): 16 MiB of float16 averaged took 71.5 ms
+#: (median) on loopback for zeros and 183.5 ms for these values (``scripts/fp16_values.py``; docs/compression.md,
+#: "The values matter"); zeros would time a float16 sum no training job runs. 1e-3 is a typical gradient
+#: magnitude.
+GRADIENT_STD = 1e-3  # same split as autotuner.fit.fitters (forward 1/3, backward 2/3)
 
 
-def _build(layout, backward_s: float):
-    """Parameters (backward order) and a forward function chaining one stage per tensor."""
+def _build(layout, backward_s: float, seed: int = 0):
+    """Parameters (backward order) and a forward function chaining one stage per tensor. Each gradient
+    buffer holds :data:`GRADIENT_STD`-scaled standard normal values (``seed``: the rank), not zeros."""
     import torch
 
     dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16,
               "float64": torch.float64}
     params = [torch.nn.Parameter(torch.zeros(shape, dtype=dtypes[dt]))
               for shape, dt in zip(layout.shapes, layout.dtypes)]
-    for prm in params:  # the gradient buffer Horovod allreduces in place every step
-        prm.grad = torch.zeros_like(prm)
+    gen = torch.Generator().manual_seed(seed)
+    for prm in params:  # the gradient buffer Horovod allreduces in place every step: gradient-like values
+        prm.grad = (torch.randn(prm.shape, generator=gen) * GRADIENT_STD).to(prm.dtype)
     ready = list(layout.ready_fraction)
     clock = {"t0": 0.0, "first": 0.0}  # backward's start (the caller sets it), its first stage's start
 
@@ -170,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         forward_s = args.compute_ms * FORWARD_SHARE / 1e3
         backward_s = args.compute_ms * (1 - FORWARD_SHARE) / 1e3
     update_s = args.update_ms / 1e3
-    params, forward, clock = _build(layout, backward_s)
+    params, forward, clock = _build(layout, backward_s, seed=hvd.rank())
 
     class EmulatedUpdate(torch.optim.Optimizer):
         """An optimizer whose step only waits ``update_ms`` (the update is emulated, not run)."""
@@ -223,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {"model": layout.name, "ranks": hvd.size(), "steps": args.steps,
                   "warmup": args.warmup, "compute_ms": args.compute_ms, "update_ms": args.update_ms,
                   "wait": args.wait, "compression": args.compression,
+                  "gradients": f"normal(0, {GRADIENT_STD:g})",
                   "bytes_per_step": layout.total_bytes, "step_times_ms": [round(v, 3) for v in times_ms],
                   "median_step_time_ms": round(median, 3),
                   "phases_ms": {k: round(sorted(v)[n // 2], 3) for k, v in phases.items()}}

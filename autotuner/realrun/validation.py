@@ -211,6 +211,8 @@ class Outcome:
     bytes_per_step: int | None = None
     #: whether the job ran with Horovod's timeline (``--timeline-filename``), whatever it then wrote
     timeline_recorded: bool = False
+    #: the values the gradients held (the replay's result says; a user's script: its own), None if unknown
+    gradients: str | None = None
 
 
 def make_record(spec: TrialSpec, setup: Setup, outcome: Outcome, predicted_ms: float | None,
@@ -227,6 +229,7 @@ def make_record(spec: TrialSpec, setup: Setup, outcome: Outcome, predicted_ms: f
         "step_times_ms": [round(t, 3) for t in outcome.step_times_ms],
         "predicted_step_time_ms": None if predicted_ms is None else round(predicted_ms, 3),
         "timeline_recorded": bool(outcome.timeline_recorded),
+        "gradients": outcome.gradients,
         "timeline": outcome.timeline, "autotune": outcome.autotune,
         # Horovod autotune's score unit, for comparing with its log: gradient bytes allreduced per
         # µs of wall time (horovod/common/parameter_manager.cc)
@@ -441,6 +444,8 @@ class TrialRunner:
                 parsed = parse_output(res.stdout, batch_size=s.batch_size)
                 out.step_times_ms = list(parsed.step_times_ms)
                 out.bytes_per_step = parsed.extra.get("bytes_per_step")
+                g = parsed.extra.get("gradients")
+                out.gradients = (str(g)[:80] if g is not None else None) if not s.command else "the script's own"
                 if not out.step_times_ms:
                     out.status, out.error = "failed", "output gives img/sec only: pass --batch-size"
             except ReplayOutputError as e:

@@ -122,6 +122,9 @@ class Record(_Schema):
     #: whether Horovod's timeline was recorded in the trial (its writer's cost is then in the measured step
     #: times); records before issue 29 lack it: :func:`timeline_recorded` infers it from ``timeline``
     timeline_recorded: bool | None = None
+    #: the values the trial's gradients held (``"normal(0, 0.001)"``, ``"the script's own"``); replay records
+    #: before issue 29's second pass lack it: they allreduced zeros (:func:`zero_gradients`)
+    gradients: str | None = None
     autotune: dict[str, Any] | None = None
     setup: Setup
     wall_s: NonNeg | None = None
@@ -141,6 +144,18 @@ def timeline_recorded(rec: dict[str, Any]) -> bool:
     if isinstance(flag, bool):
         return flag
     return isinstance(rec.get("timeline"), dict)
+
+
+def zero_gradients(rec: dict[str, Any]) -> bool:
+    """Whether the trial of validation record ``rec`` allreduced gradients of zeros: a replay workload's trial
+    (``setup.command`` empty) recorded before its gradients held values (no ``gradients`` key: the replay then
+    allocated them with ``torch.zeros``). A CPU's float16 sum costs far less for zeros than for a training job's
+    values (docs/compression.md, "The values matter"), so such an fp16 trial is another job than the one
+    predicted; an uncompressed one is not (float32's vectorised sum does not depend on the values)."""
+    if rec.get("gradients") is not None:
+        return False
+    setup = rec.get("setup") if isinstance(rec.get("setup"), dict) else {}
+    return not setup.get("command")
 
 
 # --- proposals ------------------------------------------------------------------------------

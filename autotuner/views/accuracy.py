@@ -21,11 +21,16 @@ from ..model.costmodel import Cluster
 from ..model.simulator import simulate_step
 from ..readers.layouts import load_recorded_layout
 from ..readers.runs import read_runs
-from ..schemas.records import timeline_recorded
+from ..schemas.records import timeline_recorded, zero_gradients
 
 
 #: what a validation row's quantity says when its trials ran Horovod's timeline (not the predicted job)
 TIMELINE_RAN = "timeline ran"
+#: what an fp16 validation row's quantity says when its replay allreduced zeros (records before issue 29's second
+#: pass, :func:`autotuner.schemas.records.zero_gradients`): a CPU sums float16 zeros far faster than gradients
+ZERO_GRADIENTS = "zero gradients"
+#: the tags of rows whose trials ran another job than the one predicted
+OTHER_JOB = (TIMELINE_RAN, ZERO_GRADIENTS)
 
 
 @dataclass(frozen=True)
@@ -227,7 +232,8 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
     Per configuration: measured = median over repeats of each trial's median step time. Trials that ran
     Horovod's timeline (:func:`autotuner.schemas.records.timeline_recorded`) are their own rows, named
     "timeline ran": the prediction is for a job without the timeline, whose writer costs such a step 3-30 %
-    (docs/validation.md), so those rows are not like with like and say so.
+    (docs/validation.md), so those rows are not like with like and say so. So are fp16 trials whose replay
+    allreduced zeros (:func:`autotuner.schemas.records.zero_gradients`), named "zero gradients".
     """
     from ..readers.runs import read_validation_files
 
@@ -239,9 +245,10 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
             if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):
                 shape = (r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
                 groups.setdefault((r["setup"]["model"], r.get("label"), json.dumps(r["config"], sort_keys=True),
-                                   shape, r.get("compression", "none"), timeline_recorded(r)), []).append(r)
+                                   shape, r.get("compression", "none"), timeline_recorded(r),
+                                   r.get("compression", "none") == "fp16" and zero_gradients(r)), []).append(r)
         backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
-        for (model, label, _, shape, comp, tl), rs in groups.items():
+        for (model, label, _, shape, comp, tl, zeros), rs in groups.items():
             cfg = Config.from_dict(rs[0]["config"])
             if transfer or held_out_only:
                 if "compute_ms" not in rs[0]["setup"]:
@@ -261,7 +268,7 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
                    + (", cache off" if cfg.cache_capacity == 0 else "")
                    + (", hierarchical" if cfg.hierarchical_allreduce else "")
                    + ("" if comp == "none" else f", {comp}")
-                   + (f", {TIMELINE_RAN}" if tl else "") + ")"
+                   + (f", {TIMELINE_RAN}" if tl else "") + (f", {ZERO_GRADIENTS}" if zeros else "") + ")"
                    + ("" if shape[0] is None else f" on {shape[0]}x{shape[1]}"))
             src = f"{env.path.name}/validation/{f.name} ({len(rs)} trials)"
             name = f"{env.name} (cost model: {fenv.name})" if transfer else env.name
@@ -289,24 +296,27 @@ def summary(cs: list[Case]) -> list[dict]:
     """Per environment, the step-time rows (and a whole run's wall time, where the env records
     runs: :data:`WALL`) in brief: how many, how many the fit used, and for
     the held-out ones (not used by the fit: the honest test) the mean absolute error and the
-    worst case, in percent. ``None`` where there is no held-out step time."""
+    worst case, in percent. ``None`` where there is no held-out step time. ``held_out_other_job`` counts the
+    held-out rows whose trials ran another job than the prediction's (tagged :data:`OTHER_JOB`: Horovod's
+    timeline, fp16 over zero gradients); ``held_out_as_predicted``, ``as_predicted_mape_percent`` and
+    ``as_predicted_worst`` are the rest's."""
     out = []
     for env in dict.fromkeys(c.env for c in cs):
         st = [c for c in cs if c.env == env and (c.what.endswith("step time (ms)") or c.what.endswith(WALL))]
         held = [c for c in st if not c.calibrated]
         worst = max(held, key=lambda c: abs(c.error_pct), default=None)
-        # like with like (issue 29): the held-out rows whose trials ran without Horovod's timeline, as predicted
-        prod = [c for c in held if TIMELINE_RAN not in c.what]
+        # like with like (issue 29): the held-out rows whose trials ran the job predicted
+        prod = [c for c in held if not any(t in c.what for t in OTHER_JOB)]
         pworst = max(prod, key=lambda c: abs(c.error_pct), default=None)
         out.append({"env": env, "step_time_rows": len(st), "used_by_fit": len(st) - len(held),
                     "held_out": len(held),
                     "held_out_mape_percent": float(np.mean([abs(c.error_pct) for c in held])) if held else None,
                     "held_out_worst": None if worst is None else {"quantity": worst.what,
                                                                   "error_percent": worst.error_pct},
-                    "held_out_timeline_ran": len(held) - len(prod),
-                    "held_out_without_timeline": len(prod),
-                    "without_timeline_mape_percent": float(np.mean([abs(c.error_pct) for c in prod])) if prod else None,
-                    "without_timeline_worst": None if pworst is None else {"quantity": pworst.what,
+                    "held_out_other_job": len(held) - len(prod),
+                    "held_out_as_predicted": len(prod),
+                    "as_predicted_mape_percent": float(np.mean([abs(c.error_pct) for c in prod])) if prod else None,
+                    "as_predicted_worst": None if pworst is None else {"quantity": pworst.what,
                                                                            "error_percent": pworst.error_pct}})
     return out
 

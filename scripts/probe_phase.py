@@ -1,13 +1,16 @@
-"""Measure the ``burst`` phase (issue 29: small responses timed by the wall clock, no timeline) on committed
+"""Measure one probe phase of ``autotuner measure`` (``--phase burst``, the default: small responses timed by the
+wall clock, no timeline; ``--phase fp16``: float16 against float32 allreduces of gradient-like values) on committed
 sweep environments, each with its own recorded setup (link rate, emulated hosts, wait mode), and copy the
-phase's records into ``runs/<env>/burst.jsonl``.
+phase's records into ``runs/<env>/<phase>.jsonl`` (the fp16 phase keeps an env's earlier records, which summed
+ones, as ``fp16-ones.jsonl``).
 
 Each env is measured in a scratch copy (``autotuner measure`` would otherwise append to the committed
 sweep if any item were missing); only ``burst.jsonl`` comes back. As root, on a quiet machine, one env
 at a time; a killed run resumes (the scratch copy is kept until the env is done).
 
-    python scripts/burst_phase.py                     # every sweep env under runs/
-    python scripts/burst_phase.py fresh-3gbit fresh-poll-2gbit --repeats 3
+    python scripts/probe_phase.py                     # every sweep env under runs/
+    python scripts/probe_phase.py fresh-3gbit fresh-poll-2gbit --repeats 3
+    python scripts/probe_phase.py --phase fp16 fresh-poll-0.75gbit fresh-poll-1.25gbit fresh-poll-2gbit fresh-poll-2x1-3gbit
 """
 from __future__ import annotations
 
@@ -41,8 +44,9 @@ def setup_args(env: str) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("envs", nargs="*")
-    ap.add_argument("--repeats", type=int, default=3, help="jobs of the burst phase per env")
-    ap.add_argument("--scratch", type=Path, default=Path("/tmp/autotuner-burst"))
+    ap.add_argument("--phase", choices=("burst", "fp16"), default="burst")
+    ap.add_argument("--repeats", type=int, default=3, help="jobs of the phase per env")
+    ap.add_argument("--scratch", type=Path, default=Path("/tmp/autotuner-probe-phase"))
     a = ap.parse_args()
     envs = a.envs or sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
     for env in envs:
@@ -52,17 +56,22 @@ def main() -> int:
     for env in envs:
         dst = a.scratch / env
         if not dst.exists():
-            shutil.copytree(RUNS / env, dst, ignore=shutil.ignore_patterns("validation", "tune", "*-timelines"))
+            shutil.copytree(RUNS / env, dst, ignore=shutil.ignore_patterns("validation", "tune", "*-timelines",
+                                                                  f"{a.phase}.jsonl", "fp16-ones.jsonl"))
         cmd = [str(Path(sys.executable).parent / "autotuner"), "measure", "--env", env, "--runs-dir", str(a.scratch),
                *setup_args(env), "--cpu-repeats", "0", "--trickle-repeats", "0", "--idle-repeats", "0",
-               "--fp16-repeats", "0", "--burst-repeats", str(a.repeats)]
+               "--fp16-repeats", str(a.repeats) if a.phase == "fp16" else "0",
+               "--burst-repeats", str(a.repeats) if a.phase == "burst" else "0"]
         print("+ " + " ".join(cmd), flush=True)
         p = subprocess.run(cmd, cwd=ROOT)
         if p.returncode != 0:
             return p.returncode
-        shutil.copyfile(dst / "burst.jsonl", RUNS / env / "burst.jsonl")
+        out = RUNS / env / f"{a.phase}.jsonl"
+        if a.phase == "fp16" and out.exists() and not (RUNS / env / "fp16-ones.jsonl").exists():
+            shutil.copyfile(out, RUNS / env / "fp16-ones.jsonl")
+        shutil.copyfile(dst / f"{a.phase}.jsonl", out)
         shutil.rmtree(dst)
-        print(f"{env}: runs/{env}/burst.jsonl", flush=True)
+        print(f"{env}: runs/{env}/{a.phase}.jsonl", flush=True)
     return 0
 
 

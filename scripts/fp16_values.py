@@ -1,0 +1,78 @@
+"""What Gloo's float16 sum costs a CPU, by the values summed (issue 29, second pass; docs/compression.md, "The
+values matter, and so does the wait").
+
+    python scripts/fp16_values.py                                  # 2 ranks on loopback
+    python scripts/fp16_values.py --testbed-hosts 2 --link-gbit 3  # 2 emulated hosts x 1 rank (root)
+
+On 2 ranks: 16 MiB of float32 and of float16, in 64 tensors enqueued at once and averaged (as a training step's
+fused response), for zeros, ones and N(0, s^2) values with s = 1, 1e-3, 1e-5; 5 timed rounds each after a
+warm-up, interleaved. Prints (rank 0) one line per dtype and values: the median and range in ms. As root on a
+quiet machine, alone.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+BYTES, TENSORS, ROUNDS = 16 << 20, 64, 5
+
+
+def worker() -> None:
+    import horovod.torch as hvd
+    import torch
+
+    hvd.init()
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(hvd.rank())
+    values = {"zeros": lambda n: torch.zeros(n), "ones": lambda n: torch.ones(n),
+              "N(0, 1)": lambda n: torch.randn(n, generator=g),
+              "N(0, 1e-6)": lambda n: torch.randn(n, generator=g) * 1e-3,
+              "N(0, 1e-10)": lambda n: torch.randn(n, generator=g) * 1e-5}
+    res: dict[tuple[str, str], list[float]] = {}
+    for rnd in range(ROUNDS + 1):  # the first round is a warm-up
+        for dt in (torch.float32, torch.float16):
+            for name, make in values.items():
+                n = BYTES // (4 if dt == torch.float32 else 2) // TENSORS
+                ts = [make(n).to(dt) for _ in range(TENSORS)]
+                t0 = time.perf_counter()
+                hs = [hvd.allreduce_async_(t, name=f"v.{dt}.{name}.{i}", op=hvd.Average) for i, t in enumerate(ts)]
+                for h in hs:
+                    hvd.synchronize(h)
+                if rnd:
+                    res.setdefault((str(dt).split(".")[1], name), []).append((time.perf_counter() - t0) * 1e3)
+    if hvd.rank() == 0:
+        for (dt, name), v in res.items():
+            v = sorted(v)
+            print(f"{dt:8} {name:12} median {v[len(v) // 2]:.1f} ms  range {v[0]:.1f}-{v[-1]:.1f}", flush=True)
+    hvd.shutdown()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--testbed-hosts", type=int, default=0)
+    ap.add_argument("--link-gbit", type=float, default=None)
+    a = ap.parse_args()
+    from autotuner.realrun.launcher import Job, run_job
+
+    cmd = (sys.executable, str(Path(__file__).resolve()), "--worker")
+    if a.testbed_hosts:
+        from autotuner.realrun.testbed import emulated_cluster
+
+        with emulated_cluster(a.testbed_hosts, a.link_gbit) as tb:
+            job = Job(np=a.testbed_hosts, command=cmd, hosts=tb.hosts_arg(1), prefix=tb.prefix, launcher=tb.launcher)
+            r = run_job(job, 900)
+    else:
+        r = run_job(Job(np=2, command=cmd), 900)
+    print("\n".join(line.split(">:", 1)[-1] for line in r.stdout.splitlines() if " median " in line))
+    return 0 if r.returncode == 0 else (print(r.stderr[-2000:], file=sys.stderr) or 1)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        worker()
+        sys.exit(0)
+    sys.exit(main())
