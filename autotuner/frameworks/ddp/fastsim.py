@@ -1,0 +1,108 @@
+"""The batch version of :func:`autotuner.frameworks.ddp.reducer.simulate_ddp_step`: many DDP settings of one
+layout at once, for the grid and the per-bucket search. Pure; the same model as the reference (its module
+docstring), in lockstep over the gradients in ready order with one vector entry per setting, so a 300-tensor
+layout costs about 300 small numpy steps per comm hook, whatever the number of settings.
+``tests/test_ddp_reducer.py`` holds it equal to the reference on every setting it is given.
+
+Layouts with more than one dtype (one open bucket each) go through the reference, setting by setting.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import ScenarioError
+from ...model.costmodel import Cluster, CostModel
+from ...model.simulator import Workload, hand_over_times
+from .knobs import DdpConfig
+from .reducer import _checked, simulate_ddp_step
+
+
+def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs, cost: CostModel, cluster: Cluster,
+                       dtypes=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Steady-state step time, first-iteration step time (s) and bucket count of each of ``configs`` (a sequence of
+    :class:`DdpConfig`, length C): three arrays of shape (C,). Arguments and errors as
+    :func:`~autotuner.frameworks.ddp.reducer.simulate_ddp_step`."""
+    configs = list(configs)
+    sizes, ready, dt = _checked(sizes_bytes, ready_fraction, dtypes)
+    C = len(configs)
+    step, first, count = np.zeros(C), np.zeros(C), np.zeros(C, dtype=np.int64)
+    if len(set(dt)) > 1 or any(not c.rebuilds for c in configs):
+        for j, c in enumerate(configs):
+            r = simulate_ddp_step(sizes, ready, workload, c, cost, cluster, dt)
+            step[j], first[j], count[j] = r.step_time_s, r.first_step_time_s, len(r.buckets)
+        return step, first, count
+
+    if any(c.comm_hook == "powerSGD" for c in configs):
+        raise ScenarioError("the powerSGD hook is lossy and not simulated (issue 30: show, never propose)")
+    ready_t = hand_over_times(workload.forward_s + ready * workload.backward_s, workload.forward_s,
+                              workload.host_backward_s)
+    order = np.argsort(ready_t, kind="stable")
+    s_t = sizes.astype(float)
+    copy = np.array([cost.memcpy_s(float(x)) / 2 for x in s_t])
+    copy_all = float(copy.sum())
+    marked_t = np.empty(sizes.size)  # without the view: each hook's copy delays every later hook
+    marked_t[order] = ready_t[order] + np.cumsum(copy[order])
+    bwd_end = workload.forward_s + workload.backward_s
+    T = sizes.size
+    for hook in dict.fromkeys(c.comm_hook for c in configs):
+        idx = np.array([j for j, c in enumerate(configs) if c.comm_hook == hook])
+        compressed = hook in ("fp16_compress", "bf16_compress")
+        wire_cost = cost.for_fp16() if compressed else cost
+        fp = cost.fp16 if compressed else None
+
+        def comm(nbytes: np.ndarray) -> np.ndarray:
+            wire = np.floor(nbytes / 2) if compressed else nbytes
+            return np.asarray(wire_cost.allreduce_s(wire, cluster, False), dtype=float) * workload.comm_scale
+
+        def casts(nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            if fp is None:
+                z = np.zeros_like(nbytes)
+                return z, z
+            return (nbytes / 4 * fp.cast_down_s_per_elem + fp.cast_down_s_per_tensor,
+                    nbytes / 4 * fp.cast_up_s_per_elem + fp.cast_up_s_per_tensor)
+
+        cs = [configs[j] for j in idx]
+        view = np.array([c.gradient_as_bucket_view for c in cs])
+        link_free, buckets = _lockstep(order, marked_t, s_t, [c.rebuild_limits() for c in cs], comm, casts)
+        step[idx] = np.maximum(bwd_end + copy_all, link_free) + np.where(view, 0.0, copy_all) + workload.update_s
+        count[idx] = buckets
+        # the first iteration: the constructor's buckets (tensors in layout order), no gradient a view yet
+        link1, _ = _lockstep(np.arange(T), marked_t, s_t, [c.first_iteration_limits() for c in cs], comm, casts)
+        first[idx] = np.maximum(bwd_end + copy_all, link1) + copy_all + workload.update_s
+    return step, first, count
+
+
+def _lockstep(order, marked_t, sizes, limit_lists, comm, casts):
+    """One bucket plan per setting, walked together: tensors taken in ``order``, setting j closing a bucket when
+    its bytes reach its next cap (``limit_lists[j]``, the last repeating); a bucket is ready at the latest mark of
+    its tensors (``marked_t``: ready, plus the copies of every earlier hook), launched in order, its collective after the
+    previous one. Returns (each setting's last collective end, its bucket count), arrays of shape (C,)."""
+    n = len(limit_lists)
+    L = max(len(x) for x in limit_lists)
+    lims = np.array([list(x) + [x[-1]] * (L - len(x)) for x in limit_lists], dtype=float)
+    acc = np.zeros(n)
+    latest = np.full(n, -np.inf)
+    pos = np.zeros(n, dtype=np.int64)
+    prev_launch = np.zeros(n)
+    link_free = np.zeros(n)
+    buckets = np.zeros(n, dtype=np.int64)
+    rows = np.arange(n)
+    last = len(order) - 1
+    for k, i in enumerate(order):
+        acc += sizes[i]
+        np.maximum(latest, marked_t[i], out=latest)
+        close = (acc >= lims[rows, np.minimum(pos, L - 1)]) if k < last else np.ones(n, dtype=bool)
+        if not close.any():
+            continue
+        c = np.nonzero(close)[0]
+        nb = acc[c]
+        launch = np.maximum(latest[c], prev_launch[c])
+        down, up = casts(nb)
+        start = np.maximum(launch + down, link_free[c])
+        link_free[c] = start + comm(nb) + up
+        prev_launch[c] = launch
+        acc[c] = 0.0
+        latest[c] = -np.inf
+        pos[c] += 1
+        buckets[c] += 1
+    return link_free, buckets

@@ -1,0 +1,104 @@
+"""Reading a DDP environment's records (``scripts/ddp_env.py``): its sweep and its replays, and predicting each
+replay with the Reducer simulator from the env's own sweep (held out: no fit reads a replay).
+
+``runs/<env>/ddp-sweep.jsonl``: one record per sweep job (:mod:`autotuner.frameworks.ddp.sweepprobe`'s output plus
+``setup``). ``runs/<env>/ddp-validation/<model>.jsonl``: one record per trial (``label``, ``repeat``, ``ddp``: the
+knobs, ``status``, ``measured_step_time_ms``: the median of its measured steps, ``first_step_ms``, ``buckets``:
+DDP's rebuilt bucket sizes from its logging data, ``setup``: model, compute_ms, np, shape).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import RunsError
+from ...model.costmodel import Cluster
+from ...model.simulator import Workload
+from .knobs import DdpConfig
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The JSON lines of ``path``. Raises RunsError (one line) for an unreadable file or line."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise RunsError(f"cannot read {path}: {e.strerror or e}") from None
+    out = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            d = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise RunsError(f"{path}:{no}: not JSON ({e.msg})") from None
+        if not isinstance(d, dict):
+            raise RunsError(f"{path}:{no}: not a JSON object")
+        out.append(d)
+    return out
+
+
+def env_cluster(setup: dict) -> Cluster:
+    """The (nodes, ranks per node) a record's setup ran on."""
+    if setup.get("testbed_hosts"):
+        return Cluster(int(setup["testbed_hosts"]), int(setup["ranks_per_host"]))
+    return Cluster(1, int(setup["np"]))
+
+
+def replay_workload(setup: dict) -> Workload:
+    """The DDP replay's emulated compute (:mod:`autotuner.frameworks.ddp.replay`): forward 1/3 and backward 2/3 of
+    ``compute_ms``, no update."""
+    c = float(setup["compute_ms"]) / 1e3
+    return Workload(forward_s=c / 3, backward_s=2 * c / 3)
+
+
+@dataclass(frozen=True)
+class DdpRow:
+    """One bucket setting of one replay file: measured (median over its trials' medians, and their range, ms),
+    predicted step and first step (ms), DDP's rebuilt bucket sizes and the simulator's (bytes)."""
+
+    env: str
+    model: str
+    label: str
+    trials: int
+    measured_ms: float
+    low_ms: float
+    high_ms: float
+    predicted_ms: float
+    first_measured_ms: float
+    first_predicted_ms: float
+    buckets: tuple[int, ...] | None
+    predicted_buckets: tuple[int, ...]
+
+    @property
+    def error_pct(self) -> float:
+        return (self.predicted_ms - self.measured_ms) / self.measured_ms * 100
+
+
+def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None) -> list[DdpRow]:
+    """Every bucket setting replayed under ``env_dir/ddp-validation/``, predicted from ``cost`` (the env's
+    :class:`~autotuner.model.costmodel.CostModel` fitted from its sweep alone)."""
+    from ...readers.layouts import load_layout
+    from .reducer import simulate_ddp_step
+
+    out = []
+    for f in sorted((env_dir / "ddp-validation").glob("*.jsonl")):
+        groups: dict[str, list[dict]] = {}
+        for r in read_jsonl(f):
+            if r.get("status") == "ok" and r.get("measured_step_time_ms"):
+                groups.setdefault(r["label"], []).append(r)
+        for label, rs in groups.items():
+            setup = rs[0]["setup"]
+            L = load_layout(setup["model"])
+            cfg = DdpConfig.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in rs[0]["ddp"].items()})
+            sim = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, replay_workload(setup), cfg, cost,
+                                    model_file_cluster or env_cluster(setup), L.dtypes)
+            meds = [float(r["measured_step_time_ms"]) for r in rs]
+            firsts = [float(r["first_step_ms"]) for r in rs if r.get("first_step_ms")]
+            out.append(DdpRow(env_dir.name, setup["model"], label, len(rs), statistics.median(meds), min(meds),
+                              max(meds), sim.step_time_ms, statistics.median(firsts) if firsts else float("nan"),
+                              sim.first_step_time_s * 1e3,
+                              tuple(rs[0]["buckets"]) if rs[0].get("buckets") else None,
+                              tuple(b.nbytes for b in sim.buckets)))
+    return out

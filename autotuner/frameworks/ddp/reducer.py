@@ -1,0 +1,218 @@
+"""A simulator of DDP's Reducer (torch 2.13): which gradients go in which bucket, when each bucket's allreduce is
+launched and ends, and the step time that gives. Pure: no I/O, deterministic. The reference version; the batch
+version for grids is :mod:`autotuner.frameworks.ddp.fastsim` (``tests/test_ddp_reducer.py`` holds them equal).
+
+What DDP does (torch 2.13.0; ``reducer.cpp`` is ``torch/csrc/distributed/c10d/reducer.cpp``):
+
+- **Bucket assignment** (:func:`assign_buckets`, ``compute_bucket_assignment_by_size``): tensors are taken in the
+  order given, one open bucket per dtype; a tensor joins its dtype's bucket, and the bucket closes once its bytes
+  reach its cap (``>=``: a bucket holds at least its cap, by up to one tensor). The caps are taken in turn from
+  a list, the last one repeating, per dtype. Without explicit indices the buckets are sorted by their smallest
+  tensor index. ``tests/test_ddp_reducer.py`` checks this against torch's own
+  ``torch.distributed._compute_bucket_assignment_by_size``.
+- **Steady state**: with the common settings (no ``find_unused_parameters``, or ``static_graph``) the first
+  iteration has one bucket of every gradient; then ``rebuild_buckets`` reassigns them in the order the gradients
+  became ready, with the caps :meth:`DdpConfig.rebuild_limits` (``[first_bucket_bytes_cap, bucket_bytes_cap]``:
+  1 MiB then 25 MiB by default; the user's cap for both when set; ``bucket_cap_mb_list`` as given).
+- **Launch** (``mark_variable_ready`` / ``mark_bucket_ready``): a bucket is ready when its last gradient has been
+  marked; buckets are launched in order (``next_bucket_``): bucket b when it is ready and b - 1 has been launched.
+  Collectives run asynchronously on the process group; here they share the link one after another (a FIFO), as
+  NCCL's one stream runs them. (Gloo's process group has 2 worker threads by default, ``ProcessGroupGloo``
+  ``Options::threads``: two small allreduces may overlap their latencies; not modelled.)
+- **Copies**: each gradient is copied (and divided by the world size, ``at::mul_out``) into its bucket in its
+  hook, on the backward's thread (``mark_variable_ready_dense``), unless it already is a view of the bucket; and
+  copied back after every collective ended (``finalize_bucket_dense``) unless ``gradient_as_bucket_view``. A
+  training loop's ``optimizer.zero_grad()`` sets every gradient to None (``set_to_none=True``, torch 2.x's
+  default), so autograd makes a new gradient each step and the copy in runs with the view too ("the bucket view
+  alias is destroyed every iteration", DDP's own docstring of ``batched_grad_copy``): the view saves the copy
+  back. Each copy is one pass over the bytes: half the cost model's fusion-buffer copy (``memcpy_s``, in + out).
+- **Comm hooks** (``default_hooks.py``): ``fp16_compress``/``bf16_compress`` cast each bucket down before its
+  allreduce (in the hook, on the thread that launches it) and back in the future's callback; the wire carries half
+  the bytes and a CPU sums 16-bit elements at the env's fitted float16 cost (:meth:`CostModel.for_fp16`); the
+  casts at :class:`~autotuner.model.costmodel.Fp16Cost`'s rates. ``powerSGD`` is lossy and not simulated.
+- **The step**: forward, backward (gradients ready at ``forward + ready_fraction * backward``, each hook's copy
+  delaying the rest of the backward on CPU ranks), the wait for every collective, the copies back, the update.
+
+Not modelled: ``find_unused_parameters``' per-step graph traversal (never measured here), the rebuild's own
+one-off cost, Gloo's second worker thread, and collectives slowed by compute on shared cores
+(:class:`~autotuner.model.costmodel.ComputeDelay`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...errors import ScenarioError
+from ...model.costmodel import Cluster, CostModel
+from ...model.simulator import Workload, hand_over_times
+from .knobs import DdpConfig
+
+
+def assign_buckets(sizes_bytes, dtypes, limits, order=None) -> tuple[list[list[int]], list[int]]:
+    """DDP's bucket assignment (``compute_bucket_assignment_by_size``, reducer.cpp).
+
+    ``sizes_bytes``: shape (T,), bytes per tensor; ``dtypes``: length T, any hashable per tensor (one open bucket
+    each); ``limits``: caps in bytes, taken in turn per dtype, the last repeating; ``order``: the tensor indices in
+    the order to take them (the rebuild's ready order), or None: 0..T-1, and the buckets then sorted by their
+    smallest index. Returns (buckets as lists of tensor indices, each bucket's cap in bytes).
+    Raises ScenarioError for no limits or a non-positive one.
+    """
+    if not limits or min(limits) <= 0:
+        raise ScenarioError(f"bucket caps must be positive bytes, got {list(limits)!r}")
+    sizes = np.asarray(sizes_bytes, dtype=np.int64)
+    idx = range(sizes.size) if order is None else [int(i) for i in order]
+    open_: dict = {}
+    closed: list[tuple[list[int], int]] = []
+    for i in idx:
+        key = dtypes[i]
+        b = open_.get(key)
+        if b is None:
+            b = open_[key] = [[], 0, 0]  # indices, bytes, position in limits
+        b[0].append(i)
+        b[1] += int(sizes[i])
+        cap = limits[min(b[2], len(limits) - 1)]
+        if b[1] >= cap:
+            closed.append((b[0], cap))
+            open_[key] = [[], 0, b[2] + 1]
+    # the open buckets last, as reducer.cpp walks its unordered_map of them: libstdc++ iterates a map that never
+    # erased a key in the reverse order the keys were first inserted (one dtype: just the one left open)
+    for b in reversed(list(open_.values())):
+        if b[0]:
+            closed.append((b[0], limits[min(b[2], len(limits) - 1)]))
+    if order is None:
+        closed.sort(key=lambda c: min(c[0]))
+    return [c[0] for c in closed], [c[1] for c in closed]
+
+
+@dataclass(frozen=True)
+class DdpBucket:
+    """One bucket of a simulated step: its tensors (indices into the layout), bytes (float32 as stored), cap (bytes),
+    and times from the step's start (s): ready (its last gradient marked), launched, collective start and end."""
+
+    tensors: tuple[int, ...]
+    nbytes: int
+    cap_bytes: int
+    ready_s: float
+    launch_s: float
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class DdpStepResult:
+    """A simulated DDP step (seconds): ``step_time_s`` in the steady state (rebuilt buckets),
+    ``first_step_time_s`` the first iteration (one bucket of every gradient unless
+    ``find_unused_parameters``), ``backward_end_s``, ``comm_end_s`` (the last collective's end),
+    ``exposed_comm_s`` (step time beyond compute and copies), ``copy_s`` (copies into and out of the buckets),
+    ``cast_s`` (a compress hook's casts), ``buckets`` (steady state, in launch order)."""
+
+    step_time_s: float
+    first_step_time_s: float
+    backward_end_s: float
+    comm_end_s: float
+    exposed_comm_s: float
+    copy_s: float
+    cast_s: float
+    buckets: tuple[DdpBucket, ...]
+
+    @property
+    def step_time_ms(self) -> float:
+        return self.step_time_s * 1e3
+
+
+def _checked(sizes_bytes, ready_fraction, dtypes):
+    sizes = np.asarray(sizes_bytes, dtype=np.int64)
+    ready = np.asarray(ready_fraction, dtype=float)
+    if sizes.ndim != 1 or sizes.size == 0 or ready.shape != sizes.shape:
+        raise ScenarioError(f"a layout needs T >= 1 sizes and T ready fractions, got {sizes.shape} and {ready.shape}")
+    if (sizes <= 0).any() or not np.isfinite(ready).all():
+        raise ScenarioError("tensor sizes must be positive bytes and ready fractions finite")
+    dt = tuple(dtypes) if dtypes is not None else ("float32",) * sizes.size
+    if len(dt) != sizes.size:
+        raise ScenarioError(f"{len(dt)} dtypes for {sizes.size} tensors")
+    return sizes, ready, dt
+
+
+def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostModel, cluster: Cluster,
+              workload: Workload):
+    """(result buckets, backward end, last collective end, copy-in total, cast total) for one bucket plan."""
+    hook = cfg.comm_hook
+    if hook == "powerSGD":
+        raise ScenarioError("the powerSGD hook is lossy and not simulated (issue 30: show, never propose)")
+    compressed = hook in ("fp16_compress", "bf16_compress")
+    wire_cost = cost.for_fp16() if compressed else cost
+    fp16 = cost.fp16
+    # the hooks' copies delay the rest of the backward (they run on its thread): shift every later ready time
+    copy_in = np.asarray([cost.memcpy_s(float(s)) / 2 for s in sizes])
+    pos = np.empty(sizes.size, dtype=np.int64)
+    pos[np.asarray(order)] = np.arange(sizes.size)
+    t_marked = np.empty(sizes.size)
+    shift = 0.0
+    for i in order:
+        shift += copy_in[i]
+        t_marked[i] = ready_t[i] + shift
+    out = []
+    link_free = 0.0
+    prev_launch = 0.0
+    cast_total = 0.0
+    for b, cap in zip(buckets, caps):
+        nbytes = int(sum(int(sizes[i]) for i in b))
+        ready = float(max(t_marked[i] for i in b))
+        launch = max(ready, prev_launch)
+        cast_down = 0.0
+        if compressed and fp16 is not None:
+            cast_down = nbytes / 4 * fp16.cast_down_s_per_elem + fp16.cast_down_s_per_tensor
+        start = max(launch + cast_down, link_free)
+        wire = nbytes // 2 if compressed else nbytes
+        dur = float(wire_cost.allreduce_s(wire, cluster, False)) * workload.comm_scale
+        cast_up = 0.0
+        if compressed and fp16 is not None:
+            cast_up = nbytes / 4 * fp16.cast_up_s_per_elem + fp16.cast_up_s_per_tensor
+        end = start + dur + cast_up  # the callback casts back on the collective's thread
+        link_free = end
+        prev_launch = launch
+        cast_total += cast_down + cast_up
+        out.append(DdpBucket(tuple(int(i) for i in b), nbytes, int(cap), ready, launch, start, end))
+    return out, float(copy_in.sum()), cast_total
+
+
+def simulate_ddp_step(sizes_bytes, ready_fraction, workload: Workload, cfg: DdpConfig, cost: CostModel,
+                      cluster: Cluster, dtypes=None) -> DdpStepResult:
+    """One DDP step of a layout (reference version; module docstring for what is modelled).
+
+    ``sizes_bytes``: shape (T,), each gradient's bytes, in the layout's (backward) order; ``ready_fraction``: shape
+    (T,), when each is ready as a fraction of the backward; ``dtypes``: length T (one bucket per dtype), None =
+    all float32. ``workload``: forward/backward/update seconds, ``comm_scale``, ``host_backward_s`` (GPU hosts);
+    ``cost``: the env's fitted :class:`CostModel` (allreduce per size and tier, copy rates, fp16 costs);
+    ``cluster``: nodes x ranks per node. Returns a :class:`DdpStepResult` (seconds). Raises ScenarioError for a
+    malformed layout or the powerSGD hook.
+    """
+    sizes, ready, dt = _checked(sizes_bytes, ready_fraction, dtypes)
+    ready_t = hand_over_times(workload.forward_s + ready * workload.backward_s, workload.forward_s,
+                              workload.host_backward_s)
+    order = np.argsort(ready_t, kind="stable")
+    bwd_end = workload.forward_s + workload.backward_s
+
+    def one(buckets, caps, view_cfg):
+        bk, copy_in, cast = _timeline(sizes, ready_t, order, buckets, caps, view_cfg, cost, cluster, workload)
+        b_end = bwd_end + copy_in
+        c_end = max((b.end_s for b in bk), default=0.0)
+        copy_out = 0.0 if view_cfg.gradient_as_bucket_view else sum(cost.memcpy_s(float(s)) / 2 for s in sizes)
+        step = max(b_end, c_end) + copy_out + workload.update_s
+        return bk, b_end, c_end, copy_in + copy_out, cast, step
+
+    if cfg.rebuilds:
+        buckets, caps = assign_buckets(sizes, dt, cfg.rebuild_limits(), order)
+    else:  # find_unused_parameters without static_graph: the constructor's buckets stay (reverse parameters())
+        buckets, caps = assign_buckets(sizes, dt, cfg.first_iteration_limits())
+        buckets_order = sorted(range(len(buckets)), key=lambda k: min(pos for pos in buckets[k]))
+        buckets, caps = [buckets[k] for k in buckets_order], [caps[k] for k in buckets_order]
+    bk, b_end, c_end, copies, cast, step = one(buckets, caps, cfg)
+    # the first iteration: the constructor's buckets, and no gradient is yet a view of its bucket
+    fb, fc = assign_buckets(sizes, dt, cfg.first_iteration_limits())
+    first = one(fb, fc, DdpConfig(**{**cfg.to_dict(), "bucket_cap_mb_list": cfg.bucket_cap_mb_list,
+                                     "gradient_as_bucket_view": False}))[5]
+    compute = b_end + workload.update_s
+    return DdpStepResult(step, first, b_end, c_end, max(0.0, step - compute - (copies - (b_end - bwd_end))),
+                         copies, cast, tuple(bk))

@@ -1,0 +1,188 @@
+"""DDP replay workload: a training loop whose gradients have exactly a chosen layout, wrapped in real
+``torch.nn.parallel.DistributedDataParallel`` with the knobs and hook asked for.
+
+Run it under torchrun, e.g.::
+
+    torchrun --standalone --nproc-per-node 2 -m autotuner.frameworks.ddp.replay --model resnet50 \\
+        --compute-ms 300 --steps 10 --warmup 3 --bucket-cap-mb 4 --gradient-as-bucket-view
+
+The module's parameters are the layout's tensors, registered in forward order (the reverse of the layout's
+backward order), so DDP's ``parameters()`` order, its constructor's buckets and its rebuilt ones see the layout's
+real sizes, count and backward order. Compute is emulated as :mod:`autotuner.realrun.replay` emulates it (the same
+deadlines: forward ``compute_ms / 3``, backward ``2 compute_ms / 3``, tensor ``i``'s gradient produced when
+``ready_fraction[i]`` of the backward has elapsed): each stage's backward sleeps to its deadline and returns the
+parameter's gradient, gradient-like values (N(0, 1e-6), seeded by rank, as the Horovod replay's), so autograd's
+``AccumulateGrad`` fires DDP's hook for it. Each step runs ``optimizer.zero_grad()`` (``set_to_none=True``, the
+default) as a training loop does, the forward, ``loss.backward()`` (which returns once DDP's
+``finalize_backward`` has waited for every bucket) and an emulated update of ``update_ms``.
+
+Output (rank 0, stdout): one ``step N time_ms X`` line per step, then ``AUTOTUNER_RESULT {json}`` with the Horovod
+replay's keys (``model, ranks, steps, warmup, compute_ms, update_ms, gradients, bytes_per_step, step_times_ms,
+median_step_time_ms``; :func:`autotuner.readers.replay_output.parse_output` reads it) plus ``framework: "ddp"``,
+``ddp`` (the knobs as :meth:`DdpConfig.to_dict`), ``first_step_ms`` (the first iteration, before the Reducer
+rebuilt its buckets) and ``buckets`` (the rebuilt buckets' sizes in bytes, from DDP's own logging data,
+``_get_ddp_logging_data()["rebuilt_bucket_sizes"]``, when it has them). Exit status 2 and one line on stderr for
+a bad argument. The result line is printed before the process group is torn down, so a failed teardown (a rank
+aborting at exit) never hides a finished measurement.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+RESULT_TAG = "AUTOTUNER_RESULT"
+FORWARD_SHARE = 1.0 / 3.0
+GRADIENT_STD = 1e-3  # as autotuner.realrun.replay.GRADIENT_STD
+
+
+def _sleep_to(deadline: float) -> None:
+    wait = deadline - time.perf_counter()
+    if wait > 0:
+        time.sleep(wait)
+
+
+def _args(argv):
+    from .knobs import COMM_HOOKS
+
+    p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.ddp.replay", description=__doc__.split("\n")[0])
+    p.add_argument("--model", required=True, help="layout: shipped name, .json path or pkg.mod:factory")
+    p.add_argument("--compute-ms", type=float, default=300.0, help="forward+backward per step, ms (1/3 + 2/3)")
+    p.add_argument("--update-ms", type=float, default=0.0, help="optimizer update per step, ms")
+    p.add_argument("--steps", type=int, default=10, help="measured steps")
+    p.add_argument("--warmup", type=int, default=3, help="steps before measuring (the first one rebuilds buckets)")
+    p.add_argument("--bucket-cap-mb", type=float, default=None, help="DDP's bucket_cap_mb (MiB; default: DDP's)")
+    p.add_argument("--bucket-cap-mb-list", default=None, help="DDP's bucket_cap_mb_list, comma-separated MiB")
+    p.add_argument("--gradient-as-bucket-view", action="store_true")
+    p.add_argument("--static-graph", action="store_true")
+    p.add_argument("--comm-hook", choices=[h for h in COMM_HOOKS if h != "powerSGD"], default="allreduce")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _args(argv)
+    from ...errors import KnobError
+    from .knobs import DdpConfig
+
+    if a.compute_ms < 0 or a.update_ms < 0 or a.steps < 1 or a.warmup < 1:
+        print("error: --compute-ms/--update-ms must be >= 0, --steps >= 1, --warmup >= 1 (the first step rebuilds "
+              "DDP's buckets)", file=sys.stderr)
+        return 2
+    try:
+        caps = None if a.bucket_cap_mb_list is None else tuple(float(x) for x in a.bucket_cap_mb_list.split(","))
+        cfg = DdpConfig(a.bucket_cap_mb, caps, a.gradient_as_bucket_view, a.comm_hook, a.static_graph)
+    except (KnobError, ValueError) as e:
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+    from ...readers.layouts import load_layout
+    try:
+        layout = load_layout(a.model)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    try:
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel
+    except ImportError as e:
+        print(f"error: the DDP replay needs torch ({e})", file=sys.stderr)
+        return 2
+    if "RANK" not in os.environ:
+        print("error: run it under torchrun (no RANK in the environment)", file=sys.stderr)
+        return 2
+    dist.init_process_group("gloo")
+    torch.set_num_threads(1)
+    rank = dist.get_rank()
+    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+    T = len(layout.shapes)
+    fwd_s = a.compute_ms * FORWARD_SHARE / 1e3
+    bwd_s = a.compute_ms * (1 - FORWARD_SHARE) / 1e3
+    ready = list(layout.ready_fraction)
+    gen = torch.Generator().manual_seed(rank)
+    grads = [(torch.randn(shape, generator=gen) * GRADIENT_STD).to(dtypes[dt])
+             for shape, dt in zip(layout.shapes, layout.dtypes)]
+    clock = {"t0": 0.0}
+
+    class Stage(torch.autograd.Function):
+        """Identity on the activation; its backward waits until tensor ``index`` is ready and returns its gradient."""
+
+        @staticmethod
+        def forward(ctx, x, weight, index):  # noqa: ARG004 - weight links the parameter into the graph
+            ctx.index = index
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            i = ctx.index
+            # the gradient is written inside the stage's compute time, as a real backward's kernel writes it; the
+            # fresh tensor is autograd's alone, so AccumulateGrad takes it without a copy (as a computed one)
+            out = grads[i].clone()
+            _sleep_to(clock["t0"] + ready[i] * bwd_s)
+            return g, out, None
+
+    class Replay(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            # registered in forward order: parameters() is the reverse of the layout's backward order
+            self.ws = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(layout.shapes[i], dtype=dtypes[layout.dtypes[i]]))
+                                              for i in range(T - 1, -1, -1)])
+
+        def forward(self, x):
+            for k, w in enumerate(self.ws):
+                x = Stage.apply(x, w, T - 1 - k)
+            return x.sum()
+
+    kw = {"gradient_as_bucket_view": cfg.gradient_as_bucket_view, "static_graph": cfg.static_graph}
+    if cfg.bucket_cap_mb_list is not None:
+        kw["bucket_cap_mb_list"] = [int(c) if float(c).is_integer() else c for c in cfg.bucket_cap_mb_list]
+    elif cfg.bucket_cap_mb is not None:
+        kw["bucket_cap_mb"] = cfg.bucket_cap_mb
+    model = DistributedDataParallel(Replay(), **kw)
+    if cfg.comm_hook != "allreduce":
+        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        model.register_comm_hook(None, getattr(default_hooks, f"{cfg.comm_hook}_hook"))
+    params = list(model.parameters())
+    x = torch.ones(1, requires_grad=True)
+    times: list[float] = []
+    first_ms = None
+    for step in range(a.warmup + a.steps):
+        for p_ in params:
+            p_.grad = None  # optimizer.zero_grad(set_to_none=True)
+        t = time.perf_counter()
+        loss = model(x)
+        _sleep_to(t + fwd_s)
+        clock["t0"] = t + fwd_s
+        loss.backward()
+        _sleep_to(clock["t0"] + bwd_s)
+        if a.update_ms > 0:
+            time.sleep(a.update_ms / 1e3)
+        dt = (time.perf_counter() - t) * 1e3
+        if step == 0:
+            first_ms = dt
+        if step >= a.warmup:
+            times.append(dt)
+        if rank == 0:
+            print(f"step {step} time_ms {dt:.3f}{' (warmup)' if step < a.warmup else ''}", flush=True)
+    if rank == 0:
+        logging = model._get_ddp_logging_data()
+        rebuilt = logging.get("rebuilt_bucket_sizes")
+        ordered = sorted(times)
+        n = len(ordered)
+        median = ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
+        result = {"framework": "ddp", "model": layout.name, "ranks": dist.get_world_size(), "steps": a.steps,
+                  "warmup": a.warmup, "compute_ms": a.compute_ms, "update_ms": a.update_ms,
+                  "gradients": f"normal(0, {GRADIENT_STD:g})", "ddp": cfg.to_dict(),
+                  "bytes_per_step": layout.total_bytes, "step_times_ms": [round(v, 3) for v in times],
+                  "median_step_time_ms": round(median, 3), "first_step_ms": round(first_ms, 3),
+                  "buckets": [int(b) for b in str(rebuilt).split(", ")] if rebuilt else None}
+        print(f"{RESULT_TAG} {json.dumps(result)}", flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Every DDP replay of an environment beside its prediction from the env's own sweep alone (issue 30).
+
+    python scripts/ddp_accuracy.py ddp-2gbit [more envs]
+
+Fits the env's cost model from ``runs/<env>/ddp-sweep.jsonl`` (:func:`autotuner.frameworks.ddp.fit.cost_model_from_sweep`)
+and prints, per layout and bucket setting: trials, measured median step (range), predicted, error; the first
+iteration measured and predicted; whether DDP's own rebuilt buckets (its logging data) are the simulator's. Then per
+layout: MAPE, worst, Kendall's tau over the pairs measured more than 2 % apart ((concordant - discordant) / pairs),
+the pick (the setting predicted fastest) measured against DDP's defaults.
+"""
+from __future__ import annotations
+
+import itertools
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def main() -> int:
+    import numpy as np
+    from autotuner.frameworks.ddp.fit import cost_model_from_sweep
+    from autotuner.frameworks.ddp.records import env_cluster, read_jsonl, rows
+
+    envs = sys.argv[1:]
+    if not envs:
+        print("usage: python scripts/ddp_accuracy.py ENV [ENV ...]", file=sys.stderr)
+        return 2
+    for env in envs:
+        d = ROOT / "autotuner" / "runs" / env
+        sweep = read_jsonl(d / "ddp-sweep.jsonl")
+        setup = sweep[0]["setup"]
+        cost, info = cost_model_from_sweep(sweep, link_gbps=setup.get("link_gbit") or setup.get("bandwidth_gbit") or 10.0,
+                                           cluster=env_cluster(setup))
+        print(f"## {env}: alpha {info['alpha_us']:.0f} us, busbw {info['busbw_gbps']:.2f} Gbit/s, copy "
+              f"{info['copy_GBps']:.1f} GB/s, float16 sum {info['fp16'].get('sum_extra_ns_per_elem') or 0:.1f} ns/elem")
+        rs = rows(d, cost)
+        print("| layout | setting | trials | measured ms (range) | predicted | error | first: measured / predicted | "
+              "buckets as DDP's |")
+        print("|---|---|---:|---:|---:|---:|---:|---|")
+        for r in rs:
+            same = "n/a" if r.buckets is None else ("yes" if tuple(r.buckets) == r.predicted_buckets else
+                                                     f"no ({len(r.buckets)} vs {len(r.predicted_buckets)})")
+            print(f"| {r.model} | {r.label} | {r.trials} | {r.measured_ms:.1f} ({r.low_ms:.1f}-{r.high_ms:.1f}) | "
+                  f"{r.predicted_ms:.1f} | {r.error_pct:+.1f} % | {r.first_measured_ms:.1f} / {r.first_predicted_ms:.1f} | "
+                  f"{same} |")
+        for model in dict.fromkeys(r.model for r in rs):
+            m = [r for r in rs if r.model == model]
+            errs = [abs(r.error_pct) for r in m]
+            pairs = [(a, b) for a, b in itertools.combinations(m, 2)
+                     if abs(a.measured_ms - b.measured_ms) / min(a.measured_ms, b.measured_ms) > 0.02]
+            # Kendall's tau over the pairs measured > 2 % apart: (concordant - discordant) / pairs
+            conc = np.mean([np.sign(a.measured_ms - b.measured_ms) == np.sign(a.predicted_ms - b.predicted_ms)
+                            for a, b in pairs]) if pairs else float("nan")
+            tau = 2 * conc - 1
+            pick = min(m, key=lambda r: r.predicted_ms)
+            default = next(r for r in m if r.label.startswith("25 MiB (default"))
+            print(f"{model}: MAPE {np.mean(errs):.1f} %, worst {max(m, key=lambda r: abs(r.error_pct)).error_pct:+.1f} %; "
+                  f"Kendall tau {tau:.2f} over {len(pairs)} pairs measured > 2 % apart; "
+                  f"pick {pick.label}: measured {pick.measured_ms:.1f} ms vs defaults {default.measured_ms:.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

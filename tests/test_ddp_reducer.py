@@ -1,0 +1,173 @@
+"""DDP's Reducer simulator (issue 30): the bucket assignment against torch's own, the knob table, and the step's
+timeline on hand-worked cases."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from autotuner.errors import KnobError, ScenarioError
+from autotuner.frameworks.ddp.knobs import DDP_KNOBS, DdpConfig
+from autotuner.frameworks.ddp.reducer import assign_buckets, simulate_ddp_step
+from autotuner.model.costmodel import Cluster, CostModel, Tier
+from autotuner.model.simulator import Workload
+
+MIB = 1 << 20
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+
+_DT = {"float32": torch.float32, "float16": torch.float16}
+
+
+def _torch_assignment(sizes, dtypes, limits, order=None):
+    """torch 2.13's own ``compute_bucket_assignment_by_size`` (reducer.cpp, exposed to Python)."""
+    ts = [torch.empty(int(s) // (4 if d == "float32" else 2), dtype=_DT[d]) for s, d in zip(sizes, dtypes)]
+    if order is None:
+        return dist._compute_bucket_assignment_by_size(ts, list(limits), [False] * len(ts))
+    # the rebuild passes the tensors in ready order and their indices beside them
+    return dist._compute_bucket_assignment_by_size([ts[i] for i in order], list(limits), [False] * len(ts),
+                                                   [int(i) for i in order])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bucket_assignment_is_torchs_own(seed):
+    rng = np.random.default_rng(seed)
+    T = int(rng.integers(1, 300))
+    elems = np.exp(rng.uniform(np.log(1), np.log(8e6), T)).astype(int) + 1
+    dtypes = ["float16" if (seed % 3 == 0 and rng.random() < 0.3) else "float32" for _ in range(T)]
+    sizes = [int(e) * (4 if d == "float32" else 2) for e, d in zip(elems, dtypes)]
+    limits = [[1 * MIB, 25 * MIB], [int(rng.integers(1, 64)) * MIB], [MIB, 4 * MIB, 16 * MIB, 64 * MIB],
+              [2**63 - 1]][seed % 4]
+    mine, theirs = assign_buckets(sizes, dtypes, limits), _torch_assignment(sizes, dtypes, limits)
+    assert [list(b) for b in mine[0]] == [list(b) for b in theirs[0]] and list(mine[1]) == list(theirs[1])
+    order = rng.permutation(T)
+    mine = assign_buckets(sizes, dtypes, limits, order)
+    theirs = _torch_assignment(sizes, dtypes, limits, order)
+    assert [list(b) for b in mine[0]] == [list(b) for b in theirs[0]] and list(mine[1]) == list(theirs[1])
+
+
+def test_the_caps_ddp_derives_from_its_arguments():
+    """torch 2.13 _BucketCapacityConfig: the 1 MiB first bucket only while bucket_cap_mb is left at its default."""
+    assert DdpConfig().rebuild_limits() == (MIB, 25 * MIB)
+    assert DdpConfig(bucket_cap_mb=25).rebuild_limits() == (25 * MIB, 25 * MIB)
+    assert DdpConfig(bucket_cap_mb_list=(1, 4, 25)).rebuild_limits() == (MIB, 4 * MIB, 25 * MIB)
+    assert DdpConfig(bucket_cap_mb_list=(1, 4, 25)).cap_bytes() == 25 * MIB
+    assert DdpConfig().first_iteration_limits() == (2**63 - 1,)  # one bucket until the rebuild
+    assert DdpConfig(find_unused_parameters=True).first_iteration_limits() == (MIB, 25 * MIB)
+    assert not DdpConfig(find_unused_parameters=True).rebuilds and DdpConfig(find_unused_parameters=True,
+                                                                            static_graph=True).rebuilds
+    # the same caps as torch's own config class
+    from torch.nn.parallel.distributed import _BucketCapacityConfig
+
+    for kw in ({}, {"bucket_cap_mb": 25}, {"bucket_cap_mb": 3}, {"bucket_cap_mb_list": [1, 4, 25]}):
+        theirs = _BucketCapacityConfig.create(kw.get("bucket_cap_mb"), kw.get("bucket_cap_mb_list"), False)
+        mine = DdpConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in kw.items()})
+        assert (mine.cap_bytes(), mine.first_cap_bytes()) == (theirs.bucket_bytes_cap, theirs.first_bucket_bytes_cap)
+        first, rebuild = theirs.compute_bucket_size_limits(False, False)
+        assert list(mine.first_iteration_limits()) == [int(x) for x in first]
+        if rebuild:
+            assert list(mine.rebuild_limits()) == rebuild
+
+
+def test_the_knob_table_and_the_code_a_user_pastes():
+    assert {k.argument for k in DDP_KNOBS} >= {"bucket_cap_mb", "bucket_cap_mb_list", "gradient_as_bucket_view",
+                                               "register_comm_hook", "static_graph", "find_unused_parameters"}
+    c = DdpConfig(bucket_cap_mb=4, gradient_as_bucket_view=True, comm_hook="fp16_compress")
+    assert c.code() == ("model = DistributedDataParallel(model, bucket_cap_mb=4, gradient_as_bucket_view=True)\n"
+                        "model.register_comm_hook(None, default_hooks.fp16_compress_hook)")
+    assert DdpConfig.from_dict(c.to_dict()) == c
+    assert DdpConfig().code() == "model = DistributedDataParallel(model)"
+
+
+@pytest.mark.parametrize("kw, msg", [({"bucket_cap_mb": 0}, "bucket_cap_mb"), ({"bucket_cap_mb": float("nan")}, "MiB"),
+                                     ({"bucket_cap_mb_list": ()}, "non-empty"), ({"comm_hook": "int8"}, "comm_hook"),
+                                     ({"gradient_as_bucket_view": 1}, "true or false"),
+                                     ({"bucket_cap_mb_list": (1, -2)}, "bucket_cap_mb_list[1]")])
+def test_bad_knobs_are_one_line(kw, msg):
+    with pytest.raises(KnobError, match=None) as e:
+        DdpConfig(**kw)
+    assert msg in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(KnobError):
+        DdpConfig.from_dict({"bucket_size": 3})
+
+
+def _cost(alpha_s=1e-3, gbps=1.0, memcpy_Bps=1e9):
+    # a linear tier: allreduce(n) on 2 ranks = 2 alpha + n / bw
+    return CostModel(inter=Tier(alpha_s, gbps * 1e9 / 8), memcpy_Bps=memcpy_Bps)
+
+
+def test_a_hand_worked_step():
+    """Two tensors of 2 MiB ready at 1/2 and 1 of a 100 ms backward (after a 50 ms forward), 1 MiB caps, 2 ranks on
+    one host at 1 Gbit/s (125 MB/s) and 1 ms alpha: each bucket's allreduce = 2 x 1 ms + 2 MiB / 125 MB/s =
+    18.777 ms; each copy of 2 MiB at 1 GB/s c = 2.097 ms. With the view: each hook copies its gradient in (the
+    training loop's zero_grad set it to None), delaying what follows: bucket 0 runs from 100 + c, bucket 1 from
+    150 + 2c, and nothing is copied back: the step is 150 + 2c + 18.777 ms. The first iteration's one bucket of
+    4 MiB starts at 150 + 2c, takes 2 ms + 4 MiB / 125 MB/s, and its gradients are copied back (2c)."""
+    w = Workload(forward_s=0.05, backward_s=0.1)
+    r = simulate_ddp_step([2 * MIB, 2 * MIB], [0.5, 1.0], w, DdpConfig(bucket_cap_mb=1, gradient_as_bucket_view=True),
+                          _cost(), Cluster(1, 2))
+    one = 2e-3 + 2 * MIB / 125e6
+    c = 2 * MIB / 1e9
+    assert [len(b.tensors) for b in r.buckets] == [1, 1]
+    assert r.buckets[0].start_s == pytest.approx(0.1 + c) and r.buckets[0].end_s == pytest.approx(0.1 + c + one)
+    assert r.step_time_s == pytest.approx(0.15 + 2 * c + one)
+    # (the first iteration has no view yet: both gradients copied in, delaying the backward, and back)
+    assert r.first_step_time_s == pytest.approx(0.15 + 2e-3 + 4 * MIB / 125e6 + 4 * (2 * MIB / 1e9))
+    # without the view the gradients are also copied back after the last collective
+    r2 = simulate_ddp_step([2 * MIB, 2 * MIB], [0.5, 1.0], w, DdpConfig(bucket_cap_mb=1), _cost(), Cluster(1, 2))
+    assert r2.buckets[0].start_s == pytest.approx(0.1 + c) and r2.buckets[1].start_s == pytest.approx(0.15 + 2 * c)
+    assert r2.step_time_s == pytest.approx(0.15 + 2 * c + one + 2 * c)
+
+
+def test_a_bucket_waits_for_the_one_before_it():
+    """Launch order is bucket order: a late gradient in bucket 0 holds bucket 1 back even when 1 is ready first
+    (the ready order decides the rebuilt buckets, so this only happens with find_unused_parameters' buckets)."""
+    w = Workload(forward_s=0.0, backward_s=0.1)
+    cfg = DdpConfig(bucket_cap_mb=1, gradient_as_bucket_view=True, find_unused_parameters=True)
+    r = simulate_ddp_step([2 * MIB, 2 * MIB], [1.0, 0.2], w, cfg, _cost(), Cluster(1, 2))
+    assert r.buckets[0].tensors == (0,) and r.buckets[1].launch_s == pytest.approx(r.buckets[0].launch_s)
+
+
+def test_malformed_layouts_and_powersgd_are_one_line():
+    w = Workload(forward_s=0.0, backward_s=0.1)
+    for sizes, ready in (([], []), ([1, 2], [0.5]), ([0], [0.5]), ([4], [float("nan")])):
+        with pytest.raises(ScenarioError):
+            simulate_ddp_step(sizes, ready, w, DdpConfig(), _cost(), Cluster(1, 2))
+    with pytest.raises(ScenarioError, match="powerSGD"):
+        simulate_ddp_step([4], [1.0], w, DdpConfig(comm_hook="powerSGD"), _cost(), Cluster(1, 2))
+    with pytest.raises(ScenarioError):
+        assign_buckets([4], ["float32"], [])
+
+
+def _layout_and_env():
+    from pathlib import Path
+
+    from autotuner.fit.store import load_env
+    from autotuner.readers.layouts import load_layout
+
+    root = Path(__file__).resolve().parents[1]
+    return load_layout("resnet50"), load_env(root / "autotuner" / "models", "fresh-poll-2gbit")
+
+
+def _grid():
+    caps = [None, 0.25, 1, 2, 4, 8, 16, 25, 32, 64, 128, 200]
+    out = [DdpConfig(bucket_cap_mb=c, gradient_as_bucket_view=v, comm_hook=h)
+           for c in caps for v in (False, True) for h in ("allreduce", "fp16_compress")]
+    return out + [DdpConfig(bucket_cap_mb_list=(1, 4, 25)), DdpConfig(bucket_cap_mb_list=(0.5, 64), comm_hook="bf16_compress")]
+
+
+def test_the_batch_version_is_the_reference():
+    """Contract: the batch simulator gives the reference's step, first step and bucket count on every setting of a
+    grid (caps from 0.25 to 200 MiB, DDP's default, per-bucket lists, view and hooks), ResNet-50's 161 gradients on
+    a fitted env whose fp16 term is measured (fresh-poll-2gbit); within 1e-9 s (float summation order)."""
+    from autotuner.frameworks.ddp.fastsim import simulate_ddp_batch
+
+    L, fenv = _layout_and_env()
+    w = Workload(forward_s=0.03, backward_s=0.06, update_s=0.002)
+    cfgs = _grid()
+    step, first, count = simulate_ddp_batch(L.sizes_bytes, L.ready_fraction, w, cfgs, fenv.cost, fenv.cluster, L.dtypes)
+    for j, c in enumerate(cfgs):
+        r = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, w, c, fenv.cost, fenv.cluster, L.dtypes)
+        assert step[j] == pytest.approx(r.step_time_s, abs=1e-9), c
+        assert first[j] == pytest.approx(r.first_step_time_s, abs=1e-9), c
+        assert count[j] == len(r.buckets), c
+    assert len(set(np.round(step, 6))) > 10  # the grid is not flat: the contract compares distinct answers
