@@ -31,6 +31,10 @@ _EXPORTS = {
     "Layout": ".model.layout", "Scenario": ".model.scenario",
     "StepResult": ".model.simulator", "Workload": ".model.simulator", "simulate_step": ".model.simulator",
     "load_layout": ".readers.layouts",
+    "ddp_suggest": ".frameworks.ddp.api", "DdpSuggestResult": ".frameworks.ddp.api", "ddp_measure": ".frameworks.ddp.api",
+    "ddp_validate": ".frameworks.ddp.api", "DdpValidateResult": ".frameworks.ddp.api",
+    "ddp_simulate": ".frameworks.ddp.api", "DdpSimulateResult": ".frameworks.ddp.api", "ddp_tune": ".frameworks.ddp.api", "DdpConfig": ".frameworks.ddp.knobs",
+    "DDP_KNOBS": ".frameworks.ddp.knobs",
 }
 __all__ = sorted(_EXPORTS)
 

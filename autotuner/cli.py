@@ -940,6 +940,253 @@ def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain 
               soft_wrap=True)
 
 
+ddp_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+                      help="PyTorch DistributedDataParallel: bucket caps, the gradient view, comm hooks (docs/ddp.md).")
+app.add_typer(ddp_app, name="ddp")
+
+
+@ddp_app.command("measure", short_help="the DDP sweep: torch.distributed's allreduce under torchrun")
+def ddp_measure_cmd(env: str = typer.Option(..., "--env", help="environment name: the sweep goes to "
+                                            "<runs>/<env>/ddp-sweep.jsonl", callback=opt.checked(opt.PlainName, "--env")),
+                    np_: int = _np_opt(),
+                    bandwidth_gbit: Optional[float] = _testbed_bw_opt(),
+                    testbed_hosts: Optional[int] = _testbed_opts()[0],
+                    ranks_per_host: Optional[int] = _testbed_opts()[1],
+                    link_gbit: Optional[float] = _testbed_opts()[2],
+                    jobs: int = typer.Option(3, "--jobs", help="sweep jobs (each every size)",
+                                             callback=opt.checked(opt.Count, "--jobs")),
+                    repeats: int = typer.Option(7, "--repeats", help="timed allreduces per size and job",
+                                                callback=opt.checked(opt.Count, "--repeats")),
+                    runs_dir: Optional[Path] = _runs_dir_opt("where the sweep goes (default: $AUTOTUNER_RUNS_DIR, "
+                                                             "else ./runs when it holds environments, else the "
+                                                             "user's runs folder)")) -> None:
+    """Measure what DDP's buckets cost on this cluster: torch.distributed's Gloo allreduce of 4 KiB-128 MiB in
+    float32 and float16 (what the fp16 hook sends), the copy into a bucket and the hook's casts, under torchrun on
+    --np ranks here, a shaped loopback (--bandwidth-gbit) or an emulated cluster (--testbed-hosts); resumable.
+    NCCL with CUDA tensors is not measured here (no GPU): docs/ddp.md.
+
+    Example:
+
+    \b
+        autotuner ddp measure --env myddp --np 2 --bandwidth-gbit 2
+    """
+    path = autotuner.ddp_measure(env, np=np_, bandwidth_gbit=bandwidth_gbit, testbed_hosts=testbed_hosts or 0,
+                                 ranks_per_host=ranks_per_host or 1, link_gbit=link_gbit, jobs=jobs, repeats=repeats,
+                                 runs_dir=runs_dir, say=lambda m: err.print(m, highlight=False, soft_wrap=True))
+    out.print(f"wrote {path}; next: autotuner ddp suggest --env {env} --model resnet50", highlight=False,
+              soft_wrap=True)
+
+
+@ddp_app.command("validate", short_help="real DDP replays of bucket settings, against their predictions")
+def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment (measured with ddp measure)",
+                                             callback=opt.checked(opt.PlainName, "--env")),
+                     model: str = typer.Option(..., "--model", help=MODEL_HELP + " (with your own script: its "
+                                               "layout, from autotuner profile)"),
+                     command: Optional[List[str]] = _command_arg(),
+                     proposals: Optional[Path] = typer.Option(None, "--proposals", help="ddp suggest --json output "
+                                                              "or a JSON list of DDP settings (default: 11 settings, "
+                                                              "DDP's default, 1-200 MiB, a per-bucket list, the view, "
+                                                              "the fp16 hook)"),
+                     name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)",
+                                                        callback=opt.checked(opt.PlainName, "--name")),
+                     compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="replay: forward+"
+                                                                "backward per step, ms (default: a profiled "
+                                                                "layout's measured times, else 100)",
+                                                                callback=opt.checked(opt.Millis, "--compute-ms")),
+                     steps: int = typer.Option(5, "--steps", help="measured steps per trial",
+                                               callback=opt.checked(opt.Count, "--steps")),
+                     warmup: int = typer.Option(3, "--warmup", help="warm-up steps per trial (the first rebuilds "
+                                                "DDP's buckets)", callback=opt.checked(opt.Count, "--warmup")),
+                     repeats: int = typer.Option(3, "--repeats", help="interleaved rounds of every setting",
+                                                 callback=opt.checked(opt.Count, "--repeats")),
+                     np_: int = _np_opt(),
+                     bandwidth_gbit: Optional[float] = _testbed_bw_opt(),
+                     testbed_hosts: Optional[int] = _testbed_opts()[0],
+                     ranks_per_host: Optional[int] = _testbed_opts()[1],
+                     link_gbit: Optional[float] = _testbed_opts()[2],
+                     runs_dir: Optional[Path] = _runs_dir_opt(),
+                     as_json: bool = typer.Option(False, "--json")) -> None:
+    """Run real DDP (torchrun: the DDP replay workload, or your own script after --, which reads each setting from
+    AUTOTUNER_DDP_* variables as examples/train_ddp.py does) for each setting, repeated and interleaved, no
+    timeline; records appended trial by trial to <runs>/<env>/ddp-validation/<name>.jsonl (a killed run resumes);
+    then each setting's measured step beside its prediction from the env's sweep alone.
+
+    Example:
+
+    \b
+        autotuner ddp suggest --env myddp --model resnet50 --json > pick.json
+        autotuner ddp validate --env myddp --model resnet50 --proposals pick.json --bandwidth-gbit 2
+        autotuner ddp validate --env myddp --model my_layout.json -- python examples/train_ddp.py
+    """
+    r = autotuner.ddp_validate(env, model, proposals=proposals, name=name, compute_ms=compute_ms, steps=steps,
+                               warmup=warmup, repeats=repeats, np=np_, bandwidth_gbit=bandwidth_gbit,
+                               testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1,
+                               link_gbit=link_gbit, command=command or None, runs_dir=runs_dir,
+                               say=lambda m: err.print(m, highlight=False, soft_wrap=True))
+    if as_json:
+        out.print_json(json.dumps(r.to_dict()))
+        return
+    t = Table(title=f"{model}: measured against predicted (the env's sweep alone)")
+    for col in ("setting", "trials", "measured ms (range)", "predicted ms", "error", "first step ms"):
+        t.add_column(col, justify="left" if col == "setting" else "right")
+    for row in r.rows:
+        t.add_row(row.label, str(row.trials), f"{row.measured_ms:.1f} ({row.low_ms:.1f}-{row.high_ms:.1f})",
+                  f"{row.predicted_ms:.1f}", f"{row.error_pct:+.1f} %",
+                  f"{row.first_measured_ms:.1f} / {row.first_predicted_ms:.1f}")
+    render_table(out, t)
+    out.print(f"records: {r.path}", highlight=False, soft_wrap=True)
+
+
+@ddp_app.command("simulate", short_help="one DDP setting's step, bucket by bucket")
+def ddp_simulate_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
+                     env: str = typer.Option(..., "--env", help="DDP environment (a runs folder with ddp-sweep.jsonl)",
+                                             callback=opt.checked(opt.PlainName, "--env")),
+                     bucket_cap_mb: Optional[float] = typer.Option(None, "--bucket-cap-mb", help="DDP's bucket_cap_mb, "
+                                                                   "MiB (default: DDP's 25 with a 1 MiB first bucket)"),
+                     bucket_cap_mb_list: Optional[str] = typer.Option(None, "--bucket-cap-mb-list",
+                                                                      help="per-bucket caps, MiB, comma-separated"),
+                     gradient_as_bucket_view: bool = typer.Option(False, "--gradient-as-bucket-view"),
+                     comm_hook: str = typer.Option("allreduce", "--comm-hook", help="allreduce or fp16_compress"),
+                     compute_ms: Optional[float] = _compute_opt(),
+                     runs_dir: Optional[Path] = _runs_dir_opt(),
+                     as_json: bool = typer.Option(False, "--json")) -> None:
+    """Simulate one DDP setting: the steady-state step (rebuilt buckets), the first iteration, and each bucket's
+    bytes and times.
+
+    Example:
+
+    \b
+        autotuner ddp simulate --env ddp-2gbit --model resnet50 --compute-ms 100 --bucket-cap-mb 4
+    """
+    from .errors import KnobError, ScenarioError
+
+    try:
+        caps = None if bucket_cap_mb_list is None else tuple(float(x) for x in bucket_cap_mb_list.split(","))
+    except ValueError:
+        raise ScenarioError(f"--bucket-cap-mb-list {bucket_cap_mb_list!r}: give MiB, comma-separated") from None
+    if comm_hook not in ("allreduce", "fp16_compress"):
+        raise ScenarioError(f"--comm-hook {comm_hook!r}: allreduce or fp16_compress (bf16 is not measured here, "
+                            "PowerSGD is lossy)")
+    try:
+        cfg = autotuner.DdpConfig(bucket_cap_mb, caps, gradient_as_bucket_view, comm_hook)
+    except KnobError as e:
+        raise ScenarioError(str(e)) from None
+    r = autotuner.ddp_simulate(model, env, cfg, compute_ms=compute_ms, runs_dir=runs_dir)
+    d = r.to_dict()
+    if as_json:
+        out.print_json(json.dumps(d))
+        return
+    out.print(r.fit, highlight=False, soft_wrap=True)
+    out.print(f"{r.model}, {r.compute_ms:g} ms compute, {cfg.label()}: step {d['step_time_ms']:.1f} ms "
+              f"(first iteration {d['first_step_ms']:.1f} ms)", highlight=False, soft_wrap=True)
+    t = Table(title="buckets in launch order (ms from the step's start)")
+    for col in ("#", "tensors", "MiB", "ready", "allreduce start", "end"):
+        t.add_column(col, justify="right")
+    for i, b in enumerate(d["buckets"]):
+        t.add_row(str(i), str(b["tensors"]), f"{b['bytes'] / MIB:.2f}", f"{b['ready_ms']:.1f}", f"{b['start_ms']:.1f}",
+                  f"{b['end_ms']:.1f}")
+    render_table(out, t)
+    out.print(cfg.code(), highlight=False, markup=False, soft_wrap=True)
+    out.print(f"trust: {r.trust}", highlight=False, soft_wrap=True)
+
+
+@ddp_app.command("tune", short_help="Bayesian optimisation of DDP's buckets on real runs, the simulator as prior")
+def ddp_tune_cmd(env: str = typer.Option(..., "--env", help="DDP environment (measured with ddp measure)",
+                                         callback=opt.checked(opt.PlainName, "--env")),
+                 model: str = typer.Option(..., "--model", help=MODEL_HELP),
+                 name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)",
+                                                    callback=opt.checked(opt.PlainName, "--name")),
+                 compute_ms: float = typer.Option(100.0, "--compute-ms", help="replay: forward+backward per step, ms",
+                                                  callback=opt.checked(opt.Millis, "--compute-ms")),
+                 steps: int = typer.Option(5, "--steps", help="measured steps per trial",
+                                           callback=opt.checked(opt.Count, "--steps")),
+                 warmup: int = typer.Option(3, "--warmup", help="warm-up steps per trial",
+                                            callback=opt.checked(opt.Count, "--warmup")),
+                 budget_steps: int = typer.Option(160, "--budget-steps", help="steps (warm-up included) the tune may "
+                                                  "spend", callback=opt.checked(opt.Count, "--budget-steps")),
+                 np_: int = _np_opt(),
+                 bandwidth_gbit: Optional[float] = _testbed_bw_opt(),
+                 testbed_hosts: Optional[int] = _testbed_opts()[0],
+                 ranks_per_host: Optional[int] = _testbed_opts()[1],
+                 link_gbit: Optional[float] = _testbed_opts()[2],
+                 runs_dir: Optional[Path] = _runs_dir_opt(),
+                 as_json: bool = typer.Option(False, "--json")) -> None:
+    """Real DDP replays chosen one at a time: the simulator's best first, then DDP's defaults, a repeat for the
+    noise, then expected improvement on a Gaussian process of where real runs disagree with the simulator; stops
+    when no candidate's improvement beats one trial's noise, or at the budget (docs/ddp.md). Records appended to
+    <runs>/<env>/ddp-tune/<name>.jsonl (a killed tune resumes).
+
+    Example:
+
+    \b
+        autotuner ddp tune --env myddp --model resnet50 --compute-ms 100 --bandwidth-gbit 2
+    """
+    r = autotuner.ddp_tune(env, model, name=name, compute_ms=compute_ms, steps=steps, warmup=warmup,
+                           budget_steps=budget_steps, np=np_, bandwidth_gbit=bandwidth_gbit,
+                           testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1, link_gbit=link_gbit,
+                           runs_dir=runs_dir, say=lambda m: err.print(m, highlight=False, soft_wrap=True))
+    if as_json:
+        out.print_json(json.dumps(r.to_dict()))
+        return
+    out.print(f"stopped: {r.stop}; {len(r.trials)} trials, {r.steps} steps", highlight=False, soft_wrap=True)
+    if r.final is not None:
+        rng = f"{min(r.final_ms):.1f}-{max(r.final_ms):.1f}" if r.final_ms else "n/a"
+        dflt = f"{min(r.default_ms):.1f}-{max(r.default_ms):.1f} ms" if r.default_ms else "not measured"
+        out.print(f"final: {r.final.label()}: measured {rng} ms over {len(r.final_ms)} trial(s); DDP's defaults "
+                  f"{dflt}", highlight=False, soft_wrap=True)
+        out.print(r.final.code(), highlight=False, markup=False, soft_wrap=True)
+    out.print(f"records: {r.path}", highlight=False, soft_wrap=True)
+
+
+@ddp_app.command("suggest", short_help="the best DDP bucket setting, predicted, with the code to paste")
+def ddp_suggest_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
+                    env: str = typer.Option(..., "--env", help="DDP environment (a runs folder with ddp-sweep.jsonl)",
+                                            callback=opt.checked(opt.PlainName, "--env")),
+                    compute_ms: Optional[float] = _compute_opt(),
+                    runs_dir: Optional[Path] = _runs_dir_opt(),
+                    as_json: bool = typer.Option(False, "--json")) -> None:
+    """Search DDP's bucket_cap_mb (DDP's default and 0.25-256 MiB), gradient_as_bucket_view, the fp16 hook and
+    per-bucket caps (bucket_cap_mb_list) on the Reducer simulator; print DDP's defaults, the knob-only answer, fp16,
+    the best per-bucket list, and the code to paste.
+
+    Example:
+
+    \b
+        autotuner ddp suggest --env ddp-2gbit --model resnet50 --compute-ms 100
+    """
+    r = autotuner.ddp_suggest(model, env, compute_ms=compute_ms, runs_dir=runs_dir)
+    if as_json:
+        out.print_json(json.dumps(r.to_dict()))
+        return
+    s = r.suggestion
+    out.print(r.fit, highlight=False, soft_wrap=True)
+    t = Table(title=f"{r.model}, {r.compute_ms:g} ms compute per step")
+    for col in ("setting", "buckets", "step ms", "first step ms", "speed-up"):
+        t.add_column(col, justify="left" if col == "setting" else "right")
+    rows = [("DDP's defaults", s.default), ("knob-only answer", s.knob_only)]
+    if s.fp16 is not None:
+        rows.append(("with the fp16 hook", s.fp16))
+    rows.append(("best per-bucket list", s.per_bucket))
+    for name, p in rows:
+        t.add_row(f"{name}: {p.config.label()}", str(p.buckets), f"{p.step_time_ms:.1f}", f"{p.first_step_ms:.1f}",
+                  f"{p.speedup_vs_default:.3f}x")
+    render_table(out, t)
+    if s.keep_defaults:
+        out.print(f"keep DDP's defaults: nothing is predicted faster by more than the band ({s.band * 100:.1f} %, "
+                  f"{s.band_source})", highlight=False, soft_wrap=True)
+    else:
+        out.print(f"recommended: {s.recommended.config.label()}, {s.recommended.step_time_ms:.1f} ms "
+                  f"({s.recommended.speedup_vs_default:.3f}x; band {s.band * 100:.1f} %, {s.band_source}):",
+                  highlight=False, soft_wrap=True)
+        out.print(s.recommended.code, highlight=False, markup=False, soft_wrap=True)
+    if not s.per_bucket_proposed:
+        out.print(f"per-bucket caps not proposed: the best list ({s.per_bucket.config.label()}) is not faster than "
+                  f"the best single cap by more than the band", highlight=False, soft_wrap=True)
+    out.print(f"trust: {r.trust}", highlight=False, soft_wrap=True)
+    for n in s.notes:
+        out.print(f"note: {n}", highlight=False, soft_wrap=True)
+
+
 @app.command("envs", short_help="every environment: hardware, source, trust")
 def envs_cmd(model_dir: Optional[Path] = _model_dir_opt(),
              as_json: bool = typer.Option(False, "--json", help="print the list as JSON")) -> None:

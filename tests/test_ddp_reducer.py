@@ -171,3 +171,40 @@ def test_the_batch_version_is_the_reference():
         assert first[j] == pytest.approx(r.first_step_time_s, abs=1e-9), c
         assert count[j] == len(r.buckets), c
     assert len(set(np.round(step, 6))) > 10  # the grid is not flat: the contract compares distinct answers
+
+
+def test_the_ddp_tune_decides_as_horovods_simulators_best_then_ddps_defaults_then_a_repeat():
+    """The shared decision (autotuner.search.tune.decide) over DDP's candidates: no trial yet, the simulator's best;
+    then DDP's defaults (index 0), the baseline; then a repeat of the incumbent for the noise."""
+    from autotuner.frameworks.ddp.fastsim import simulate_ddp_batch
+    from autotuner.frameworks.ddp.tune import candidate_grid, features, scaled_cost
+    from autotuner.search.tune import TuneState, decide
+
+    L, fenv = _layout_and_env()
+    cands = candidate_grid(True)
+    assert cands[0] == DdpConfig() and len(cands) == 44
+    x = features(cands)
+    assert x.shape == (44, 4) and x.min() >= 0 and x.max() <= 1
+    w = Workload(forward_s=0.03, backward_s=0.06)
+
+    def predict(scale, idx=None):
+        sel = cands if idx is None else [cands[i] for i in idx]
+        return simulate_ddp_batch(L.sizes_bytes, L.ready_fraction, w, sel, scaled_cost(fenv.cost, scale),
+                                  fenv.cluster, L.dtypes)[0] * 1e3
+
+    st = TuneState(cands=list(cands))
+    kw = dict(sd=0.03, noise_fallback=0.02, budget_steps=200, steps_per_trial=8, x=x, base=0,
+              baseline_name="DDP's defaults")
+    d = decide(cands, st, predict, **kw)
+    assert d.index == int(np.argmin(predict(1.0)))
+    st.measured[d.index] = [float(d.prior[d.index])]
+    st.steps += 8
+    d2 = decide(cands, st, predict, **kw)
+    assert d2.index == 0 and "DDP's defaults" in d2.reason
+    st.measured[0] = [float(d2.prior[0])]
+    st.steps += 8
+    d3 = decide(cands, st, predict, **kw)
+    assert d3.index == d.index and "repeat" in d3.reason
+    # the budget stops it
+    st.steps = 199
+    assert decide(cands, st, predict, **kw).stop.startswith("step budget")

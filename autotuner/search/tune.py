@@ -403,7 +403,8 @@ def prior_unchecked(sc, cands: Sequence[Candidate], with_term: np.ndarray) -> np
 
 def decide(cands: Sequence[Candidate], st: TuneState, predict: Callable[[float, Sequence[int] | None], np.ndarray], *,
            sd: float, noise_fallback: float, budget_steps: int, steps_per_trial: int,
-           base_prior: np.ndarray | None = None, unchecked: np.ndarray | None = None) -> Decision:
+           base_prior: np.ndarray | None = None, unchecked: np.ndarray | None = None,
+           x: np.ndarray | None = None, base: int | None = -1, baseline_name: str = "Horovod's defaults") -> Decision:
     """The next trial, or the stop, from the trials so far (the rules of the module docstring, "The decision").
 
     Pure: ``predict(scale, indices)`` gives the simulator's step times (ms) of those candidates (all for None)
@@ -411,7 +412,10 @@ def decide(cands: Sequence[Candidate], st: TuneState, predict: Callable[[float, 
     ``st``: the trials so far; ``sd``: the prior's relative sd (the env's error band); ``noise_fallback``: one
     trial's relative noise until repeats measure it; ``budget_steps``/``steps_per_trial``: the step budget and
     what one trial spends (warm-up included); ``base_prior``: ``predict(1.0, None)`` if already computed;
-    ``unchecked``: :func:`prior_unchecked` (the fp16 candidates' shared offset), or None."""
+    ``unchecked``: :func:`prior_unchecked` (the fp16 candidates' shared offset), or None. Another framework's
+    candidates (DDP's, :mod:`autotuner.frameworks.ddp.tune`) pass their own ``x`` (features in [0, 1], shape
+    (n, k)), ``base`` (the baseline's index, None for none) and ``baseline_name``; the defaults are Horovod's
+    (:func:`features`, :func:`baseline_index`)."""
     if st.fails_in_a_row >= MAX_FAILURES_IN_A_ROW:
         return Decision(None, "", stop=f"{st.fails_in_a_row} trials failed in a row (last: {st.last_error})")
     base_prior = predict(1.0, None) if base_prior is None else base_prior
@@ -425,19 +429,21 @@ def decide(cands: Sequence[Candidate], st: TuneState, predict: Callable[[float, 
         masked[i] = np.inf  # a configuration whose job failed is not proposed again
     group = None if unchecked is None else unchecked > 0
     gsd = float(np.median(unchecked[group])) if group is not None and group.any() else 0.0
-    b = belief(np.where(np.isfinite(masked), masked, prior.max() * 100), features(cands), st.measured, sd=sd,
+    b = belief(np.where(np.isfinite(masked), masked, prior.max() * 100), features(cands) if x is None else x,
+               st.measured, sd=sd,
                noise_sd=noise, group=group, group_sd=gsd)
     ei = np.where(np.isfinite(masked), b.ei_ms, -1.0)
     common = dict(scale=scale, rms_before=rb, rms_after=ra, prior=prior, prior_unrefit=base_prior, noise_sd=noise,
                   incumbent=b.incumbent, incumbent_ms=None if b.incumbent is None else b.incumbent_ms)
-    base = baseline_index(cands)
+    base = baseline_index(cands) if base == -1 else base
     if not st.measured:
         nxt = int(np.argmin(masked))
         why = "the simulator's best (no trial yet: the prior decides)"
     elif base is not None and base not in st.measured and base not in st.failed:
         nxt = base
-        why = "Horovod's defaults: the baseline" + ("" if cands[base].compression == "none"
-                                                    else f" (with {cands[base].compression}, the one compression searched)")
+        comp = getattr(cands[base], "compression", "none")
+        why = f"{baseline_name}: the baseline" + ("" if comp == "none"
+                                                  else f" (with {comp}, the one compression searched)")
     elif not any(len(v) > 1 for v in st.measured.values()) and b.incumbent is not None:
         nxt, why = b.incumbent, ("measure the noise: repeat the incumbent (no candidate has two trials yet, and "
                                  "the stop rule needs one trial's noise)")

@@ -33,9 +33,9 @@ def torchrun_path() -> str:
 
 def torchrun_argv(module: str, args: list[str], nproc: int, *, nnodes: int = 1, node_rank: int = 0,
                   endpoint: str | None = None) -> list[str]:
-    """The ``torchrun`` command of ``python -m module args`` on ``nproc`` ranks per node. One node: standalone
-    rendezvous; several: c10d at ``endpoint`` (``host:port``), this node being ``node_rank``. Raises ValueError for
-    counts below 1 or several nodes without an endpoint."""
+    """The ``torchrun`` command of ``python -m module args`` (or, ``module`` ending in ``.py``, of that script) on
+    ``nproc`` ranks per node. One node: standalone rendezvous; several: c10d at ``endpoint`` (``host:port``), this
+    node being ``node_rank``. Raises ValueError for counts below 1 or several nodes without an endpoint."""
     if nproc < 1 or nnodes < 1 or not 0 <= node_rank < nnodes:
         raise ValueError(f"torchrun needs nproc >= 1 and 0 <= node_rank < nnodes, got {nproc}, {node_rank}, {nnodes}")
     run = torchrun_path()
@@ -47,7 +47,8 @@ def torchrun_argv(module: str, args: list[str], nproc: int, *, nnodes: int = 1, 
             raise ValueError("several nodes need a rendezvous endpoint")
         rdzv = ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", endpoint, "--rdzv-id", "autotuner"]
-    return [*head, *rdzv, "--nproc-per-node", str(nproc), "--max-restarts", "0", "-m", module, *args]
+    target = [module] if module.endswith(".py") else ["-m", module]
+    return [*head, *rdzv, "--nproc-per-node", str(nproc), "--max-restarts", "0", *target, *args]
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class DdpJobResult:
 
 def run_ddp(module: str, args: list[str], *, ranks_per_host: int, testbed=None, timeout_s: float = 900.0,
             env: dict[str, str] | None = None) -> DdpJobResult:
-    """Run ``python -m module args`` under torchrun: ``ranks_per_host`` ranks on this host (``testbed`` None or a
+    """Run ``python -m module args`` (or the script ``module``, a ``.py`` path) under torchrun: ``ranks_per_host`` ranks on this host (``testbed`` None or a
     plain :class:`~autotuner.realrun.testbed.Testbed`, whose prefix it runs under), or on each host of an emulated
     cluster. Kills everything at ``timeout_s``. Raises FileNotFoundError when neither torchrun nor
     ``torch.distributed.run`` can start."""

@@ -76,14 +76,14 @@ class DdpRow:
         return (self.predicted_ms - self.measured_ms) / self.measured_ms * 100
 
 
-def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None) -> list[DdpRow]:
-    """Every bucket setting replayed under ``env_dir/ddp-validation/``, predicted from ``cost`` (the env's
-    :class:`~autotuner.model.costmodel.CostModel` fitted from its sweep alone)."""
+def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: list[Path] | None = None) -> list[DdpRow]:
+    """Every bucket setting replayed under ``env_dir/ddp-validation/`` (or in ``files``), predicted from ``cost``
+    (the env's :class:`~autotuner.model.costmodel.CostModel` fitted from its sweep alone)."""
     from ...readers.layouts import load_layout
     from .reducer import simulate_ddp_step
 
     out = []
-    for f in sorted((env_dir / "ddp-validation").glob("*.jsonl")):
+    for f in files if files is not None else sorted((env_dir / "ddp-validation").glob("*.jsonl")):
         groups: dict[str, list[dict]] = {}
         for r in read_jsonl(f):
             if r.get("status") == "ok" and r.get("measured_step_time_ms"):

@@ -1,0 +1,289 @@
+"""DDP's public entry points (re-exported by :mod:`autotuner`): :func:`ddp_suggest`, :func:`ddp_measure`,
+:func:`ddp_validate`. Reads an environment's DDP records (its sweep; its replays for the error band), calls the
+pure parts (:mod:`.fit`, :mod:`.suggest`) and the real runs (:mod:`.realrun`)."""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import RunsError, ScenarioError
+from .suggest import DdpSuggestion
+
+#: the band where an env has no DDP replay to measure its error: this machine's run-to-run noise (~3 %)
+DEFAULT_BAND = 0.03
+
+
+@dataclass(frozen=True)
+class DdpSuggestResult:
+    """:func:`ddp_suggest`'s answer: the env and layout asked about, the fit's summary line (``fit``), the trust line
+    (``trust``: how many real DDP replays the env's predictions were checked on, and their error), and the
+    :class:`~autotuner.frameworks.ddp.suggest.DdpSuggestion`."""
+
+    env: str
+    model: str
+    compute_ms: float
+    fit: str
+    trust: str
+    suggestion: DdpSuggestion
+
+    def to_dict(self) -> dict:
+        return {"env": self.env, "model": self.model, "compute_ms": self.compute_ms, "fit": self.fit,
+                "trust": self.trust, **self.suggestion.to_dict()}
+
+
+def ddp_env_folder(env: str, runs_dir: Path | None = None) -> Path:
+    """The folder of DDP environment ``env``: the first of the runs search path holding ``<env>/ddp-sweep.jsonl``.
+    Raises RunsError (one line, naming the DDP envs found) when none does."""
+    from ...paths import runs_search_path
+
+    dirs = runs_search_path(runs_dir)
+    for d in dirs:
+        if (d / env / "ddp-sweep.jsonl").is_file():
+            return d / env
+    known = sorted({p.parent.name for d in dirs if d.is_dir() for p in d.glob("*/ddp-sweep.jsonl")})
+    raise RunsError(f"no DDP environment {env!r} (a folder with ddp-sweep.jsonl: autotuner ddp measure); "
+                    f"known: {', '.join(known) or 'none'}")
+
+
+def ddp_suggest(model: str, env: str, *, compute_ms: float | None = None, runs_dir: Path | None = None) -> "DdpSuggestResult":
+    """The best DDP bucket setting for layout ``model`` (a shipped name or a layout JSON) on DDP environment ``env``,
+    its cost model fitted from the env's own sweep; ``compute_ms``: forward + backward per step (ms; default the
+    layout's measured times, else 300). Raises RunsError / ScenarioError (one line) for a missing env, a bad
+    layout or a non-positive compute time."""
+    from ...readers.layouts import load_layout
+    from .records import env_cluster
+    from .suggest import suggest_ddp
+    from ...model.simulator import Workload
+
+    if compute_ms is not None and not compute_ms > 0:
+        raise ScenarioError(f"--compute-ms must be > 0 ms, got {compute_ms!r}")
+    folder = ddp_env_folder(env, runs_dir)
+    cost, info, sweep = _env_cost(folder)
+    cluster = env_cluster(sweep[0]["setup"])
+    try:
+        L = load_layout(model)
+    except ValueError as e:
+        raise ScenarioError(str(e).splitlines()[0]) from None
+    if compute_ms is None:
+        compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else 300.0
+    c = compute_ms / 1e3
+    wl = Workload(forward_s=c / 3, backward_s=2 * c / 3)
+    trust, band, source = _trust(folder, cost)
+    fit = (f"{env}: {cluster.nodes}x{cluster.gpus_per_node} ranks, torch.distributed Gloo allreduce: alpha "
+           f"{info['alpha_us']:.0f} us, busbw {info['busbw_gbps']:.2f} Gbit/s; bucket copy "
+           f"{info['copy_GBps']:.1f} GB/s (from {len(sweep)} sweep job(s))")
+    s = suggest_ddp(L.sizes_bytes, L.ready_fraction, L.dtypes, wl, cost, cluster, band=band, band_source=source,
+                    fp16=cost.fp16 is not None)
+    return DdpSuggestResult(env, L.name, compute_ms, fit, trust, s)
+
+
+def _env_cost(folder: Path):
+    from .fit import cost_model_from_sweep
+    from .records import env_cluster, read_jsonl
+
+    sweep = read_jsonl(folder / "ddp-sweep.jsonl")
+    if not sweep:
+        raise RunsError(f"{folder / 'ddp-sweep.jsonl'} holds no sweep job")
+    setup = sweep[0]["setup"]
+    link = setup.get("link_gbit") or setup.get("bandwidth_gbit") or 10.0
+    cost, info = cost_model_from_sweep(sweep, link_gbps=float(link), cluster=env_cluster(setup))
+    return cost, info, sweep
+
+
+def ddp_measure(env: str, *, np: int = 2, bandwidth_gbit: float | None = None, testbed_hosts: int = 0,
+                ranks_per_host: int = 1, link_gbit: float | None = None, jobs: int = 3, repeats: int = 7,
+                runs_dir: Path | None = None, say=print) -> Path:
+    """Measure DDP environment ``env``'s sweep (:func:`autotuner.frameworks.ddp.realrun.measure_ddp`) into
+    ``<runs>/<env>/ddp-sweep.jsonl`` (``runs_dir``, else the runs output folder); resumable. Returns the file.
+    Raises ValidationError / ScenarioError (one line) for a testbed that cannot be built or bad counts."""
+    from ...paths import runs_output_dir
+    from .realrun import measure_ddp
+
+    if np < 2 and not testbed_hosts or jobs < 1 or repeats < 1 or ranks_per_host < 1:
+        raise ScenarioError("a DDP sweep needs >= 2 ranks, >= 1 job and >= 1 repeat")
+    return measure_ddp(runs_output_dir(runs_dir) / env, np_=np, bandwidth_gbit=bandwidth_gbit,
+                       testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, jobs=jobs,
+                       repeats=repeats, say=say)
+
+
+@dataclass(frozen=True)
+class DdpValidateResult:
+    """:func:`ddp_validate`'s answer: the records file and each setting's row (measured median and range, predicted
+    from the env's sweep alone, error, first iteration, whether DDP's own buckets are the simulator's)."""
+
+    path: Path
+    rows: tuple
+
+    def to_dict(self) -> dict:
+        return {"path": str(self.path), "rows": [
+            {"label": r.label, "trials": r.trials, "measured_ms": r.measured_ms, "low_ms": r.low_ms,
+             "high_ms": r.high_ms, "predicted_ms": r.predicted_ms, "error_percent": r.error_pct,
+             "first_measured_ms": r.first_measured_ms, "first_predicted_ms": r.first_predicted_ms,
+             "buckets_as_ddps": None if r.buckets is None else list(r.buckets) == list(r.predicted_buckets)}
+            for r in self.rows]}
+
+
+def load_ddp_proposals(path: Path) -> list:
+    """DDP settings from ``ddp suggest --json`` output (its default, recommended, knob-only, fp16 and per-bucket
+    entries, each once) or a JSON list of knob dicts (:meth:`DdpConfig.from_dict`). Raises ScenarioError (one
+    line) for an unreadable file or a bad entry."""
+    from ...errors import KnobError
+    from ...readers.files import read_json
+    from .knobs import DdpConfig
+
+    d = read_json(path, ScenarioError, f"proposals {path}")
+    if isinstance(d, dict):
+        items = [d.get(k) for k in ("default", "recommended", "knob_only", "fp16", "per_bucket")]
+        items = [it["config"] for it in items if isinstance(it, dict) and isinstance(it.get("config"), dict)]
+    elif isinstance(d, list):
+        items = d
+    else:
+        raise ScenarioError(f"{path}: expected ddp suggest --json output or a list of DDP settings")
+    out: list = []
+    for i, it in enumerate(items, 1):
+        if not isinstance(it, dict):
+            raise ScenarioError(f"{path}: setting {i} is not an object")
+        try:
+            cfg = DdpConfig.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in it.items()})
+        except (KnobError, TypeError) as e:
+            raise ScenarioError(f"{path}: setting {i}: {str(e).splitlines()[0]}") from None
+        if cfg not in out:
+            out.append(cfg)
+    if not out:
+        raise ScenarioError(f"{path}: no DDP setting in it")
+    return out
+
+
+def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: str | None = None,
+                 compute_ms: float | None = None, steps: int = 5, warmup: int = 3, repeats: int = 3, np: int = 2,
+                 bandwidth_gbit: float | None = None, testbed_hosts: int = 0, ranks_per_host: int = 1,
+                 link_gbit: float | None = None, command: list[str] | None = None, runs_dir: Path | None = None,
+                 say=print) -> DdpValidateResult:
+    """Real DDP runs (:func:`autotuner.frameworks.ddp.realrun.validate_ddp`: the replay workload of layout
+    ``model``, or the user's ``command``, ``python script.py args``, with ``model`` its layout) of ``proposals`` (a
+    ``ddp suggest --json`` file or a list of settings; default
+    :data:`~autotuner.frameworks.ddp.realrun.DEFAULT_SETTINGS`), with DDP's defaults always among them, then each
+    setting predicted from the env's sweep alone (``compute_ms`` default: a profiled layout's measured forward +
+    backward, else 100 ms). The env must have its
+    DDP sweep (``ddp_measure``). Raises RunsError / ScenarioError / ValidationError (one line)."""
+    from ...readers.layouts import load_layout
+    from .knobs import DdpConfig
+    from .realrun import DEFAULT_SETTINGS, validate_ddp
+    from .records import rows
+
+    if (compute_ms is not None and compute_ms <= 0) or steps < 1 or warmup < 1 or repeats < 1:
+        raise ScenarioError("--compute-ms must be > 0, --steps >= 1, --warmup >= 1 (the first step rebuilds DDP's "
+                            "buckets), --repeats >= 1")
+    try:
+        L = load_layout(model)
+    except ValueError as e:
+        raise ScenarioError(str(e).splitlines()[0]) from None
+    if compute_ms is None:  # a profiled layout's measured forward + backward, else 100 ms
+        compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else 100.0
+    folder = ddp_env_folder(env, runs_dir)
+    cost, _, _ = _env_cost(folder)
+    settings = list(DEFAULT_SETTINGS) if proposals is None else load_ddp_proposals(proposals)
+    if DdpConfig() not in settings:
+        settings.insert(0, DdpConfig())
+    path = validate_ddp(folder, model, settings, name=name, compute_ms=compute_ms, steps=steps, warmup=warmup,
+                        repeats=repeats, np_=np, bandwidth_gbit=bandwidth_gbit, testbed_hosts=testbed_hosts,
+                        ranks_per_host=ranks_per_host, link_gbit=link_gbit, command=command, say=say)
+    return DdpValidateResult(path, tuple(rows(folder, cost, files=[path])))
+
+
+@dataclass(frozen=True)
+class DdpSimulateResult:
+    """:func:`ddp_simulate`'s answer: the setting, the env's fit line and trust line, and the simulated step
+    (:class:`~autotuner.frameworks.ddp.reducer.DdpStepResult`: steady state, first iteration, each bucket's times)."""
+
+    env: str
+    model: str
+    compute_ms: float
+    config: "object"
+    fit: str
+    trust: str
+    step: "object"
+
+    def to_dict(self) -> dict:
+        s = self.step
+        return {"env": self.env, "model": self.model, "compute_ms": self.compute_ms, "config": self.config.to_dict(),
+                "label": self.config.label(), "code": self.config.code(), "fit": self.fit, "trust": self.trust,
+                "step_time_ms": s.step_time_s * 1e3, "first_step_ms": s.first_step_time_s * 1e3,
+                "backward_end_ms": s.backward_end_s * 1e3, "comm_end_ms": s.comm_end_s * 1e3,
+                "copy_ms": s.copy_s * 1e3, "cast_ms": s.cast_s * 1e3,
+                "buckets": [{"tensors": len(b.tensors), "bytes": b.nbytes, "cap_bytes": b.cap_bytes,
+                             "ready_ms": b.ready_s * 1e3, "start_ms": b.start_s * 1e3, "end_ms": b.end_s * 1e3}
+                            for b in s.buckets]}
+
+
+def ddp_simulate(model: str, env: str, config, *, compute_ms: float | None = None,
+                 runs_dir: Path | None = None) -> DdpSimulateResult:
+    """One DDP setting (``config``: a :class:`~autotuner.frameworks.ddp.knobs.DdpConfig`) of layout ``model`` on DDP
+    environment ``env`` (its cost model fitted from its own sweep): the reference simulator's step. Raises
+    RunsError / ScenarioError (one line)."""
+    from ...model.simulator import Workload
+    from ...readers.layouts import load_layout
+    from .records import env_cluster
+    from .reducer import simulate_ddp_step
+
+    if compute_ms is not None and not compute_ms > 0:
+        raise ScenarioError(f"--compute-ms must be > 0 ms, got {compute_ms!r}")
+    folder = ddp_env_folder(env, runs_dir)
+    cost, info, sweep = _env_cost(folder)
+    cluster = env_cluster(sweep[0]["setup"])
+    try:
+        L = load_layout(model)
+    except ValueError as e:
+        raise ScenarioError(str(e).splitlines()[0]) from None
+    if compute_ms is None:
+        compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else 300.0
+    c = compute_ms / 1e3
+    if config.comm_hook != "allreduce" and cost.fp16 is None:
+        raise ScenarioError(f"{env} measured no float16 allreduce: the {config.comm_hook} hook cannot be priced")
+    step = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, Workload(forward_s=c / 3, backward_s=2 * c / 3),
+                             config, cost, cluster, L.dtypes)
+    fit = (f"{env}: {cluster.nodes}x{cluster.gpus_per_node} ranks, alpha {info['alpha_us']:.0f} us, busbw "
+           f"{info['busbw_gbps']:.2f} Gbit/s (torch.distributed Gloo allreduce, {len(sweep)} sweep job(s))")
+    return DdpSimulateResult(env, L.name, compute_ms, config, fit, _trust(folder, cost)[0], step)
+
+
+def _trust(folder: Path, cost) -> tuple[str, float, str]:
+    """(trust line, band, band source) of a DDP env from its replays (:func:`rows`), or the default band."""
+    from .records import rows
+
+    checked = rows(folder, cost) if (folder / "ddp-validation").is_dir() else []
+    if not checked:
+        return ("never checked against a real DDP run", DEFAULT_BAND,
+                "this machine's run-to-run noise (no DDP replay on this env)")
+    errs = [abs(r.error_pct) for r in checked]
+    line = (f"checked on {sum(r.trials for r in checked)} real DDP replays ({len(checked)} settings, "
+            f"{len({r.model for r in checked})} layouts): mean error {statistics.mean(errs):.1f} %, worst "
+            f"{max(checked, key=lambda r: abs(r.error_pct)).error_pct:+.1f} %")
+    return line, statistics.mean(errs) / 100, "the env's mean error on its DDP replays"
+
+
+def ddp_tune(env: str, model: str, *, name: str | None = None, compute_ms: float = 100.0, steps: int = 5,
+             warmup: int = 3, budget_steps: int = 160, np: int = 2, bandwidth_gbit: float | None = None,
+             testbed_hosts: int = 0, ranks_per_host: int = 1, link_gbit: float | None = None,
+             runs_dir: Path | None = None, say=print):
+    """Tune layout ``model``'s DDP setting on real replays (:func:`autotuner.frameworks.ddp.tune.tune_ddp`), the
+    prior from the env's sweep alone and its error band. Returns a
+    :class:`~autotuner.frameworks.ddp.tune.DdpTuneResult`. Raises RunsError / ScenarioError / ValidationError (one
+    line)."""
+    from ...readers.layouts import load_layout
+    from .records import env_cluster
+    from .tune import tune_ddp
+
+    if compute_ms <= 0 or steps < 1 or warmup < 1 or budget_steps < steps + warmup:
+        raise ScenarioError("--compute-ms must be > 0, --steps and --warmup >= 1, --budget-steps at least one trial")
+    try:
+        load_layout(model)
+    except ValueError as e:
+        raise ScenarioError(str(e).splitlines()[0]) from None
+    folder = ddp_env_folder(env, runs_dir)
+    cost, _, sweep = _env_cost(folder)
+    _, band, _ = _trust(folder, cost)
+    return tune_ddp(folder, model, cost, env_cluster(sweep[0]["setup"]), band=band, name=name, compute_ms=compute_ms,
+                    steps=steps, warmup=warmup, budget_steps=budget_steps, np_=np, bandwidth_gbit=bandwidth_gbit,
+                    testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, say=say)

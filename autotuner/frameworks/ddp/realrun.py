@@ -1,0 +1,198 @@
+"""DDP's real runs: ``measure`` (the DDP sweep, :mod:`.sweepprobe`) and ``validate`` (real DDP replays of bucket
+settings, :mod:`.replay`), both under torchrun (:mod:`.launch`) on this host, a shaped loopback or an emulated
+cluster (:func:`autotuner.realrun.launcher.testbed_for`). Records are appended one line at a time and fsynced; a
+killed run resumes where it stopped (the sweep by job, a validation by setting and repeat).
+
+Records: ``<runs>/<env>/ddp-sweep.jsonl`` (one per sweep job: the probe's output, ``setup``, ``testbed``, the exit
+statuses) and ``<runs>/<env>/ddp-validation/<name>.jsonl`` (one per trial: ``label``, ``repeat``, ``ddp`` (the
+knobs), ``status``, ``measured_step_time_ms`` (median of the measured steps), ``step_times_ms``, ``first_step_ms``,
+``buckets`` (DDP's own rebuilt bucket sizes), ``gradients``, ``exit``, ``setup``, ``testbed``, ``wall_s``).
+A trial's result is rank 0's result line: a rank aborting at teardown after it (issue 30: 2 of 5 runs here) leaves a
+non-zero exit status in ``exit`` and the trial ``ok``; no result line is a failed trial, with the last stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+from ...errors import ValidationError
+from .knobs import DdpConfig
+
+#: the sweep's sizes: 4 KiB .. 128 MiB, doubling (DDP's buckets: 1 MiB first, 25 MiB default, up to hundreds)
+SWEEP_SIZES = tuple(1 << k for k in range(12, 28))
+#: the bucket settings a validation replays by default (issue 30's >= 10): DDP's default, single caps from 1 to
+#: 200 MiB, 25 MiB set explicitly (its first bucket 25 MiB, not 1: the first-bucket effect), a per-bucket list,
+#: the gradient view, the fp16 hook
+DEFAULT_SETTINGS = (DdpConfig(), DdpConfig(bucket_cap_mb=1), DdpConfig(bucket_cap_mb=4), DdpConfig(bucket_cap_mb=10),
+                    DdpConfig(bucket_cap_mb=25), DdpConfig(bucket_cap_mb=50), DdpConfig(bucket_cap_mb=100),
+                    DdpConfig(bucket_cap_mb=200), DdpConfig(bucket_cap_mb_list=(1, 4, 25)),
+                    DdpConfig(gradient_as_bucket_view=True), DdpConfig(comm_hook="fp16_compress"))
+
+
+def append_record(path: Path, rec: dict) -> None:
+    """Append one JSON line to ``path`` and fsync it (nothing measured is lost on a kill)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        f.write(json.dumps(rec, separators=(",", ":")) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _setup(np_: int, bandwidth_gbit, testbed_hosts, ranks_per_host, link_gbit) -> dict:
+    topo = bool(testbed_hosts)
+    return {"np": testbed_hosts * ranks_per_host if topo else np_, "bandwidth_gbit": bandwidth_gbit,
+            "testbed_hosts": testbed_hosts or None, "ranks_per_host": ranks_per_host if topo else None,
+            "link_gbit": link_gbit, "launcher": "torchrun", "backend": "gloo"}
+
+
+def _result(stdout: str, tag: str) -> dict | None:
+    line = next((x for x in stdout.splitlines() if f"{tag} " in x), None)
+    return json.loads(line.split(f"{tag} ", 1)[1]) if line else None
+
+
+def replay_args(model: str, compute_ms: float, steps: int, warmup: int, cfg: DdpConfig) -> list[str]:
+    """The DDP replay's arguments (:mod:`.replay`) for one setting."""
+    a = ["--model", model, "--compute-ms", f"{compute_ms:g}", "--steps", str(steps), "--warmup", str(warmup)]
+    if cfg.bucket_cap_mb_list is not None:
+        a += ["--bucket-cap-mb-list", ",".join(f"{c:g}" for c in cfg.bucket_cap_mb_list)]
+    elif cfg.bucket_cap_mb is not None:
+        a += ["--bucket-cap-mb", f"{cfg.bucket_cap_mb:g}"]
+    if cfg.gradient_as_bucket_view:
+        a += ["--gradient-as-bucket-view"]
+    if cfg.static_graph:
+        a += ["--static-graph"]
+    if cfg.comm_hook != "allreduce":
+        a += ["--comm-hook", cfg.comm_hook]
+    return a
+
+
+def measure_ddp(env_dir: Path, *, np_: int = 2, bandwidth_gbit: float | None = None, testbed_hosts: int = 0,
+                ranks_per_host: int = 1, link_gbit: float | None = None, jobs: int = 3, repeats: int = 7,
+                timeout_s: float = 600.0, say: Callable[[str], None] = print) -> Path:
+    """The DDP sweep of an environment: ``jobs`` sweep jobs (:mod:`.sweepprobe`, :data:`SWEEP_SIZES`, ``repeats``
+    timed allreduces per size after 2 warm-ups) appended to ``env_dir/ddp-sweep.jsonl``, resuming after the jobs
+    already there. Returns the file. Raises ValidationError (one line) when a job gives no result or the testbed
+    cannot be built."""
+    from ...realrun.launcher import testbed_for
+    from .launch import run_ddp
+    from .records import read_jsonl
+
+    out = env_dir / "ddp-sweep.jsonl"
+    have = len(read_jsonl(out)) if out.exists() else 0
+    if have >= jobs:
+        say(f"{out}: {have} sweep job(s) already there")
+        return out
+    topo = (testbed_hosts, ranks_per_host) if testbed_hosts else None
+    setup = _setup(np_, bandwidth_gbit, testbed_hosts, ranks_per_host, link_gbit)
+    with testbed_for(topo, bandwidth_gbit, link_gbit) as (tb, note):
+        say(note)
+        for k in range(have, jobs):
+            r = run_ddp("autotuner.frameworks.ddp.sweepprobe",
+                        ["--sizes", ",".join(map(str, SWEEP_SIZES)), "--repeats", str(repeats), "--warmup", "2"],
+                        ranks_per_host=ranks_per_host if topo else np_, testbed=tb, timeout_s=timeout_s)
+            rec = _result(r.stdout, "AUTOTUNER_DDP_SWEEP")
+            if rec is None:
+                last = (r.stderr.strip().splitlines() or ["(no output)"])[-1][:200]
+                raise ValidationError(f"DDP sweep job {k + 1} gave no result (exit {list(r.returncodes)}): {last}")
+            append_record(out, {"phase": "ddp-sweep", "repeat": k, **rec, "setup": setup, "testbed": note,
+                                "exit": list(r.returncodes), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            say(f"DDP sweep job {k + 1} of {jobs}: done")
+    return out
+
+
+def knob_env(cfg: DdpConfig, steps: int, warmup: int) -> dict[str, str]:
+    """The environment a user's script reads a trial's setting from (``examples/train_ddp.py``):
+    ``AUTOTUNER_DDP_BUCKET_CAP_MB`` or ``..._BUCKET_CAP_MB_LIST`` (MiB), ``..._GRADIENT_AS_BUCKET_VIEW`` (0/1),
+    ``..._COMM_HOOK``, and the step counts (``AUTOTUNER_STEPS``, ``AUTOTUNER_WARMUP``)."""
+    e = {"AUTOTUNER_STEPS": str(steps), "AUTOTUNER_WARMUP": str(warmup),
+         "AUTOTUNER_DDP_GRADIENT_AS_BUCKET_VIEW": "1" if cfg.gradient_as_bucket_view else "0",
+         "AUTOTUNER_DDP_COMM_HOOK": cfg.comm_hook}
+    if cfg.bucket_cap_mb_list is not None:
+        e["AUTOTUNER_DDP_BUCKET_CAP_MB_LIST"] = ",".join(f"{c:g}" for c in cfg.bucket_cap_mb_list)
+    elif cfg.bucket_cap_mb is not None:
+        e["AUTOTUNER_DDP_BUCKET_CAP_MB"] = f"{cfg.bucket_cap_mb:g}"
+    return e
+
+
+def script_of(command: list[str]) -> tuple[str, list[str]]:
+    """(script path, its arguments) of a user's ``python script.py args`` (torchrun runs the script itself).
+    Raises ValidationError (one line) for a command that is not a Python script."""
+    import sys
+
+    rest = list(command)
+    while rest and (Path(rest[0]).name.startswith("python") or rest[0] == sys.executable):
+        rest = rest[1:]
+    if not rest or not rest[0].endswith(".py"):
+        raise ValidationError(f"the command must be `python your_script.py [args]` (torchrun runs the script), got "
+                              f"{' '.join(command)!r}")
+    if not Path(rest[0]).is_file():
+        raise ValidationError(f"no script {rest[0]}")
+    return str(Path(rest[0]).resolve()), rest[1:]
+
+
+def validate_ddp(env_dir: Path, model: str, settings, *, name: str | None = None, compute_ms: float = 100.0,
+                 steps: int = 5, warmup: int = 3, repeats: int = 3, np_: int = 2, bandwidth_gbit: float | None = None,
+                 testbed_hosts: int = 0, ranks_per_host: int = 1, link_gbit: float | None = None,
+                 command: list[str] | None = None, timeout_s: float = 600.0,
+                 say: Callable[[str], None] = print) -> Path:
+    """Real DDP runs for each of ``settings`` (:class:`DdpConfig`), ``repeats`` rounds, interleaved (round r runs
+    every setting once), appended to ``env_dir/ddp-validation/<name>.jsonl`` (``name`` default: the layout's name),
+    resuming after the (setting, repeat) pairs already there: the replay workload of layout ``model``, or the user's
+    ``command`` (``python script.py args``: it reads the setting from :func:`knob_env`'s variables and prints
+    ``AUTOTUNER_STEP_TIME_MS`` lines). Returns the file. Raises ValidationError (one line) when the testbed cannot
+    be built or the command is not a script."""
+    from ...errors import ReplayOutputError
+    from ...readers.replay_output import parse_output
+    from ...readers.layouts import load_layout
+    from ...realrun.launcher import testbed_for
+    from .launch import run_ddp
+    from .records import read_jsonl
+
+    layout_name = load_layout(model).name
+    out = env_dir / "ddp-validation" / f"{name or layout_name}.jsonl"
+    done = {(r["label"], r["repeat"]) for r in (read_jsonl(out) if out.exists() else [])}
+    topo = (testbed_hosts, ranks_per_host) if testbed_hosts else None
+    script = script_of(command) if command else None
+    setup = {**_setup(np_, bandwidth_gbit, testbed_hosts, ranks_per_host, link_gbit), "model": model,
+             "compute_ms": compute_ms, "steps": steps, "warmup": warmup, "command": list(command or [])}
+    with testbed_for(topo, bandwidth_gbit, link_gbit) as (tb, note):
+        say(note)
+        for rep in range(repeats):
+            for cfg in settings:
+                label = cfg.label()
+                if (label, rep) in done:
+                    continue
+                if script is None:
+                    r = run_ddp("autotuner.frameworks.ddp.replay", replay_args(model, compute_ms, steps, warmup, cfg),
+                                ranks_per_host=ranks_per_host if topo else np_, testbed=tb, timeout_s=timeout_s)
+                    res = _result(r.stdout, "AUTOTUNER_RESULT")
+                else:
+                    r = run_ddp(script[0], script[1], ranks_per_host=ranks_per_host if topo else np_, testbed=tb,
+                                timeout_s=timeout_s, env={**os.environ, **knob_env(cfg, steps, warmup)})
+                    try:
+                        times = list(parse_output(r.stdout).step_times_ms)
+                    except ReplayOutputError:
+                        times = []
+                    res = None if not times else {
+                        "median_step_time_ms": round(sorted(times)[len(times) // 2] if len(times) % 2 else
+                                                     0.5 * (sorted(times)[len(times) // 2 - 1]
+                                                            + sorted(times)[len(times) // 2]), 3),
+                        "step_times_ms": times, "first_step_ms": None, "buckets": None,
+                        "gradients": "the script's own"}
+                rec = {"trial": f"{label}/r{rep}", "label": label, "repeat": rep, "ddp": cfg.to_dict(),
+                       "status": "ok" if res else ("timeout" if r.timed_out else "failed"),
+                       "measured_step_time_ms": res["median_step_time_ms"] if res else None,
+                       "step_times_ms": res["step_times_ms"] if res else [],
+                       "first_step_ms": res["first_step_ms"] if res else None,
+                       "buckets": res["buckets"] if res else None, "gradients": res["gradients"] if res else None,
+                       "exit": list(r.returncodes), "error": "" if res else r.stderr[-300:],
+                       "setup": setup, "testbed": note, "wall_s": round(r.wall_s, 2),
+                       "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                append_record(out, rec)
+                say(f"{layout_name} {label} r{rep}: {rec['status']}"
+                    + (f", {rec['measured_step_time_ms']:.1f} ms/step" if res else "")
+                    + (f" (first {rec['first_step_ms']:.1f})" if res and rec["first_step_ms"] else ""))
+    return out

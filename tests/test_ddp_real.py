@@ -1,0 +1,180 @@
+"""DDP under real torchrun (issue 30): the replay workload's output contract, DDP's own rebuilt buckets against the
+Reducer simulator's, and the committed DDP environments' replays against their predictions from the sweep alone."""
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from autotuner.frameworks.ddp.fit import cost_model_from_sweep
+from autotuner.frameworks.ddp.knobs import DdpConfig
+from autotuner.frameworks.ddp.launch import run_ddp
+from autotuner.frameworks.ddp.records import env_cluster, read_jsonl, rows
+from autotuner.frameworks.ddp.reducer import assign_buckets
+from autotuner.readers.layouts import load_layout
+from autotuner.readers.replay_output import parse_output
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "runs"
+TINY = ROOT / "tests" / "data" / "tiny_layout.json"
+DDP_ENVS = sorted(p.parent.name for p in RUNS.glob("*/ddp-sweep.jsonl"))
+
+
+def _rebuilt(layout, cfg: DdpConfig) -> list[int]:
+    order = np.argsort(layout.ready_fraction, kind="stable")
+    b, _ = assign_buckets(layout.sizes_bytes, layout.dtypes, cfg.rebuild_limits(), order)
+    return [int(sum(layout.sizes_bytes[i] for i in x)) for x in b]
+
+
+def test_a_real_ddp_replay_under_torchrun_rebuilds_the_buckets_the_simulator_does():
+    """2 ranks on this host, the tiny layout (1.2 MB), 0.2 MiB caps: the result line parses as a replay's and DDP's
+    logging data gives the rebuilt bucket sizes the simulator assigns; the first iteration is reported apart."""
+    r = run_ddp("autotuner.frameworks.ddp.replay", ["--model", str(TINY), "--compute-ms", "30", "--steps", "3",
+                                                    "--warmup", "2", "--bucket-cap-mb", "0.2"],
+                ranks_per_host=2, timeout_s=120)
+    parsed = parse_output(r.stdout)  # the result line, whatever the teardown's exit status (issue 30's facts)
+    assert len(parsed.step_times_ms) == 3 and parsed.extra["framework"] == "ddp", (r.returncodes, r.stderr[-800:])
+    L = load_layout(str(TINY))
+    assert parsed.extra["buckets"] == _rebuilt(L, DdpConfig(bucket_cap_mb=0.2))
+    assert parsed.extra["first_step_ms"] > 0 and parsed.extra["ddp"]["bucket_cap_mb"] == 0.2
+
+
+@pytest.mark.parametrize("args, msg", [(["--model", "nope"], "unknown model"),
+                                       (["--model", "resnet18", "--bucket-cap-mb", "0"], "bucket_cap_mb"),
+                                       (["--model", "resnet18", "--bucket-cap-mb-list", "1,x"], "error"),
+                                       (["--model", "resnet18", "--warmup", "0"], "--warmup")])
+def test_the_replay_refuses_bad_arguments_in_one_line(args, msg):
+    p = subprocess.run([sys.executable, "-m", "autotuner.frameworks.ddp.replay", *args], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 2 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+@pytest.mark.parametrize("env", DDP_ENVS)
+def test_ddps_own_rebuilt_buckets_are_the_simulators(env):
+    """Every committed replay recorded DDP's own rebuilt bucket sizes (``_get_ddp_logging_data``): the simulator's
+    assignment gives the same sizes for every setting, on every layout (the first-bucket effect included: the
+    default's 1 MiB first bucket, an explicit 25 MiB's 25 MiB one)."""
+    n = 0
+    for f in sorted((RUNS / env / "ddp-validation").glob("*.jsonl")):
+        for r in read_jsonl(f):
+            if r["status"] != "ok" or not r.get("buckets"):
+                continue
+            cfg = DdpConfig.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in r["ddp"].items()})
+            assert r["buckets"] == _rebuilt(load_layout(r["setup"]["model"]), cfg), (f.name, r["label"])
+            n += 1
+    assert n >= 30
+
+
+def _env_rows(env):
+    sweep = read_jsonl(RUNS / env / "ddp-sweep.jsonl")
+    setup = sweep[0]["setup"]
+    cost, _ = cost_model_from_sweep(sweep, link_gbps=setup.get("link_gbit") or setup.get("bandwidth_gbit"),
+                                    cluster=env_cluster(setup))
+    return rows(RUNS / env, cost)
+
+
+@pytest.mark.parametrize("env", DDP_ENVS)
+def test_ddp_replays_are_predicted_from_the_sweep_alone(env):
+    """Acceptance (issue 30, per env): over every layout's settings (>= 10 each, 3 interleaved repeats, no timeline),
+    MAPE <= 3 % and worst <= 5 % (a row outside 5 % passes only inside its own repeats' range, widened by the
+    band); the fp16 hook within 5 %."""
+    rs = _env_rows(env)
+    for model in {r.model for r in rs}:
+        m = [r for r in rs if r.model == model]
+        assert len(m) >= 10 and all(r.trials >= 3 for r in m), (model, [(r.label, r.trials) for r in m])
+        assert statistics.mean(abs(r.error_pct) for r in m) <= 3.0, (env, model)
+        for r in m:
+            inside = r.low_ms * 0.97 <= r.predicted_ms <= r.high_ms * 1.03
+            assert abs(r.error_pct) <= 5.0 or inside, (env, model, r.label, r.error_pct)
+            if "fp16_compress" in r.label:
+                assert abs(r.error_pct) <= 5.0, (env, model, r.label, r.error_pct)
+
+
+@pytest.mark.parametrize("env", DDP_ENVS)
+def test_the_order_of_the_settings_and_the_first_bucket_effect(env):
+    """Kendall's tau >= 0.8 over the pairs of settings measured more than 2 % apart; the explicit 25 MiB (first
+    bucket 25 MiB) against DDP's default (first bucket 1 MiB): predicted on the side measured, where they were
+    measured more than 2 % apart; the pick (predicted fastest) measured no slower than the defaults."""
+    rs = _env_rows(env)
+    for model in {r.model for r in rs}:
+        m = {r.label: r for r in rs if r.model == model}
+        pairs = [(a, b) for a in m.values() for b in m.values()
+                 if a.label < b.label and abs(a.measured_ms - b.measured_ms) / min(a.measured_ms, b.measured_ms) > 0.02]
+        conc = [np.sign(a.measured_ms - b.measured_ms) == np.sign(a.predicted_ms - b.predicted_ms) for a, b in pairs]
+        assert 2 * np.mean(conc) - 1 >= 0.8, (env, model)
+        d, e = m["25 MiB (default, first 1 MiB)"], m["25 MiB"]
+        if abs(d.measured_ms - e.measured_ms) / d.measured_ms > 0.02:
+            assert np.sign(e.measured_ms - d.measured_ms) == np.sign(e.predicted_ms - d.predicted_ms), (env, model)
+        pick = min(m.values(), key=lambda r: r.predicted_ms)
+        assert pick.measured_ms <= d.measured_ms, (env, model, pick.label)
+
+
+def test_ddp_suggest_from_the_command_line():
+    env = DDP_ENVS[0]
+    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", "--env", env, "--model", "resnet50",
+                        "--compute-ms", "100", "--json"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["default"]["label"].startswith("25 MiB (default") and d["settings"] > 100
+    assert d["recommended"]["code"].startswith("model = DistributedDataParallel(model")
+    for bad in (["--env", "nope"], ["--model", "nope"], ["--compute-ms", "-1"]):
+        args = {"--env": env, "--model": "resnet50", "--compute-ms": "100"}
+        args[bad[0]] = bad[1]
+        q = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", *sum(args.items(), ())],
+                           capture_output=True, text=True, timeout=120)
+        assert q.returncode == 2 and len(q.stderr.strip().splitlines()) == 1, q.stderr
+
+
+def test_a_users_script_reads_its_setting_from_the_environment(tmp_path):
+    """What ``ddp validate -- python script.py`` sets per trial, and what examples/train_ddp.py makes of it."""
+    import os
+
+    from autotuner.errors import ValidationError
+    from autotuner.frameworks.ddp.realrun import knob_env, script_of
+
+    e = knob_env(DdpConfig(bucket_cap_mb_list=(1, 4, 25), gradient_as_bucket_view=True, comm_hook="fp16_compress"), 5, 3)
+    assert e == {"AUTOTUNER_STEPS": "5", "AUTOTUNER_WARMUP": "3", "AUTOTUNER_DDP_GRADIENT_AS_BUCKET_VIEW": "1",
+                 "AUTOTUNER_DDP_COMM_HOOK": "fp16_compress", "AUTOTUNER_DDP_BUCKET_CAP_MB_LIST": "1,4,25"}
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import train_ddp
+    finally:
+        sys.path.pop(0)
+    old = dict(os.environ)
+    try:
+        os.environ.update(e)
+        assert train_ddp.ddp_kwargs() == {"bucket_cap_mb_list": [1, 4, 25], "gradient_as_bucket_view": True}
+        os.environ["AUTOTUNER_DDP_GRADIENT_AS_BUCKET_VIEW"] = "yes"
+        with pytest.raises(ValueError):
+            train_ddp.ddp_kwargs()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    script = ROOT / "examples" / "train_ddp.py"
+    assert script_of(["python", str(script), "--threads", "1"]) == (str(script), ["--threads", "1"])
+    for bad in (["python", "-c", "print(1)"], ["bash", "x.sh"], ["python", str(tmp_path / "gone.py")]):
+        with pytest.raises(ValidationError):
+            script_of(bad)
+
+
+def test_ddp_simulate_and_bad_proposals_from_the_command_line(tmp_path):
+    env = DDP_ENVS[0]
+    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "simulate", "--env", env, "--model", "resnet18",
+                        "--compute-ms", "100", "--bucket-cap-mb", "4", "--json"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    L = load_layout("resnet18")
+    assert [b["bytes"] for b in d["buckets"]] == _rebuilt(L, DdpConfig(bucket_cap_mb=4))
+    assert d["first_step_ms"] > d["step_time_ms"] > 100
+    bad = tmp_path / "p.json"
+    for text in ('[{"bucket_size": 3}]', '{"x": 1}', "[1]", "not json"):
+        bad.write_text(text)
+        q = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "validate", "--env", env, "--model",
+                            "resnet18", "--proposals", str(bad)], capture_output=True, text=True, timeout=120)
+        assert q.returncode == 2 and len(q.stderr.strip().splitlines()) == 1, (text, q.stderr)
