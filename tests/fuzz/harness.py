@@ -987,8 +987,57 @@ def g_profile(c: Case) -> None:
     _out_opt(c)
 
 
+def g_ddp(c: Case) -> None:
+    """``ddp suggest|simulate`` with values drawn valid and wrong (the committed DDP envs); ``ddp
+    measure|validate|tune`` like validate: always one certainly-wrong value, so no torchrun starts."""
+    sub = c.rng.choice(["suggest", "simulate", "simulate", "measure", "validate", "tune"])
+    c.argv.append(sub)
+    envs = sorted(p.parent.name for p in (ROOT / "runs").glob("*/ddp-sweep.jsonl")) or ["none"]
+    if sub in ("suggest", "simulate"):
+        r = c.rng.random()
+        if r < 0.85:
+            c.opt("--env", c.rng.choice(envs))
+        else:
+            c.opt("--env", c.rng.choice(["nope", "../x", "", "local-gloo-1gbit"]), bad=True)
+        c.opt("--model", c.rng.choice(["resnet18", "mnist", "resnet50", "resnet18", "nope", ""]))
+        if c.argv[-1] in ("nope", ""):
+            c.bad.append("model")
+        c.numeric("--compute-ms", ["50", "100", "300"], ["0", "-1", "nan", "inf", "x"], p_set=0.6)
+        c.opt("--runs-dir", str(c.dir.parents[1] / "runs"))
+        if sub == "simulate":
+            r = c.rng.random()
+            if r < 0.3:
+                c.numeric("--bucket-cap-mb", ["1", "4", "25", "0.5"], ["0", "-1", "nan", "inf", "x", "1e300"], p_set=1.0)
+            elif r < 0.5:
+                v = c.rng.choice(["1,4,25", "2", "0.5,64", "1,,2", "x", "0", "-1,4", "nan"])
+                c.opt("--bucket-cap-mb-list", v, bad=v in ("1,,2", "x", "0", "-1,4", "nan"))
+            if c.rng.random() < 0.3:
+                h = c.rng.choice(["allreduce", "fp16_compress", "powerSGD", "int8", ""])
+                c.opt("--comm-hook", h, bad=h not in ("allreduce", "fp16_compress"))
+            if c.rng.random() < 0.3:
+                c.argv.append("--gradient-as-bucket-view")
+        if c.rng.random() < 0.5:
+            c.argv.append("--json")
+        return
+    bads = [("--steps", ["0", "-1", "x"]), ("--warmup", ["0", "-1", "x"]), ("--np", ["0", "-1", "x"]),
+            ("--bandwidth-gbit", ["nan", "0", "-1", "inf"]), ("--compute-ms", ["nan", "-1", "0", "x"]),
+            ("--env", ["../x", "", "/abs", "a/b"])]
+    if sub == "measure":
+        bads = [("--np", ["0", "-1", "x"]), ("--jobs", ["0", "-1", "x"]), ("--repeats", ["0", "x"]),
+                ("--bandwidth-gbit", ["nan", "0", "-1", "inf"]), ("--env", ["../x", "", "/abs", "a/b"])]
+    chosen = c.rng.sample(bads, c.rng.randint(1, 2))
+    flags = {f for f, _ in chosen}
+    if "--env" not in flags:
+        c.opt("--env", c.rng.choice(envs + ["fuzz-env"]))
+    if sub != "measure":
+        c.opt("--model", c.rng.choice(["resnet18", "mnist"]))
+    for f, vals in chosen:
+        c.opt(f, c.rng.choice(vals), bad=True)
+    c.opt("--runs-dir", str(c.dir.parents[1] / "runs"))
+
+
 HELP_CMDS = ["fit", "simulate", "suggest", "explore", "scale", "inspect", "compare", "validate", "accuracy", "envs",
-             "measure", "profile"]
+             "measure", "profile", "ddp"]
 
 
 def g_usage(c: Case) -> None:
@@ -1015,8 +1064,8 @@ def g_usage(c: Case) -> None:
 COMMANDS = {"simulate": (g_simulate, 28), "inspect": (g_inspect, 12), "compare": (g_compare, 12), "fit": (g_fit, 14),
             "usage": (g_usage, 6), "scale": (g_scale, 7), "explore": (g_explore, 5), "suggest": (g_suggest, 9),
             "validate": (g_validate, 7), "env": (g_env, 5), "envs": (g_envs, 2), "accuracy": (g_accuracy, 2),
-            "measure": (g_measure, 3), "profile": (g_profile, 3)}
-JSON_CMDS = ("simulate", "suggest", "compare", "explore", "scale", "envs", "accuracy")
+            "measure": (g_measure, 3), "profile": (g_profile, 3), "ddp": (g_ddp, 6)}
+JSON_CMDS = ("simulate", "suggest", "compare", "explore", "scale", "envs", "accuracy", "ddp")
 
 
 def _snapshot(root: Path) -> dict[str, tuple]:
@@ -1150,7 +1199,7 @@ def cli_case(seed: int, i: int, sandbox: Path) -> tuple[Case, dict, list[tuple]]
     try:
         allowed = tuple(a for a in c.argv if ":" in a)  # --model pkg.mod:factory on the command line may import
         with import_guard(allowed) as imported:
-            res = invoke(c.argv, allow_launch=cmd not in ("validate", "measure", "profile"))
+            res = invoke(c.argv, allow_launch=cmd not in ("validate", "measure", "profile", "ddp"))
     finally:
         os.chdir(cwd)
     after = _snapshot(sandbox)
