@@ -32,6 +32,43 @@ class DdpSuggestResult:
                 "trust": self.trust, **self.suggestion.to_dict()}
 
 
+@dataclass(frozen=True)
+class _Asked:
+    """What a DDP question is asked of: the env's folder, its cost model (fit info, sweep records), its cluster,
+    the layout and the emulated workload (forward 1/3, backward 2/3 of ``compute_ms``)."""
+
+    folder: Path
+    cost: object
+    info: dict
+    sweep: list
+    cluster: object
+    layout: object
+    compute_ms: float
+    workload: object
+
+
+def _asked(env: str, model: str, compute_ms: float | None, runs_dir: Path | None, default_ms: float) -> _Asked:
+    """Load env ``env`` (fitted from its sweep) and layout ``model``; ``compute_ms`` default: the layout's measured
+    forward + backward, else ``default_ms``. Raises RunsError / ScenarioError (one line)."""
+    from ...model.simulator import Workload
+    from ...readers.layouts import load_layout
+    from .records import env_cluster
+
+    if compute_ms is not None and not compute_ms > 0:
+        raise ScenarioError(f"--compute-ms must be > 0 ms, got {compute_ms!r}")
+    folder = ddp_env_folder(env, runs_dir)
+    cost, info, sweep = _env_cost(folder)
+    try:
+        L = load_layout(model)
+    except ValueError as e:
+        raise ScenarioError(str(e).splitlines()[0]) from None
+    if compute_ms is None:
+        compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else default_ms
+    c = compute_ms / 1e3
+    return _Asked(folder, cost, info, sweep, env_cluster(sweep[0]["setup"]), L, compute_ms,
+                  Workload(forward_s=c / 3, backward_s=2 * c / 3))
+
+
 def ddp_env_folder(env: str, runs_dir: Path | None = None) -> Path:
     """The folder of DDP environment ``env``: the first of the runs search path holding ``<env>/ddp-sweep.jsonl``.
     Raises RunsError (one line, naming the DDP envs found) when none does."""
@@ -51,24 +88,11 @@ def ddp_suggest(model: str, env: str, *, compute_ms: float | None = None, runs_d
     its cost model fitted from the env's own sweep; ``compute_ms``: forward + backward per step (ms; default the
     layout's measured times, else 300). Raises RunsError / ScenarioError (one line) for a missing env, a bad
     layout or a non-positive compute time."""
-    from ...readers.layouts import load_layout
-    from .records import env_cluster
     from .suggest import suggest_ddp
-    from ...model.simulator import Workload
 
-    if compute_ms is not None and not compute_ms > 0:
-        raise ScenarioError(f"--compute-ms must be > 0 ms, got {compute_ms!r}")
-    folder = ddp_env_folder(env, runs_dir)
-    cost, info, sweep = _env_cost(folder)
-    cluster = env_cluster(sweep[0]["setup"])
-    try:
-        L = load_layout(model)
-    except ValueError as e:
-        raise ScenarioError(str(e).splitlines()[0]) from None
-    if compute_ms is None:
-        compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else 300.0
-    c = compute_ms / 1e3
-    wl = Workload(forward_s=c / 3, backward_s=2 * c / 3)
+    a = _asked(env, model, compute_ms, runs_dir, 300.0)
+    folder, cost, info, sweep, cluster, L, compute_ms, wl = (a.folder, a.cost, a.info, a.sweep, a.cluster, a.layout,
+                                                             a.compute_ms, a.workload)
     trust, band, source = _trust(folder, cost)
     fit = (f"{env}: {cluster.nodes}x{cluster.gpus_per_node} ranks, torch.distributed Gloo allreduce: alpha "
            f"{info['alpha_us']:.0f} us, busbw {info['busbw_gbps']:.2f} Gbit/s; bucket copy "
@@ -222,27 +246,14 @@ def ddp_simulate(model: str, env: str, config, *, compute_ms: float | None = Non
     """One DDP setting (``config``: a :class:`~autotuner.frameworks.ddp.knobs.DdpConfig`) of layout ``model`` on DDP
     environment ``env`` (its cost model fitted from its own sweep): the reference simulator's step. Raises
     RunsError / ScenarioError (one line)."""
-    from ...model.simulator import Workload
-    from ...readers.layouts import load_layout
-    from .records import env_cluster
     from .reducer import simulate_ddp_step
 
-    if compute_ms is not None and not compute_ms > 0:
-        raise ScenarioError(f"--compute-ms must be > 0 ms, got {compute_ms!r}")
-    folder = ddp_env_folder(env, runs_dir)
-    cost, info, sweep = _env_cost(folder)
-    cluster = env_cluster(sweep[0]["setup"])
-    try:
-        L = load_layout(model)
-    except ValueError as e:
-        raise ScenarioError(str(e).splitlines()[0]) from None
-    if compute_ms is None:
-        compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else 300.0
-    c = compute_ms / 1e3
+    a = _asked(env, model, compute_ms, runs_dir, 300.0)
+    folder, cost, info, sweep, cluster, L, compute_ms = (a.folder, a.cost, a.info, a.sweep, a.cluster, a.layout,
+                                                         a.compute_ms)
     if config.comm_hook != "allreduce" and cost.fp16 is None:
         raise ScenarioError(f"{env} measured no float16 allreduce: the {config.comm_hook} hook cannot be priced")
-    step = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, Workload(forward_s=c / 3, backward_s=2 * c / 3),
-                             config, cost, cluster, L.dtypes)
+    step = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, a.workload, config, cost, cluster, L.dtypes)
     fit = (f"{env}: {cluster.nodes}x{cluster.gpus_per_node} ranks, alpha {info['alpha_us']:.0f} us, busbw "
            f"{info['busbw_gbps']:.2f} Gbit/s (torch.distributed Gloo allreduce, {len(sweep)} sweep job(s))")
     return DdpSimulateResult(env, L.name, compute_ms, config, fit, _trust(folder, cost)[0], step)
