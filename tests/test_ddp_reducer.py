@@ -208,3 +208,19 @@ def test_the_ddp_tune_decides_as_horovods_simulators_best_then_ddps_defaults_the
     # the budget stops it
     st.steps = 199
     assert decide(cands, st, predict, **kw).stop.startswith("step budget")
+
+
+def test_torchrun_commands_for_one_host_and_for_emulated_hosts():
+    from autotuner.frameworks.ddp.launch import torchrun_argv
+
+    one = torchrun_argv("autotuner.frameworks.ddp.replay", ["--model", "m"], 2)
+    assert one[1:] == ["--standalone", "--nproc-per-node", "2", "--max-restarts", "0", "-m",
+                       "autotuner.frameworks.ddp.replay", "--model", "m"]
+    two = torchrun_argv("train.py", [], 1, nnodes=2, node_rank=1, endpoint="10.77.0.1:29531", local_addr="10.77.0.2")
+    # every emulated host shares this machine's host name: each torchrun says which address is its own
+    assert two[two.index("--local-addr") + 1] == "10.77.0.2" and two[-1] == "train.py" and "-m" not in two
+    assert two[two.index("--rdzv-endpoint") + 1] == "10.77.0.1:29531"
+    with pytest.raises(ValueError):
+        torchrun_argv("m", [], 1, nnodes=2)
+    with pytest.raises(ValueError):
+        torchrun_argv("m", [], 0)

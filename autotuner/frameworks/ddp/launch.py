@@ -32,10 +32,12 @@ def torchrun_path() -> str:
 
 
 def torchrun_argv(module: str, args: list[str], nproc: int, *, nnodes: int = 1, node_rank: int = 0,
-                  endpoint: str | None = None) -> list[str]:
+                  endpoint: str | None = None, local_addr: str | None = None) -> list[str]:
     """The ``torchrun`` command of ``python -m module args`` (or, ``module`` ending in ``.py``, of that script) on
     ``nproc`` ranks per node. One node: standalone rendezvous; several: c10d at ``endpoint`` (``host:port``), this
-    node being ``node_rank``. Raises ValueError for counts below 1 or several nodes without an endpoint."""
+    node being ``node_rank``, reachable at ``local_addr`` (``--local-addr``: the address the other nodes reach its
+    store and ranks at; without it torchrun uses the host name, which every emulated host shares). Raises
+    ValueError for counts below 1 or several nodes without an endpoint."""
     if nproc < 1 or nnodes < 1 or not 0 <= node_rank < nnodes:
         raise ValueError(f"torchrun needs nproc >= 1 and 0 <= node_rank < nnodes, got {nproc}, {node_rank}, {nnodes}")
     run = torchrun_path()
@@ -47,14 +49,17 @@ def torchrun_argv(module: str, args: list[str], nproc: int, *, nnodes: int = 1, 
             raise ValueError("several nodes need a rendezvous endpoint")
         rdzv = ["--nnodes", str(nnodes), "--node-rank", str(node_rank), "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", endpoint, "--rdzv-id", "autotuner"]
+        if local_addr:
+            rdzv += ["--local-addr", local_addr]
     target = [module] if module.endswith(".py") else ["-m", module]
     return [*head, *rdzv, "--nproc-per-node", str(nproc), "--max-restarts", "0", *target, *args]
 
 
 @dataclass(frozen=True)
 class DdpJobResult:
-    """What a DDP job left: ``stdout``/``stderr`` of the first host's torchrun (rank 0's output), every host's exit
-    status (``returncodes``), ``wall_s``, ``timed_out``."""
+    """What a DDP job left: ``stdout``/``stderr`` of every host's torchrun, first host first (rank 0's output is in
+    it: c10d rendezvous places rank 0 on any host), every host's exit status (``returncodes``), ``wall_s``,
+    ``timed_out``."""
 
     stdout: str
     stderr: str
@@ -80,7 +85,8 @@ def run_ddp(module: str, args: list[str], *, ranks_per_host: int, testbed=None, 
     if len(hosts) > 1:
         endpoint = f"{hosts[0].address}:{RDZV_PORT}"
         argvs = [["ip", "netns", "exec", h.netns,
-                  *torchrun_argv(module, args, ranks_per_host, nnodes=len(hosts), node_rank=i, endpoint=endpoint)]
+                  *torchrun_argv(module, args, ranks_per_host, nnodes=len(hosts), node_rank=i, endpoint=endpoint,
+                                 local_addr=h.address)]
                  for i, h in enumerate(hosts)]
         base["GLOO_SOCKET_IFNAME"] = "eth0"
     else:
@@ -105,5 +111,6 @@ def run_ddp(module: str, args: list[str], *, ranks_per_host: int, testbed=None, 
     outs = [j.output() for j in jobs]
     for j in jobs:
         j.__exit__(None, None, None)
-    return DdpJobResult(outs[0][0] if outs else "", "\n".join(o[1] for o in outs),
+    # every host's stdout: c10d rendezvous ignores --node-rank, so rank 0 (which prints the result) may run on any
+    return DdpJobResult("\n".join(o[0] for o in outs), "\n".join(o[1] for o in outs),
                         tuple(j.proc.returncode for j in jobs), time.monotonic() - t0, timed_out)
