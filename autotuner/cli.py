@@ -48,7 +48,8 @@ from . import options as opt  # noqa: E402  (the command line's own option check
 from .render import MIB, fit_regime_lines, fmt_num, render_table  # noqa: E402  (the command line's own rendering)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Predict and tune Horovod's knobs from measured bandwidth data.\n\n"
+                  help="Predict and tune Horovod's knobs (and PyTorch DDP's: autotuner ddp) from measured "
+                       "bandwidth data.\n\n"
                        "First hour (docs/your-cluster.md): autotuner measure --env NAME; autotuner fit runs/; "
                        "autotuner profile ...; autotuner suggest --model M --env NAME; "
                        "autotuner validate --env NAME --model M -- python train.py")
@@ -942,7 +943,7 @@ def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain 
 
 ddp_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                       help="PyTorch DistributedDataParallel: bucket caps, the gradient view, comm hooks (docs/ddp.md).")
-app.add_typer(ddp_app, name="ddp")
+app.add_typer(ddp_app, name="ddp", short_help="PyTorch DDP: buckets, view, hooks")
 
 
 @ddp_app.command("measure", short_help="the DDP sweep: torch.distributed's allreduce under torchrun")
@@ -1032,7 +1033,8 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
     for row in r.rows:
         t.add_row(row.label, str(row.trials), f"{row.measured_ms:.1f} ({row.low_ms:.1f}-{row.high_ms:.1f})",
                   f"{row.predicted_ms:.1f}", f"{row.error_pct:+.1f} %",
-                  f"{row.first_measured_ms:.1f} / {row.first_predicted_ms:.1f}")
+                  ("n/a" if row.first_measured_ms != row.first_measured_ms else f"{row.first_measured_ms:.1f}")
+                  + f" / {row.first_predicted_ms:.1f}")
     render_table(out, t)
     out.print(f"records: {r.path}", highlight=False, soft_wrap=True)
 

@@ -143,7 +143,8 @@ class DdpValidateResult:
         return {"path": str(self.path), "rows": [
             {"label": r.label, "trials": r.trials, "measured_ms": r.measured_ms, "low_ms": r.low_ms,
              "high_ms": r.high_ms, "predicted_ms": r.predicted_ms, "error_percent": r.error_pct,
-             "first_measured_ms": r.first_measured_ms, "first_predicted_ms": r.first_predicted_ms,
+             "first_measured_ms": None if r.first_measured_ms != r.first_measured_ms else r.first_measured_ms,
+             "first_predicted_ms": r.first_predicted_ms,
              "buckets_as_ddps": None if r.buckets is None else list(r.buckets) == list(r.predicted_buckets)}
             for r in self.rows]}
 

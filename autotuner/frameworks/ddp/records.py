@@ -55,8 +55,9 @@ def replay_workload(setup: dict) -> Workload:
 
 @dataclass(frozen=True)
 class DdpRow:
-    """One bucket setting of one replay file: measured (median over its trials' medians, and their range, ms),
-    predicted step and first step (ms), DDP's rebuilt bucket sizes and the simulator's (bytes)."""
+    """One bucket setting of one validation file: measured (median over its trials' medians, and their range, ms),
+    predicted step and first step (ms), DDP's rebuilt bucket sizes and the simulator's (bytes), the command (a
+    user's script; () for the replay workload)."""
 
     env: str
     model: str
@@ -70,6 +71,8 @@ class DdpRow:
     first_predicted_ms: float
     buckets: tuple[int, ...] | None
     predicted_buckets: tuple[int, ...]
+    #: the user's command the trials ran (``ddp validate -- python script.py``), () for the replay workload
+    command: tuple[str, ...] = ()
 
     @property
     def error_pct(self) -> float:
@@ -100,5 +103,5 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
                               max(meds), sim.step_time_ms, statistics.median(firsts) if firsts else float("nan"),
                               sim.first_step_time_s * 1e3,
                               tuple(rs[0]["buckets"]) if rs[0].get("buckets") else None,
-                              tuple(b.nbytes for b in sim.buckets)))
+                              tuple(b.nbytes for b in sim.buckets), tuple(setup.get("command") or ())))
     return out
