@@ -1053,6 +1053,8 @@ def g_usage(c: Case) -> None:
     elif r < 0.7:
         if cmd in ("envs", "accuracy"):  # no required argument: an option without its value
             c.argv += ["accuracy", "--env"]
+        elif cmd == "ddp":  # a command group: its subcommand without its required options
+            c.argv += ["ddp", c.rng.choice(["suggest", "simulate", "validate", "tune", "measure"])]
         else:
             c.argv.append(cmd)  # the required argument or --model missing
         c.bad.append("missing argument")
