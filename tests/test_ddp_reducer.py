@@ -110,6 +110,7 @@ def test_a_hand_worked_step():
     assert [len(b.tensors) for b in r.buckets] == [1, 1]
     assert r.buckets[0].start_s == pytest.approx(0.1 + c) and r.buckets[0].end_s == pytest.approx(0.1 + c + one)
     assert r.step_time_s == pytest.approx(0.15 + 2 * c + one)
+    assert r.exposed_comm_s == pytest.approx(one) and r.copy_s == pytest.approx(2 * c)
     # (the first iteration has no view yet: both gradients copied in, delaying the backward, and back)
     assert r.first_step_time_s == pytest.approx(0.15 + 2e-3 + 4 * MIB / 125e6 + 4 * (2 * MIB / 1e9))
     # without the view the gradients are also copied back after the last collective

@@ -104,7 +104,8 @@ class DdpStepResult:
     """A simulated DDP step (seconds): ``step_time_s`` in the steady state (rebuilt buckets),
     ``first_step_time_s`` the first iteration (one bucket of every gradient unless
     ``find_unused_parameters``), ``backward_end_s``, ``comm_end_s`` (the last collective's end),
-    ``exposed_comm_s`` (step time beyond compute and copies), ``copy_s`` (copies into and out of the buckets),
+    ``exposed_comm_s`` (how long the last collective ends after the backward, its hooks' copies included),
+    ``copy_s`` (copies into and out of the buckets),
     ``cast_s`` (a compress hook's casts), ``buckets`` (steady state, in launch order)."""
 
     step_time_s: float
@@ -213,6 +214,5 @@ def simulate_ddp_step(sizes_bytes, ready_fraction, workload: Workload, cfg: DdpC
     fb, fc = assign_buckets(sizes, dt, cfg.first_iteration_limits())
     first = one(fb, fc, DdpConfig(**{**cfg.to_dict(), "bucket_cap_mb_list": cfg.bucket_cap_mb_list,
                                      "gradient_as_bucket_view": False}))[5]
-    compute = b_end + workload.update_s
-    return DdpStepResult(step, first, b_end, c_end, max(0.0, step - compute - (copies - (b_end - bwd_end))),
-                         copies, cast, tuple(bk))
+    # exposed: how long the last collective ends after the backward (copies in included) has
+    return DdpStepResult(step, first, b_end, c_end, max(0.0, c_end - b_end), copies, cast, tuple(bk))
