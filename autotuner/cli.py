@@ -1181,6 +1181,15 @@ def ddp_suggest_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                   f"({s.recommended.speedup_vs_default:.3f}x; band {s.band * 100:.1f} %, {s.band_source}):",
                   highlight=False, soft_wrap=True)
         out.print(s.recommended.code, highlight=False, markup=False, soft_wrap=True)
+    ko = s.knob_only
+    if ko.step_time_ms >= s.default.step_time_ms * (1 - s.band):
+        out.print(f"knob-only answer: keep DDP's defaults (the best setting without a hook, {ko.config.label()}, "
+                  f"{ko.speedup_vs_default:.3f}x, is inside the {s.band * 100:.1f} % band)", highlight=False,
+                  soft_wrap=True)
+    else:
+        out.print(f"knob-only answer: {ko.config.label()}, {ko.step_time_ms:.1f} ms ({ko.speedup_vs_default:.3f}x):",
+                  highlight=False, soft_wrap=True)
+        out.print(ko.code, highlight=False, markup=False, soft_wrap=True)
     if not s.per_bucket_proposed:
         out.print(f"per-bucket caps not proposed: the best list ({s.per_bucket.config.label()}) is not faster than "
                   f"the best single cap by more than the band", highlight=False, soft_wrap=True)

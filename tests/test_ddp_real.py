@@ -129,10 +129,12 @@ def test_ddp_replays_are_predicted_from_the_sweep_alone_or_the_miss_is_named(env
                 assert ok, (env, model, item)
 
 
-def test_ddp_suggest_from_the_command_line():
-    env = DDP_ENVS[0]
+def test_ddp_suggest_from_the_command_line(tmp_path):
+    """Also from another folder: the env's records name their layouts where they keep them (a user's layout is
+    copied beside its records), so the band does not depend on the working directory."""
+    env = "ddp-2gbit"
     p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", "--env", env, "--model", "resnet50",
-                        "--compute-ms", "100", "--json"], capture_output=True, text=True, timeout=120)
+                        "--compute-ms", "100", "--json"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["default"]["label"].startswith("25 MiB (default") and d["settings"] > 100

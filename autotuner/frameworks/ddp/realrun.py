@@ -153,10 +153,18 @@ def validate_ddp(env_dir: Path, model: str, settings, *, name: str | None = None
 
     layout_name = load_layout(model).name
     out = env_dir / "ddp-validation" / f"{name or layout_name}.jsonl"
+    recorded = model
+    if model.endswith(".json") and Path(model).is_file():  # the records keep their layout beside them
+        from ...writers.atomic import atomic_write_text
+
+        copy = out.with_suffix(".layout.json")
+        if not copy.exists():
+            atomic_write_text(copy, Path(model).read_text())
+        recorded = str(copy.relative_to(env_dir))
     done = {(r["label"], r["repeat"]) for r in (read_jsonl(out) if out.exists() else [])}
     topo = (testbed_hosts, ranks_per_host) if testbed_hosts else None
     script = script_of(command) if command else None
-    setup = {**_setup(np_, bandwidth_gbit, testbed_hosts, ranks_per_host, link_gbit), "model": model,
+    setup = {**_setup(np_, bandwidth_gbit, testbed_hosts, ranks_per_host, link_gbit), "model": recorded,
              "compute_ms": compute_ms, "steps": steps, "warmup": warmup, "command": list(command or [])}
     with testbed_for(topo, bandwidth_gbit, link_gbit) as (tb, note):
         say(note)

@@ -82,7 +82,7 @@ class DdpRow:
 def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: list[Path] | None = None) -> list[DdpRow]:
     """Every bucket setting replayed under ``env_dir/ddp-validation/`` (or in ``files``), predicted from ``cost``
     (the env's :class:`~autotuner.model.costmodel.CostModel` fitted from its sweep alone)."""
-    from ...readers.layouts import load_layout
+    from ...readers.layouts import load_recorded_layout
     from .reducer import simulate_ddp_step
 
     out = []
@@ -93,7 +93,8 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
                 groups.setdefault(r["label"], []).append(r)
         for label, rs in groups.items():
             setup = rs[0]["setup"]
-            L = load_layout(setup["model"])
+            # a shipped name, or a layout copied beside the records (ddp validate --model file.json)
+            L = load_recorded_layout(setup["model"], env_dir, f"{f.name}: setup.model")
             cfg = DdpConfig.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in rs[0]["ddp"].items()})
             sim = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, replay_workload(setup), cfg, cost,
                                     model_file_cluster or env_cluster(setup), L.dtypes)
