@@ -1060,19 +1060,14 @@ def ddp_simulate_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     \b
         autotuner ddp simulate --env ddp-2gbit --model resnet50 --compute-ms 100 --bucket-cap-mb 4
     """
-    from .errors import KnobError, ScenarioError
-
     try:
         caps = None if bucket_cap_mb_list is None else tuple(float(x) for x in bucket_cap_mb_list.split(","))
     except ValueError:
-        raise ScenarioError(f"--bucket-cap-mb-list {bucket_cap_mb_list!r}: give MiB, comma-separated") from None
+        raise autotuner.ScenarioError(f"--bucket-cap-mb-list {bucket_cap_mb_list!r}: give MiB, comma-separated") from None
     if comm_hook not in ("allreduce", "fp16_compress"):
-        raise ScenarioError(f"--comm-hook {comm_hook!r}: allreduce or fp16_compress (bf16 is not measured here, "
-                            "PowerSGD is lossy)")
-    try:
-        cfg = autotuner.DdpConfig(bucket_cap_mb, caps, gradient_as_bucket_view, comm_hook)
-    except KnobError as e:
-        raise ScenarioError(str(e)) from None
+        raise autotuner.ScenarioError(f"--comm-hook {comm_hook!r}: allreduce or fp16_compress (bf16 is not measured "
+                                      "here, PowerSGD is lossy)")
+    cfg = autotuner.DdpConfig(bucket_cap_mb, caps, gradient_as_bucket_view, comm_hook)  # a bad value: KnobError
     r = autotuner.ddp_simulate(model, env, cfg, compute_ms=compute_ms, runs_dir=runs_dir)
     d = r.to_dict()
     if as_json:
