@@ -231,3 +231,30 @@ def test_a_users_ddp_script_validated_against_its_profile():
     d, e, four = rs["25 MiB (default, first 1 MiB)"], rs["25 MiB"], rs["4 MiB"]
     assert e.measured_ms > d.measured_ms > four.measured_ms and e.predicted_ms > d.predicted_ms > four.predicted_ms
     assert all(-15.0 < r.error_pct < 0 for r in rs.values())
+
+
+def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line(tmp_path):
+    import shutil
+
+    from autotuner.schemas.ddp import DdpSweepRecord, DdpTrialRecord
+
+    for env in DDP_ENVS:
+        assert len(read_jsonl(RUNS / env / "ddp-sweep.jsonl", DdpSweepRecord)) >= 3
+        for f in list((RUNS / env / "ddp-validation").glob("*.jsonl")) + list((RUNS / env / "ddp-tune").glob("*.jsonl")):
+            assert read_jsonl(f, DdpTrialRecord)
+    env = tmp_path / "ddp-2gbit"
+    shutil.copytree(RUNS / "ddp-2gbit", env)
+    cases = {"ddp-sweep.jsonl": ['{"ranks": 2}', '[1]', '{"ranks": 2, "sizes": [4, 8], "fp32_ms": [[1.0]], '
+                                 '"fp16_ms": [[1.0], [1.0]], "setup": {"np": 2}}'],
+             "ddp-validation/resnet18.jsonl": ['{"label": "x"}', '{"label": "x", "ddp": {"bucket_size": 1}, '
+                                               '"status": "ok", "measured_step_time_ms": 1.0, "setup": {"np": 2, '
+                                               '"model": "resnet18", "compute_ms": 100, "steps": 5, "warmup": 3}}']}
+    for rel, lines in cases.items():
+        good = (RUNS / "ddp-2gbit" / rel).read_text()
+        for line in lines:
+            (env / rel).write_text(good + line + "\n")
+            p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", "--env", "ddp-2gbit",
+                                "--model", "resnet18", "--runs-dir", str(tmp_path)], capture_output=True, text=True,
+                               timeout=120)
+            assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (rel, line, p.stderr)
+        (env / rel).write_text(good)

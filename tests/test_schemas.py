@@ -242,6 +242,12 @@ def test_committed_records_all_validate():
         if f.parent.name == "experiments":  # a script's own JSON lines (scripts/cpu_contention.py)
             assert all(isinstance(json.loads(line), dict) for line in f.read_text().splitlines()), f
             continue
+        if f.name == "ddp-sweep.jsonl" or f.parent.name in ("ddp-validation", "ddp-tune"):  # DDP's (issue 30)
+            from autotuner.frameworks.ddp.records import read_jsonl
+            from autotuner.schemas.ddp import DdpSweepRecord, DdpTrialRecord
+
+            assert read_jsonl(f, DdpSweepRecord if f.name == "ddp-sweep.jsonl" else DdpTrialRecord), f
+            continue
         parse = {"sweep.jsonl": parse_sweep_records, "cpu.jsonl": parse_cpu_records,
                  "trickle.jsonl": parse_trickle_records, "idle.jsonl": parse_idle_records,
                  "fp16.jsonl": parse_fp16_records, "fp16-ones.jsonl": parse_fp16_records,

@@ -103,10 +103,11 @@ def ddp_suggest(model: str, env: str, *, compute_ms: float | None = None, runs_d
 
 
 def _env_cost(folder: Path):
+    from ...schemas.ddp import DdpSweepRecord
     from .fit import cost_model_from_sweep
     from .records import env_cluster, read_jsonl
 
-    sweep = read_jsonl(folder / "ddp-sweep.jsonl")
+    sweep = read_jsonl(folder / "ddp-sweep.jsonl", DdpSweepRecord)
     if not sweep:
         raise RunsError(f"{folder / 'ddp-sweep.jsonl'} holds no sweep job")
     setup = sweep[0]["setup"]

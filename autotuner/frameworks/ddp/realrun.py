@@ -161,7 +161,7 @@ def validate_ddp(env_dir: Path, model: str, settings, *, name: str | None = None
         if not copy.exists():
             atomic_write_text(copy, Path(model).read_text())
         recorded = str(copy.relative_to(env_dir))
-    done = {(r["label"], r["repeat"]) for r in (read_jsonl(out) if out.exists() else [])}
+    done = {(r.get("label"), r.get("repeat")) for r in (read_jsonl(out) if out.exists() else [])}
     topo = (testbed_hosts, ranks_per_host) if testbed_hosts else None
     script = script_of(command) if command else None
     setup = {**_setup(np_, bandwidth_gbit, testbed_hosts, ranks_per_host, link_gbit), "model": recorded,

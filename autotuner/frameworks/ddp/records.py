@@ -19,8 +19,10 @@ from ...model.simulator import Workload
 from .knobs import DdpConfig
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """The JSON lines of ``path``. Raises RunsError (one line) for an unreadable file or line."""
+def read_jsonl(path: Path, schema=None) -> list[dict]:
+    """The JSON lines of ``path``, each checked as ``schema`` when given (a pydantic model of
+    :mod:`autotuner.schemas.ddp`; the dict is returned as read). Raises RunsError (one line) for an unreadable
+    file, a line that is not a JSON object, or one ``schema`` rejects."""
     try:
         text = path.read_text()
     except OSError as e:
@@ -35,6 +37,10 @@ def read_jsonl(path: Path) -> list[dict]:
             raise RunsError(f"{path}:{no}: not JSON ({e.msg})") from None
         if not isinstance(d, dict):
             raise RunsError(f"{path}:{no}: not a JSON object")
+        if schema is not None:
+            from ...schemas.core import check
+
+            check(schema, d, f"{path}:{no}", RunsError)
         out.append(d)
     return out
 
@@ -85,17 +91,23 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
     from ...readers.layouts import load_recorded_layout
     from .reducer import simulate_ddp_step
 
+    from ...errors import KnobError
+    from ...schemas.ddp import DdpTrialRecord
+
     out = []
     for f in files if files is not None else sorted((env_dir / "ddp-validation").glob("*.jsonl")):
         groups: dict[str, list[dict]] = {}
-        for r in read_jsonl(f):
+        for r in read_jsonl(f, DdpTrialRecord):
             if r.get("status") == "ok" and r.get("measured_step_time_ms"):
                 groups.setdefault(r["label"], []).append(r)
         for label, rs in groups.items():
             setup = rs[0]["setup"]
             # a shipped name, or a layout copied beside the records (ddp validate --model file.json)
             L = load_recorded_layout(setup["model"], env_dir, f"{f.name}: setup.model")
-            cfg = DdpConfig.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in rs[0]["ddp"].items()})
+            try:
+                cfg = DdpConfig.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in rs[0]["ddp"].items()})
+            except (KnobError, TypeError) as e:
+                raise RunsError(f"{f}: {label}: ddp: {str(e).splitlines()[0]}") from None
             sim = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, replay_workload(setup), cfg, cost,
                                     model_file_cluster or env_cluster(setup), L.dtypes)
             meds = [float(r["measured_step_time_ms"]) for r in rs]

@@ -106,18 +106,18 @@ def tune_ddp(env_dir: Path, model: str, cost, cluster, *, band: float, name: str
     st = TuneState(cands=list(cands))
     trials: list[tuple[str, float | None, str]] = []
     for r in (read_jsonl(out) if out.exists() else []):  # resume
-        i = key.get(r["label"])
-        if i is None:
+        i = key.get(r.get("label"))
+        if i is None or (r.get("status") == "ok" and not isinstance(r.get("measured_step_time_ms"), (int, float))):
             continue
         st.steps += steps + warmup
-        if r["status"] == "ok":
+        if r.get("status") == "ok":
             st.measured.setdefault(i, []).append(float(r["measured_step_time_ms"]))
             st.fails_in_a_row = 0
         else:
             st.failed.add(i)
             st.fails_in_a_row += 1
-            st.last_error = r.get("error", "")[-200:]
-        trials.append((r["label"], r.get("measured_step_time_ms"), r.get("reason", "")))
+            st.last_error = str(r.get("error", ""))[-200:]
+        trials.append((str(r["label"]), r.get("measured_step_time_ms"), str(r.get("reason", ""))))
     base_prior = predict(1.0)
     stop = ""
     with testbed_for(topo, bandwidth_gbit, link_gbit) as (tb, note):

@@ -1,0 +1,68 @@
+"""The DDP records' shapes (issue 30): a DDP sweep job (``ddp-sweep.jsonl``) and a DDP trial
+(``ddp-validation/*.jsonl``, ``ddp-tune/*.jsonl``), as :mod:`autotuner.frameworks.ddp.realrun` writes them.
+Unknown keys are kept; what a reader uses is checked (types, finite positive times, one sample list per size)."""
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Pos = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class DdpSetup(BaseModel):
+    """Where a DDP job ran: ranks, and the testbed's shape and links."""
+
+    model_config = ConfigDict(extra="allow")
+    np: Annotated[int, Field(ge=1)]
+    bandwidth_gbit: Pos | None = None
+    testbed_hosts: Annotated[int, Field(ge=1)] | None = None
+    ranks_per_host: Annotated[int, Field(ge=1)] | None = None
+    link_gbit: Pos | None = None
+
+
+class DdpSweepRecord(BaseModel):
+    """One DDP sweep job: per size (bytes) the timed float32 and float16 allreduces (ms), the bucket copies and the
+    hook's casts, and its setup."""
+
+    model_config = ConfigDict(extra="allow")
+    ranks: Annotated[int, Field(ge=2)]
+    sizes: Annotated[list[Annotated[int, Field(ge=4)]], Field(min_length=2)]
+    fp32_ms: list[list[Pos]]
+    fp16_ms: list[list[Pos]]
+    #: the record's ``copy`` (named apart: ``copy`` is a BaseModel method)
+    copies: list[Annotated[list[NonNeg], Field(min_length=2, max_length=2)]] = Field(default=[], alias="copy")
+    casts: list[Annotated[list[NonNeg], Field(min_length=4, max_length=4)]] = []
+    setup: DdpSetup
+
+    @model_validator(mode="after")
+    def _per_size(self):
+        if not len(self.sizes) == len(self.fp32_ms) == len(self.fp16_ms):
+            raise ValueError("sizes, fp32_ms and fp16_ms must have one entry per size")
+        return self
+
+
+class DdpTrialSetup(DdpSetup):
+    """A DDP trial's setup: the layout (a shipped name or a path), the emulated compute, the step counts."""
+
+    model: Annotated[str, Field(min_length=1)]
+    compute_ms: Pos
+    steps: Annotated[int, Field(ge=1)]
+    warmup: Annotated[int, Field(ge=0)]
+    command: list[str] = []
+
+
+class DdpTrialRecord(BaseModel):
+    """One DDP trial: its setting (``ddp``, checked by :class:`autotuner.frameworks.ddp.knobs.DdpConfig` where
+    read), status, measured median step (ms) and samples, first iteration, DDP's rebuilt bucket sizes, setup."""
+
+    model_config = ConfigDict(extra="allow")
+    label: Annotated[str, Field(min_length=1)]
+    ddp: dict[str, Any]
+    status: str
+    measured_step_time_ms: Pos | None = None
+    step_times_ms: list[Pos] = []
+    first_step_ms: Pos | None = None
+    buckets: list[Annotated[int, Field(ge=1)]] | None = None
+    setup: DdpTrialSetup
