@@ -133,6 +133,44 @@ def script_of(command: list[str]) -> tuple[str, list[str]]:
     return str(Path(rest[0]).resolve()), rest[1:]
 
 
+def run_trial(cfg: DdpConfig, model: str, compute_ms: float, steps: int, warmup: int, ranks: int, tb,
+              timeout_s: float, script: tuple[str, list[str]] | None = None):
+    """One real DDP trial of ``cfg`` under torchrun on ``ranks`` ranks per host of testbed ``tb``: the replay
+    workload of layout ``model``, or the user's ``script`` (path, arguments; it reads :func:`knob_env`). Returns
+    (result or None when no step time came back, the :class:`~.launch.DdpJobResult`); the result has the replay's
+    keys (``median_step_time_ms``, ``step_times_ms``, ``first_step_ms``, ``buckets``, ``gradients``)."""
+    import statistics
+
+    from ...errors import ReplayOutputError
+    from ...readers.replay_output import parse_output
+    from .launch import run_ddp
+
+    if script is None:
+        r = run_ddp("autotuner.frameworks.ddp.replay", replay_args(model, compute_ms, steps, warmup, cfg),
+                    ranks_per_host=ranks, testbed=tb, timeout_s=timeout_s)
+        return _result(r.stdout, "AUTOTUNER_RESULT"), r
+    r = run_ddp(script[0], script[1], ranks_per_host=ranks, testbed=tb, timeout_s=timeout_s,
+                env={**os.environ, **knob_env(cfg, steps, warmup)})
+    try:
+        times = list(parse_output(r.stdout).step_times_ms)
+    except ReplayOutputError:
+        times = []
+    res = None if not times else {"median_step_time_ms": round(statistics.median(times), 3), "step_times_ms": times,
+                                  "first_step_ms": None, "buckets": None, "gradients": "the script's own"}
+    return res, r
+
+
+def trial_fields(cfg: DdpConfig, res: dict | None, r, setup: dict, note: str) -> dict:
+    """The record fields every DDP trial carries (module docstring), from :func:`run_trial`'s answer."""
+    return {"ddp": cfg.to_dict(), "status": "ok" if res else ("timeout" if r.timed_out else "failed"),
+            "measured_step_time_ms": res["median_step_time_ms"] if res else None,
+            "step_times_ms": res["step_times_ms"] if res else [],
+            "first_step_ms": res["first_step_ms"] if res else None,
+            "buckets": res["buckets"] if res else None, "gradients": res["gradients"] if res else None,
+            "exit": list(r.returncodes), "error": "" if res else r.stderr[-300:], "setup": setup, "testbed": note,
+            "wall_s": round(r.wall_s, 2), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+
+
 def validate_ddp(env_dir: Path, model: str, settings, *, name: str | None = None, compute_ms: float = 100.0,
                  steps: int = 5, warmup: int = 3, repeats: int = 3, np_: int = 2, bandwidth_gbit: float | None = None,
                  testbed_hosts: int = 0, ranks_per_host: int = 1, link_gbit: float | None = None,
@@ -144,11 +182,8 @@ def validate_ddp(env_dir: Path, model: str, settings, *, name: str | None = None
     ``command`` (``python script.py args``: it reads the setting from :func:`knob_env`'s variables and prints
     ``AUTOTUNER_STEP_TIME_MS`` lines). Returns the file. Raises ValidationError (one line) when the testbed cannot
     be built or the command is not a script."""
-    from ...errors import ReplayOutputError
-    from ...readers.replay_output import parse_output
     from ...readers.layouts import load_layout
     from ...realrun.launcher import testbed_for
-    from .launch import run_ddp
     from .records import read_jsonl
 
     layout_name = load_layout(model).name
@@ -173,32 +208,10 @@ def validate_ddp(env_dir: Path, model: str, settings, *, name: str | None = None
                 label = cfg.label()
                 if (label, rep) in done:
                     continue
-                if script is None:
-                    r = run_ddp("autotuner.frameworks.ddp.replay", replay_args(model, compute_ms, steps, warmup, cfg),
-                                ranks_per_host=ranks_per_host if topo else np_, testbed=tb, timeout_s=timeout_s)
-                    res = _result(r.stdout, "AUTOTUNER_RESULT")
-                else:
-                    r = run_ddp(script[0], script[1], ranks_per_host=ranks_per_host if topo else np_, testbed=tb,
-                                timeout_s=timeout_s, env={**os.environ, **knob_env(cfg, steps, warmup)})
-                    try:
-                        times = list(parse_output(r.stdout).step_times_ms)
-                    except ReplayOutputError:
-                        times = []
-                    res = None if not times else {
-                        "median_step_time_ms": round(sorted(times)[len(times) // 2] if len(times) % 2 else
-                                                     0.5 * (sorted(times)[len(times) // 2 - 1]
-                                                            + sorted(times)[len(times) // 2]), 3),
-                        "step_times_ms": times, "first_step_ms": None, "buckets": None,
-                        "gradients": "the script's own"}
-                rec = {"trial": f"{label}/r{rep}", "label": label, "repeat": rep, "ddp": cfg.to_dict(),
-                       "status": "ok" if res else ("timeout" if r.timed_out else "failed"),
-                       "measured_step_time_ms": res["median_step_time_ms"] if res else None,
-                       "step_times_ms": res["step_times_ms"] if res else [],
-                       "first_step_ms": res["first_step_ms"] if res else None,
-                       "buckets": res["buckets"] if res else None, "gradients": res["gradients"] if res else None,
-                       "exit": list(r.returncodes), "error": "" if res else r.stderr[-300:],
-                       "setup": setup, "testbed": note, "wall_s": round(r.wall_s, 2),
-                       "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                res, r = run_trial(cfg, model, compute_ms, steps, warmup, ranks_per_host if topo else np_, tb,
+                                   timeout_s, script)
+                rec = {"trial": f"{label}/r{rep}", "label": label, "repeat": rep,
+                       **trial_fields(cfg, res, r, setup, note)}
                 append_record(out, rec)
                 say(f"{layout_name} {label} r{rep}: {rec['status']}"
                     + (f", {rec['measured_step_time_ms']:.1f} ms/step" if res else "")

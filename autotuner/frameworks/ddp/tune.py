@@ -13,7 +13,6 @@ cap (its 1 MiB first bucket), the view, fp16.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
@@ -82,8 +81,7 @@ def tune_ddp(env_dir: Path, model: str, cost, cluster, *, band: float, name: str
     from ...realrun.launcher import testbed_for
     from ...search.tune import TuneState, decide
     from .fastsim import simulate_ddp_batch
-    from .launch import run_ddp
-    from .realrun import _result, _setup, append_record, replay_args
+    from .realrun import _setup, append_record, run_trial, trial_fields
     from .records import read_jsonl
 
     L = load_layout(model)
@@ -130,17 +128,10 @@ def tune_ddp(env_dir: Path, model: str, cost, cluster, *, band: float, name: str
                 stop = d.stop
                 break
             cfg = cands[d.index]
-            r = run_ddp("autotuner.frameworks.ddp.replay", replay_args(model, compute_ms, steps, warmup, cfg),
-                        ranks_per_host=ranks_per_host if topo else np_, testbed=tb, timeout_s=timeout_s)
-            res = _result(r.stdout, "AUTOTUNER_RESULT")
-            rec = {"trial": len(trials), "label": cfg.label(), "ddp": cfg.to_dict(), "reason": d.reason,
+            res, r = run_trial(cfg, model, compute_ms, steps, warmup, ranks_per_host if topo else np_, tb, timeout_s)
+            rec = {"trial": len(trials), "label": cfg.label(), "reason": d.reason,
                    "predicted_ms": float(d.prior[d.index]) if d.prior is not None else None,
-                   "status": "ok" if res else ("timeout" if r.timed_out else "failed"),
-                   "measured_step_time_ms": res["median_step_time_ms"] if res else None,
-                   "step_times_ms": res["step_times_ms"] if res else [],
-                   "first_step_ms": res["first_step_ms"] if res else None, "buckets": res["buckets"] if res else None,
-                   "exit": list(r.returncodes), "error": "" if res else r.stderr[-300:], "setup": setup,
-                   "testbed": note, "wall_s": round(r.wall_s, 2), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+                   **trial_fields(cfg, res, r, setup, note)}
             append_record(out, rec)
             st.steps += steps + warmup
             if res:
