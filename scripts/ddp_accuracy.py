@@ -20,8 +20,7 @@ sys.path.insert(0, str(ROOT))
 
 def main() -> int:
     import numpy as np
-    from autotuner.frameworks.ddp.fit import cost_model_from_sweep
-    from autotuner.frameworks.ddp.records import env_cluster, read_jsonl, rows
+    from autotuner.frameworks.ddp.records import env_cost, rows
 
     envs = sys.argv[1:]
     if not envs:
@@ -29,12 +28,10 @@ def main() -> int:
         return 2
     for env in envs:
         d = ROOT / "autotuner" / "runs" / env
-        sweep = read_jsonl(d / "ddp-sweep.jsonl")
-        setup = sweep[0]["setup"]
-        cost, info = cost_model_from_sweep(sweep, link_gbps=setup.get("link_gbit") or setup.get("bandwidth_gbit") or 10.0,
-                                           cluster=env_cluster(setup))
+        cost, info, _ = env_cost(d)
         print(f"## {env}: alpha {info['alpha_us']:.0f} us, busbw {info['busbw_gbps']:.2f} Gbit/s, copy "
-              f"{info['copy_GBps']:.1f} GB/s, float16 sum {info['fp16'].get('sum_extra_ns_per_elem') or 0:.1f} ns/elem")
+              f"{info['copy_GBps']:.1f} GB/s, float16 sum {info['fp16'].get('sum_extra_ns_per_elem') or 0:.1f} ns/elem, "
+              f"queued bucket saves {info['queued']['saving_us']:.0f} us ({info['queued']['jobs']} burst jobs)")
         rs = rows(d, cost)
         print("| layout | setting | trials | measured ms (range) | predicted | error | first: measured / predicted | "
               "buckets as DDP's |")

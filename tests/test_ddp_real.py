@@ -11,10 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.frameworks.ddp.fit import cost_model_from_sweep
 from autotuner.frameworks.ddp.knobs import DdpConfig
 from autotuner.frameworks.ddp.launch import run_ddp
-from autotuner.frameworks.ddp.records import env_cluster, read_jsonl, rows
+from autotuner.frameworks.ddp.records import env_cost, read_jsonl, rows
 from autotuner.frameworks.ddp.reducer import assign_buckets
 from autotuner.readers.layouts import load_layout
 from autotuner.readers.replay_output import parse_output
@@ -71,11 +70,7 @@ def test_ddps_own_rebuilt_buckets_are_the_simulators(env):
 
 
 def _env_rows(env):
-    sweep = read_jsonl(RUNS / env / "ddp-sweep.jsonl")
-    setup = sweep[0]["setup"]
-    cost, _ = cost_model_from_sweep(sweep, link_gbps=setup.get("link_gbit") or setup.get("bandwidth_gbit"),
-                                    cluster=env_cluster(setup))
-    return rows(RUNS / env, cost)
+    return rows(RUNS / env, env_cost(RUNS / env)[0])
 
 
 #: the acceptance items (issue 30) the committed DDP envs miss, as (env, layout, item); each must still miss
@@ -223,8 +218,7 @@ def test_a_users_ddp_script_validated_against_its_profile():
     bucket effect (an explicit 25 MiB slower than DDP's default) and the order default > 4 MiB are reproduced; the
     steps are predicted 5-12 % too fast (the compute and Gloo share the 2 cores: not modelled for DDP, docs/ddp.md),
     within 15 %."""
-    sweep = read_jsonl(RUNS / "ddp-2gbit" / "ddp-sweep.jsonl")
-    cost, _ = cost_model_from_sweep(sweep, link_gbps=2.0, cluster=env_cluster(sweep[0]["setup"]))
+    cost = env_cost(RUNS / "ddp-2gbit")[0]
     rs = {r.label: r for r in rows(RUNS / "ddp-2gbit", cost, files=[RUNS / "ddp-2gbit" / "ddp-validation" /
                                                                     "train-ddp-script.jsonl"])}
     assert all(r.command and r.trials >= 3 for r in rs.values())
@@ -236,16 +230,19 @@ def test_a_users_ddp_script_validated_against_its_profile():
 def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line(tmp_path):
     import shutil
 
-    from autotuner.schemas.ddp import DdpSweepRecord, DdpTrialRecord
+    from autotuner.schemas.ddp import DdpBurstRecord, DdpSweepRecord, DdpTrialRecord
 
     for env in DDP_ENVS:
         assert len(read_jsonl(RUNS / env / "ddp-sweep.jsonl", DdpSweepRecord)) >= 3
+        assert len(read_jsonl(RUNS / env / "ddp-burst.jsonl", DdpBurstRecord)) >= 3
         for f in list((RUNS / env / "ddp-validation").glob("*.jsonl")) + list((RUNS / env / "ddp-tune").glob("*.jsonl")):
             assert read_jsonl(f, DdpTrialRecord)
     env = tmp_path / "ddp-2gbit"
     shutil.copytree(RUNS / "ddp-2gbit", env)
     cases = {"ddp-sweep.jsonl": ['{"ranks": 2}', '[1]', '{"ranks": 2, "sizes": [4, 8], "fp32_ms": [[1.0]], '
                                  '"fp16_ms": [[1.0], [1.0]], "setup": {"np": 2}}'],
+             "ddp-burst.jsonl": ['{"ranks": 2}', '{"ranks": 2, "sizes": [4], "count": 16, "lone_ms": [[1.0]], '
+                                 '"burst_ms": [[-1.0]], "setup": {"np": 2}}'],
              "ddp-validation/resnet18.jsonl": ['{"label": "x"}', '{"label": "x", "ddp": {"bucket_size": 1}, '
                                                '"status": "ok", "measured_step_time_ms": 1.0, "setup": {"np": 2, '
                                                '"model": "resnet18", "compute_ms": 100, "steps": 5, "warmup": 3}}']}

@@ -119,6 +119,39 @@ def test_a_hand_worked_step():
     assert r2.step_time_s == pytest.approx(0.15 + 2 * c + one + 2 * c)
 
 
+def test_a_queued_bucket_costs_the_burst_phases_saving_less():
+    """Both 2 MiB gradients ready at the end of the backward, 1 MiB caps, the view: bucket 0 starts at 100 ms + c
+    (its copy in), bucket 1 is launched at 100 + 2c, while bucket 0's allreduce still runs, so it starts when that
+    ends and costs ``queued_saving_s`` (0.5 ms) less; bucket 0 (the link idle) costs the lone allreduce."""
+    from dataclasses import replace
+
+    w = Workload(forward_s=0.0, backward_s=0.1)
+    cfg = DdpConfig(bucket_cap_mb=1, gradient_as_bucket_view=True)
+    one, c = 2e-3 + 2 * MIB / 125e6, 2 * MIB / 1e9
+    r = simulate_ddp_step([2 * MIB, 2 * MIB], [1.0, 1.0], w, cfg, replace(_cost(), queued_saving_s=5e-4), Cluster(1, 2))
+    b0, b1 = r.buckets
+    assert b0.end_s - b0.start_s == pytest.approx(one) and b1.start_s == pytest.approx(b0.end_s)
+    assert b1.end_s - b1.start_s == pytest.approx(one - 5e-4)
+    assert r.step_time_s == pytest.approx(0.1 + c + 2 * one - 5e-4)
+
+
+def test_the_queued_saving_from_burst_records():
+    """The saving is the median over jobs and sizes of (median lone call - median back-to-back call), clipped to
+    [0, 2 (p - 1) alpha]; no records: 0 with a note saying so."""
+    from autotuner.frameworks.ddp.fit import queued_saving
+
+    tier = Tier(1e-3, 1e9)
+    rec = {"sizes": [1024, 4096, 16384], "lone_ms": [[2.0, 2.2, 2.1], [3.0, 3.0], [5.0]],
+           "burst_ms": [[1.5, 1.6], [2.0, 2.2], [4.8]]}
+    q = queued_saving([rec], tier, 2)  # differences 2.1 - 1.55, 3.0 - 2.1, 5.0 - 4.8 ms: median 0.55
+    assert q["saving_us"] == pytest.approx(550.0) and not q["clipped"] and q["jobs"] == 1
+    assert queued_saving([rec], Tier(2e-4, 1e9), 2)["saving_us"] == pytest.approx(400.0)  # at most 2 alpha
+    neg = dict(rec, burst_ms=[[3.0], [4.0], [6.0]])
+    assert queued_saving([neg], tier, 2)["saving_us"] == 0.0
+    none = queued_saving([], tier, 2)
+    assert none["saving_us"] == 0.0 and "no burst phase" in none["note"]
+
+
 def test_a_bucket_waits_for_the_one_before_it():
     """Launch order is bucket order: a late gradient in bucket 0 holds bucket 1 back even when 1 is ready first
     (the ready order decides the rebuilt buckets, so this only happens with find_unused_parameters' buckets)."""
@@ -156,18 +189,23 @@ def _grid():
     return out + [DdpConfig(bucket_cap_mb_list=(1, 4, 25)), DdpConfig(bucket_cap_mb_list=(0.5, 64), comm_hook="bf16_compress")]
 
 
-def test_the_batch_version_is_the_reference():
+@pytest.mark.parametrize("queued_saving_s", [0.0, 4e-4])
+def test_the_batch_version_is_the_reference(queued_saving_s):
     """Contract: the batch simulator gives the reference's step, first step and bucket count on every setting of a
     grid (caps from 0.25 to 200 MiB, DDP's default, per-bucket lists, view and hooks), ResNet-50's 161 gradients on
-    a fitted env whose fp16 term is measured (fresh-poll-2gbit); within 1e-9 s (float summation order)."""
+    a fitted env whose fp16 term is measured (fresh-poll-2gbit), with and without a queued bucket's saving; within
+    1e-9 s (float summation order)."""
+    from dataclasses import replace
+
     from autotuner.frameworks.ddp.fastsim import simulate_ddp_batch
 
     L, fenv = _layout_and_env()
+    cost = replace(fenv.cost, queued_saving_s=queued_saving_s)
     w = Workload(forward_s=0.03, backward_s=0.06, update_s=0.002)
     cfgs = _grid()
-    step, first, count = simulate_ddp_batch(L.sizes_bytes, L.ready_fraction, w, cfgs, fenv.cost, fenv.cluster, L.dtypes)
+    step, first, count = simulate_ddp_batch(L.sizes_bytes, L.ready_fraction, w, cfgs, cost, fenv.cluster, L.dtypes)
     for j, c in enumerate(cfgs):
-        r = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, w, c, fenv.cost, fenv.cluster, L.dtypes)
+        r = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, w, c, cost, fenv.cluster, L.dtypes)
         assert step[j] == pytest.approx(r.step_time_s, abs=1e-9), c
         assert first[j] == pytest.approx(r.first_step_time_s, abs=1e-9), c
         assert count[j] == len(r.buckets), c

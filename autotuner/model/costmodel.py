@@ -498,6 +498,11 @@ class CostModel:
             (:class:`ComputeDelay`), or None when not measured.
         fp16: what fp16 compression costs besides halving the bytes (:class:`Fp16Cost`), or None when
             not measured: then fp16 only halves the bytes.
+        queued_saving_s: what a collective launched while the one before it still runs costs less than a lone
+            one (s, >= 0; at most the ring's latency term): measured by DDP's burst phase
+            (:func:`autotuner.frameworks.ddp.fit.queued_saving`), charged by DDP's Reducer simulator to a bucket
+            that waits for the link. 0 where not measured; Horovod's simulator does not read it (its burst phase
+            prices small responses through the tier's latency, docs/accuracy.md).
     """
 
     inter: Tier
@@ -510,6 +515,7 @@ class CostModel:
     backends: tuple[tuple[str, BackendCost], ...] = ()
     compute_delay: ComputeDelay | None = None
     fp16: Fp16Cost | None = None
+    queued_saving_s: float = 0.0
 
     def for_fp16(self) -> "CostModel":
         """The tiers a float16 payload sees (:meth:`Fp16Cost.tier`); unchanged without :attr:`fp16`."""
@@ -613,6 +619,7 @@ class CostModel:
             **({"compute_delay": {"per_response_us": self.compute_delay.per_response_s * 1e6,
                                   "per_byte_ns": self.compute_delay.per_byte_s * 1e9}} if self.compute_delay else {}),
             **({"fp16": self.fp16.to_dict()} if self.fp16 else {}),
+            **({"queued_saving_us": self.queued_saving_s * 1e6} if self.queued_saving_s else {}),
         }
 
     @classmethod
@@ -638,5 +645,6 @@ class CostModel:
                                         float(d["compute_delay"].get("per_byte_ns", 0.0)) * 1e-9)
                            if d.get("compute_delay") else None),
             fp16=Fp16Cost.from_dict(d["fp16"]) if d.get("fp16") else None,
+            queued_saving_s=float(d.get("queued_saving_us", 0.0)) * 1e-6,
         )
 

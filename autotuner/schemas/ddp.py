@@ -1,4 +1,5 @@
-"""The DDP records' shapes (issue 30): a DDP sweep job (``ddp-sweep.jsonl``) and a DDP trial
+"""The DDP records' shapes (issue 30): a DDP sweep job (``ddp-sweep.jsonl``), a burst-phase job
+(``ddp-burst.jsonl``) and a DDP trial
 (``ddp-validation/*.jsonl``, ``ddp-tune/*.jsonl``), as :mod:`autotuner.frameworks.ddp.realrun` writes them.
 Unknown keys are kept; what a reader uses is checked (types, finite positive times, one sample list per size)."""
 from __future__ import annotations
@@ -40,6 +41,25 @@ class DdpSweepRecord(BaseModel):
     def _per_size(self):
         if not len(self.sizes) == len(self.fp32_ms) == len(self.fp16_ms):
             raise ValueError("sizes, fp32_ms and fp16_ms must have one entry per size")
+        return self
+
+
+class DdpBurstRecord(BaseModel):
+    """One job of the DDP burst phase (``ddp-burst.jsonl``, :mod:`autotuner.frameworks.ddp.burstprobe`): per size
+    (bytes) every lone allreduce (ms) and one back-to-back per-call time per round (ms), and its setup."""
+
+    model_config = ConfigDict(extra="allow")
+    ranks: Annotated[int, Field(ge=2)]
+    sizes: Annotated[list[Annotated[int, Field(ge=4)]], Field(min_length=1)]
+    count: Annotated[int, Field(ge=2)]
+    lone_ms: list[list[Pos]]
+    burst_ms: list[list[Pos]]
+    setup: DdpSetup
+
+    @model_validator(mode="after")
+    def _per_size(self):
+        if not len(self.sizes) == len(self.lone_ms) == len(self.burst_ms):
+            raise ValueError("sizes, lone_ms and burst_ms must have one entry per size")
         return self
 
 

@@ -94,42 +94,43 @@ def ddp_suggest(model: str, env: str, *, compute_ms: float | None = None, runs_d
     folder, cost, info, sweep, cluster, L, compute_ms, wl = (a.folder, a.cost, a.info, a.sweep, a.cluster, a.layout,
                                                              a.compute_ms, a.workload)
     trust, band, source = _trust(folder, cost)
-    fit = (f"{env}: {cluster.nodes}x{cluster.gpus_per_node} ranks, torch.distributed Gloo allreduce: alpha "
-           f"{info['alpha_us']:.0f} us, busbw {info['busbw_gbps']:.2f} Gbit/s; bucket copy "
-           f"{info['copy_GBps']:.1f} GB/s (from {len(sweep)} sweep job(s))")
+    fit = _fit_line(env, cluster, info, sweep)
     s = suggest_ddp(L.sizes_bytes, L.ready_fraction, L.dtypes, wl, cost, cluster, band=band, band_source=source,
                     fp16=cost.fp16 is not None)
     return DdpSuggestResult(env, L.name, compute_ms, fit, trust, s)
 
 
-def _env_cost(folder: Path):
-    from ...schemas.ddp import DdpSweepRecord
-    from .fit import cost_model_from_sweep
-    from .records import env_cluster, read_jsonl
+def _fit_line(env: str, cluster, info: dict, sweep: list) -> str:
+    """One line on what the env's fit says and where each figure comes from."""
+    q = info["queued"]
+    queued = (f"a bucket queued behind another {q['saving_us']:.0f} us cheaper ({q['jobs']} burst job(s))"
+              if q["jobs"] else "no burst phase (a queued bucket priced as a lone allreduce)")
+    return (f"{env}: {cluster.nodes}x{cluster.gpus_per_node} ranks, torch.distributed Gloo allreduce: alpha "
+            f"{info['alpha_us']:.0f} us, busbw {info['busbw_gbps']:.2f} Gbit/s; bucket copy {info['copy_GBps']:.1f} "
+            f"GB/s (from {len(sweep)} sweep job(s)); {queued}")
 
-    sweep = read_jsonl(folder / "ddp-sweep.jsonl", DdpSweepRecord)
-    if not sweep:
-        raise RunsError(f"{folder / 'ddp-sweep.jsonl'} holds no sweep job")
-    setup = sweep[0]["setup"]
-    link = setup.get("link_gbit") or setup.get("bandwidth_gbit") or 10.0
-    cost, info = cost_model_from_sweep(sweep, link_gbps=float(link), cluster=env_cluster(setup))
-    return cost, info, sweep
+
+def _env_cost(folder: Path):
+    from .records import env_cost
+
+    return env_cost(folder)
 
 
 def ddp_measure(env: str, *, np: int = 2, bandwidth_gbit: float | None = None, testbed_hosts: int = 0,
                 ranks_per_host: int = 1, link_gbit: float | None = None, jobs: int = 3, repeats: int = 7,
-                runs_dir: Path | None = None, say=print) -> Path:
-    """Measure DDP environment ``env``'s sweep (:func:`autotuner.frameworks.ddp.realrun.measure_ddp`) into
-    ``<runs>/<env>/ddp-sweep.jsonl`` (``runs_dir``, else the runs output folder); resumable. Returns the file.
+                burst_jobs: int = 3, runs_dir: Path | None = None, say=print) -> Path:
+    """Measure DDP environment ``env``'s sweep and burst phase (:func:`autotuner.frameworks.ddp.realrun.measure_ddp`)
+    into ``<runs>/<env>/ddp-sweep.jsonl`` and ``ddp-burst.jsonl`` (``runs_dir``, else the runs output folder);
+    resumable. Returns the sweep's file.
     Raises ValidationError / ScenarioError (one line) for a testbed that cannot be built or bad counts."""
     from ...paths import runs_output_dir
     from .realrun import measure_ddp
 
-    if np < 2 and not testbed_hosts or jobs < 1 or repeats < 1 or ranks_per_host < 1:
+    if np < 2 and not testbed_hosts or jobs < 1 or repeats < 1 or ranks_per_host < 1 or burst_jobs < 0:
         raise ScenarioError("a DDP sweep needs >= 2 ranks, >= 1 job and >= 1 repeat")
     return measure_ddp(runs_output_dir(runs_dir) / env, np_=np, bandwidth_gbit=bandwidth_gbit,
                        testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, jobs=jobs,
-                       repeats=repeats, say=say)
+                       repeats=repeats, burst_jobs=burst_jobs, say=say)
 
 
 @dataclass(frozen=True)
@@ -256,8 +257,7 @@ def ddp_simulate(model: str, env: str, config, *, compute_ms: float | None = Non
     if config.comm_hook != "allreduce" and cost.fp16 is None:
         raise ScenarioError(f"{env} measured no float16 allreduce: the {config.comm_hook} hook cannot be priced")
     step = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, a.workload, config, cost, cluster, L.dtypes)
-    fit = (f"{env}: {cluster.nodes}x{cluster.gpus_per_node} ranks, alpha {info['alpha_us']:.0f} us, busbw "
-           f"{info['busbw_gbps']:.2f} Gbit/s (torch.distributed Gloo allreduce, {len(sweep)} sweep job(s))")
+    fit = _fit_line(env, a.cluster, info, sweep)
     return DdpSimulateResult(env, L.name, compute_ms, config, fit, _trust(folder, cost)[0], step)
 
 

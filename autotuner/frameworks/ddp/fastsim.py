@@ -63,20 +63,22 @@ def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs,
 
         cs = [configs[j] for j in idx]
         view = np.array([c.gradient_as_bucket_view for c in cs])
-        link_free, buckets = _lockstep(order, marked_t, s_t, [c.rebuild_limits() for c in cs], comm, casts)
+        link_free, buckets = _lockstep(order, marked_t, s_t, [c.rebuild_limits() for c in cs], comm, casts,
+                                       cost.queued_saving_s)
         step[idx] = np.maximum(bwd_end + copy_all, link_free) + np.where(view, 0.0, copy_all) + workload.update_s
         count[idx] = buckets
         # the first iteration: the constructor's buckets (tensors in layout order), no gradient a view yet
-        link1, _ = _lockstep(np.arange(T), marked_t, s_t, [c.first_iteration_limits() for c in cs], comm, casts)
+        link1, _ = _lockstep(np.arange(T), marked_t, s_t, [c.first_iteration_limits() for c in cs], comm, casts,
+                             cost.queued_saving_s)
         first[idx] = np.maximum(bwd_end + copy_all, link1) + copy_all + workload.update_s
     return step, first, count
 
 
-def _lockstep(order, marked_t, sizes, limit_lists, comm, casts):
+def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=0.0):
     """One bucket plan per setting, walked together: tensors taken in ``order``, setting j closing a bucket when
     its bytes reach its next cap (``limit_lists[j]``, the last repeating); a bucket is ready at the latest mark of
     its tensors (``marked_t``: ready, plus the copies of every earlier hook), launched in order, its collective after the
-    previous one. Returns (each setting's last collective end, its bucket count), arrays of shape (C,)."""
+    previous one, ``queued_saving_s`` cheaper when it had to wait for it. Returns (each setting's last collective end, its bucket count), arrays of shape (C,)."""
     n = len(limit_lists)
     L = max(len(x) for x in limit_lists)
     lims = np.array([list(x) + [x[-1]] * (L - len(x)) for x in limit_lists], dtype=float)
@@ -98,8 +100,12 @@ def _lockstep(order, marked_t, sizes, limit_lists, comm, casts):
         nb = acc[c]
         launch = np.maximum(latest[c], prev_launch[c])
         down, up = casts(nb)
+        queued = link_free[c] > launch + down
         start = np.maximum(launch + down, link_free[c])
-        link_free[c] = start + comm(nb) + up
+        dur = comm(nb)
+        if queued_saving_s:
+            dur = np.where(queued, np.maximum(0.0, dur - queued_saving_s), dur)
+        link_free[c] = start + dur + up
         prev_launch[c] = launch
         acc[c] = 0.0
         latest[c] = -np.inf

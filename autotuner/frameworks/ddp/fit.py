@@ -8,6 +8,8 @@ prices each bucket by what ``torch.distributed``'s allreduce measured on this cl
   copies of 1 MiB and more (``memcpy_Bps``; the cost model's ``memcpy_s`` is two passes, in and out).
 - fp16 / bf16 hooks: :func:`autotuner.fit.sweep.fp16_cost` (Gloo's pipelined ring: the float16 sum's exposed part)
   on the float16 sweep's sizes of 1 MiB and more against float32's of the same bytes, and the hook's casts.
+- A bucket queued behind another (:func:`queued_saving`): what the burst phase (:mod:`.burstprobe`) measured an
+  allreduce launched back to back to save against a lone one, in the same job.
 
 Pure: records in, model out. Raises FitError (one line) for records that cannot give a line.
 """
@@ -32,10 +34,36 @@ def _medians(recs, key):
     return by
 
 
-def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, cluster: Cluster) -> tuple[CostModel, dict]:
+def queued_saving(burst: list[dict[str, Any]], tier, p: int) -> dict[str, Any]:
+    """What an allreduce launched while the previous one runs saves against a lone one, from the burst phase's
+    records (:mod:`.burstprobe`, one per job): per job and size, the median lone call less the median per-call time
+    of the back-to-back rounds (ms, same job, interleaved, so the testbed's drift between jobs cancels); the saving is
+    the median of those differences, clipped to ``[0, 2 (p - 1) alpha]`` (a queued call can save at most the ring's
+    latency term; ``alpha`` the fitted ``tier``'s, ``p`` its ranks). Returns ``{"saving_us", "points"
+    ([bytes, lone ms, back-to-back ms] each), "jobs", "clipped", "note"}``; ``saving_us`` 0 with a note for no
+    records."""
+    pts = []
+    for r in burst:
+        for b, lone, bb in zip(r["sizes"], r["lone_ms"], r["burst_ms"]):
+            if lone and bb:
+                pts.append([int(b), float(np.median(lone)), float(np.median(bb))])
+    if not pts:
+        return {"saving_us": 0.0, "points": [], "jobs": 0, "clipped": False,
+                "note": "no burst phase measured (autotuner ddp measure --burst-jobs): a queued bucket is priced "
+                        "as a lone allreduce"}
+    raw = float(np.median([lo - bb for _, lo, bb in pts])) * 1e3
+    cap = 2 * (p - 1) * tier.alpha_s * 1e6
+    saving = min(max(raw, 0.0), cap)
+    return {"saving_us": saving, "raw_us": raw, "cap_us": cap, "points": pts, "jobs": len(burst),
+            "clipped": saving != raw, "note": ""}
+
+
+def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, cluster: Cluster,
+                          burst: list[dict[str, Any]] | None = None) -> tuple[CostModel, dict]:
     """(cost model, fit info) of a DDP env from its sweep records (one per job). ``link_gbps``: the nominal link
-    rate the sweep ran at (Gbit/s, for what-ifs); ``cluster``: the sweep's shape (its ranks are the ring's p).
-    Raises FitError for no records or fewer than 2 sizes."""
+    rate the sweep ran at (Gbit/s, for what-ifs); ``cluster``: the sweep's shape (its ranks are the ring's p);
+    ``burst``: the env's burst-phase records (:func:`queued_saving`), None or empty: a queued bucket costs a lone
+    allreduce. Raises FitError for no records or fewer than 2 sizes."""
     from ...fit.fitters import fit_collective_tier
     from ...fit.sweep import fp16_cost
 
@@ -69,10 +97,11 @@ def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, clust
                         fp["cast_up_us_per_tensor"] * 1e-6, fp["cast_down_ns_per_elem"] * 1e-9,
                         fp["cast_down_us_per_tensor"] * 1e-6, fp["segment_bytes"], None,
                         "measured: the DDP sweep's float16 allreduces and the hook's casts")
+    queued = queued_saving(burst or [], tier, p)
     cost = CostModel(inter=tier, intra=None if cluster.nodes > 1 else tier, link_gbps=link_gbps, memcpy_Bps=copy_Bps,
-                     negotiation=Negotiation(), fp16=fp16)
+                     negotiation=Negotiation(), fp16=fp16, queued_saving_s=queued["saving_us"] * 1e-6)
     info = {"ranks": p, "sizes": [int(b) for b in sizes], "measured_ms": [round(t * 1e3, 4) for t in times],
             "predicted_ms": [round(float(q) * 1e3, 4) for q in pred], "alpha_us": lin.a_s * 1e6,
             "busbw_gbps": (2 * (p - 1) / p) / lin.b_s_per_byte * 8 / 1e9 if lin.b_s_per_byte > 0 else None,
-            "piecewise": piece, "copy_GBps": copy_Bps / 1e9, "fp16": fp}
+            "piecewise": piece, "copy_GBps": copy_Bps / 1e9, "fp16": fp, "queued": queued}
     return cost, info

@@ -26,10 +26,19 @@ SWEEP_SIZES = tuple(1 << k for k in range(12, 28))
 #: the bucket settings a validation replays by default (issue 30's >= 10): DDP's default, single caps from 1 to
 #: 200 MiB, 25 MiB set explicitly (its first bucket 25 MiB, not 1: the first-bucket effect), a per-bucket list,
 #: the gradient view, the fp16 hook
+#: the burst phase's file and default job count (:mod:`.burstprobe`)
+BURST_RECORDS, BURST_JOBS = "ddp-burst.jsonl", 3
 DEFAULT_SETTINGS = (DdpConfig(), DdpConfig(bucket_cap_mb=1), DdpConfig(bucket_cap_mb=4), DdpConfig(bucket_cap_mb=10),
                     DdpConfig(bucket_cap_mb=25), DdpConfig(bucket_cap_mb=50), DdpConfig(bucket_cap_mb=100),
                     DdpConfig(bucket_cap_mb=200), DdpConfig(bucket_cap_mb_list=(1, 4, 25)),
                     DdpConfig(gradient_as_bucket_view=True), DdpConfig(comm_hook="fp16_compress"))
+
+
+def _shape(setup: dict) -> str:
+    if setup.get("testbed_hosts"):
+        return f"{setup['testbed_hosts']} emulated hosts x {setup.get('ranks_per_host')} at {setup.get('link_gbit')} Gbit/s"
+    bw = setup.get("bandwidth_gbit")
+    return f"{setup.get('np')} ranks on this host" + (f" at {bw} Gbit/s" if bw else "")
 
 
 def append_record(path: Path, rec: dict) -> None:
@@ -71,22 +80,31 @@ def replay_args(model: str, compute_ms: float, steps: int, warmup: int, cfg: Ddp
 
 def measure_ddp(env_dir: Path, *, np_: int = 2, bandwidth_gbit: float | None = None, testbed_hosts: int = 0,
                 ranks_per_host: int = 1, link_gbit: float | None = None, jobs: int = 3, repeats: int = 7,
-                timeout_s: float = 600.0, say: Callable[[str], None] = print) -> Path:
+                burst_jobs: int = BURST_JOBS, timeout_s: float = 600.0, say: Callable[[str], None] = print) -> Path:
     """The DDP sweep of an environment: ``jobs`` sweep jobs (:mod:`.sweepprobe`, :data:`SWEEP_SIZES`, ``repeats``
-    timed allreduces per size after 2 warm-ups) appended to ``env_dir/ddp-sweep.jsonl``, resuming after the jobs
-    already there. Returns the file. Raises ValidationError (one line) when a job gives no result or the testbed
-    cannot be built."""
+    timed allreduces per size after 2 warm-ups) appended to ``env_dir/ddp-sweep.jsonl``, then ``burst_jobs`` jobs
+    of the burst phase (:mod:`.burstprobe`: allreduces back to back against lone ones) appended to
+    ``env_dir/ddp-burst.jsonl`` (0 skips it), each resuming after the jobs already there. Returns the sweep's file.
+    Raises ValidationError (one line) when a job gives no result or the testbed cannot be built."""
     from ...realrun.launcher import testbed_for
     from .launch import run_ddp
     from .records import read_jsonl
 
     out = env_dir / "ddp-sweep.jsonl"
+    burst = env_dir / BURST_RECORDS
     have = len(read_jsonl(out)) if out.exists() else 0
-    if have >= jobs:
-        say(f"{out}: {have} sweep job(s) already there")
+    have_b = len(read_jsonl(burst)) if burst.exists() else 0
+    if have >= jobs and have_b >= burst_jobs:
+        say(f"{out}: {have} sweep job(s) already there; {have_b} burst job(s)")
         return out
     topo = (testbed_hosts, ranks_per_host) if testbed_hosts else None
     setup = _setup(np_, bandwidth_gbit, testbed_hosts, ranks_per_host, link_gbit)
+    if have:  # the env's own setup: a resumed or added phase runs where the sweep ran
+        first = read_jsonl(out)[0].get("setup") or {}
+        if {k: first.get(k) for k in ("np", "bandwidth_gbit", "testbed_hosts", "ranks_per_host", "link_gbit")} != \
+                {k: setup[k] for k in ("np", "bandwidth_gbit", "testbed_hosts", "ranks_per_host", "link_gbit")}:
+            raise ValidationError(f"{out} was measured with {_shape(first)}; this run asks for {_shape(setup)}: "
+                                  "give the env's own shape and link, or a new --env")
     with testbed_for(topo, bandwidth_gbit, link_gbit) as (tb, note):
         say(note)
         for k in range(have, jobs):
@@ -100,6 +118,16 @@ def measure_ddp(env_dir: Path, *, np_: int = 2, bandwidth_gbit: float | None = N
             append_record(out, {"phase": "ddp-sweep", "repeat": k, **rec, "setup": setup, "testbed": note,
                                 "exit": list(r.returncodes), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
             say(f"DDP sweep job {k + 1} of {jobs}: done")
+        for k in range(have_b, burst_jobs):
+            r = run_ddp("autotuner.frameworks.ddp.burstprobe", [], ranks_per_host=ranks_per_host if topo else np_,
+                        testbed=tb, timeout_s=timeout_s)
+            rec = _result(r.stdout, "AUTOTUNER_DDP_BURST")
+            if rec is None:
+                last = (r.stderr.strip().splitlines() or ["(no output)"])[-1][:200]
+                raise ValidationError(f"DDP burst job {k + 1} gave no result (exit {list(r.returncodes)}): {last}")
+            append_record(burst, {"phase": "ddp-burst", "repeat": k, **rec, "setup": setup, "testbed": note,
+                                  "exit": list(r.returncodes), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+            say(f"DDP burst job {k + 1} of {burst_jobs}: done")
     return out
 
 

@@ -1,6 +1,7 @@
 """Reading a DDP environment's records (``scripts/ddp_env.py``): its sweep and its replays, and predicting each
 replay with the Reducer simulator from the env's own sweep (held out: no fit reads a replay).
 
+``runs/<env>/ddp-burst.jsonl``: one record per burst-phase job (:mod:`autotuner.frameworks.ddp.burstprobe`).
 ``runs/<env>/ddp-sweep.jsonl``: one record per sweep job (:mod:`autotuner.frameworks.ddp.sweepprobe`'s output plus
 ``setup``). ``runs/<env>/ddp-validation/<model>.jsonl``: one record per trial (``label``, ``repeat``, ``ddp``: the
 knobs, ``status``, ``measured_step_time_ms``: the median of its measured steps, ``first_step_ms``, ``buckets``:
@@ -17,6 +18,25 @@ from ...errors import RunsError
 from ...model.costmodel import Cluster
 from ...model.simulator import Workload
 from .knobs import DdpConfig
+
+
+def env_cost(folder: Path):
+    """(cost model, fit info, sweep records) of the DDP env in ``folder``: its ``ddp-sweep.jsonl`` and, where
+    measured, its ``ddp-burst.jsonl``, checked by their schemas and fitted
+    (:func:`autotuner.frameworks.ddp.fit.cost_model_from_sweep`). Raises RunsError (one line) for a missing, empty
+    or damaged file, FitError for records that give no line."""
+    from ...schemas.ddp import DdpBurstRecord, DdpSweepRecord
+    from .fit import cost_model_from_sweep
+
+    sweep = read_jsonl(folder / "ddp-sweep.jsonl", DdpSweepRecord)
+    if not sweep:
+        raise RunsError(f"{folder / 'ddp-sweep.jsonl'} holds no sweep job")
+    burst_path = folder / "ddp-burst.jsonl"
+    burst = read_jsonl(burst_path, DdpBurstRecord) if burst_path.exists() else []
+    setup = sweep[0]["setup"]
+    link = setup.get("link_gbit") or setup.get("bandwidth_gbit") or 10.0
+    cost, info = cost_model_from_sweep(sweep, link_gbps=float(link), cluster=env_cluster(setup), burst=burst)
+    return cost, info, sweep
 
 
 def read_jsonl(path: Path, schema=None) -> list[dict]:

@@ -17,8 +17,11 @@ What DDP does (torch 2.13.0; ``reducer.cpp`` is ``torch/csrc/distributed/c10d/re
 - **Launch** (``mark_variable_ready`` / ``mark_bucket_ready``): a bucket is ready when its last gradient has been
   marked; buckets are launched in order (``next_bucket_``): bucket b when it is ready and b - 1 has been launched.
   Collectives run asynchronously on the process group; here they share the link one after another (a FIFO), as
-  NCCL's one stream runs them. (Gloo's process group has 2 worker threads by default, ``ProcessGroupGloo``
-  ``Options::threads``: two small allreduces may overlap their latencies; not modelled.)
+  NCCL's one stream runs them. A bucket launched while the previous bucket's collective still runs starts the
+  moment it ends and costs :attr:`CostModel.queued_saving_s` less than a lone allreduce: what the env's burst phase
+  measured back-to-back calls to save (:mod:`autotuner.frameworks.ddp.burstprobe`; on Gloo the process group's 2
+  worker threads, ``ProcessGroupGloo`` ``Options::threads``, let the next call start its exchange while the previous
+  one finishes; 0 where not measured).
 - **Copies**: each gradient is copied (and divided by the world size, ``at::mul_out``) into its bucket in its
   hook, on the backward's thread (``mark_variable_ready_dense``), unless it already is a view of the bucket; and
   copied back after every collective ended (``finalize_bucket_dense``) unless ``gradient_as_bucket_view``. A
@@ -34,7 +37,7 @@ What DDP does (torch 2.13.0; ``reducer.cpp`` is ``torch/csrc/distributed/c10d/re
   delaying the rest of the backward on CPU ranks), the wait for every collective, the copies back, the update.
 
 Not modelled: ``find_unused_parameters``' per-step graph traversal (never measured here), the rebuild's own
-one-off cost, Gloo's second worker thread, and collectives slowed by compute on shared cores
+one-off cost, and collectives slowed by compute on shared cores
 (:class:`~autotuner.model.costmodel.ComputeDelay`).
 """
 from __future__ import annotations
@@ -167,6 +170,8 @@ def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostMo
         start = max(launch + cast_down, link_free)
         wire = nbytes // 2 if compressed else nbytes
         dur = float(wire_cost.allreduce_s(wire, cluster, False)) * workload.comm_scale
+        if link_free > launch + cast_down:  # queued behind the previous bucket's collective: back to back
+            dur = max(0.0, dur - cost.queued_saving_s)
         cast_up = 0.0
         if compressed and fp16 is not None:
             cast_up = nbytes / 4 * fp16.cast_up_s_per_elem + fp16.cast_up_s_per_tensor

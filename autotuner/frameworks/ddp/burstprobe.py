@@ -1,0 +1,90 @@
+"""The DDP burst phase: what an allreduce costs when it is launched while the previous one still runs, as DDP
+launches its buckets, against the sweep's lone allreduce after a barrier (issue 30).
+
+DDP hands each bucket to the process group as soon as it is ready (``Reducer::mark_bucket_ready`` ->
+``run_comm_hook`` -> ``ProcessGroupGloo::allreduce``, which queues the work for the group's worker threads;
+``ProcessGroupGloo::Options::threads`` is 2 by default), so with many small buckets a collective starts the moment
+the one before it ends, or overlaps its tail. The sweep (:mod:`.sweepprobe`) times each allreduce alone after a
+``dist.barrier()``; on two emulated hosts a call issued back to back measured about one latency cheaper
+(``scripts/ddp_back_to_back.py``, docs/ddp.md).
+
+Runs under torchrun on every rank (``python -m autotuner.frameworks.ddp.burstprobe``), Gloo, float32 tensors of
+gradient-like values (N(0, 1e-3), seeded by rank). For each size of ``--sizes`` (bytes) and each of ``--rounds``
+rounds, interleaved: ``--count`` lone ``dist.all_reduce`` calls, each after a barrier (the sweep's way, one sample
+each), then ``--count`` ``all_reduce(async_op=True)`` issued back to back and waited for together (one sample: the
+round's wall time / count). One untimed round first. Timed on rank 0 by the wall clock.
+
+Output (rank 0, stdout): one line ``AUTOTUNER_DDP_BURST {json}``: ``ranks``, ``sizes`` (bytes), ``count``,
+``lone_ms`` (per size, every lone call, ms), ``burst_ms`` (per size, one per-call time per round, ms). Exit status
+2 and one line on stderr for a bad argument or no torchrun.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+TAG = "AUTOTUNER_DDP_BURST"
+SIZES = (256 << 10, 1 << 20, 4 << 20)
+GRADIENT_STD = 1e-3
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.ddp.burstprobe",
+                                description=__doc__.split("\n")[0])
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)), help="comma-separated message sizes in bytes")
+    p.add_argument("--count", type=int, default=16, help="allreduces per round, lone and back to back")
+    p.add_argument("--rounds", type=int, default=5)
+    a = p.parse_args(argv)
+    try:
+        sizes = [int(x) for x in a.sizes.split(",")]
+    except ValueError:
+        print(f"error: --sizes {a.sizes!r}: give whole numbers of bytes, comma-separated", file=sys.stderr)
+        return 2
+    if not sizes or min(sizes) < 4 or a.count < 2 or a.rounds < 1:
+        print("error: sizes must be >= 4 bytes, --count >= 2, --rounds >= 1", file=sys.stderr)
+        return 2
+    if "RANK" not in os.environ:
+        print("error: run it under torchrun (no RANK in the environment)", file=sys.stderr)
+        return 2
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    torch.set_num_threads(1)
+    rank = dist.get_rank()
+    gen = torch.Generator().manual_seed(rank)
+    lone_all, burst_all = [], []
+    for size in sizes:
+        ts = [torch.randn(max(1, size // 4), generator=gen) * GRADIENT_STD for _ in range(a.count)]
+        lone, burst = [], []
+        for r in range(a.rounds + 1):
+            got = []
+            for t in ts:
+                dist.barrier()
+                t0 = time.perf_counter()
+                dist.all_reduce(t)
+                got.append(round((time.perf_counter() - t0) * 1e3, 4))
+            dist.barrier()
+            t0 = time.perf_counter()
+            works = [dist.all_reduce(t, async_op=True) for t in ts]
+            for w in works:
+                w.wait()
+            per_call = (time.perf_counter() - t0) * 1e3 / a.count
+            if r > 0:
+                lone += got
+                burst.append(round(per_call, 4))
+        lone_all.append(lone)
+        burst_all.append(burst)
+    if rank == 0:
+        print(f"{TAG} " + json.dumps({"ranks": dist.get_world_size(), "backend": "gloo", "sizes": sizes,
+                                      "count": a.count, "lone_ms": lone_all, "burst_ms": burst_all}), flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
