@@ -29,7 +29,7 @@ _EXPORTS = {
     "Cluster": ".model.costmodel", "CostModel": ".model.costmodel", "Tier": ".model.costmodel",
     "simulate_batch": ".model.fastsim", "simulate_configs": ".model.fastsim",
     "Layout": ".model.layout", "Scenario": ".model.scenario",
-    "StepResult": ".model.simulator", "Workload": ".model.simulator", "simulate_step": ".model.simulator",
+    "StepResult": ".model.simulator", "Workload": ".model.workload", "simulate_step": ".model.simulator",
     "load_layout": ".readers.layouts",
     "ddp_suggest": ".frameworks.ddp.api", "DdpSuggestResult": ".frameworks.ddp.api", "ddp_measure": ".frameworks.ddp.api",
     "ddp_validate": ".frameworks.ddp.api", "DdpValidateResult": ".frameworks.ddp.api",

@@ -36,7 +36,8 @@ from .model.scenario import (  # noqa: F401 (Compression, LOSSY, COMPRESSION_NUM
     Compression,
     Scenario,
 )
-from .model.simulator import StepResult, Workload
+from .model.simulator import StepResult
+from .model.workload import Workload
 from .readers.layouts import load_layout
 from .writers.atomic import check_output_dir
 

@@ -200,7 +200,8 @@ def test_fast_simulator_compute_scale_matches_the_reference_on_scaled_workloads(
     from autotuner.fit.store import load_env
     from autotuner.model.costmodel import ComputeDelay
     from autotuner.model.fastsim import simulate_configs
-    from autotuner.model.simulator import Workload, simulate_step
+    from autotuner.model.simulator import simulate_step
+    from autotuner.model.workload import Workload
     from autotuner.readers.layouts import load_layout
 
     fenv = load_env(MODELS, ENV)

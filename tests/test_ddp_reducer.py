@@ -9,7 +9,7 @@ from autotuner.errors import KnobError, ScenarioError
 from autotuner.frameworks.ddp.knobs import DDP_KNOBS, DdpConfig
 from autotuner.frameworks.ddp.reducer import assign_buckets, simulate_ddp_step
 from autotuner.model.costmodel import Cluster, CostModel, Tier
-from autotuner.model.simulator import Workload
+from autotuner.model.workload import Workload
 
 MIB = 1 << 20
 torch = pytest.importorskip("torch")

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 from autotuner.model.costmodel import Cluster, CostModel, HostPasses, Negotiation, Tier
 from autotuner.model.fastsim import configs_to_arrays, fusion_plan, simulate_batch, simulate_configs
 from autotuner.knobs import MIB, Config, KnobError
-from autotuner.model.simulator import Workload, fuse, simulate_step
+from autotuner.model.simulator import fuse, simulate_step
+from autotuner.model.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
 COST = CostModel(inter=Tier(50e-6, 1e9), link_gbps=10)
@@ -174,7 +175,7 @@ def test_large_layouts_compute_response_times_on_demand_and_agree_with_the_table
     paths give the same step times to the last bit."""
     from autotuner.model import fastsim
     from autotuner.model.costmodel import Cluster, CostModel, Tier
-    from autotuner.model.simulator import Workload
+    from autotuner.model.workload import Workload
 
     rng = np.random.default_rng(3)
     T = 300

@@ -10,7 +10,8 @@ from autotuner.errors import FitError
 from autotuner.fit.regression import fit_host_passes, fit_piecewise
 from autotuner.knobs import MIB, Config
 from autotuner.readers.timeline import read_timeline
-from autotuner.model.simulator import Workload, simulate_step
+from autotuner.model.simulator import simulate_step
+from autotuner.model.workload import Workload
 from autotuner.readers.timeline_steps import host_samples
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,7 +4,8 @@ import pytest
 
 from autotuner.model.costmodel import Cluster, CostModel, Tier
 from autotuner.knobs import MIB, Config
-from autotuner.model.simulator import Workload, effective_threshold, fuse, simulate_step
+from autotuner.model.simulator import effective_threshold, fuse, simulate_step
+from autotuner.model.workload import Workload
 
 COST = CostModel(inter=Tier(50e-6, 1e9), link_gbps=10)
 WL = Workload(forward_s=0.03, backward_s=0.06)
@@ -57,7 +58,7 @@ def test_long_cycle_time_slows_the_step():
 
 
 def test_hand_over_is_uniform_per_tensor_and_never_after_device_readiness():
-    from autotuner.model.simulator import hand_over_times
+    from autotuner.model.workload import hand_over_times
     ready = np.array([0.11, 0.12, 0.13, 0.30])
     assert np.array_equal(hand_over_times(ready, 0.1, None), ready)
     h = hand_over_times(ready, 0.1, 0.08)

@@ -36,7 +36,8 @@ from ..errors import FitError
 from ..knobs import DEFAULTS_0_28, MIB, Config, config_from_values, defaults_for
 from ..model.costmodel import Cluster, CostModel, Negotiation, Tier
 from ..model.layout import Layout
-from ..model.simulator import Workload, simulate_step
+from ..model.simulator import simulate_step
+from ..model.workload import Workload
 from ..readers.layouts import load_data_layout
 from ..readers.runs import EnvData
 from ..schemas import MODEL_SCHEMA, Format, is_plain_name

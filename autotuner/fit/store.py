@@ -27,7 +27,7 @@ from ..knobs import Config
 from ..model.contention import Contention
 from ..model.costmodel import Cluster, CostModel
 from ..model.layout import Layout
-from ..model.simulator import Workload
+from ..model.workload import Workload
 from ..model.wallclock import RunShape
 from ..readers.files import read_json
 from ..readers.layouts import load_data_layout

@@ -446,7 +446,8 @@ def _burst_marginal_sim_s(cost, nbytes: int, count: int, p: int) -> float:
     (fusion off, 1 ms cycle, cache on), ``(T(count) - T(1)) / (count - 1)``, on ``cost`` with ``p`` ranks on
     one node: the burst phase's pattern run through :func:`autotuner.model.simulator.simulate_step`."""
     from ..knobs import DEFAULTS_0_28
-    from ..model.simulator import Workload, simulate_step
+    from ..model.simulator import simulate_step
+    from ..model.workload import Workload
 
     cfg = replace(DEFAULTS_0_28, fusion_threshold_bytes=0)
     wl = Workload(forward_s=0.0, backward_s=1e-6)

@@ -48,7 +48,8 @@ import numpy as np
 from ..errors import KnobError
 from ..knobs import KNOB_BY_FIELD, hierarchical_allreduce_supported
 from .costmodel import Cluster, CostModel
-from .simulator import Workload, effective_threshold, hand_over_times
+from .simulator import effective_threshold
+from .workload import Workload, hand_over_times
 
 #: layouts up to this many tensors tabulate every response's time once (2·T·(T+1) floats: 16 MiB at
 #: 1,024); larger ones compute each response's time when it is performed, so memory stays linear in T

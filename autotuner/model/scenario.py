@@ -15,7 +15,8 @@ from ..knobs import Config, hierarchical_allreduce_supported
 from .contention import Contention
 from .costmodel import Cluster, CostModel
 from .layout import Layout
-from .simulator import PHASES, StepResult, Workload, simulate_step, simulate_step_phases
+from .simulator import PHASES, StepResult, simulate_step, simulate_step_phases
+from .workload import Workload
 from .wallclock import RunShape
 
 

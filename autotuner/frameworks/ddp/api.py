@@ -50,7 +50,7 @@ class _Asked:
 def _asked(env: str, model: str, compute_ms: float | None, runs_dir: Path | None, default_ms: float) -> _Asked:
     """Load env ``env`` (fitted from its sweep) and layout ``model``; ``compute_ms`` default: the layout's measured
     forward + backward, else ``default_ms``. Raises RunsError / ScenarioError (one line)."""
-    from ...model.simulator import Workload
+    from ...model.workload import Workload
     from ...readers.layouts import load_layout
     from .records import env_cluster
 

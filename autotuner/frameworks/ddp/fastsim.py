@@ -12,7 +12,7 @@ import numpy as np
 
 from ...errors import ScenarioError
 from ...model.costmodel import Cluster, CostModel
-from ...model.simulator import Workload, hand_over_times
+from ...model.workload import Workload, hand_over_times
 from .knobs import DdpConfig
 from .reducer import _checked, simulate_ddp_step
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ...errors import RunsError
 from ...model.costmodel import Cluster
-from ...model.simulator import Workload
+from ...model.workload import Workload
 from .knobs import DdpConfig
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...model.costmodel import Cluster, CostModel
-from ...model.simulator import Workload
+from ...model.workload import Workload
 from .fastsim import simulate_ddp_batch
 from .knobs import DdpConfig
 

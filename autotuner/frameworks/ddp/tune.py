@@ -76,7 +76,7 @@ def tune_ddp(env_dir: Path, model: str, cost, cluster, *, band: float, name: str
     """Tune layout ``model``'s DDP setting on real replays (module docstring). ``cost``/``cluster``: the env's cost
     model from its sweep alone; ``band``: its error band (the prior's sd). A trial spends ``steps + warmup`` steps of
     ``budget_steps``. Raises ValidationError (one line) when the testbed cannot be built."""
-    from ...model.simulator import Workload
+    from ...model.workload import Workload
     from ...readers.layouts import load_layout
     from ...realrun.launcher import testbed_for
     from ...search.tune import TuneState, decide
