@@ -1,8 +1,8 @@
 """Command line: ``autotuner fit | simulate | suggest | validate | inspect | compare | explore | scale |
 accuracy | measure | profile``.
 
-Thin: parse (typer; the knob options are generated from :data:`autotuner.knobs.KNOBS`, the
-numeric options checked by :mod:`autotuner.options`), call :mod:`autotuner.api`, render (rich).
+Thin: parse (typer; the knob options are generated from :data:`autotuner.frameworks.horovod.knobs.KNOBS`, the
+numeric options checked by :mod:`autotuner.options`), call the public API (``autotuner.__all__``), render (rich).
 
 Every error the tool can name is an :class:`~autotuner.errors.AutotunerError`: it prints one
 line (``error: ...``) on stderr and exits with status 2. Ctrl-C prints one line and exits 130.
@@ -128,7 +128,7 @@ def _testbed_opts():
 
 
 def knob_options(help_for: str):
-    """Decorator: one typer option per knob of :data:`autotuner.knobs.KNOBS` (the ``horovodrun``
+    """Decorator: one typer option per knob of :data:`autotuner.frameworks.horovod.knobs.KNOBS` (the ``horovodrun``
     flag as the option name, its unit and Horovod 0.28's default in the help). The command gets
     ``knobs``: the options given, ``{param: value in flag units}`` (unset ones left out).
     ``help_for`` says what the knobs mean for this command."""

@@ -16,7 +16,7 @@ class AutotunerError(ValueError):
 
 
 class KnobError(AutotunerError):
-    """A knob value is out of range or malformed (:mod:`autotuner.knobs`)."""
+    """A knob value is out of range or malformed (:mod:`autotuner.frameworks.horovod.knobs`)."""
 
 
 class SchemaError(AutotunerError):

@@ -3,7 +3,7 @@
 Each kind of option is one annotated type (finite, with its range); :func:`checked` turns it
 into a typer callback, so a bad value stops the command before any work with
 ``error: --nodes: 0: must be >= 1`` (exit status 2, :func:`autotuner.cli.main`). The knob
-options are generated from :data:`autotuner.knobs.KNOBS` and checked there.
+options are generated from :data:`autotuner.frameworks.horovod.knobs.KNOBS` and checked there.
 
 Bounds that are not physics are sanity limits, chosen so that a typo fails fast instead of
 running for hours: at most 100,000 nodes and 1,024 GPUs per node; link rates up to 10 Tbit/s;
@@ -70,9 +70,9 @@ def checked(kind: Any, name: str) -> Callable[[Any], Any]:
 
 def horovod_release(name: str) -> Callable[[Any], Any]:
     """A typer callback: the option's value if it names a Horovod release (``0.20.3``; None passes),
-    else AutotunerError naming ``name`` (:func:`autotuner.knobs.check_horovod_version`)."""
+    else AutotunerError naming ``name`` (:func:`autotuner.frameworks.horovod.knobs.check_horovod_version`)."""
     def cb(value: Any) -> Any:
-        from .knobs import check_horovod_version
+        from .frameworks.horovod.knobs import check_horovod_version
 
         return None if value is None else check_horovod_version(value, name)
     return cb

@@ -1,6 +1,6 @@
 """Typed results of the public API (:func:`autotuner.suggest`, :func:`autotuner.simulate`).
 
-Frozen records holding :class:`~autotuner.knobs.Config` objects and numbers in stated units; the
+Frozen records holding :class:`~autotuner.frameworks.horovod.knobs.Config` objects and numbers in stated units; the
 command line renders them and ``--json`` prints :meth:`to_dict` (the same keys as before issue 21).
 Pure: no I/O.
 """
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .knobs import LAST_RELEASE, Config
+from .frameworks.horovod.knobs import LAST_RELEASE, Config
 
 
 def _frozen(d: Mapping[str, Any] | None) -> Mapping[str, Any]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ScenarioError
-from .knobs import DEFAULTS_0_28
+from .frameworks.horovod.knobs import DEFAULTS_0_28
 from .model.costmodel import GBIT, CostModel, Tier
 
 #: the ``source`` a spec-built model file carries, and the start of its trust line

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 29 (second pass): every committed fp16 replay again, with the replay's gradient-like values
-# (autotuner/realrun/replay.py GRADIENT_STD; the earlier replays allreduced zeros, whose float16 sum costs a CPU
+# (autotuner/frameworks/horovod/replay.py GRADIENT_STD; the earlier replays allreduced zeros, whose float16 sum costs a CPU
 # far less than real gradients'), each beside the defaults without compression, 3 interleaved repeats, no
 # timeline, on each env's own recorded setup. Run as root on a quiet machine, after
 # `python scripts/probe_phase.py --phase fp16 ...` and `autotuner fit runs/` (the predictions are held out: no

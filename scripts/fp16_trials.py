@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 def main(argv: list[str] | None = None) -> int:
     from autotuner.fit.store import load_env
-    from autotuner.knobs import Config
+    from autotuner.frameworks.horovod.knobs import Config
     from autotuner.views.accuracy import simulate_trial
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -56,7 +56,7 @@ def main() -> int:
     ap.add_argument("--testbed-hosts", type=int, default=0)
     ap.add_argument("--link-gbit", type=float, default=None)
     a = ap.parse_args()
-    from autotuner.realrun.launcher import Job, run_job
+    from autotuner.frameworks.horovod.launch import Job, run_job
 
     cmd = (sys.executable, str(Path(__file__).resolve()), "--worker")
     if a.testbed_hosts:

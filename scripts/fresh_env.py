@@ -53,7 +53,7 @@ GRID = [
 
 def measured_files() -> tuple[str, ...]:
     """What ``autotuner measure`` leaves in an env folder: env.toml, the sweep and its probe phases'
-    records and timelines (autotuner.realrun.measure's names; never validation/)."""
+    records and timelines (autotuner.frameworks.horovod.measure's names; never validation/)."""
     sys.path.insert(0, str(ROOT))
     from autotuner.realrun import measure as M
 
@@ -98,7 +98,7 @@ def report(env: str, model: str, run: str) -> list[str]:
 def pick_label(env: str, model: str, run: str) -> str:
     """The row of suggest's pick: ``proposal-1``, or ``default`` when the pick is Horovod's defaults
     (validate refuses to measure one configuration twice, so it is then not a proposal)."""
-    from autotuner.knobs import DEFAULTS_0_28, Config, config_from_values
+    from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, Config, config_from_values
 
     val = RUNS / env / "validation"
     picked = Config.from_dict(json.loads((val / f"pick-{model}.json").read_text())["proposals"][0]["config"])
@@ -111,7 +111,7 @@ def pick_label(env: str, model: str, run: str) -> str:
 def plan(picked: dict) -> list[dict]:
     """The proposals validate runs: suggest's pick first, unless it is the defaults (they run anyway),
     then :data:`GRID` without the pick's own configuration (each configuration measured once)."""
-    from autotuner.knobs import DEFAULTS_0_28, Config, config_from_values
+    from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, Config, config_from_values
 
     pc = Config.from_dict(picked)
     return ([] if pc == DEFAULTS_0_28 else [picked]) + [g for g in GRID if config_from_values(g) != pc]

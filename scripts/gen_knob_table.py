@@ -1,7 +1,7 @@
-"""Write docs/knobs.md from the knob table (autotuner/knobs.py); tests/test_knobs.py checks it is current."""
+"""Write docs/knobs.md from the knob table (autotuner/frameworks/horovod/knobs.py); tests/test_knobs.py checks it is current."""
 from pathlib import Path
 
-from autotuner.knobs import markdown_table
+from autotuner.frameworks.horovod.knobs import markdown_table
 
 if __name__ == "__main__":
     path = Path(__file__).resolve().parents[1] / "docs" / "knobs.md"

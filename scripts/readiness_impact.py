@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from autotuner.api import make_scenario
+from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.readers.layouts import layout_from_dict
 
 ROOT = Path(__file__).resolve().parents[1]

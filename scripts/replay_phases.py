@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Where a replay step's time goes: runs the replay workload (real horovodrun, 2 ranks, Gloo) on a
-shaped loopback at each given configuration and prints its ``phases_ms`` (autotuner.realrun.replay
+shaped loopback at each given configuration and prints its ``phases_ms`` (autotuner.frameworks.horovod.replay
 PHASES) beside the simulator's forward, backward and step for the same env and configuration.
 
     python scripts/replay_phases.py --env fresh-poll-1.25gbit --model mobilenet_v2 --compute-ms 150 \\
@@ -26,10 +26,11 @@ sys.path.insert(0, str(ROOT))
 def main() -> int:
     from autotuner.fit.store import load_env
     from autotuner.fit.fitters import workload_for
-    from autotuner.knobs import DEFAULTS_0_28, MIB, Config
-    from autotuner.model.simulator import simulate_step
+    from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
+    from autotuner.frameworks.horovod.simulator import simulate_step
     from autotuner.readers.layouts import load_layout
-    from autotuner.realrun.launcher import Job, replay_command, run_job, testbed_for
+    from autotuner.realrun.launcher import testbed_for
+    from autotuner.frameworks.horovod.launch import Job, replay_command, run_job
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--env", required=True)
@@ -77,7 +78,7 @@ def main() -> int:
                     print(f"no result: {res.stderr[-300:]}", file=sys.stderr)
                     return 1
                 d = json.loads(m.group(1))
-                from autotuner.model.scenario import COMPRESSION_RATIO
+                from autotuner.frameworks.horovod.scenario import COMPRESSION_RATIO
                 cost = fenv.cost.for_fp16() if comp == "fp16" else fenv.cost
                 w = wl
                 if comp == "fp16" and fenv.cost.fp16 is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from autotuner.fit.backend_runs import fit_backend_runs_env
 from autotuner.fit.store import env_from_dict
-from autotuner.model.scenario import Scenario
+from autotuner.frameworks.horovod.scenario import Scenario
 from autotuner.readers.runs import read_env
 
 ENV = Path(__file__).resolve().parents[1] / "runs" / "t4x4-pcie"

@@ -22,11 +22,11 @@ import re
 import sys
 from dataclasses import replace
 
-from autotuner.knobs import DEFAULTS_0_28
+from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
 from autotuner.fit.store import load_env
 from autotuner.model.costmodel import Cluster
 from autotuner.paths import model_search_path
-from autotuner.realrun.launcher import Job, run_job
+from autotuner.frameworks.horovod.launch import Job, run_job
 from autotuner.realrun.testbed import emulated_cluster, measure_ring_gbit
 
 SIZES = (4096, 65536, 1048576)
@@ -36,7 +36,7 @@ def small_allreduces(bed, hosts: int, per_host: int, repeats: int, wait: str = "
     """On the emulated cluster ``bed``, ``hosts`` x ``per_host`` ranks run the sweep workload's unfused
     phase (16 responses of s bytes back to back, fusion off; ``--wait``: ``wait``); returns bytes ->
     median ms per response. Exits with one line if horovodrun fails."""
-    cmd = (sys.executable, "-m", "autotuner.realrun.sweep", "--unfused-sizes", ",".join(map(str, SIZES)),
+    cmd = (sys.executable, "-m", "autotuner.frameworks.horovod.sweepprobe", "--unfused-sizes", ",".join(map(str, SIZES)),
            "--unfused-count", "16", "--repeats", str(repeats), "--warmup", "2", "--wait", wait)
     job = Job(np=hosts * per_host, hosts=bed.hosts_arg(per_host), command=cmd, prefix=bed.prefix,
               launcher=bed.launcher, config=replace(DEFAULTS_0_28, fusion_threshold_bytes=0))

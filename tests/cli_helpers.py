@@ -27,7 +27,7 @@ def need_horovod():
     """Skip the calling test when Horovod is missing; fail it under CI, where it must be installed."""
     import pytest
 
-    from autotuner.realrun.launcher import horovodrun_path
+    from autotuner.frameworks.horovod.launch import horovodrun_path
 
     try:
         import horovod.torch  # noqa: F401

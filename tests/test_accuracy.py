@@ -111,7 +111,7 @@ def test_accuracy_reads_trials_that_name_their_layout_by_an_absolute_path(tmp_pa
     import json
     import shutil
 
-    from autotuner.api import accuracy_table
+    from autotuner.frameworks.horovod.environments import accuracy_table
     from tests.cli_helpers import assert_one_line_error, run
 
     env, models = "fresh-3gbit", ROOT / "autotuner" / "models"

@@ -1,4 +1,5 @@
-"""The package layout holds: the model core is pure, and layers import only downwards.
+"""The package layout holds: the model core is pure, layers import only downwards, and each framework's folder
+(``autotuner/frameworks/<name>/``, issue 30) knows no other framework.
 
 docs/architecture.md draws the layers; these tests fail when an import breaks them.
 """
@@ -13,15 +14,21 @@ PKG = Path(__file__).resolve().parents[1] / "autotuner"
 #: modules whose import means I/O, clocks, processes or global random state
 IMPURE = {"os", "io", "pathlib", "json", "tomllib", "gzip", "subprocess", "socket", "shutil", "tempfile",
           "random", "time", "signal", "importlib", "matplotlib", "pandas", "rich", "typer"}
-#: what each layer may import inside the package (the layer itself always)
+#: Horovod's pure core: its knob table, the simulator of its background loop and the question asked of it
+HVD = "frameworks.horovod"
+HVD_CORE = f"{HVD}.knobs", f"{HVD}.simulator", f"{HVD}.fastsim", f"{HVD}.scenario"
+#: what each layer may import inside the package (the layer itself always). The shared cost model (``model``)
+#: knows no framework; readers, fit, search, views and realrun still read Horovod's pure core (its knob table for
+#: Horovod's files and flags, its simulator for fitting Horovod's negotiation): named here, one by one, so a new
+#: dependency on a framework fails (docs/architecture.md, "Frameworks").
 ALLOWED = {
-    "model": {"knobs", "errors"},
-    "readers": {"knobs", "errors", "schemas", "model"},
-    "writers": {"knobs", "errors", "readers"},
-    "fit": {"knobs", "errors", "schemas", "model", "readers", "writers"},
-    "search": {"knobs", "errors", "model"},
-    "views": {"knobs", "errors", "schemas", "model", "readers", "writers", "search", "fit"},
-    "realrun": {"knobs", "errors", "schemas", "model", "readers", "writers", "search"},
+    "model": {"errors"},
+    "readers": {"errors", "schemas", "model", f"{HVD}.knobs"},
+    "writers": {"errors", "readers", f"{HVD}.knobs"},
+    "fit": {"errors", "schemas", "model", "readers", "writers", *HVD_CORE},
+    "search": {"errors", "model", *HVD_CORE},
+    "views": {"errors", "schemas", "model", "readers", "writers", "search", "fit", *HVD_CORE},
+    "realrun": {"errors", "schemas", "model", "readers", "writers", "search", f"{HVD}.knobs"},
 }
 
 
@@ -41,8 +48,11 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     return out
 
 
-@pytest.mark.parametrize("path", [*sorted((PKG / "model").glob("*.py")), PKG / "knobs.py", PKG / "errors.py"],
-                         ids=lambda p: str(p.relative_to(PKG)))
+PURE = [*sorted((PKG / "model").glob("*.py")), *(PKG / (m.replace(".", "/") + ".py") for m in HVD_CORE),
+        *(PKG / "frameworks" / "ddp" / f for f in ("knobs.py", "reducer.py", "fastsim.py", "fit.py")), PKG / "errors.py"]
+
+
+@pytest.mark.parametrize("path", PURE, ids=lambda p: str(p.relative_to(PKG)))
 def test_model_core_does_no_io(path):
     for _, mod in _imports(path):
         assert mod.split(".")[0] not in IMPURE, f"{path.name} imports {mod}"
@@ -52,6 +62,11 @@ def test_model_core_does_no_io(path):
                 f"{path.name} calls {node.func.id}()"
 
 
+def _target(parts: list[str]) -> str:
+    """The layer an import lands in: ``model``, or ``frameworks.horovod.knobs`` for a framework's module."""
+    return ".".join(parts[1:4]) if parts[1] == "frameworks" and len(parts) > 3 else parts[1]
+
+
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_layers_import_only_downwards(layer):
     for path in sorted((PKG / layer).glob("*.py")):
@@ -59,7 +74,20 @@ def test_layers_import_only_downwards(layer):
             parts = mod.split(".")
             if parts[0] != "autotuner" or len(parts) < 2:
                 continue
-            assert parts[1] in ALLOWED[layer] | {layer}, f"{layer}/{path.name} imports {mod}"
+            assert _target(parts) in ALLOWED[layer] | {layer}, f"{layer}/{path.name} imports {mod}"
+
+
+@pytest.mark.parametrize("framework", ["ddp", "horovod"])
+def test_a_framework_knows_no_other_framework(framework):
+    """Issue 30's structure: each framework is one folder; DDP's code imports nothing of Horovod's, nor the other
+    way round (they share the cost model, testbed, search, tune's core, readers and views)."""
+    files = sorted((PKG / "frameworks" / framework).glob("*.py"))
+    assert len(files) >= 8
+    for path in files:
+        for _, mod in _imports(path):
+            parts = mod.split(".")
+            if parts[:2] == ["autotuner", "frameworks"] and len(parts) > 2:
+                assert parts[2] == framework, f"frameworks/{framework}/{path.name} imports {mod}"
 
 
 def test_cli_imports_only_the_public_api_and_its_own_rendering():

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autotuner.knobs import CACHE_ON, MIB, Config
+from autotuner.frameworks.horovod.knobs import CACHE_ON, MIB, Config
 from autotuner.readers.autotune_log import (HEADER_0_20, HEADER_0_26, AutotuneLog, AutotuneLogError,
                                             best_config, explain, parse_autotune_log, read_autotune_log)
 

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from autotuner.api import make_scenario
+from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.errors import ExploreError
 from autotuner.views.scale import scale
 from cli_helpers import ROOT, assert_one_line_error, run

@@ -51,7 +51,7 @@ def test_two_hosts_link_is_shaped_and_everything_goes(nothing_left):
     with tb.emulated_cluster(2, 0.5) as bed:
         names = set(tb.list_namespaces())
         assert {h.netns for h in bed.hosts} | {bed.netns} <= names
-        assert bed.hosts_arg(2) == "10.77.0.1:2,10.77.0.2:2" and bed.launcher[2] == "autotuner.realrun.hostlaunch"
+        assert bed.hosts_arg(2) == "10.77.0.1:2,10.77.0.2:2" and bed.launcher[2] == "autotuner.frameworks.horovod.hostlaunch"
         # the veth pairs and the bridge live inside the cluster's namespaces, never here
         assert _links() == {"veth": [], "bridge": []}
         out = subprocess.run(["ip", "-n", bed.hosts[1].netns, "-o", "-4", "addr", "show", "dev", "eth0"],
@@ -137,7 +137,7 @@ def test_horovods_launcher_places_ranks_on_hosts(nothing_left):
     """2 hosts x 2 ranks through hostlaunch (Horovod's launch_gloo): rank, local rank, cross rank are
     Horovod's, each rank runs in its host's namespace, and a real allreduce crosses the link."""
     need_horovod()
-    from autotuner.realrun.launcher import Job, run_job
+    from autotuner.frameworks.horovod.launch import Job, run_job
 
     with tb.emulated_cluster(2, 1.0) as bed:
         job = Job(np=4, hosts=bed.hosts_arg(2), command=(sys.executable, "-c", PROBE), prefix=bed.prefix,
@@ -152,7 +152,7 @@ def test_horovods_launcher_places_ranks_on_hosts(nothing_left):
 
 def test_a_failing_rank_fails_the_job(nothing_left):
     need_horovod()
-    from autotuner.realrun.launcher import Job, run_job
+    from autotuner.frameworks.horovod.launch import Job, run_job
 
     with tb.emulated_cluster(2, 1.0) as bed:
         res = run_job(Job(np=2, hosts=bed.hosts_arg(1), command=(sys.executable, "-c", "import sys; sys.exit(3)"),
@@ -185,9 +185,9 @@ def test_hierarchical_flags_on_gloo_run_and_change_nothing(nothing_left, tmp_pat
     and finish normally, and every allreduce is still Gloo's flat one (timeline activity
     GLOO_ALLREDUCE; the hierarchical ops are NCCL_/MPI_ ones: docs/knobs.md)."""
     need_horovod()
-    from autotuner.knobs import Config
+    from autotuner.frameworks.horovod.knobs import Config
     from autotuner.readers.timeline import read_timeline
-    from autotuner.realrun.launcher import Job, replay_command, run_job
+    from autotuner.frameworks.horovod.launch import Job, replay_command, run_job
 
     tiny = str(ROOT / "tests" / "data" / "tiny_layout.json")
     tl = tmp_path / "timeline.json"

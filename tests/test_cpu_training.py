@@ -14,8 +14,8 @@ import pytest
 from autotuner.readers.layouts import load_layout
 from autotuner.readers.replay_output import parse_output
 from autotuner.readers.runs import parse_records
-from autotuner.realrun.launcher import Job, run_job
-from autotuner.realrun.validation import STEPS_VAR, WARMUP_VAR
+from autotuner.frameworks.horovod.launch import Job, run_job
+from autotuner.frameworks.horovod.validation import STEPS_VAR, WARMUP_VAR
 from tests.cli_helpers import need_horovod
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.api import make_scenario
+from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.errors import CostModelError
-from autotuner.knobs import DEFAULTS_0_28, MIB, Config
+from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
 from autotuner.model.costmodel import Negotiation
 from autotuner.readers.runs import parse_records
 from autotuner.readers.sweep import parse_cpu_records
@@ -199,8 +199,8 @@ def test_fast_simulator_compute_scale_matches_the_reference_on_scaled_workloads(
     scaled so (forward, backward, update, host backward), the response delay and the stall included."""
     from autotuner.fit.store import load_env
     from autotuner.model.costmodel import ComputeDelay
-    from autotuner.model.fastsim import simulate_configs
-    from autotuner.model.simulator import simulate_step
+    from autotuner.frameworks.horovod.fastsim import simulate_configs
+    from autotuner.frameworks.horovod.simulator import simulate_step
     from autotuner.model.workload import Workload
     from autotuner.readers.layouts import load_layout
 
@@ -258,8 +258,8 @@ def test_suggest_pick_for_the_cpu_script_predicted_within_five_percent_now():
 def test_random_loop_phase_in_both_simulators():
     """Contract: the fast simulator's phases= is the reference's simulate_step_phases; with a long cycle the
     random phase costs time against the locked steady state, with a 1 ms cycle next to nothing."""
-    from autotuner.model.fastsim import simulate_configs
-    from autotuner.model.simulator import PHASES, simulate_step, simulate_step_phases
+    from autotuner.frameworks.horovod.fastsim import simulate_configs
+    from autotuner.frameworks.horovod.simulator import PHASES, simulate_step, simulate_step_phases
 
     sc, _ = make_scenario(MODELS, ENV, LAYOUT_C2)
     cfgs = CONFIGS + [Config(fusion_threshold_bytes=128 * MIB, cycle_time_ms=39.6)]

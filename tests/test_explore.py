@@ -5,12 +5,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.api import make_scenario
+from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.readers.runs import read_validation_records
 from autotuner.model.costmodel import Cluster
 from autotuner.views.explore import (ExploreError, combos, cycle_axis, explore, measured_points, sensitivity,
                                step_times_ms, threshold_axis)
-from autotuner.knobs import DEFAULTS_0_28, MIB, Config
+from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
 
 from cli_helpers import assert_one_line_error, run  # noqa: E402
 

@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from autotuner.model.costmodel import Cluster, CostModel, HostPasses, Negotiation, Tier
-from autotuner.model.fastsim import configs_to_arrays, fusion_plan, simulate_batch, simulate_configs
-from autotuner.knobs import MIB, Config, KnobError
-from autotuner.model.simulator import fuse, simulate_step
+from autotuner.frameworks.horovod.fastsim import configs_to_arrays, fusion_plan, simulate_batch, simulate_configs
+from autotuner.frameworks.horovod.knobs import MIB, Config, KnobError
+from autotuner.frameworks.horovod.simulator import fuse, simulate_step
 from autotuner.model.workload import Workload
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,7 +92,7 @@ def test_batch_equals_reference_on_random_layouts_workloads_and_configs(data):
 @pytest.mark.parametrize("env,model", [("v100-16gbit", "resnet50"), ("v100-16gbit", "vgg16"),
                                        ("local-gloo-1gbit", "resnet50"), ("v100-5gbit", "resnet50")])
 def test_batch_equals_reference_on_committed_models(env, model):
-    from autotuner.api import make_scenario
+    from autotuner.frameworks.horovod.predict import make_scenario
 
     sc, _ = make_scenario(ROOT / "autotuner" / "models", env, model)
     rng = np.random.default_rng(4)
@@ -152,7 +152,7 @@ def test_broadcasting_shapes_and_knob_errors():
 
 
 def test_grid_frame_covers_every_configuration_and_matches_the_reference():
-    from autotuner.api import make_scenario
+    from autotuner.frameworks.horovod.predict import make_scenario
     from autotuner.search.grid import ALL_COMBOS, COLUMNS, best_of_grid, grid_step_times
 
     sc, _ = make_scenario(ROOT / "autotuner" / "models", "v100-16gbit", "vgg16")

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.api import make_scenario
+from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.errors import ScenarioError
 from autotuner.fit.store import load_env
-from autotuner.knobs import Config
+from autotuner.frameworks.horovod.knobs import Config
 from autotuner.model.costmodel import GLOO_SEGMENT_BYTES, Fp16Cost, Fp16Tier, Tier, ring_segments
 from autotuner.specs import GPUS, NCCL_STEP_BYTES, check_gpu, find_gpu, gpu_fp16_cost, spec_model
 from autotuner.views.accuracy import simulate_trial

@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from autotuner.fit.sweep import MIN_CYCLES, _cycle_negotiation, cycle_negotiation_s
-from autotuner.knobs import DEFAULTS_0_28, MIB, Config
+from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
 from autotuner.model.costmodel import Negotiation
-from autotuner.model.fastsim import simulate_configs
-from autotuner.model.simulator import simulate_step
+from autotuner.frameworks.horovod.fastsim import simulate_configs
+from autotuner.frameworks.horovod.simulator import simulate_step
 from autotuner.readers.runs import parse_records
 from autotuner.readers.timeline import read_timeline
 from autotuner.search.grid import COLUMNS
@@ -256,7 +256,7 @@ def _profiled(tmp_path, device, batch):
 
 
 def test_layout_warnings_name_device_and_batch(tmp_path):
-    from autotuner.api import layout_warnings, make_scenario
+    from autotuner.frameworks.horovod.predict import layout_warnings, make_scenario
 
     models = [ROOT / "autotuner" / "models"]
     sc, fenv = make_scenario(models, "fresh-poll-2gbit", str(_profiled(tmp_path, "cuda", 16)))

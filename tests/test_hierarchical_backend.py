@@ -13,9 +13,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from autotuner.api import make_scenario, suggest_configs
-from autotuner.api import suggest_scenario as suggest
-from autotuner.knobs import (
+from autotuner.frameworks.horovod.predict import make_scenario, suggest_configs
+from autotuner.frameworks.horovod.predict import suggest_scenario as suggest
+from autotuner.frameworks.horovod.knobs import (
     KNOB_BY_FIELD,
     MIB,
     Config,

@@ -10,11 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from autotuner.knobs import MIB, Config
+from autotuner.frameworks.horovod.knobs import MIB, Config
 from autotuner.readers.layouts import load_layout
 from autotuner.readers.replay_output import parse_output
 from autotuner.readers.timeline import read_timeline
-from autotuner.realrun.launcher import Job, replay_command, run_job
+from autotuner.frameworks.horovod.launch import Job, replay_command, run_job
 from tests.cli_helpers import need_horovod
 
 TINY = str(Path(__file__).parent / "data" / "tiny_layout.json")

@@ -8,9 +8,9 @@ import pytest
 from autotuner.model.costmodel import Cluster, CostModel, CostModelError, HostPasses, Tier
 from autotuner.errors import FitError
 from autotuner.fit.regression import fit_host_passes, fit_piecewise
-from autotuner.knobs import MIB, Config
+from autotuner.frameworks.horovod.knobs import MIB, Config
 from autotuner.readers.timeline import read_timeline
-from autotuner.model.simulator import simulate_step
+from autotuner.frameworks.horovod.simulator import simulate_step
 from autotuner.model.workload import Workload
 from autotuner.readers.timeline_steps import host_samples
 

@@ -1,5 +1,5 @@
 """Issue 20: small responses while the ranks' main threads sleep (``measure``'s idle phase,
-:mod:`autotuner.realrun.idleprobe`; docs/fresh-environments.md section 11). The fit's arithmetic
+:mod:`autotuner.frameworks.horovod.idleprobe`; docs/fresh-environments.md section 11). The fit's arithmetic
 against the committed records (runs/*/idle.jsonl and their timelines), and that it is recorded,
 not charged; no Horovod is run here."""
 from __future__ import annotations
@@ -89,6 +89,6 @@ def test_recorded_not_charged():
 
 
 def test_probe_refuses_one_round_in_one_line():
-    p = subprocess.run([sys.executable, "-m", "autotuner.realrun.idleprobe", "--rounds", "1"],
+    p = subprocess.run([sys.executable, "-m", "autotuner.frameworks.horovod.idleprobe", "--rounds", "1"],
                        capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "--rounds" in p.stderr

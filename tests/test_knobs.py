@@ -1,4 +1,4 @@
-"""The knob table (autotuner/knobs.py) is the one source: round trips, bounds, docs, spellings."""
+"""The knob table (autotuner/frameworks/horovod/knobs.py) is the one source: round trips, bounds, docs, spellings."""
 from __future__ import annotations
 
 import math
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from autotuner.errors import KnobError
-from autotuner.knobs import (DEFAULTS_0_20, DEFAULTS_0_28, KNOBS, MIB, Config, config_from_env, config_from_flags,
+from autotuner.frameworks.horovod.knobs import (DEFAULTS_0_20, DEFAULTS_0_28, KNOBS, MIB, Config, config_from_env, config_from_flags,
                              check_horovod_version, config_from_values, defaults_for, defaults_key, horovod_env,
                              horovodrun_flags, markdown_table)
 

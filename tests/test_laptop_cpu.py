@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from autotuner.api import fit_runs, make_scenario
+from autotuner.frameworks.horovod.environments import fit_runs
+from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.errors import CostModelError, FitError, SchemaError
 from autotuner.fit.fitters import fit_env
 from autotuner.model.contention import Contention

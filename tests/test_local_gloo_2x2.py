@@ -20,9 +20,9 @@ ENV = ROOT / "runs" / "local-gloo-2x2"
 MODEL = ROOT / "autotuner" / "models" / "local-gloo-2x2.json"
 
 from autotuner.fit.fitters import workload_for  # noqa: E402
-from autotuner.knobs import Config  # noqa: E402
+from autotuner.frameworks.horovod.knobs import Config  # noqa: E402
 from autotuner.model.costmodel import Cluster  # noqa: E402
-from autotuner.model.simulator import simulate_step  # noqa: E402
+from autotuner.frameworks.horovod.simulator import simulate_step  # noqa: E402
 from autotuner.readers.layouts import load_layout  # noqa: E402
 from autotuner.views.emulated_2x2 import Figures, predict, throughput_range  # noqa: E402
 
@@ -187,7 +187,7 @@ def test_one_host_of_four_ranks_is_cpu_bound_arithmetic(fenv, topo):
     rate. That one factor (not fitted: cores / ranks) brings ResNet50's 1x4 prediction within 5 %."""
     from dataclasses import replace as dc_replace
 
-    from autotuner.knobs import DEFAULTS_0_28
+    from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
 
     L = load_layout("resnet50")
     cost = dc_replace(fenv.cost, intra=fenv.cost.intra.scaled((2 / 4) / (2 / 2)))
@@ -264,7 +264,7 @@ def test_poll_one_host_of_four_ranks_is_cpu_bound_arithmetic(pfenv, ptopo):
     the sweep's 2/2, not fitted) predicts both models within 5 %."""
     from dataclasses import replace as dc_replace
 
-    from autotuner.knobs import DEFAULTS_0_28
+    from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
 
     cost = dc_replace(pfenv.cost, intra=pfenv.cost.intra.scaled(0.5))
     assert pfenv.cost_for(Cluster(1, 4)) == cost  # the model's own term is this arithmetic (issue 20)

@@ -239,7 +239,7 @@ def _sweep_predicts_training():
     """The committed sweep-only model (runs/local-gloo-1gbit-sweep, fitted into autotuner/models)
     against the committed ResNet50 replay trials of runs/local-gloo-1gbit that the issue names:
     holdout-sweep and the three validate runs (resnet50, -replication, -replication-2)."""
-    from autotuner.api import accuracy_table as accuracy
+    from autotuner.frameworks.horovod.environments import accuracy_table as accuracy
     from autotuner.paths import shipped_models, shipped_runs
 
     d = accuracy(shipped_runs(), shipped_models(), "local-gloo-1gbit", cost_model="local-gloo-1gbit-sweep")

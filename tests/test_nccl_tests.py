@@ -460,7 +460,7 @@ def test_cli_fit_then_simulate_with_compute_ms(tmp_path):
 
 
 def test_an_env_without_workloads_keeps_nccl_collectives_async(tmp_path):
-    from autotuner.api import make_scenario
+    from autotuner.frameworks.horovod.predict import make_scenario
     copy_env(tmp_path)
     assert run("fit", str(tmp_path / "runs"), "--out", str(tmp_path / "model")).returncode == 0
     sc, _ = make_scenario(tmp_path / "model", NAME, "resnet50", compute_ms=100.0)

@@ -13,7 +13,8 @@ from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
 
 torch = pytest.importorskip("torch")
 
-from autotuner.api import make_scenario, validation_setup  # noqa: E402
+from autotuner.frameworks.horovod.predict import make_scenario  # noqa: E402
+from autotuner.frameworks.horovod.realruns import validation_setup  # noqa: E402
 from autotuner.errors import LayoutError  # noqa: E402
 from autotuner.model.layout import Layout  # noqa: E402
 from autotuner.paths import shipped_models  # noqa: E402
@@ -155,7 +156,7 @@ def test_replay_uses_the_measured_times(tmp_path):
     """The replay workload (what validate runs) with a measured layout and no --compute-ms."""
     need_horovod()
     from autotuner.readers.replay_output import parse_output
-    from autotuner.realrun.launcher import Job, run_job
+    from autotuner.frameworks.horovod.launch import Job, run_job
 
     tiny = json.loads((TESTS / "data" / "tiny_layout.json").read_text())
     ready = [2.0, 2.5, 10.0, 12.0, 12.5, 20.0]  # the last gradient 20 ms before backward ends

@@ -11,7 +11,7 @@ from rich.table import Table
 
 import autotuner
 from autotuner.errors import AutotunerError
-from autotuner.knobs import DEFAULTS_0_20, DEFAULTS_0_28, MIB, Config
+from autotuner.frameworks.horovod.knobs import DEFAULTS_0_20, DEFAULTS_0_28, MIB, Config
 from autotuner.render import plain_table, render_table
 
 from cli_helpers import run

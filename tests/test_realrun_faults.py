@@ -194,12 +194,12 @@ def test_die_with_parent_kills_a_plain_child(mark):
 
 
 def _ranks(mark: str) -> int:
-    return sum("autotuner.realrun.replay" in p and "horovodrun" not in p and "/bin/sh" not in p
+    return sum("autotuner.frameworks.horovod.replay" in p and "horovodrun" not in p and "/bin/sh" not in p
                for p in marked(mark))
 
 
 HOROVOD_PARENT = f"""
-from autotuner.realrun.launcher import Job, replay_command, run_job
+from autotuner.frameworks.horovod.launch import Job, replay_command, run_job
 run_job(Job(np=2, command=replay_command({TINY!r}, 20.0, 10000, 1)), 300)
 """
 
@@ -233,7 +233,7 @@ def test_sigkilled_validate_leaves_nothing_running(mark, tmp_path):
         if shaped:  # the ranks run in the testbed's namespace
             here = os.readlink("/proc/self/ns/net")
             assert all(os.readlink(f"/proc/{p.split()[0]}/ns/net") != here
-                       for p in marked(mark) if "autotuner.realrun.replay" in p and "/bin/sh" not in p)
+                       for p in marked(mark) if "autotuner.frameworks.horovod.replay" in p and "/bin/sh" not in p)
         validate.kill()
         validate.communicate(timeout=10)
         assert left_after(mark) == []

@@ -5,14 +5,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.api import env_batch_size, make_scenario
+from autotuner.frameworks.horovod.environments import env_batch_size
+from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.errors import ExploreError
 from autotuner.errors import AutotunerError
 from autotuner.options import float_list as parse_float_list
 from autotuner.options import int_list as parse_int_list
 from autotuner.search.at_size import best_at_size
 from autotuner.views.scale import scale, what_if
-from autotuner.knobs import DEFAULTS_0_28
+from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
 
 from cli_helpers import assert_one_line_error, run  # noqa: E402
 

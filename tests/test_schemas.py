@@ -196,7 +196,7 @@ def test_dropped_runs_are_named(tmp_path):
 def test_env_batch_size_checks_the_file(tmp_path):
     d = env_dir(tmp_path, RESPONSES, edit=sub("batch_size = 32", "batch_size = -1"))
     with pytest.raises(AutotunerError) as e:
-        from autotuner.api import env_batch_size
+        from autotuner.frameworks.horovod.environments import env_batch_size
         env_batch_size(d.parent, "e")
     one_line(e.value, "batch_size: -1")
     assert env_batch_size(d.parent, "none") is None and env_batch_size(d.parent, "../e") is None
@@ -242,11 +242,12 @@ def test_committed_records_all_validate():
         if f.parent.name == "experiments":  # a script's own JSON lines (scripts/cpu_contention.py)
             assert all(isinstance(json.loads(line), dict) for line in f.read_text().splitlines()), f
             continue
-        if f.name == "ddp-sweep.jsonl" or f.parent.name in ("ddp-validation", "ddp-tune"):  # DDP's (issue 30)
-            from autotuner.frameworks.ddp.records import read_jsonl
-            from autotuner.schemas.ddp import DdpSweepRecord, DdpTrialRecord
+        if f.name in ("ddp-sweep.jsonl", "ddp-burst.jsonl") or f.parent.name in ("ddp-validation", "ddp-tune"):
+            from autotuner.frameworks.ddp.records import read_jsonl  # DDP's (issue 30)
+            from autotuner.schemas.ddp import DdpBurstRecord, DdpSweepRecord, DdpTrialRecord
 
-            assert read_jsonl(f, DdpSweepRecord if f.name == "ddp-sweep.jsonl" else DdpTrialRecord), f
+            schema = {"ddp-sweep.jsonl": DdpSweepRecord, "ddp-burst.jsonl": DdpBurstRecord}.get(f.name, DdpTrialRecord)
+            assert read_jsonl(f, schema), f
             continue
         parse = {"sweep.jsonl": parse_sweep_records, "cpu.jsonl": parse_cpu_records,
                  "trickle.jsonl": parse_trickle_records, "idle.jsonl": parse_idle_records,
@@ -377,7 +378,7 @@ def test_write_model_refuses_non_finite_numbers_and_bad_names(tmp_path):
 
 
 def test_fit_reports_a_nan_model_as_not_fitted_and_fits_the_others(tmp_path, monkeypatch):
-    import autotuner.api as api
+    import autotuner.frameworks.horovod.environments as api
     import autotuner.fit.fitters as fitters
 
     env_dir(tmp_path, RESPONSES, edit=lambda t: t.replace('name = "v100-16gbit"', 'name = "a"'), name="a")
@@ -487,7 +488,7 @@ def test_committed_layouts_validate():
     (3, "got a JSON int"),
 ])
 def test_bad_proposals_are_one_line_errors(tmp_path, doc, needle):
-    from autotuner.api import load_proposals
+    from autotuner.frameworks.horovod.predict import load_proposals
 
     f = tmp_path / "p.json"
     f.write_text(json.dumps(doc))
@@ -497,7 +498,7 @@ def test_bad_proposals_are_one_line_errors(tmp_path, doc, needle):
 
 
 def test_proposals_from_suggest_json_and_lists(tmp_path):
-    from autotuner.api import load_proposals
+    from autotuner.frameworks.horovod.predict import load_proposals
 
     f = tmp_path / "p.json"
     f.write_text(json.dumps({"env": "x", "proposals": [{"config": {"fusion_threshold_mb": 3, "cycle_time_ms": 7.0},

@@ -1,7 +1,7 @@
 """Search: the coordinate refinement on a batch objective."""
 import numpy as np
 
-from autotuner.knobs import DEFAULTS_0_28, MIB, Config
+from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
 from autotuner.search.bayes import search
 
 

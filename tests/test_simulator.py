@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from autotuner.model.costmodel import Cluster, CostModel, Tier
-from autotuner.knobs import MIB, Config
-from autotuner.model.simulator import effective_threshold, fuse, simulate_step
+from autotuner.frameworks.horovod.knobs import MIB, Config
+from autotuner.frameworks.horovod.simulator import effective_threshold, fuse, simulate_step
 from autotuner.model.workload import Workload
 
 COST = CostModel(inter=Tier(50e-6, 1e9), link_gbps=10)

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from autotuner.api import make_scenario, suggest_configs
+from autotuner.frameworks.horovod.predict import make_scenario, suggest_configs
 from autotuner.search.bayes import BayesStrategy
-from autotuner.api import suggest_scenario as suggest
-from autotuner.knobs import DEFAULTS_0_28, MIB
+from autotuner.frameworks.horovod.predict import suggest_scenario as suggest
+from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB
 from autotuner.search.grid import GridStrategy
 from autotuner.search.ranking import Origin
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from autotuner.api import make_scenario
-from autotuner.api import suggest_scenario as suggest
+from autotuner.frameworks.horovod.predict import make_scenario
+from autotuner.frameworks.horovod.predict import suggest_scenario as suggest
 from autotuner.errors import FitError, ScenarioError
 from autotuner.fit.fitters import fit_env
 from autotuner.fit.store import write_model
@@ -256,7 +256,7 @@ def test_suggest_never_proposes_int8():
     # int8 would be the fastest here (a quarter of the bytes), and still is not searched
     fast = {c: make_scenario(None, "local-gloo-1gbit", "vgg16", compute_ms=300.0, compression=c)[0]
             for c in ("fp16", "int8")}
-    from autotuner.knobs import DEFAULTS_0_28
+    from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
     assert fast["int8"].simulate(DEFAULTS_0_28).step_time_s < fast["fp16"].simulate(DEFAULTS_0_28).step_time_s
     res = suggest(sc)
     assert "int8" not in res["compressions_searched"]

@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
-from autotuner.api import make_scenario, write_simulated_timeline
-from autotuner.knobs import MIB, Config
+from autotuner.frameworks.horovod.predict import make_scenario, write_simulated_timeline
+from autotuner.frameworks.horovod.knobs import MIB, Config
 from autotuner.readers.timeline import TimelineError, read_timeline
 from autotuner.readers.timeline_steps import split_steps
 from autotuner.views.timeline_compare import compare

@@ -27,7 +27,7 @@ from autotuner.errors import FitError, RunsError
 from autotuner.fit.fitters import fit_collective_tier, fit_env, simulate_ms
 from autotuner.fit.store import env_from_dict, write_model
 from autotuner.fit.timelines import cycle_bound_ms
-from autotuner.knobs import Config
+from autotuner.frameworks.horovod.knobs import Config
 from autotuner.paths import shipped_models, shipped_runs
 from autotuner.readers.layouts import load_data_layout
 from autotuner.readers.runs import read_env

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autotuner.api import make_scenario
-from autotuner.knobs import DEFAULTS_0_28
+from autotuner.frameworks.horovod.predict import make_scenario
+from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
 from autotuner.search.tune import (DEFAULT_CANDIDATE, MAX_FAILURES_IN_A_ROW, TuneState, baseline_index, belief,
                                    candidate_grid, decide, features, group_offset, noise_from_repeats, prior_ms,
                                    prior_unchecked, refit_bandwidth_scale, should_stop, unchecked_share)
@@ -178,10 +178,10 @@ def test_the_decision_stops_on_the_budget_and_on_failures(sc, priors, comps):
 
 
 def test_tune_with_fp16_alone_runs_its_trials_without_a_traceback(tmp_path, sc):
-    """The loop itself (``autotuner.realrun.tune.run_tune``) on fake trials, ``--compression fp16`` alone: it
+    """The loop itself (``autotuner.frameworks.horovod.tune.run_tune``) on fake trials, ``--compression fp16`` alone: it
     crashed after the first trial (issue 29); now the defaults with fp16 are its baseline."""
-    from autotuner.realrun.tune import run_tune
-    from autotuner.realrun.validation import Outcome, Setup, TrialStore
+    from autotuner.frameworks.horovod.tune import run_tune
+    from autotuner.frameworks.horovod.validation import Outcome, Setup, TrialStore
 
     setup = Setup(env="fresh-poll-2gbit", model="mobilenet_v2", compute_ms=60.0)
     ran = []
@@ -210,7 +210,7 @@ def test_bad_fp16_phase_records_are_named_and_skipped():
 
 
 def test_the_head_to_head_reads_autotunes_steps_from_horovodruns_prefixed_lines():
-    from autotuner.realrun.tune import _STEP_LINE, expected_default_autotune_steps
+    from autotuner.frameworks.horovod.tune import _STEP_LINE, expected_default_autotune_steps
 
     out = b"[0]<stdout>:step 0 time_ms 40.1\n[0]<stdout>:step 1 time_ms 35.2 (warmup)\nstep 2 time_ms 33.0\n"
     assert [(int(n), float(t)) for n, t in _STEP_LINE.findall(out)] == [(0, 40.1), (1, 35.2), (2, 33.0)]

@@ -81,7 +81,7 @@ def test_a_killed_tune_resumes_where_it_stopped_and_starts_at_the_simulators_cho
     assert [x["trial"] for x in recs] == ["tune-1", "tune-2", "tune-3"]  # tune-1 was not run again
     assert recs[0] == first[0]
     # the first trial is the simulator's best: the argmin of the prior the record carries for every candidate
-    from autotuner.api import make_scenario
+    from autotuner.frameworks.horovod.predict import make_scenario
     from autotuner.search.tune import candidate_grid, prior_ms
 
     sc = make_scenario(None, ENV, TINY, compute_ms=10)[0]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from autotuner.knobs import DEFAULTS_0_28, MIB, Config
-from autotuner.realrun.validation import (Outcome, Setup, TrialStore, ValidationError, autotune_best_config, plan,
+from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
+from autotuner.frameworks.horovod.validation import (Outcome, Setup, TrialStore, ValidationError, autotune_best_config, plan,
                                   run_pending)
-from autotuner.realrun.report import table, verdict, write_report
+from autotuner.frameworks.horovod.report import table, verdict, write_report
 
 ROOT = Path(__file__).resolve().parents[1]
 P1 = Config(fusion_threshold_bytes=4 * MIB, cycle_time_ms=2.0)
@@ -180,7 +180,8 @@ def test_verdict_says_faster_within_noise_or_no_verdict():
 
 
 def test_a_plan_never_measures_one_configuration_twice_and_carries_fp16_proposals(tmp_path):
-    from autotuner.api import _refuse_duplicates, load_proposals
+    from autotuner.frameworks.horovod.realruns import _refuse_duplicates
+    from autotuner.frameworks.horovod.predict import load_proposals
     from autotuner.errors import AutotunerError, ScenarioError
 
     with pytest.raises(AutotunerError, match="same configuration as Horovod's defaults"):
@@ -266,7 +267,7 @@ def test_old_records_read_their_timeline_from_what_they_carry():
 
 
 def test_records_carry_the_timeline_and_a_rerun_in_the_other_mode_measures_again(tmp_path):
-    from autotuner.realrun.validation import plan_records
+    from autotuner.frameworks.horovod.validation import plan_records
 
     store = TrialStore(tmp_path / "v.jsonl")
     setup = Setup(env="e", model="tiny")
@@ -308,8 +309,8 @@ def test_validate_runs_the_production_job_unless_asked(tmp_path, monkeypatch):
     """Issue 29: the default recorded Horovod's timeline in every trial. Now: no timeline unless --timeline
     (or --keep-timelines); --no-timeline still accepted; the report says which job ran."""
     import autotuner
-    import autotuner.api as api
-    import autotuner.realrun.launcher as launcher
+    import autotuner.frameworks.horovod.realruns as api
+    import autotuner.frameworks.horovod.launch as launcher
     from typer.testing import CliRunner
 
     from autotuner.cli import app

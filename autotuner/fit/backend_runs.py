@@ -5,7 +5,7 @@ Each run is the shell's ``time`` of a whole training job, so (:mod:`autotuner.mo
 
     wall(N, backend) = F + steps_per_rank(N) · step(N, backend)
 
-with ``step`` simulated by :func:`autotuner.model.simulator.simulate_step` for the env's
+with ``step`` simulated by :func:`autotuner.frameworks.horovod.simulator.simulate_step` for the env's
 workload (layout, one compute constant) on one node of N ranks with that backend's intra-node
 tier. At N = 1 Horovod does nothing (the simulator's single-rank rule), so step = compute.
 
@@ -38,7 +38,7 @@ from scipy.optimize import least_squares
 
 from ..errors import FitError
 from ..model.costmodel import GBIT, BackendCost, Cluster, CostModel, Negotiation, Tier
-from ..model.simulator import simulate_step
+from ..frameworks.horovod.simulator import simulate_step
 from ..model.wallclock import RunShape
 from ..readers.labreport import parse_backend_runs
 from ..readers.runs import EnvData

@@ -5,7 +5,7 @@ Each run is the shell's ``time`` of a whole job, so (:mod:`autotuner.model.wallc
 
     wall(N) = F + steps_per_rank(N) · step(N)
 
-with ``step`` simulated by :func:`autotuner.model.simulator.simulate_step` for the env's layout
+with ``step`` simulated by :func:`autotuner.frameworks.horovod.simulator.simulate_step` for the env's layout
 and one compute constant on one node of N ranks (N = 1: Horovod does nothing, step = compute).
 
 Calibration budget (issue 13): one compute constant per (report, model), nothing else fitted.
@@ -22,7 +22,7 @@ Calibration budget (issue 13): one compute constant per (report, model), nothing
   for which every held-out prediction would be within it, and ``fit["consistency"]`` the
   report's own numbers that bound the start-up (docs/compression.md has the arithmetic).
 - **Compressed runs** (fp16, L41-L42) are predicted with
-  :data:`~autotuner.model.scenario.COMPRESSION_RATIO` (half the bytes) and compared; the gap
+  :data:`~autotuner.frameworks.horovod.scenario.COMPRESSION_RATIO` (half the bytes) and compared; the gap
   between the measured and the predicted saving is reported, never fitted: no constant may hide
   that the report's saving is not a saving of bytes (``fit["compressed"]``).
 - **Lossy runs** (8-bit, L39-L40: 9.58 % accuracy, training broken) are shown with their
@@ -39,8 +39,8 @@ import numpy as np
 from ..errors import AutotunerError, CostModelError, FitError
 from ..model.costmodel import Cluster, CostModel
 from ..model.layout import Layout
-from ..model.scenario import COMPRESSION_RATIO, LOSSY, Compression
-from ..model.simulator import simulate_step
+from ..frameworks.horovod.scenario import COMPRESSION_RATIO, LOSSY, Compression
+from ..frameworks.horovod.simulator import simulate_step
 from ..model.wallclock import RunShape
 from ..readers.labreport import CompressionRun, parse_compression_runs
 from ..readers.runs import EnvData, read_env

@@ -8,7 +8,7 @@ order; ``step_unit`` (the report prints none: seconds, docs/lab-reports-002-004-
 Model (docs/laptop-cpu.md): a report "step" is a fixed global amount of work split over the
 ``N`` ranks (step time falls ~1/N), so each workload is stored as ``work_per_step = "global"``:
 its compute is one rank alone doing the whole step, and the scenario runs
-``compute · slowdown(N) / N`` per rank (:attr:`autotuner.model.scenario.Scenario.rank_workload`)
+``compute · slowdown(N) / N`` per rank (:attr:`autotuner.frameworks.horovod.scenario.Scenario.rank_workload`)
 plus the simulated allreduce of the model's gradients.
 
 What is fitted, and on what:
@@ -43,11 +43,11 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from ..errors import FitError
-from ..knobs import Config
+from ..frameworks.horovod.knobs import Config
 from ..model.contention import Contention
 from ..model.costmodel import Cluster, CostModel, Tier
 from ..model.layout import Layout
-from ..model.scenario import Scenario
+from ..frameworks.horovod.scenario import Scenario
 from ..readers.labreport import CpuScalingRow, parse_cpu_scaling
 from ..readers.runs import EnvData
 from .fitters import (
@@ -72,7 +72,7 @@ HELD_OUT_TOLERANCE_PERCENT = 10.0
 
 def simulate_ranks(layout: Layout, compute_s: float, ranks: int, contention: Contention, cost: CostModel,
                    cfg: Config, model: str = "", env: str = ""):
-    """The simulated step (:class:`autotuner.model.simulator.StepResult`) of ``ranks`` CPU ranks
+    """The simulated step (:class:`autotuner.frameworks.horovod.simulator.StepResult`) of ``ranks`` CPU ranks
     on one host sharing a global step of ``compute_s`` seconds (one rank alone), through
     :class:`Scenario` exactly as ``simulate`` builds it."""
     sc = Scenario(env, model, layout, workload_for(compute_s), cost, Cluster(1, ranks),

@@ -2,7 +2,7 @@
 
 Input: :class:`autotuner.readers.runs.EnvData` records. Output: a JSON-ready dict per
 environment (schema ``autotuner.model/1``, see :mod:`autotuner.fit.store`). Fitting uses
-scipy; simulation uses :func:`autotuner.model.simulator.simulate_step`. See docs/cost-model.md.
+scipy; simulation uses :func:`autotuner.frameworks.horovod.simulator.simulate_step`. See docs/cost-model.md.
 
 Forms and choices:
 - Per-response samples (report 000): each size bucket gives (mean bytes, mean time). For a
@@ -33,10 +33,10 @@ import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
 from ..errors import FitError
-from ..knobs import DEFAULTS_0_28, MIB, Config, config_from_values, defaults_for
+from ..frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config, config_from_values, defaults_for
 from ..model.costmodel import Cluster, CostModel, Negotiation, Tier
 from ..model.layout import Layout
-from ..model.simulator import simulate_step
+from ..frameworks.horovod.simulator import simulate_step
 from ..model.workload import Workload
 from ..readers.layouts import load_data_layout
 from ..readers.runs import EnvData
@@ -95,7 +95,7 @@ def calibrate_compute(layout: Layout, measured_ms: float, comm_scale: float, ove
 
 def run_config(meta: Mapping[str, Any], run: Mapping[str, Any] | None = None) -> Config:
     """The knobs of one measured run: the run's own values, else the environment's, else the
-    defaults of the env's ``horovod_version`` (:func:`autotuner.knobs.defaults_for`). Keys are
+    defaults of the env's ``horovod_version`` (:func:`autotuner.frameworks.horovod.knobs.defaults_for`). Keys are
     option names in flag units (``fusion_threshold_mb``, ``cycle_time_ms``, ...). Raises KnobError."""
     return config_from_values(ChainMap(dict(run or {}), dict(meta)), defaults_for(meta.get("horovod_version")),
                               where=str(meta.get("name", "env.toml")))
@@ -428,7 +428,7 @@ def fit_validation_env(env: EnvData) -> dict[str, Any]:
       measured negotiation cost per cycle replace it (:func:`fit_host_passes`,
       :func:`host_samples_for`).
     - Workload: the replay workload's emulated compute (``setup.compute_ms``, split 1/3 : 2/3 as
-      :mod:`autotuner.realrun.replay` does) and ``setup.update_ms`` — known, not calibrated.
+      :mod:`autotuner.frameworks.horovod.replay` does) and ``setup.update_ms`` — known, not calibrated.
     Only records of status ``ok`` are used. Raises FitError when no record has timeline samples.
     """
     meta = env.meta

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FitError
-from ..knobs import MIB
+from ..frameworks.horovod.knobs import MIB
 from ..model.costmodel import Cluster, CostModel, Tier
 from ..readers.nccl_tests import AllReducePerf, read_all_reduce_perf
 from ..readers.runs import EnvData

@@ -12,7 +12,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from ..errors import FitError
-from ..knobs import MIB
+from ..frameworks.horovod.knobs import MIB
 from ..model.costmodel import HostPasses
 
 

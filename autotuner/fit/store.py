@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from ..errors import ModelStoreError
-from ..knobs import Config
+from ..frameworks.horovod.knobs import Config
 from ..model.contention import Contention
 from ..model.costmodel import Cluster, CostModel
 from ..model.layout import Layout

@@ -1,6 +1,6 @@
 """Fit an environment measured by ``autotuner measure`` (env.toml ``format = "sweep"``).
 
-The sweep (:mod:`autotuner.realrun.sweep`, driven by :mod:`autotuner.realrun.measure`) leaves
+The sweep (:mod:`autotuner.frameworks.horovod.sweepprobe`, driven by :mod:`autotuner.frameworks.horovod.measure`) leaves
 ``source`` (one JSON line per measured item: wall-time samples per message size) and the raw
 timeline of every horovodrun job it ran (``timelines/<part>.json.gz`` beside ``source``). The
 fit takes from those timelines what :func:`autotuner.fit.fitters.fit_validation_env` takes from
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AutotunerError, FitError
-from ..knobs import MIB
+from ..frameworks.horovod.knobs import MIB
 from ..model.costmodel import Cluster, ComputeDelay, Fp16Cost
 from ..readers.runs import EnvData
 from ..readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
@@ -87,7 +87,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
         used.append(str(rel))
     # one host: the sweep's ranks are the cluster (the inter tier serves intra-node traffic too,
     # as for the validation env); several hosts: the inter tier on one rank per host, the intra
-    # tier on the ranks of one host (autotuner.realrun.measure.tiers)
+    # tier on the ranks of one host (autotuner.frameworks.horovod.measure.tiers)
     first = "single" if "single" in pooled else "inter"
     ranks = {"single": cluster.size, "inter": cluster.nodes, "intra": cluster.gpus_per_node}
     if len(pooled.get(first, {})) < 2:
@@ -219,15 +219,15 @@ def _per_tensor(recs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 
-#: the cpu phase's records, beside ``source`` (:data:`autotuner.realrun.measure.CPU_RECORDS`; not
+#: the cpu phase's records, beside ``source`` (:data:`autotuner.frameworks.horovod.measure.CPU_RECORDS`; not
 #: imported: the fit does not load the real-run package)
 CPU_RECORDS = "cpu.jsonl"
-#: the trickle phase's records, beside ``source`` (:data:`autotuner.realrun.measure.TRICKLE_RECORDS`)
+#: the trickle phase's records, beside ``source`` (:data:`autotuner.frameworks.horovod.measure.TRICKLE_RECORDS`)
 TRICKLE_RECORDS = "trickle.jsonl"
-#: the idle phase's records, beside ``source`` (:data:`autotuner.realrun.measure.IDLE_RECORDS`), and
-#: the tensor-name prefix of autotuner.realrun.idleprobe (not imported: fit does not load realrun)
+#: the idle phase's records, beside ``source`` (:data:`autotuner.frameworks.horovod.measure.IDLE_RECORDS`), and
+#: the tensor-name prefix of autotuner.frameworks.horovod.idleprobe (not imported: fit does not load realrun)
 IDLE_RECORDS, IDLE_PREFIX = "idle.jsonl", "idle"
-#: the tensor-name prefixes of autotuner.realrun.trickleprobe (not imported: fit does not load realrun)
+#: the tensor-name prefixes of autotuner.frameworks.horovod.trickleprobe (not imported: fit does not load realrun)
 TRICKLE, BACK_TO_BACK = "trickle", "b2b"
 
 
@@ -247,7 +247,7 @@ def _kept_timeline(env_dir, rec: dict[str, Any], problems: list[str]):
 
 def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> dict[str, Any]:
     """How much longer a response alone in its cycle runs, from the ``trickle`` phase's timelines
-    (:mod:`autotuner.realrun.trickleprobe`): per job and tensor size, the mean collective span of
+    (:mod:`autotuner.frameworks.horovod.trickleprobe`): per job and tensor size, the mean collective span of
     the tensors enqueued one per cycle less that of the same tensors enqueued all at once (each
     name's first use left out: the response cache's miss), averaged over the sizes; per cycle
     time, the median over rounds; then ``extra = lone + per_cycle x cycle`` through the cycle
@@ -299,7 +299,7 @@ def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> d
 
 def idle_response(recs: list[dict[str, Any]], env_dir, problems: list[str], p: int) -> dict[str, Any]:
     """A small response's collective time while the ranks' main threads sleep, from the ``idle``
-    phase's timelines (:mod:`autotuner.realrun.idleprobe`): per job and tensor size, the mean span
+    phase's timelines (:mod:`autotuner.frameworks.horovod.idleprobe`): per job and tensor size, the mean span
     of the ``idle.<bytes>.<k>`` responses (each name's first use left out: the response cache's
     miss); per size, the mean over jobs (each job samples the host's idle regime once: the
     expected cost is the mean, not the median); then ``t(n) = a + b·n`` through the sizes by
@@ -351,12 +351,12 @@ def idle_response(recs: list[dict[str, Any]], env_dir, problems: list[str], p: i
 
 
 #: the largest response the back-to-back small-response price is read from (bytes): the largest size every
-#: phase measures (the unfused job's 64 KiB, :data:`autotuner.realrun.trickleprobe.SIZES`,
-#: :data:`autotuner.realrun.idleprobe.SIZES`; not imported: fit does not load realrun)
+#: phase measures (the unfused job's 64 KiB, :data:`autotuner.frameworks.horovod.trickleprobe.SIZES`,
+#: :data:`autotuner.frameworks.horovod.idleprobe.SIZES`; not imported: fit does not load realrun)
 SMALL_RESPONSE_BYTES = 65536
 #: fewest back-to-back small responses for the price to replace the sweep line's intercept
 MIN_SMALL_RESPONSES = 100
-#: tensor-name prefix of the sweep's unfused phase (autotuner.realrun.sweep)
+#: tensor-name prefix of the sweep's unfused phase (autotuner.frameworks.horovod.sweepprobe)
 UNFUSED_PREFIX = "sweep.unfused"
 
 
@@ -435,7 +435,7 @@ def busy_small_response(unfused_tls: list, trecs: list[dict[str, Any]], env_dir,
     return out
 
 
-#: the burst phase's records beside ``source`` (:data:`autotuner.realrun.measure.BURST_RECORDS`)
+#: the burst phase's records beside ``source`` (:data:`autotuner.frameworks.horovod.measure.BURST_RECORDS`)
 BURST_RECORDS = "burst.jsonl"
 #: fewest (size, job) marginal costs for the burst phase's price of a small response
 MIN_BURST_POINTS = 3
@@ -444,9 +444,9 @@ MIN_BURST_POINTS = 3
 def _burst_marginal_sim_s(cost, nbytes: int, count: int, p: int) -> float:
     """The simulator's marginal time (s) of one more of ``count`` responses of ``nbytes`` enqueued at once
     (fusion off, 1 ms cycle, cache on), ``(T(count) - T(1)) / (count - 1)``, on ``cost`` with ``p`` ranks on
-    one node: the burst phase's pattern run through :func:`autotuner.model.simulator.simulate_step`."""
-    from ..knobs import DEFAULTS_0_28
-    from ..model.simulator import simulate_step
+    one node: the burst phase's pattern run through :func:`autotuner.frameworks.horovod.simulator.simulate_step`."""
+    from ..frameworks.horovod.knobs import DEFAULTS_0_28
+    from ..frameworks.horovod.simulator import simulate_step
     from ..model.workload import Workload
 
     cfg = replace(DEFAULTS_0_28, fusion_threshold_bytes=0)
@@ -461,7 +461,7 @@ def _burst_marginal_sim_s(cost, nbytes: int, count: int, p: int) -> float:
 
 def burst_small_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     """The price of a small response back to back in a busy cycle, from the ``burst`` phase
-    (:mod:`autotuner.realrun.burstprobe`): wall-clock times without Horovod's timeline, whose writer takes
+    (:mod:`autotuner.frameworks.horovod.burstprobe`): wall-clock times without Horovod's timeline, whose writer takes
     the ranks' CPU (docs/accuracy.md, "The small-response regime").
 
     Per job and size, the measured marginal ``m = (median T(32) - median T(1)) / 31`` (ms; the rounds'
@@ -511,7 +511,7 @@ MIN_CPU_PAIRS = 3
 
 def cycle_cpu(recs: list[dict[str, Any]], neg, p: int) -> dict[str, Any]:
     """Compute time a rank loses per background-loop cycle (``cpu_us``, µs) from the ``cpu``
-    phase's records (:mod:`autotuner.realrun.cpuprobe`): per repeat, the share of the compute
+    phase's records (:mod:`autotuner.frameworks.horovod.cpuprobe`): per repeat, the share of the compute
     thread's wall time lost to the fast cycle, ``f = 1 - u_ref / u_fast`` (``u``: the slowest
     rank's wall time per compute unit, ms, ``unit_ms_max``: a synchronous step waits for it, and
     the loss is not shared evenly: on the 2-core testbed one rank lost 12-15 % at a 1 ms cycle
@@ -549,7 +549,7 @@ def cycle_cpu(recs: list[dict[str, Any]], neg, p: int) -> dict[str, Any]:
 
 def stream_delay(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> dict[str, Any]:
     """How much longer a response runs while the ranks' compute fills the cores, from the ``cpu``
-    phase's streams (:data:`autotuner.realrun.cpuprobe.STREAMS`, fusion off, 1 ms cycles): each
+    phase's streams (:data:`autotuner.frameworks.horovod.cpuprobe.STREAMS`, fusion off, 1 ms cycles): each
     stream ran beside compute and alone, and its timeline (``cpu-timelines/``) gives every
     response's collective span (as the sweep's fit reads them). Per stream and round, the mean span
     of the stream's responses (its tensor size; the probe's own 8- and 24-byte allreduces left
@@ -638,7 +638,7 @@ def _cycle_negotiation(cycles: dict[tuple[str, bool], list[float]], tier: str) -
     return info
 
 
-#: the fp16 phase's records, beside ``source`` (:data:`autotuner.realrun.measure.FP16_RECORDS`)
+#: the fp16 phase's records, beside ``source`` (:data:`autotuner.frameworks.horovod.measure.FP16_RECORDS`)
 FP16_RECORDS = "fp16.jsonl"
 
 
@@ -665,7 +665,7 @@ def _segment_sum_s(extra_s: float, k: float, w_s: float) -> float:
 
 def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
     """What fp16 compression costs besides the bytes, from the ``fp16`` phase's jobs
-    (:mod:`autotuner.realrun.fp16probe`): the model file's ``fit.fp16`` and the cost model's ``fp16``
+    (:mod:`autotuner.frameworks.horovod.fp16probe`): the model file's ``fit.fp16`` and the cost model's ``fp16``
     (:class:`autotuner.model.costmodel.Fp16Cost`).
 
     The float16 sum overlaps the wire: Gloo's ring (``gloo/allreduce.cc`` ``ring()``) cuts a buffer of ``B`` bytes

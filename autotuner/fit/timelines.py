@@ -12,7 +12,7 @@ What is fitted, per file then pooled (the same arithmetic as ``validation`` envs
 
 - **Collective tier**: the file's allreduce responses (:func:`~autotuner.readers.timeline.samples`)
   grouped by byte count: one sample ``(bytes, count, mean duration)`` per (file, size), as
-  :func:`autotuner.realrun.validation.summarize_timeline` summarises one trial (the validation
+  :func:`autotuner.frameworks.horovod.validation.summarize_timeline` summarises one trial (the validation
   summary rounds the mean to 0.1 µs; here it is not rounded). Sizes whose mean reads 0 µs are
   dropped (1 µs resolution). Then :func:`~autotuner.fit.fitters.fit_collective_tier` (linear,
   and piecewise where the samples allow).
@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import AutotunerError, FitError, KnobError
-from ..knobs import MIB, Config, config_from_values
+from ..frameworks.horovod.knobs import MIB, Config, config_from_values
 from ..model.costmodel import Cluster, CostModel
 from ..readers.runs import EnvData
 from ..readers.timeline import Timeline, read_timeline, samples

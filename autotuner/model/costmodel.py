@@ -155,7 +155,7 @@ class Negotiation:
 
     ``cpu_s``: compute time (s) a rank loses to one cycle of its background thread when its
     compute has no spare core (CPU ranks filling their host's cores, issue 20 part 4): measured
-    by ``measure``'s ``cpu`` phase (:mod:`autotuner.realrun.cpuprobe`, fitted by
+    by ``measure``'s ``cpu`` phase (:mod:`autotuner.frameworks.horovod.cpuprobe`, fitted by
     :func:`autotuner.fit.sweep.cycle_cpu`); :meth:`compute_stretch` turns it into the compute's
     slowdown at a cycle time. None: not measured.
     """
@@ -223,7 +223,7 @@ class ComputeDelay:
     thread on every core it waits for one. ``extra_s(n) = per_response_s + per_byte_s · n``,
     fitted by :func:`autotuner.fit.sweep.stream_delay` from ``measure``'s cpu phase (streams
     timed beside compute and alone); the simulators add it to each response that starts before
-    the backward ends in a :attr:`~autotuner.model.simulator.Workload.cpu_bound` workload.
+    the backward ends in a :attr:`~autotuner.frameworks.horovod.simulator.Workload.cpu_bound` workload.
 
     Raises CostModelError for a negative or non-finite value.
     """
@@ -403,7 +403,7 @@ class Fp16Tier(Tier):
 @dataclass(frozen=True)
 class Fp16Cost:
     """What fp16 gradient compression costs besides halving the bytes on the wire: measured by ``autotuner
-    measure``'s fp16 phase (:mod:`autotuner.realrun.fp16probe`, fitted by :func:`autotuner.fit.sweep.fp16_cost`)
+    measure``'s fp16 phase (:mod:`autotuner.frameworks.horovod.fp16probe`, fitted by :func:`autotuner.fit.sweep.fp16_cost`)
     on CPU ranks, or from a GPU's datasheet memory bandwidth (:func:`autotuner.specs.gpu_fp16_cost`).
 
     ``hvd.Compression.fp16`` (Horovod 0.28.1 ``horovod/torch/compression.py``) casts each gradient to
@@ -562,7 +562,7 @@ class CostModel:
         Flat: one ring over all ranks, limited by the slowest tier it crosses. Hierarchical
         (only when ``cluster.nodes > 1``; Horovod ignores the flag when size == local_size,
         operations.cc): see module docstring. Whether the backend has hierarchical allreduce at
-        all is the caller's (the simulators' ``backend``, :func:`autotuner.knobs.hierarchical_allreduce_supported`).
+        all is the caller's (the simulators' ``backend``, :func:`autotuner.frameworks.horovod.knobs.hierarchical_allreduce_supported`).
         """
         L, N = cluster.gpus_per_node, cluster.nodes
         intra = self.intra or self.inter

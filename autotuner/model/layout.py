@@ -33,7 +33,7 @@ class Layout:
             is ready; finite, non-negative, with a positive sum (normalised by it).
         forward_ms, backward_ms: measured forward (+ loss) and backward time per step, ms
             (``autotuner profile``), or None; both or neither. When given, they are the
-            workload of an uncalibrated model (:func:`autotuner.api.make_scenario`).
+            workload of an uncalibrated model (:func:`autotuner.frameworks.horovod.predict.make_scenario`).
         device, batch_size: where ``autotuner profile`` ran the model and its batch per rank
             (None for layouts written from published shapes).
         ready_ms: shape (T,), measured ms from the end of forward until each gradient is

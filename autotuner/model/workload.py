@@ -1,6 +1,6 @@
 """The compute side of a training step, shared by every framework's simulator: how long the forward, backward and
 update take (:class:`Workload`) and when each gradient reaches the framework's hook (:func:`hand_over_times`).
-Pure: no I/O. Horovod's simulator (:mod:`autotuner.model.simulator`) and DDP's Reducer simulator
+Pure: no I/O. Horovod's simulator (:mod:`autotuner.frameworks.horovod.simulator`) and DDP's Reducer simulator
 (:mod:`autotuner.frameworks.ddp.reducer`) both read it.
 """
 from __future__ import annotations
@@ -27,14 +27,14 @@ class Workload:
         host_backward_s: host time (s) autograd takes to hand every gradient to Horovod (the
             last hook fires ``host_backward_s`` after backward starts), or None: hooks fire when
             the gradient is ready on the device (CPU training). With a GPU, PyTorch launches
-            kernels asynchronously, so the hooks run ahead of the device; see :mod:`autotuner.model.simulator`'s
+            kernels asynchronously, so the hooks run ahead of the device; see :mod:`autotuner.frameworks.horovod.simulator`'s
             docstring ("Hand-over").
         async_collectives: True for GPU (NCCL) allreduces, which Horovod enqueues on its own
             CUDA stream and completes on a finalizer thread, so the background loop is not
             blocked for their duration (they still run one after another on that stream).
             False: each collective blocks the loop (Gloo/MPI CPU ops).
         cpu_bound: True when the compute runs on CPU cores the ranks fill (set by
-            :meth:`autotuner.model.scenario.Scenario.workload_at`): a response that starts before
+            :meth:`autotuner.frameworks.horovod.scenario.Scenario.workload_at`): a response that starts before
             the backward ends runs :meth:`autotuner.model.costmodel.ComputeDelay.extra_s` longer
             (nothing where the env measured no delay).
     """

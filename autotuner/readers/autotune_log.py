@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..errors import AutotuneLogError, KnobError
-from ..knobs import (
+from ..frameworks.horovod.knobs import (
     CACHE_ON,
     DEFAULTS_0_28,
     MIB,
@@ -86,7 +86,7 @@ class AutotuneSample:
 
     @property
     def fusion_threshold_bytes(self) -> int:
-        """The threshold in bytes, rounded (:func:`autotuner.knobs.mib_to_bytes`)."""
+        """The threshold in bytes, rounded (:func:`autotuner.frameworks.horovod.knobs.mib_to_bytes`)."""
         return mib_to_bytes(self.fusion_threshold_mb)
 
 
@@ -237,7 +237,7 @@ def read_autotune_log(path: str | Path, max_bytes: int = MAX_FILE_BYTES) -> Auto
 def row_config(row, base: Config = DEFAULTS_0_28) -> Config:
     """The configuration of one autotune row (an :class:`AutotuneSample`, or a mapping with the same
     fields, as ``validate`` records it): its fusion threshold, cycle time and hierarchical
-    switches; the cache at :data:`~autotuner.knobs.CACHE_ON` when enabled, else 0; other knobs
+    switches; the cache at :data:`~autotuner.frameworks.horovod.knobs.CACHE_ON` when enabled, else 0; other knobs
     from ``base``. Raises KnobError when a value is outside the knob table."""
     get = row.get if isinstance(row, Mapping) else (lambda k: getattr(row, k))
     return config_from_values({"fusion_threshold_mb": get("fusion_threshold_mb"), "cycle_time_ms": get("cycle_time_ms"),
@@ -250,7 +250,7 @@ def best_config(log: AutotuneLog, base: Config = DEFAULTS_0_28) -> Config | None
     """:func:`row_config` of ``log.best`` (None without a best row).
 
     Raises :class:`AutotuneLogError` (``source:line: ...``, naming the knob and the value) when
-    the row is outside the knob table's ranges (:data:`autotuner.knobs.KNOBS`), e.g. a cycle
+    the row is outside the knob table's ranges (:data:`autotuner.frameworks.horovod.knobs.KNOBS`), e.g. a cycle
     time the user fixed above 100 ms.
     """
     b = log.best

@@ -2,7 +2,7 @@
 
 Three forms are understood, checked in this order:
 
-1. The replay workload's summary (:mod:`autotuner.realrun.replay`): one line
+1. The replay workload's summary (:mod:`autotuner.frameworks.horovod.replay`): one line
    ``AUTOTUNER_RESULT {json}`` with ``step_times_ms`` (list of ms, measured steps only).
 2. The protocol for a user's own script: one line per measured step,
    ``AUTOTUNER_STEP_TIME_MS <float>`` (ms, rank 0 only; print warm-up steps without it).
@@ -143,5 +143,5 @@ def parse_output(text: str, batch_size: int | None = None) -> StepTimes:
         return StepTimes(times, tuple(iters), "synthetic_benchmark", problems=tuple(problems))
     raise ReplayOutputError(
         f"no step time in the output: print '{STEP_TAG} <ms>' per step, or the "
-        f"'{RESULT_TAG}' line of autotuner.realrun.replay, or pytorch_synthetic_benchmark's 'Iter #' lines"
+        f"'{RESULT_TAG}' line of autotuner.frameworks.horovod.replay, or pytorch_synthetic_benchmark's 'Iter #' lines"
         + (f" ({len(problems)} line(s) skipped; first: {problems[0]})" if problems else ""))

@@ -46,7 +46,7 @@ class EnvData:
 
 
 def parse_records(text: str, source: str, *, strict: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
-    """Trial records of ``autotuner validate`` (JSON Lines, :mod:`autotuner.realrun.validation`).
+    """Trial records of ``autotuner validate`` (JSON Lines, :mod:`autotuner.frameworks.horovod.validation`).
 
     Returns (records, problems): a line that is not JSON, or not a record
     (:class:`autotuner.schemas.Record`: a ``trial`` id, a ``status``, a ``setup``, finite
@@ -86,7 +86,7 @@ def read_validation_records(runs_dir: Path | Sequence[Path], env: str,
 
     Records are checked by :class:`autotuner.schemas.Record`. Unreadable files and lines, and
     records that do not match, are skipped (a view must not fail on them, nor repair them: the
-    writer, :class:`autotuner.realrun.validation.TrialStore`, does that) and named in
+    writer, :class:`autotuner.frameworks.horovod.validation.TrialStore`, does that) and named in
     ``problems`` when a list is given (``file:line: field: value: reason``). [] when there is
     no folder, or when ``env`` is not a plain name.
     """

@@ -1,6 +1,6 @@
 """Reader for ``autotuner measure``'s record file (JSON Lines, :class:`autotuner.schemas.SweepRecord`).
 
-One line per measured item, appended as the sweep goes (:mod:`autotuner.realrun.measure`). A
+One line per measured item, appended as the sweep goes (:mod:`autotuner.frameworks.horovod.measure`). A
 line that is not JSON (a write cut by a kill) or not a sweep record is skipped and named.
 """
 from __future__ import annotations

@@ -19,7 +19,7 @@ Every number is finite; counts are whole numbers >= 1; shapes are whole numbers 
 count fits :data:`autotuner.model.layout.MAX_LAYOUT_BYTES`; shares and durations are >= 0; link
 rates are > 0. Bounds that are not physics are sanity limits, the same as the command line's
 (:mod:`autotuner.options`): at most 100,000 nodes and 1,024 GPUs per node, link rates up to
-10 Tbit/s. Knob values are checked by the knob table (:data:`autotuner.knobs.KNOBS`).
+10 Tbit/s. Knob values are checked by the knob table (:data:`autotuner.frameworks.horovod.knobs.KNOBS`).
 
 Names that become file names (an environment's ``name``) must be plain names
 (:data:`PlainName`); files named inside a data file (``source``, a layout) must be relative

@@ -18,7 +18,7 @@ from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import PydanticCustomError
 
 from ..errors import AutotunerError, SchemaError
-from ..knobs import KNOB_BY_FIELD, KNOB_BY_PARAM
+from ..frameworks.horovod.knobs import KNOB_BY_FIELD, KNOB_BY_PARAM
 
 
 LAYOUT_SCHEMA = "autotuner.layout/1"
@@ -194,7 +194,7 @@ def _knob_type(key: str) -> Any:
 
 
 #: knob keys accepted in data files: option names in flag units (``fusion_threshold_mb``) and
-#: internal field names (``fusion_threshold_bytes``), as :func:`autotuner.knobs.config_from_values`
+#: internal field names (``fusion_threshold_bytes``), as :func:`autotuner.frameworks.horovod.knobs.config_from_values`
 KNOB_KEYS = tuple(sorted(set(KNOB_BY_PARAM) | set(KNOB_BY_FIELD)))
 #: a knob object (unknown keys fail); values checked by their knob
 Knobs = create_model("Knobs", __base__=_Schema, __doc__="Knob values by option or field name.",

@@ -265,7 +265,7 @@ class CompressionRunsEnv(EnvToml):
 
 
 class SweepRecord(BaseModel):
-    """One line of an ``autotuner measure`` record file (:mod:`autotuner.realrun.measure`): one
+    """One line of an ``autotuner measure`` record file (:mod:`autotuner.frameworks.horovod.measure`): one
     measured item of the sweep. Unknown keys are kept (later versions may add some)."""
 
     model_config = ConfigDict(strict=True, extra="allow")
@@ -287,14 +287,14 @@ class SweepRecord(BaseModel):
 
 class CpuProbeRecord(BaseModel):
     """One line of ``cpu.jsonl``, the ``cpu`` phase of ``autotuner measure``
-    (:mod:`autotuner.realrun.cpuprobe`): one job timing compute units beside idle cycles at
+    (:mod:`autotuner.frameworks.horovod.cpuprobe`): one job timing compute units beside idle cycles at
     ``cycle_time_ms``, ``repeat`` of the interleaved series. Unknown keys are kept."""
 
     model_config = ConfigDict(strict=True, extra="allow")
     phase: Literal["cpu"]
     tier: Literal["intra", "inter", "single"]
     cycle_time_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
-    #: ``idle`` (absent in the first records), or a stream of :data:`autotuner.realrun.cpuprobe.STREAMS`
+    #: ``idle`` (absent in the first records), or a stream of :data:`autotuner.frameworks.horovod.cpuprobe.STREAMS`
     stream: PlainName = "idle"
     stream_bytes: Annotated[int, Field(ge=4)] | None = None
     stream_tensors: Annotated[int, Field(ge=1)] | None = None
@@ -318,7 +318,7 @@ class CpuProbeRecord(BaseModel):
 
 class TrickleRecord(BaseModel):
     """One line of ``trickle.jsonl``, the ``trickle`` phase of ``autotuner measure``
-    (:mod:`autotuner.realrun.trickleprobe`): one job at ``cycle_time_ms``, fusion off, whose
+    (:mod:`autotuner.frameworks.horovod.trickleprobe`): one job at ``cycle_time_ms``, fusion off, whose
     timeline holds the responses. Unknown keys are kept."""
 
     model_config = ConfigDict(strict=True, extra="allow")
@@ -335,7 +335,7 @@ class TrickleRecord(BaseModel):
 
 class IdleRecord(BaseModel):
     """One line of ``idle.jsonl``, the ``idle`` phase of ``autotuner measure``
-    (:mod:`autotuner.realrun.idleprobe`): one job, fusion off, whose timeline holds small
+    (:mod:`autotuner.frameworks.horovod.idleprobe`): one job, fusion off, whose timeline holds small
     responses run back to back while the ranks' main threads sleep. Unknown keys are kept."""
 
     model_config = ConfigDict(strict=True, extra="allow")
@@ -351,7 +351,7 @@ class IdleRecord(BaseModel):
 
 class BurstRecord(BaseModel):
     """One line of ``burst.jsonl``, the ``burst`` phase of ``autotuner measure``
-    (:mod:`autotuner.realrun.burstprobe`): one job, fusion off, no timeline: the wall time (ms) of rounds of
+    (:mod:`autotuner.frameworks.horovod.burstprobe`): one job, fusion off, no timeline: the wall time (ms) of rounds of
     small tensors enqueued at once, per size and count (``wall_ms``: ``[bytes, count, [ms, ...]]``, the
     first round of each left out). Unknown keys are kept."""
 
@@ -379,7 +379,7 @@ class BurstRecord(BaseModel):
 
 class Fp16Record(BaseModel):
     """One line of ``fp16.jsonl``, the ``fp16`` phase of ``autotuner measure``
-    (:mod:`autotuner.realrun.fp16probe`): one job's float32 and float16 allreduces of the same bytes
+    (:mod:`autotuner.frameworks.horovod.fp16probe`): one job's float32 and float16 allreduces of the same bytes
     (median ms per size) and the two casts of sets of tensors. Unknown keys are kept."""
 
     model_config = ConfigDict(strict=True, extra="allow")

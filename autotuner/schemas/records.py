@@ -28,7 +28,7 @@ from .core import (
 class Setup:
     """What must be equal for two trials to be comparable (and for a resume to reuse records):
     the ``setup`` of every validation record, and the runtime object of
-    :mod:`autotuner.realrun.validation` (one definition, validated when built or read).
+    :mod:`autotuner.frameworks.horovod.validation` (one definition, validated when built or read).
 
     Attributes: env, model (layout name), np (ranks), hosts (``-H``; empty = localhost),
     bandwidth_gbit (testbed HTB rate, Gbit/s; None = no shaping), compute_ms/update_ms (replay
@@ -40,7 +40,7 @@ class Setup:
     hosts x ranks and ``hosts`` its ``-H``; None: one host), link_gbit (the cluster's host-link
     HTB rate, Gbit/s; ``bandwidth_gbit`` then shapes each host's loopback), replay_wait (the replay
     workload's ``--wait``: ``spin``, Horovod's own synchronize, or ``sleep``, polling; see
-    :data:`autotuner.realrun.replay.WAIT_POLL_S`).
+    :data:`autotuner.frameworks.horovod.replay.WAIT_POLL_S`).
     """
 
     env: str
@@ -87,7 +87,7 @@ class Setup:
 
 
 class TimelineSummary(_Schema):
-    """``timeline`` of a record (:func:`autotuner.realrun.validation.summarize_timeline`)."""
+    """``timeline`` of a record (:func:`autotuner.frameworks.horovod.validation.summarize_timeline`)."""
 
     model_config = ConfigDict(extra="allow")
     #: ``[nbytes, count, median µs, mean µs]`` per response size

@@ -2,7 +2,7 @@
 live in :mod:`autotuner.search`), and the pieces the views share to evaluate and rank grids.
 
 Pure: a scenario in, configurations and step times (ms) out; every prediction goes through
-:func:`step_times_ms` (the batch simulator, :mod:`autotuner.model.fastsim`).
+:func:`step_times_ms` (the batch simulator, :mod:`autotuner.frameworks.horovod.fastsim`).
 """
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..knobs import CACHE_ON, DEFAULTS_0_28, KNOB_BY_FIELD, MIB, Config
-from ..model.fastsim import configs_to_arrays
+from ..frameworks.horovod.knobs import CACHE_ON, DEFAULTS_0_28, KNOB_BY_FIELD, MIB, Config
+from ..frameworks.horovod.fastsim import configs_to_arrays
 from .ranking import Trial, top_distinct
 
 #: ``(scenario, configs) -> step times in ms, shape (len(configs),)``.
@@ -33,8 +33,8 @@ def step_times_ms(sc, configs: Sequence[Config]) -> np.ndarray:
     """Predicted steady-state step time (ms) of each configuration on scenario ``sc``.
 
     Shape (len(configs),), float64. This is the one function every view calls to evaluate a
-    grid. It uses the batch simulator (:meth:`Scenario.step_times`, :mod:`autotuner.model.fastsim`),
-    which tests/test_fastsim.py holds equal to :func:`autotuner.model.simulator.simulate_step`.
+    grid. It uses the batch simulator (:meth:`Scenario.step_times`, :mod:`autotuner.frameworks.horovod.fastsim`),
+    which tests/test_fastsim.py holds equal to :func:`autotuner.frameworks.horovod.simulator.simulate_step`.
     """
     if not len(configs):
         return np.zeros(0)
@@ -43,7 +43,7 @@ def step_times_ms(sc, configs: Sequence[Config]) -> np.ndarray:
 
 def has_hierarchical(sc) -> bool:
     """Whether ``sc``'s backend has hierarchical allreduce
-    (:attr:`~autotuner.model.scenario.Scenario.has_hierarchical_allreduce`; True for a scenario
+    (:attr:`~autotuner.frameworks.horovod.scenario.Scenario.has_hierarchical_allreduce`; True for a scenario
     that does not say)."""
     return bool(getattr(sc, "has_hierarchical_allreduce", True))
 

@@ -1,12 +1,12 @@
 """Bayesian search over Horovod knobs with scikit-optimize (ask/tell).
 
 The objective is any callable ``Config -> step time (s)``: the simulator here, a real
-``horovodrun`` trial later. The space comes from the knob table (:mod:`autotuner.knobs`):
+``horovodrun`` trial later. The space comes from the knob table (:mod:`autotuner.frameworks.horovod.knobs`):
 fusion threshold 0-512 whole MiB (its horovodrun flag takes an integer), cycle time
 0.1-100 ms (log-uniform), response cache on (capacity 1024) / off, and hierarchical
 allreduce only when the cluster has more than one node (Horovod ignores it otherwise,
 operations.cc) and the scenario's backend has it (not on gloo or mpi:
-:func:`autotuner.knobs.hierarchical_allreduce_supported`; there it is pinned off).
+:func:`autotuner.frameworks.horovod.knobs.hierarchical_allreduce_supported`; there it is pinned off).
 Hierarchical allgather is not searched: it only changes allgather ops
 (ops/mpi_operations.cc MPIHierarchicalAllgather), which data-parallel gradient layouts do not
 issue, so it cannot change the predicted step.
@@ -14,7 +14,7 @@ issue, so it cannot change the predicted step.
 Horovod's defaults and autotune's four start points (for each categorical combination) are
 always evaluated first, as controls, and told to the optimizer.
 
-With a ``batch_objective`` (many configurations at once, e.g. :meth:`autotuner.model.scenario.Scenario.step_times`
+With a ``batch_objective`` (many configurations at once, e.g. :meth:`autotuner.frameworks.horovod.scenario.Scenario.step_times`
 on the fast simulator), the Bayesian proposals are followed by a coordinate refinement of the
 best point: each knob in turn is swept over its whole range (every whole MiB 0-512; 1,000
 log-spaced cycle times 0.1-100 ms, rounded to 0.001 ms; every on/off combination) with the others fixed, moving to
@@ -40,12 +40,12 @@ from skopt import Optimizer
 from skopt.space import Categorical, Integer, Real
 from skopt.utils import cook_estimator
 
-from ..knobs import KNOBS, Config, Knob, autotune_start_configs, pin_unsupported_off
+from ..frameworks.horovod.knobs import KNOBS, Config, Knob, autotune_start_configs, pin_unsupported_off
 from .ranking import Origin, Trial, top_distinct  # noqa: F401 (re-exported)
 
 
 def searched_knobs(multi_node: bool, fixed: Mapping[str, Any] = {}) -> list[Knob]:
-    """The knobs a search varies: those with a search ``space`` in :data:`autotuner.knobs.KNOBS`,
+    """The knobs a search varies: those with a search ``space`` in :data:`autotuner.frameworks.horovod.knobs.KNOBS`,
     less the multi-node-only ones on one node and the ``fixed`` ones (field names)."""
     return [k for k in KNOBS if k.space and k.field not in fixed and (multi_node or not k.multi_node_only)]
 

@@ -1,7 +1,7 @@
-"""Exhaustive knob grids evaluated on the fast simulator (:mod:`autotuner.model.fastsim`).
+"""Exhaustive knob grids evaluated on the fast simulator (:mod:`autotuner.frameworks.horovod.fastsim`).
 
 Every configuration of the grid is evaluated (exact shortcuts only: configurations the
-simulator cannot tell apart are simulated once, see :mod:`autotuner.model.fastsim`). Pure: no I/O.
+simulator cannot tell apart are simulated once, see :mod:`autotuner.frameworks.horovod.fastsim`). Pure: no I/O.
 
 The default grid is issue 4's: fusion threshold 0-512 MiB in 1 MiB steps (513 values) ×
 cycle time 0.1-99.6 ms in 0.5 ms steps (200 values) × the on/off knobs (response cache
@@ -16,8 +16,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..knobs import CACHE_ON, KNOB_BY_FIELD, MIB, Config, config_from_values, pin_unsupported_off
-from ..model.scenario import Scenario
+from ..frameworks.horovod.knobs import CACHE_ON, KNOB_BY_FIELD, MIB, Config, config_from_values, pin_unsupported_off
+from ..frameworks.horovod.scenario import Scenario
 from .ranking import Origin, Trial
 
 _FUSION, _CYCLE = KNOB_BY_FIELD["fusion_threshold_bytes"], KNOB_BY_FIELD["cycle_time_ms"]
@@ -156,7 +156,7 @@ class GridStrategy:
     """:class:`~autotuner.search.ranking.Strategy` that simulates every configuration of the
     grid (default: :data:`GRID_FUSION_MB` × :data:`GRID_CYCLE_MS` × the on/off combinations,
     hierarchical ones only on more than one node and where the scenario's backend has
-    hierarchical allreduce, :func:`autotuner.knobs.hierarchical_allreduce_supported`; elsewhere
+    hierarchical allreduce, :func:`autotuner.frameworks.horovod.knobs.hierarchical_allreduce_supported`; elsewhere
     it is pinned off). Knobs in ``fixed`` take their one value."""
 
     fusion_mb: tuple[float, ...] | None = None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Mapping, Protocol
 
-from ..knobs import DEFAULTS_0_28, MIB, Config
+from ..frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
 
 
 class Origin(StrEnum):
@@ -133,7 +133,7 @@ def minimal_change(df, ref: Config, band: float) -> Pick:
     """
     import numpy as np
 
-    from ..knobs import config_from_values
+    from ..frameworks.horovod.knobs import config_from_values
 
     if not band >= 0:
         raise ValueError(f"band must be >= 0, got {band}")

@@ -1,6 +1,6 @@
 """The decision core of ``autotuner tune``: Bayesian optimisation over real trials whose prior is the simulator.
 
-Pure (no I/O, deterministic); the real trials live in :mod:`autotuner.realrun.tune`.
+Pure (no I/O, deterministic); the real trials live in :mod:`autotuner.frameworks.horovod.tune`.
 
 **Candidates.** A grid over what horovodrun can spell (:data:`FUSION_MIB` x :data:`CYCLE_MS` x response
 cache on/off x the gradient compressions asked for): every whole-MiB fusion threshold a power of two
@@ -16,7 +16,7 @@ fitted cost model, refitted after every trial (:func:`refit_bandwidth_scale`).
 hyperparameters are not optimised (a handful of points cannot identify them) but set from measured figures:
 
 - the prior's sd: how far the simulator has been from real runs on this environment (its error band,
-  :func:`autotuner.api.error_band`: held-out mean error, or borrowed from siblings), widened by the
+  :func:`autotuner.frameworks.horovod.environments.error_band`: held-out mean error, or borrowed from siblings), widened by the
   residuals themselves once they exceed it;
 - candidates that rest on physics no real trial of this env has checked (fp16's saving and its measured
   cost, :func:`unchecked_share`) share one offset, a normal prior of sd the median unchecked share, updated
@@ -40,7 +40,7 @@ from the simulator with skopt's own GP and EI keeps the library and gives the pr
 **Stopping rule** (:func:`should_stop`): stop when no candidate's expected improvement (ms) beats the
 measured noise of one trial (``noise_sd · incumbent``), or at the step budget.
 
-**The decision** (:func:`decide`, the one function the loop of :mod:`autotuner.realrun.tune` calls before
+**The decision** (:func:`decide`, the one function the loop of :mod:`autotuner.frameworks.horovod.tune` calls before
 every trial): from the trials so far (:class:`TuneState`), the next candidate or the stop, in this order:
 
 1. three failed trials in a row (:data:`MAX_FAILURES_IN_A_ROW`): stop (the job is broken, not a configuration);
@@ -63,7 +63,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..knobs import CACHE_ON, DEFAULTS_0_28, MIB, Config
+from ..frameworks.horovod.knobs import CACHE_ON, DEFAULTS_0_28, MIB, Config
 
 #: fusion thresholds searched (MiB): powers of two, 0 = fusion off, 128 = Horovod 0.28.1's default
 FUSION_MIB = (0, 1, 2, 4, 8, 16, 32, 64, 128)
@@ -302,7 +302,7 @@ def refit_bandwidth_scale(measured: dict[int, list[float]], predict: Callable[[f
 
 
 def scaled_scenario(sc, scale: float):
-    """``sc`` (a :class:`autotuner.model.scenario.Scenario`) with every link tier's bandwidth multiplied by
+    """``sc`` (a :class:`autotuner.frameworks.horovod.scenario.Scenario`) with every link tier's bandwidth multiplied by
     ``scale`` (:meth:`autotuner.model.costmodel.Tier.scaled`): the refit's one parameter."""
     from dataclasses import replace
 
@@ -315,7 +315,7 @@ def scaled_scenario(sc, scale: float):
 
 def prior_ms(sc, cands: Sequence[Candidate], scale: float = 1.0, idx: Sequence[int] | None = None) -> np.ndarray:
     """The simulator's step time (ms) of candidates ``idx`` (default: all) on ``sc`` with the bandwidths
-    scaled by ``scale``, each with its compression (:meth:`autotuner.model.scenario.Scenario.simulate`)."""
+    scaled by ``scale``, each with its compression (:meth:`autotuner.frameworks.horovod.scenario.Scenario.simulate`)."""
     from dataclasses import replace
 
     base = scaled_scenario(sc, scale)
@@ -337,7 +337,7 @@ MAX_FAILURES_IN_A_ROW = 3
 
 @dataclass
 class TuneState:
-    """What the trials say so far (``autotuner.realrun.tune.state_from_records`` rebuilds it from the records
+    """What the trials say so far (``autotuner.frameworks.horovod.tune.state_from_records`` rebuilds it from the records
     on every resume): ``cands`` searched; ``measured`` candidate index -> measured step times (ms, one per
     trial); ``failed`` indices whose trial failed; ``steps`` and ``wall_s`` spent (warm-up included);
     ``records`` the trials' records; ``fails_in_a_row`` and ``last_error`` of the latest failures."""
@@ -387,7 +387,7 @@ def baseline_index(cands: Sequence[Candidate]) -> int | None:
 
 
 def prior_unchecked(sc, cands: Sequence[Candidate], with_term: np.ndarray) -> np.ndarray:
-    """:func:`unchecked_share` for ``cands`` on ``sc`` (a :class:`autotuner.model.scenario.Scenario`): the fp16
+    """:func:`unchecked_share` for ``cands`` on ``sc`` (a :class:`autotuner.frameworks.horovod.scenario.Scenario`): the fp16
     candidates' predictions without the env's measured fp16 term, and the same knobs without compression
     (``with_term``: :func:`prior_ms` of ``cands``, ms). Zeros when nothing is compressed."""
     from dataclasses import replace

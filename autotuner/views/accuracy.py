@@ -16,9 +16,9 @@ import numpy as np
 from ..fit.fitters import run_config, workload_for
 from ..errors import ModelStoreError, RunsError, ScenarioError
 from ..fit.store import load_env
-from ..knobs import MIB, Config
+from ..frameworks.horovod.knobs import MIB, Config
 from ..model.costmodel import Cluster
-from ..model.simulator import simulate_step
+from ..frameworks.horovod.simulator import simulate_step
 from ..readers.layouts import load_recorded_layout
 from ..readers.runs import read_runs
 from ..schemas.records import timeline_recorded, zero_gradients
@@ -194,13 +194,13 @@ def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = 
     the trial's layout (``setup.model``: shipped name, a layout stored with the env under
     ``env_path``, or an absolute ``.json`` path as ``validate --model`` recorded it:
     :func:`autotuner.readers.layouts.load_recorded_layout`), its emulated compute (``setup.compute_ms``, forward 1/3 and backward 2/3 as
-    :mod:`autotuner.realrun.replay` sleeps them, plus ``setup.update_ms``), the trial's shape
+    :mod:`autotuner.frameworks.horovod.replay` sleeps them, plus ``setup.update_ms``), the trial's shape
     (``setup.testbed_hosts`` x ``setup.ranks_per_host``; else the env's cluster; the cost model for
     that shape, :meth:`autotuner.fit.store.FittedEnv.cost_for`) and the env's backend; ``compression``: the
     trial's (``fp16``: half the bytes, and the env's measured fp16 cost when it has one,
-    :class:`autotuner.model.costmodel.Fp16Cost`). Returns the :class:`autotuner.model.simulator.StepResult`. Raises KeyError for a
+    :class:`autotuner.model.costmodel.Fp16Cost`). Returns the :class:`autotuner.frameworks.horovod.simulator.StepResult`. Raises KeyError for a
     setup without ``compute_ms``, LayoutError (one line) for an unknown or missing layout."""
-    from ..model.scenario import COMPRESSION_RATIO
+    from ..frameworks.horovod.scenario import COMPRESSION_RATIO
 
     wl = replace(workload_for(float(setup["compute_ms"]) * 1e-3), update_s=float(setup.get("update_ms", 0.0)) * 1e-3)
     L = load_recorded_layout(setup["model"], env_path, where)
@@ -221,14 +221,14 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
     other ``validation/*.jsonl`` (held out: their configurations were not used by the fit).
     ``transfer``: ``fenv`` is another environment's model (see :func:`cases`): its cost model
     and cluster, the trial setup's compute (forward 1/3, backward 2/3 of ``compute_ms``, as
-    :mod:`autotuner.realrun.replay` runs it, plus ``update_ms``), the trial's shipped layout;
+    :mod:`autotuner.frameworks.horovod.replay` runs it, plus ``update_ms``), the trial's shipped layout;
     no row is calibrated. ``held_out_only``: the env was fitted from something else (a ``sweep``
     env's trials under ``validation/``, e.g. runs/local-gloo-2x2): every trial is held out and its
     workload comes from its setup as for ``transfer``.
 
     A trial run on an emulated cluster (setup ``testbed_hosts`` x ``ranks_per_host``) is predicted
     for that shape, not the env's; the env's backend decides whether a hierarchical flag acts
-    (:func:`autotuner.knobs.hierarchical_allreduce_supported`).
+    (:func:`autotuner.frameworks.horovod.knobs.hierarchical_allreduce_supported`).
     Per configuration: measured = median over repeats of each trial's median step time. Trials that ran
     Horovod's timeline (:func:`autotuner.schemas.records.timeline_recorded`) are their own rows, named
     "timeline ran": the prediction is for a job without the timeline, whose writer costs such a step 3-30 %

@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 
 from ..fit.fitters import workload_for
-from ..knobs import Config
+from ..frameworks.horovod.knobs import Config
 from ..model.costmodel import Cluster
-from ..model.simulator import simulate_step
+from ..frameworks.horovod.simulator import simulate_step
 from ..readers.layouts import load_layout
 from ..readers.runs import read_validation_files
 

@@ -1,11 +1,11 @@
 """Views of the knob space: the explorer grid, one-knob sensitivity, and scaling what-ifs.
 
-Pure: a :class:`~autotuner.model.scenario.Scenario` (and, for the measured overlay, already-read
+Pure: a :class:`~autotuner.frameworks.horovod.scenario.Scenario` (and, for the measured overlay, already-read
 validation records) in; pandas DataFrames and frozen dataclasses out. No file I/O, no clocks
 except the wall time each view reports, no global random state. Plots are in
-:mod:`autotuner.views.plots_explore`, file reading in :mod:`autotuner.api`.
+:mod:`autotuner.views.plots_explore`, file reading in :mod:`autotuner.frameworks.horovod.predict`.
 
-Units: fusion threshold in **bytes** in :class:`~autotuner.knobs.Config` and in the
+Units: fusion threshold in **bytes** in :class:`~autotuner.frameworks.horovod.knobs.Config` and in the
 ``fusion_threshold_bytes`` columns, MiB (2**20 bytes) in ``fusion_threshold_mb`` columns;
 cycle time in ms; step times in ms; link rates in Gbit/s (10**9 bit/s); throughput in
 steps/s and samples/s.
@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ExploreError
-from ..knobs import (
+from ..frameworks.horovod.knobs import (
     CACHE_ON,
     DEFAULTS_0_28,
     KNOB_BY_FIELD,
@@ -49,7 +49,7 @@ def combos(cluster: Cluster, hierarchical: bool = True) -> list[Combo]:
     """Cache on/off × hierarchical allreduce off/on, the latter only when ``cluster.nodes > 1``
     (Horovod turns the flag off when size == local_size, horovod/common/operations.cc) and
     ``hierarchical`` (the backend has hierarchical allreduce:
-    :attr:`~autotuner.model.scenario.Scenario.has_hierarchical_allreduce`)."""
+    :attr:`~autotuner.frameworks.horovod.scenario.Scenario.has_hierarchical_allreduce`)."""
     hier = (False, True) if cluster.nodes > 1 and hierarchical else (False,)
     return [Combo(CACHE_ON if c else 0, h) for c in (True, False) for h in hier]
 
@@ -139,7 +139,7 @@ class Exploration:
 
 def scenario_info(sc) -> dict[str, Any]:
     """The scenario as JSON-ready facts: sizes (MiB), shape, link rates (Gbit/s), one rank's
-    compute (ms, :attr:`~autotuner.model.scenario.Scenario.rank_workload`), the backend what-if."""
+    compute (ms, :attr:`~autotuner.frameworks.horovod.scenario.Scenario.rank_workload`), the backend what-if."""
     intra = sc.cost.intra
     return {"env": sc.env, "model": sc.model, "layout": sc.layout.name, "tensors": sc.layout.n_tensors,
             "gradient_mb": sc.layout.total_bytes / MIB, "nodes": sc.cluster.nodes,
@@ -154,7 +154,7 @@ def explore(sc, *, resolution: int = 24, suggested: Config | None = None,
     """Predicted step time over fusion threshold × cycle time for every on/off combination.
 
     Args:
-        sc: the scenario (:func:`autotuner.api.make_scenario`).
+        sc: the scenario (:func:`autotuner.frameworks.horovod.predict.make_scenario`).
         resolution: points per axis (R): thresholds 0 + R log-spaced in [64 KiB, 512 MiB],
             cycle times R log-spaced in [0.1, 100] ms. Simulations: combos · (R + 1) · R.
         suggested: the ``suggest`` pick (or any configuration) to mark (None: not marked).
@@ -229,7 +229,7 @@ def measured_points(records: Iterable[tuple[str, dict]], sc, *, evaluate: Evalua
     """Real trials of ``sc``'s env and model, averaged per job, beside today's prediction for that job.
 
     ``records``: (source name, record) pairs from ``runs/<env>/validation/*.jsonl``
-    (:mod:`autotuner.realrun.validation`). Kept: status ``ok``, a fixed configuration (autotune trials,
+    (:mod:`autotuner.frameworks.horovod.validation`). Kept: status ``ok``, a fixed configuration (autotune trials,
     whose configuration changes during the run, are left out), ``setup.model`` equal to the
     scenario's model, ``setup.env`` (when present) equal to its env and ``setup.np`` (when
     present) equal to its rank count. A job is one source's knobs, gradient compression and timeline

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
-from ..knobs import CACHE_ON, MIB  # noqa: E402
+from ..frameworks.horovod.knobs import CACHE_ON, MIB  # noqa: E402
 from ..writers.atomic import atomic_write_bytes  # noqa: E402
 from ..search.grid import Combo  # noqa: E402
 from .explore import Exploration  # noqa: E402

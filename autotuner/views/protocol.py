@@ -1,7 +1,7 @@
 """The fresh-environment protocol's figures: how well a sweep-only model predicts real replays.
 
 Input: the validation records of one environment (``<runs>/<env>/validation/<name>.jsonl``,
-:mod:`autotuner.realrun.validation`) and that environment's fitted model. Output: per
+:mod:`autotuner.frameworks.horovod.validation`) and that environment's fitted model. Output: per
 configuration the measured step time (median over repeats of each trial's median, with the
 repeats' range) next to the prediction, and the summary figures issue 20 asks for:
 
@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..knobs import Config
+from ..frameworks.horovod.knobs import Config
 
 
 @dataclass(frozen=True)

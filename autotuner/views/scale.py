@@ -1,7 +1,7 @@
 """Scaling what-ifs: step time, throughput and scaling efficiency per node count and link rate.
 
 Pure, like :mod:`autotuner.views.explore` (whose evaluator and tie rules it shares): a
-:class:`~autotuner.model.scenario.Scenario` in; pandas DataFrames and frozen dataclasses out.
+:class:`~autotuner.frameworks.horovod.scenario.Scenario` in; pandas DataFrames and frozen dataclasses out.
 Units: step times in ms, link rates in Gbit/s (10**9 bit/s), throughput in steps/s and
 samples/s, fusion threshold in MiB in the ``*_mb`` columns.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ExploreError
-from ..knobs import DEFAULTS_0_28, MIB
+from ..frameworks.horovod.knobs import DEFAULTS_0_28, MIB
 from ..model.costmodel import Cluster
 from ..search.at_size import (  # noqa: F401 (best_at_size, BestAtSize: the scale view's search)
     BestAtSize,
@@ -67,10 +67,10 @@ class Scaling:
             are ranks on one node: single-server scaling); the efficiency's N counts it.
 
     Every row also has ``compute_ms`` (one rank's compute at that point, ms: it changes with the
-    ranks under contention or a global workload, :attr:`~autotuner.model.scenario.Scenario.rank_workload`)
-    and, when the scenario has a run shape (:attr:`~autotuner.model.scenario.Scenario.run`),
+    ranks under contention or a global workload, :attr:`~autotuner.frameworks.horovod.scenario.Scenario.rank_workload`)
+    and, when the scenario has a run shape (:attr:`~autotuner.frameworks.horovod.scenario.Scenario.run`),
     ``steps_per_rank``, ``best_wall_time_s`` and ``default_wall_time_s`` (predicted wall time of
-    the whole run, s, :meth:`~autotuner.model.scenario.Scenario.wall_s` at that point's ranks).
+    the whole run, s, :meth:`~autotuner.frameworks.horovod.scenario.Scenario.wall_s` at that point's ranks).
     """
 
     scenario: dict[str, Any]

@@ -5,7 +5,7 @@ folder, is flushed and fsynced, then renamed over the target with ``os.replace``
 POSIX), so an interrupted write (Ctrl-C, SIGTERM, a full disk) leaves the old file or none,
 never half of one. Errors become :class:`~autotuner.errors.OutputError` with one line naming
 the path. Append-only trial records are written elsewhere
-(:class:`autotuner.realrun.validation.TrialStore`, O_APPEND + fsync per record).
+(:class:`autotuner.frameworks.horovod.validation.TrialStore`, O_APPEND + fsync per record).
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ allreduce off/on × hierarchical allgather off/on = 820,800 configurations), Dat
 included; median over ``--repeat`` runs. ``--no-dedupe`` simulates every row (no result reuse).
 ``--cpu N`` pins the process to one core.
 
-``regret``: for each env, model and seed, ``suggest``'s pick (:func:`autotuner.api.suggest_configs`,
+``regret``: for each env, model and seed, ``suggest``'s pick (:func:`autotuner.frameworks.horovod.predict.suggest_configs`,
 default 24 proposals after the controls, then the coordinate refinement on the fast simulator)
 against the grid optimum: regret % = (best predicted step time among suggest's trials − grid
 minimum) / grid minimum × 100, for the Bayesian trials alone and with the refinement. Negative:
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def scenario(env: str, model: str, compute_ms: float):
-    from autotuner.api import make_scenario
+    from autotuner.frameworks.horovod.predict import make_scenario
     from autotuner.fit.store import load_env
 
     fenv = load_env(ROOT / "autotuner" / "models", env)
@@ -55,7 +55,7 @@ def bench_grid(a) -> None:
 
 
 def bench_regret(a) -> None:
-    from autotuner.api import suggest_configs
+    from autotuner.frameworks.horovod.predict import suggest_configs
     from autotuner.search.grid import best_of_grid, grid_step_times
 
     print("| env | model | grid optimum (ms) | seed | Bayesian only (ms) | regret | + refinement (ms) | regret | best found |")

@@ -7,8 +7,8 @@ Run by hand (not part of CI pass/fail):
 The process is pinned to one core (``os.sched_setaffinity``). Configurations are drawn at
 random from the search space (fusion 0-512 whole MiB, cycle 0.1-100 ms log-uniform, cache
 on/off, hierarchical allreduce on/off) with a seeded generator, all distinct. Reference: one
-:func:`autotuner.model.simulator.simulate_step` call per configuration. Fast:
-:func:`autotuner.model.fastsim.simulate_batch` with ``dedupe=False`` (every configuration simulated,
+:func:`autotuner.frameworks.horovod.simulator.simulate_step` call per configuration. Fast:
+:func:`autotuner.frameworks.horovod.fastsim.simulate_batch` with ``dedupe=False`` (every configuration simulated,
 no result reuse), in one batch. Each figure is the median over ``--repeat`` runs.
 """
 import argparse
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def random_configs(n: int, seed: int) -> dict[str, np.ndarray]:
-    from autotuner.knobs import MIB
+    from autotuner.frameworks.horovod.knobs import MIB
 
     rng = np.random.default_rng(seed)
     return {"fusion_threshold_bytes": rng.integers(0, 513, n) * MIB,
@@ -43,10 +43,10 @@ def main() -> None:
     ap.add_argument("--n-fast", type=int, default=50_000, help="configurations per fast run")
     a = ap.parse_args()
     os.sched_setaffinity(0, {a.cpu})
-    from autotuner.api import make_scenario
-    from autotuner.model.fastsim import simulate_batch
-    from autotuner.knobs import Config
-    from autotuner.model.simulator import simulate_step
+    from autotuner.frameworks.horovod.predict import make_scenario
+    from autotuner.frameworks.horovod.fastsim import simulate_batch
+    from autotuner.frameworks.horovod.knobs import Config
+    from autotuner.frameworks.horovod.simulator import simulate_step
 
     print(f"# simulator throughput, env {a.env}, pinned to core {a.cpu} of {os.cpu_count()}, "
           f"python {platform.python_version()}, numpy {np.__version__}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")

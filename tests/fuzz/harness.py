@@ -259,8 +259,8 @@ def _check_step(r) -> str | None:
 
 
 def _simulate_default(model_dir: Path, env: str | None, model: str, compute_ms: float | None) -> str | None:
-    from autotuner.api import make_scenario
-    from autotuner.knobs import DEFAULTS_0_28
+    from autotuner.frameworks.horovod.predict import make_scenario
+    from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
 
     sc, _ = make_scenario(model_dir, env, model, compute_ms=compute_ms)
     return _check_step(sc.simulate(DEFAULTS_0_28))
@@ -972,7 +972,7 @@ def g_measure(c: Case) -> None:
 
 def g_profile(c: Case) -> None:
     """Bad factories and shapes (a profile never starts a process; a bad value never computes)."""
-    bads = [("--model", [":", ":x", ".rel:x", "nope", "", "os:getpid", "autotuner.knobs:MIB"]),
+    bads = [("--model", [":", ":x", ".rel:x", "nope", "", "os:getpid", "autotuner.frameworks.horovod.knobs:MIB"]),
             ("--input-shape", ["", "x", "0,3", "3,-1", "3,,4", "nan"]), ("--batch-size", ["0", "-1", "x"]),
             ("--steps", ["0", "-1"]), ("--warmup", ["-1", "x"]), ("--threads", ["0", "-1"]),
             ("--concurrent", ["0", "-1", "x"]), ("--device", ["tpu", ""])]

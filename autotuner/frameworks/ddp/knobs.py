@@ -1,4 +1,4 @@
-"""The one table of PyTorch DDP knobs (:data:`DDP_KNOBS`, the pattern of :data:`autotuner.knobs.KNOBS`) and the
+"""The one table of PyTorch DDP knobs (:data:`DDP_KNOBS`, the pattern of :data:`autotuner.frameworks.horovod.knobs.KNOBS`) and the
 configuration they make (:class:`DdpConfig`).
 
 Sources (torch 2.13.0): the arguments and their defaults are ``DistributedDataParallel.__init__``'s

@@ -8,7 +8,7 @@ Run it under torchrun, e.g.::
 
 The module's parameters are the layout's tensors, registered in forward order (the reverse of the layout's
 backward order), so DDP's ``parameters()`` order, its constructor's buckets and its rebuilt ones see the layout's
-real sizes, count and backward order. Compute is emulated as :mod:`autotuner.realrun.replay` emulates it (the same
+real sizes, count and backward order. Compute is emulated as :mod:`autotuner.frameworks.horovod.replay` emulates it (the same
 deadlines: forward ``compute_ms / 3``, backward ``2 compute_ms / 3``, tensor ``i``'s gradient produced when
 ``ready_fraction[i]`` of the backward has elapsed): each stage's backward sleeps to its deadline and returns the
 parameter's gradient, gradient-like values (N(0, 1e-6), seeded by rank, as the Horovod replay's), so autograd's
@@ -35,7 +35,7 @@ import time
 
 RESULT_TAG = "AUTOTUNER_RESULT"
 FORWARD_SHARE = 1.0 / 3.0
-GRADIENT_STD = 1e-3  # as autotuner.realrun.replay.GRADIENT_STD
+GRADIENT_STD = 1e-3  # as autotuner.frameworks.horovod.replay.GRADIENT_STD
 
 
 def _sleep_to(deadline: float) -> None:

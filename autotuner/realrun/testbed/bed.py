@@ -48,7 +48,7 @@ class Testbed:
     netns: str | None = None
     #: a cluster's hosts (:func:`emulated_cluster`), first = where the launcher runs; () for one loopback
     hosts: tuple["Host", ...] = ()
-    #: argv that replaces ``horovodrun`` for a cluster (:mod:`autotuner.realrun.hostlaunch`), else ()
+    #: argv that replaces ``horovodrun`` for a cluster (:mod:`autotuner.frameworks.horovod.hostlaunch`), else ()
     launcher: tuple[str, ...] = ()
     #: the intra-node (loopback) HTB rate of a cluster's hosts in Gbit/s, None = unshaped
     intra_gbit: float | None = None

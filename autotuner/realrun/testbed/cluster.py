@@ -75,7 +75,7 @@ def emulated_cluster(n_hosts: int, link_gbit: float | None, *, intra_gbit: float
     ``link_gbit``: every host link's HTB rate in Gbit/s (1e9 bit/s), both directions; None leaves the
     veth links unshaped. ``intra_gbit``: HTB on each host's loopback (the intra-node tier), None =
     unshaped. The testbed's ``prefix`` enters the first host, ``launcher`` is
-    :mod:`autotuner.realrun.hostlaunch` (Horovod's Gloo launcher starting each rank in its host's
+    :mod:`autotuner.frameworks.horovod.hostlaunch` (Horovod's Gloo launcher starting each rank in its host's
     namespace) and :meth:`Testbed.hosts_arg` gives horovodrun's ``-H``.
 
     Raises TestbedError (one line) when ``check()`` gives a reason or a step fails (a cluster cannot
@@ -107,7 +107,7 @@ def emulated_cluster(n_hosts: int, link_gbit: float | None, *, intra_gbit: float
                 _hosts_file(h.netns, h.address, socket.gethostname())
         except OSError as e:
             raise TestbedError(f"cannot write {ETC_NETNS}/<netns>/hosts: {e.strerror or e}") from None
-        launcher = (sys.executable, "-m", "autotuner.realrun.hostlaunch",
+        launcher = (sys.executable, "-m", "autotuner.frameworks.horovod.hostlaunch",
                     *[a for h in hosts for a in ("--host", f"{h.address}={h.netns}")], "--")
         link = f"{link_gbit:g} Gbit/s HTB links (both directions)" if link_gbit else "unshaped veth links"
         intra = f"{intra_gbit:g} Gbit/s HTB on each host's lo" if intra_gbit else "unshaped lo inside each host"

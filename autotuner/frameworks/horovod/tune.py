@@ -1,9 +1,9 @@
 """``autotuner tune``: Bayesian optimisation on real ``horovodrun`` trials, the simulator as its prior.
 
 The decisions are :mod:`autotuner.search.tune` (pure); this module runs them: each trial is one real job
-(:class:`autotuner.realrun.validation.TrialRunner`, the replay workload or the user's command, in the
+(:class:`autotuner.frameworks.horovod.validation.TrialRunner`, the replay workload or the user's command, in the
 testbed ``validate`` uses), appended to ``runs/<env>/tune/<name>.jsonl`` as soon as it ends
-(:class:`~autotuner.realrun.validation.TrialStore`: one fsynced append per trial). A re-run with the same
+(:class:`~autotuner.frameworks.horovod.validation.TrialStore`: one fsynced append per trial). A re-run with the same
 setup reads the records, rebuilds the same belief and goes on where it stopped; a finished tune prints its
 answer again without running anything.
 
@@ -12,7 +12,7 @@ then the expected-improvement argmax, until no candidate's expected improvement 
 the budget is spent) are one pure function, :func:`autotuner.search.tune.decide`, for every compression set;
 this loop only rebuilds the state from the records, calls it, and runs the trial it names.
 
-Record keys: those of a validation record (:func:`~autotuner.realrun.validation.make_record`, kind ``tune``,
+Record keys: those of a validation record (:func:`~autotuner.frameworks.horovod.validation.make_record`, kind ``tune``,
 label the candidate's key, ``predicted_step_time_ms`` the refitted simulator's at launch) plus ``tune``:
 ``{"candidate", "index", "steps", "bandwidth_scale", "rms_before", "rms_after", "prior_ms",
 "prior_unrefit_ms", "ei_ms", "noise_sd", "reason"}`` (the refit in force when the trial was chosen and
@@ -33,8 +33,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..errors import ValidationError
-from ..search.tune import Candidate, TuneState, candidate_grid, decide, prior_ms, prior_unchecked
+from ...errors import ValidationError
+from ...search.tune import Candidate, TuneState, candidate_grid, decide, prior_ms, prior_unchecked
 from .validation import Outcome, TrialSpec, TrialStore, make_record, matching
 
 #: tune's kind in the record file
@@ -148,13 +148,13 @@ _STEP_LINE = re.compile(rb"(?:^|:)step (\d+) time_ms ([0-9.]+)", re.M)
 
 
 def run_default_autotune(job, timeout_s: float, log_file: Path, poll_s: float = 0.5) -> tuple[Outcome, dict[str, Any]]:
-    """Run ``job`` (a :class:`autotuner.realrun.launcher.Job` with Horovod's default autotune settings) until its
+    """Run ``job`` (a :class:`autotuner.frameworks.horovod.launch.Job` with Horovod's default autotune settings) until its
     autotune log has its best-values row (tuning finished), then stop it. Returns the outcome (step times of
     the steps after settling, if any: usually none) and ``settled``: ``{"finished", "steps", "wall_s",
     "rows"}`` (the replay's steps rank 0 had printed, read from its ``step N time_ms`` lines, or None for a
     command that prints none; seconds since the job's start when the finished log was seen; logged rows)."""
-    from ..readers.autotune_log import read_autotune_log
-    from .launcher import OwnedProcess
+    from ...readers.autotune_log import read_autotune_log
+    from ...realrun.launcher import OwnedProcess
     from .validation import summarize_autotune_log
 
     t0 = time.monotonic()

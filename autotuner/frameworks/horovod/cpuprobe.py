@@ -10,7 +10,7 @@ allreduces over the controller's Gloo context every cycle, idle or not (Horovod 
 work for them. A compute thread with no spare core pays for all of it.
 
 The phase runs this module under horovodrun on the first tier's host
-(:func:`autotuner.realrun.measure.tiers`): each rank's main thread (one torch thread) times
+(:func:`autotuner.frameworks.horovod.measure.tiers`): each rank's main thread (one torch thread) times
 :data:`UNITS` compute units, a 256×1024 @ 1024×1024 float32 matmul (~5 ms on this machine), with
 nothing enqueued: only idle cycles run beside it. Two jobs alternate, :data:`CYCLES_MS`: the
 cycle time ``1 ms`` (Horovod's default, many wake-ups) and ``100 ms`` (the top of Horovod's
@@ -48,7 +48,7 @@ UNIT_SHAPE = (256, 1024, 1024)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m autotuner.realrun.cpuprobe", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.horovod.cpuprobe", description=__doc__.split("\n")[0])
     p.add_argument("--units", type=int, default=UNITS, help=f"timed compute units per rank (default {UNITS})")
     p.add_argument("--stream", default="", help="BYTES,TENSORS,BATCHES: a sender thread allreduces BATCHES batches "
                    "of TENSORS float32 tensors of BYTES bytes, one batch after another, timing each")

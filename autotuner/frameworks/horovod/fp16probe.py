@@ -33,7 +33,7 @@ TAG = "AUTOTUNER_FP16"
 SIZES = (1 << 20, 4 << 20, 16 << 20)
 REPEATS = 7
 #: the summed values: gradient-like, N(0, GRADIENT_STD**2) seeded by rank, as the replay's gradients
-#: (:data:`autotuner.realrun.replay.GRADIENT_STD`); Gloo's software float16 sum costs less for zeros or ones
+#: (:data:`autotuner.frameworks.horovod.replay.GRADIENT_STD`); Gloo's software float16 sum costs less for zeros or ones
 #: than for random mantissas (docs/compression.md, "The values matter"). Averaged as training does
 #: (``hvd.Average``: Horovod rescales the float16 result, ``ScaleBuffer``), since issue 29's second pass;
 #: the phase's records before it summed ones (``op=Sum``).
@@ -51,7 +51,7 @@ def _median(v: list[float]) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m autotuner.realrun.fp16probe", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.horovod.fp16probe", description=__doc__.split("\n")[0])
     p.add_argument("--repeats", type=int, default=REPEATS, help="timed allreduces per size and dtype")
     p.add_argument("--wait", default="spin", help="spin (hvd.synchronize) or sleep (poll, then synchronize)")
     a = p.parse_args(argv)

@@ -29,7 +29,7 @@ TAG = "AUTOTUNER_IDLE"
 SIZES = (4096, 16384, 65536)
 TENSORS = 32
 ROUNDS = 4
-#: poll interval (s): the replay's ``WAIT_POLL_S`` (autotuner.realrun.replay), not imported so that
+#: poll interval (s): the replay's ``WAIT_POLL_S`` (autotuner.frameworks.horovod.replay), not imported so that
 #: this probe needs nothing but Horovod
 POLL_S = 0.0002
 #: tensor-name prefix the fit reads
@@ -37,7 +37,7 @@ PREFIX = "idle"
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m autotuner.realrun.idleprobe", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.horovod.idleprobe", description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=ROUNDS, help="rounds per size")
     a = p.parse_args(argv)
     if a.rounds < 2:

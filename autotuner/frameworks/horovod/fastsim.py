@@ -1,8 +1,8 @@
-"""Fast batch simulator: :func:`~autotuner.model.simulator.simulate_step`'s step time for many configurations.
+"""Fast batch simulator: :func:`~autotuner.frameworks.horovod.simulator.simulate_step`'s step time for many configurations.
 
 Pure and deterministic like the reference (no I/O, no randomness, no clocks); numpy only.
 :func:`simulate_batch` runs the reference's background-loop rules (module docstring of
-:mod:`autotuner.model.simulator`, with its Horovod sources: operations.cc ``RunLoopOnce``,
+:mod:`autotuner.frameworks.horovod.simulator`, with its Horovod sources: operations.cc ``RunLoopOnce``,
 controller.cc ``ComputeResponseList`` / ``FuseResponses`` / ``TensorFusionThresholdBytes``,
 v0.20.3 operations.cc ``PerformOperation`` WAIT_FOR_DATA, ops/nccl_operations.cc and
 ops/gpu_operations.cc ``FinalizeGPUQueue``) in **lockstep** over configurations: configuration
@@ -12,14 +12,14 @@ of gradient tensors) whatever M is. Only the step time is computed (no responses
 overlap figures: use the reference for those).
 
 Arithmetic is done in the reference's order on float64, so step times agree with
-:func:`~autotuner.model.simulator.simulate_step` to rounding (tests/test_fastsim.py checks 1e-9
+:func:`~autotuner.frameworks.horovod.simulator.simulate_step` to rounding (tests/test_fastsim.py checks 1e-9
 relative on random layouts, workloads and knobs; in practice they are equal). Per-layout
 tables are computed with the reference's own functions, so a change there is picked up:
 
 - fusion plan: ``nxt[a]`` = end of the greedy fused response that starts at tensor ``a`` when
   nothing limits it but the threshold (controller.cc ``FuseResponses``; a tensor larger than
   the threshold goes alone); inside a cycle that negotiated tensors ``[i, j)`` the response is
-  ``[a, min(j, nxt[a]))``, which is exactly what :func:`~autotuner.model.simulator.fuse` returns;
+  ``[a, min(j, nxt[a]))``, which is exactly what :func:`~autotuner.frameworks.horovod.simulator.fuse` returns;
 - collective time of the response ``[a, b)`` (tabulated for every ``[a, b)`` up to
   :data:`DUR_TABLE_MAX_T` tensors, computed on demand above: ``_Tables.durations``) from
   :meth:`~autotuner.model.costmodel.CostModel.allreduce_s` (hierarchical ``h``) × ``comm_scale``
@@ -34,7 +34,7 @@ fusion plan ``nxt`` (so two thresholds with the same plan, e.g. every threshold 
 the layout's total bytes, are the same configuration), the cycle time, the cache state (off /
 on, capacity < tensor count / on, capacity >= tensor count) and the effective hierarchical
 allreduce flag (``hierarchical_allreduce and nodes > 1`` and a backend with hierarchical allreduce,
-:func:`autotuner.knobs.hierarchical_allreduce_supported`). Hierarchical allgather is not read
+:func:`autotuner.frameworks.horovod.knobs.hierarchical_allreduce_supported`). Hierarchical allgather is not read
 at all (it only changes allgather ops, ops/mpi_operations.cc ``MPIHierarchicalAllgather``).
 
 Array shapes (M = configurations, T = tensors):
@@ -45,11 +45,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import KnobError
-from ..knobs import KNOB_BY_FIELD, hierarchical_allreduce_supported
-from .costmodel import Cluster, CostModel
+from ...errors import KnobError
+from .knobs import KNOB_BY_FIELD, hierarchical_allreduce_supported
+from ...model.costmodel import Cluster, CostModel
 from .simulator import effective_threshold
-from .workload import Workload, hand_over_times
+from ...model.workload import Workload, hand_over_times
 
 #: layouts up to this many tensors tabulate every response's time once (2·T·(T+1) floats: 16 MiB at
 #: 1,024); larger ones compute each response's time when it is performed, so memory stays linear in T
@@ -62,7 +62,7 @@ _NEG_OFF, _NEG_MISS, _NEG_HIT = 0, 1, 2  # cache disabled / enabled with misses 
 
 
 def configs_to_arrays(configs) -> dict[str, np.ndarray]:
-    """Knob arrays, shape (len(configs),), from a sequence of :class:`~autotuner.knobs.Config`."""
+    """Knob arrays, shape (len(configs),), from a sequence of :class:`~autotuner.frameworks.horovod.knobs.Config`."""
     cs = list(configs)
     return {
         "fusion_threshold_bytes": np.array([c.fusion_threshold_bytes for c in cs], dtype=np.int64),
@@ -92,13 +92,13 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
                    warmup_steps: int = 1, measure_steps: int = 2, loop_phase_s: float = 0.0,
                    dedupe: bool = True, chunk: int = DEFAULT_CHUNK, backend: str | None = None,
                    compute_scale=None, phases: int = 0) -> np.ndarray:
-    """Steady-state step time (s) of every configuration, as :func:`~autotuner.model.simulator.simulate_step`.
+    """Steady-state step time (s) of every configuration, as :func:`~autotuner.frameworks.horovod.simulator.simulate_step`.
 
     Args:
         sizes_bytes: shape (T,), bytes of each gradient in readiness order (uncompressed).
         ready_fraction: shape (T,), non-decreasing in [0, 1] (:attr:`autotuner.model.layout.Layout.ready_fraction`).
         workload, cost, cluster, compression_ratio, warmup_steps, measure_steps, loop_phase_s, backend:
-            as for :func:`~autotuner.model.simulator.simulate_step` (``backend``: hierarchical
+            as for :func:`~autotuner.frameworks.horovod.simulator.simulate_step` (``backend``: hierarchical
             allreduce is read as off where it has none).
         fusion_threshold_bytes: int bytes (before Horovod's rounding), >= 0.
         cycle_time_ms: float ms, > 0.
@@ -110,19 +110,19 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
             False simulates every entry (for benchmarks of the simulator itself).
         chunk: configurations per lockstep batch.
         phases: > 0: the step with the loop's phase random, as
-            :func:`autotuner.model.simulator.simulate_step_phases` (that many single steps from
+            :func:`autotuner.frameworks.horovod.simulator.simulate_step_phases` (that many single steps from
             evenly spread loop phases, averaged; ``warmup_steps``, ``measure_steps`` and
             ``loop_phase_s`` are then unused). 0: the steady state, as :func:`simulate_step`.
         compute_scale: None, or per configuration (broadcast with the knobs) the multiplier of the
             workload's forward, backward, update and host backward (the reference run on the
-            workload scaled so: :meth:`autotuner.model.scenario.Scenario.workload_at`).
+            workload scaled so: :meth:`autotuner.frameworks.horovod.scenario.Scenario.workload_at`).
 
     Returns:
         float64 array of shape S, seconds.
 
     Raises:
         ValueError: mismatched or empty layout arrays, bad step counts.
-        KnobError: a knob out of range (as :meth:`~autotuner.knobs.Config.validate`).
+        KnobError: a knob out of range (as :meth:`~autotuner.frameworks.horovod.knobs.Config.validate`).
     """
     thr, cyc_ms, cap, hier, _, csc = np.broadcast_arrays(
         np.asarray(fusion_threshold_bytes), np.asarray(cycle_time_ms, dtype=float),
@@ -189,7 +189,7 @@ def simulate_batch(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload
 
 def simulate_configs(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload: Workload, configs,
                      cost: CostModel, cluster: Cluster, **kw) -> np.ndarray:
-    """:func:`simulate_batch` for a sequence of :class:`~autotuner.knobs.Config`: shape (len(configs),), s."""
+    """:func:`simulate_batch` for a sequence of :class:`~autotuner.frameworks.horovod.knobs.Config`: shape (len(configs),), s."""
     return simulate_batch(sizes_bytes, ready_fraction, workload, cost, cluster, **configs_to_arrays(list(configs)), **kw)
 
 
@@ -261,7 +261,7 @@ class _Tables:
 
     def _scaled(self, scale: np.ndarray):
         """Per configuration, the workload's times multiplied by ``scale`` (M,), as the reference
-        computes them from a workload scaled so (:meth:`autotuner.model.scenario.Scenario.workload_at`):
+        computes them from a workload scaled so (:meth:`autotuner.frameworks.horovod.scenario.Scenario.workload_at`):
         forward, backward, update (M,), readiness and hand-over times (M, T), the same arithmetic."""
         fw, bw, up = self.fwd * scale, self.bwd * scale, self.update * scale
         ready = fw[:, None] + bw[:, None] * self.frac[None, :]
@@ -365,7 +365,7 @@ class _Tables:
 
     @staticmethod
     def _slip(R, be, idx, start, dur, b, cols, stall, rate) -> None:
-        """Vectorized :func:`autotuner.model.simulator._slip` on the readiness of tensors ``>= b`` and on the
+        """Vectorized :func:`autotuner.frameworks.horovod.simulator._slip` on the readiness of tensors ``>= b`` and on the
         backward end, in place, for the rows ``idx`` (``start``, ``dur``, ``b`` aligned with it) whose
         backward is still running at ``start``."""
         k = np.flatnonzero(be[idx] > start)

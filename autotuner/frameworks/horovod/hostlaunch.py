@@ -1,9 +1,9 @@
 """horovodrun for an emulated cluster: Horovod's own Gloo launcher, each rank started in its host's namespace.
 
-Usage (what :class:`autotuner.realrun.launcher.Job` runs for a :func:`autotuner.realrun.testbed.emulated_cluster`;
+Usage (what :class:`autotuner.frameworks.horovod.launch.Job` runs for a :func:`autotuner.realrun.testbed.emulated_cluster`;
 it runs inside the first host's namespace, as horovodrun runs on a cluster's first node)::
 
-    ip netns exec <base>-h0 python -m autotuner.realrun.hostlaunch \\
+    ip netns exec <base>-h0 python -m autotuner.frameworks.horovod.hostlaunch \\
         --host 10.77.0.1=<base>-h0 --host 10.77.0.2=<base>-h1 -- \\
         -np 4 -H 10.77.0.1:2,10.77.0.2:2 --gloo <knob flags> python train.py
 
@@ -42,7 +42,7 @@ IFACE = "eth0"  # autotuner.realrun.testbed.CLUSTER_IFACE (not imported: this mo
 
 
 def _parse(argv: list[str]) -> tuple[dict[str, str], list[str]]:
-    p = argparse.ArgumentParser(prog="python -m autotuner.realrun.hostlaunch",
+    p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.horovod.hostlaunch",
                                 description="Horovod's Gloo launcher over emulated hosts (network namespaces).")
     p.add_argument("--host", action="append", required=True, metavar="ADDRESS=NETNS",
                    help="one emulated host: the address used in -H and its network namespace")

@@ -2,7 +2,7 @@
 
 Run it under horovodrun, e.g.::
 
-    horovodrun -np 2 -H localhost:2 --gloo python -m autotuner.realrun.sweep \\
+    horovodrun -np 2 -H localhost:2 --gloo python -m autotuner.frameworks.horovod.sweepprobe \\
         --sizes 1024,2048 --fusion-sizes 1048576 --tiny-counts 1,16 --repeats 5 --warmup 1
 
 Every number is Horovod's own: each sample is one ``hvd.allreduce`` (or a batch of
@@ -45,7 +45,7 @@ import sys
 import time
 
 TAG = "AUTOTUNER_SWEEP"
-WAIT_POLL_S = 0.0002  # the replay workload's (autotuner.realrun.replay.WAIT_POLL_S; not imported: light start)
+WAIT_POLL_S = 0.0002  # the replay workload's (autotuner.frameworks.horovod.replay.WAIT_POLL_S; not imported: light start)
 FUSION_SPLIT = 8  # tensors per dtype per fusion batch
 
 
@@ -54,7 +54,7 @@ def _ints(s: str) -> list[int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m autotuner.realrun.sweep", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.horovod.sweepprobe", description=__doc__.split("\n")[0])
     p.add_argument("--sizes", default="", help="allreduce phase: message sizes, bytes, comma-separated")
     p.add_argument("--fusion-sizes", default="", help="fusion phase: fused response sizes, bytes")
     p.add_argument("--unfused-sizes", default="", help="unfused phase: tensor sizes, bytes")
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=1, help="untimed samples per item")
     p.add_argument("--wait", choices=("spin", "sleep"), default="spin",
                    help="spin = Horovod's synchronize; sleep = hvd.poll every 0.2 ms first "
-                        "(autotuner.realrun.replay.WAIT_POLL_S: emulated hosts sharing few cores)")
+                        "(autotuner.frameworks.horovod.replay.WAIT_POLL_S: emulated hosts sharing few cores)")
     p.add_argument("--budget-s", type=float, default=15.0, help="seconds per item after which sampling stops "
                    "(at least 2 timed samples)")
     try:

@@ -1,4 +1,4 @@
-"""Summaries, verdict, ``report.md`` and plots of a validation (records from :mod:`autotuner.realrun.validation`).
+"""Summaries, verdict, ``report.md`` and plots of a validation (records from :mod:`autotuner.frameworks.horovod.validation`).
 
 Throughput is ``1 / step time``; a ratio "A vs B" is B's step time divided by A's (> 1: A is faster).
 Per configuration the step time is the median over repeats of each repeat's median step time;
@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
-from ..schemas.records import timeline_recorded
-from ..writers.atomic import atomic_write_text, save_figure
+from ...schemas.records import timeline_recorded
+from ...writers.atomic import atomic_write_text, save_figure
 from .validation import TrialKind
 
 

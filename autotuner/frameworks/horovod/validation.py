@@ -36,11 +36,11 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..errors import ValidationError
-from ..knobs import DEFAULTS_0_28, Config
-from ..readers.runs import parse_records
-from ..schemas import Setup  # noqa: F401 (the setup of a validation, defined with its record schema)
-from ..schemas.records import timeline_recorded
+from ...errors import ValidationError
+from .knobs import DEFAULTS_0_28, Config
+from ...readers.runs import parse_records
+from ...schemas import Setup  # noqa: F401 (the setup of a validation, defined with its record schema)
+from ...schemas.records import timeline_recorded
 
 #: environment variables every trial's command gets: measured steps and warm-up steps (a user's
 #: script reads them when not told otherwise; the replay workload gets them as flags too)
@@ -321,7 +321,7 @@ def summarize_timeline(path: Path, steps_run: int) -> dict[str, Any]:
     ``negotiation_us``: median NEGOTIATE_ALLREDUCE span per tensor (µs) or None.
     Raises TimelineError for an unreadable file.
     """
-    from ..readers.timeline import read_timeline, samples
+    from ...readers.timeline import read_timeline, samples
 
     tl = read_timeline(path)
     df = samples(tl)
@@ -341,7 +341,7 @@ def autotune_best_config(log_summary: dict[str, Any]) -> Config | None:
     """The configuration autotune settled on (the recorded summary's best row), as a
     :class:`Config` (:func:`autotuner.readers.autotune_log.row_config`); KnobError when it is
     outside the knob table."""
-    from ..readers.autotune_log import row_config
+    from ...readers.autotune_log import row_config
 
     b = log_summary.get("best") if log_summary else None
     return row_config(b) if b else None
@@ -349,7 +349,7 @@ def autotune_best_config(log_summary: dict[str, Any]) -> Config | None:
 
 def summarize_autotune_log(path: Path) -> dict[str, Any]:
     """JSON-ready summary of an autotune log (samples, best row, finished). Raises AutotuneLogError."""
-    from ..readers.autotune_log import read_autotune_log
+    from ...readers.autotune_log import read_autotune_log
 
     log = read_autotune_log(path)
 
@@ -369,10 +369,10 @@ class TrialRunner:
     """Runs one :class:`TrialSpec` for real with horovodrun (see :mod:`autotuner.realrun.launcher`).
 
     Attributes: setup; prefix (testbed argv prefix); launcher (an emulated cluster's horovodrun
-    stand-in, :class:`autotuner.realrun.launcher.Job`); scratch (folder for timelines and autotune
+    stand-in, :class:`autotuner.frameworks.horovod.launch.Job`); scratch (folder for timelines and autotune
     logs); keep_timelines (folder where each trial's raw timeline is kept gzipped, or None); timeout_s (per fixed-configuration trial; the autotune run gets
     ``timeout_s * autotune_timeout_factor``); autotune_warmup_samples, autotune_steps_per_sample,
-    autotune_max_samples (the shortened autotune, :class:`autotuner.realrun.launcher.AutotuneSettings`);
+    autotune_max_samples (the shortened autotune, :class:`autotuner.frameworks.horovod.launch.AutotuneSettings`);
     timeline (record Horovod's timeline in fixed-configuration trials, for their responses/step; off, the
     default: the production job the predictions are for; the timeline's writer costs a step several per cent,
     docs/validation.md).
@@ -400,8 +400,8 @@ class TrialRunner:
         return int(self.autotune_steps_per_sample * 5 * samples * 1.15) + 4
 
     def __call__(self, spec: TrialSpec) -> Outcome:
-        from ..readers.replay_output import ReplayOutputError, parse_output
-        from .launcher import AutotuneSettings, Job, replay_command, run_job
+        from ...readers.replay_output import ReplayOutputError, parse_output
+        from .launch import AutotuneSettings, Job, replay_command, run_job
 
         s = self.setup
         self.scratch.mkdir(parents=True, exist_ok=True)

@@ -53,9 +53,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..knobs import Config, hierarchical_allreduce_supported
-from .costmodel import Cluster, CostModel
-from .workload import Workload, hand_over_times
+from .knobs import Config, hierarchical_allreduce_supported
+from ...model.costmodel import Cluster, CostModel
+from ...model.workload import Workload, hand_over_times
 
 FUSION_BUFFER_ATOMIC_UNIT = 64  # horovod/common/common.h
 FLOAT64_BYTES = 8
@@ -295,7 +295,7 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
             negotiation, per-response tensor ranges and memcpy); results are unchanged.
         backend: the collective backend (``nccl``, ``gloo``, ``mpi``; None: one with
             hierarchical allreduce). Where Horovod 0.28.1 has none
-            (:func:`autotuner.knobs.hierarchical_allreduce_supported` is False) the
+            (:func:`autotuner.frameworks.horovod.knobs.hierarchical_allreduce_supported` is False) the
             ``hierarchical_allreduce`` knob is read as off, as Horovod ignores it there.
 
     Raises:

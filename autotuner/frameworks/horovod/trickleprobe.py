@@ -37,7 +37,7 @@ TRICKLE, BACK_TO_BACK = "trickle", "b2b"
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m autotuner.realrun.trickleprobe", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.horovod.trickleprobe", description=__doc__.split("\n")[0])
     p.add_argument("--gap-ms", type=float, required=True, help="time between two enqueued tensors (ms)")
     a = p.parse_args(argv)
     if not a.gap_ms > 0:

@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
 
-    from ..readers.layouts import load_layout
+    from ...readers.layouts import load_layout
     try:
         layout = load_layout(args.model)
     except ValueError as e:

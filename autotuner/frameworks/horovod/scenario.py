@@ -2,7 +2,7 @@
 
 A :class:`Scenario` binds a fitted environment's cost model and cluster, a model's layout and
 workload, and the what-ifs (nodes, GPUs per node, link rate, compression).
-:func:`autotuner.api.make_scenario` builds one from files.
+:func:`autotuner.frameworks.horovod.predict.make_scenario` builds one from files.
 """
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ from enum import StrEnum
 
 import numpy as np
 
-from ..knobs import Config, hierarchical_allreduce_supported
-from .contention import Contention
-from .costmodel import Cluster, CostModel
-from .layout import Layout
+from .knobs import Config, hierarchical_allreduce_supported
+from ...model.contention import Contention
+from ...model.costmodel import Cluster, CostModel
+from ...model.layout import Layout
 from .simulator import PHASES, StepResult, simulate_step, simulate_step_phases
-from .workload import Workload
-from .wallclock import RunShape
+from ...model.workload import Workload
+from ...model.wallclock import RunShape
 
 
 class Compression(StrEnum):
@@ -116,7 +116,7 @@ class Scenario:
     @property
     def has_hierarchical_allreduce(self) -> bool:
         """Whether Horovod 0.28.1 has hierarchical allreduce on :attr:`effective_backend`
-        (:func:`autotuner.knobs.hierarchical_allreduce_supported`; the node count is not looked
+        (:func:`autotuner.frameworks.horovod.knobs.hierarchical_allreduce_supported`; the node count is not looked
         at). False: the simulator reads ``hierarchical_allreduce`` as off, and the searches
         neither vary nor propose it."""
         return hierarchical_allreduce_supported(self.effective_backend)
@@ -166,7 +166,7 @@ class Scenario:
     def workload_at(self, cycle_time_ms: float, cache_enabled: bool = True) -> Workload:
         """:attr:`rank_workload` with forward, backward and the host's backward stretched by
         :meth:`compute_stretch` (the update too: it is compute on the same core) and, with
-        :attr:`cycle_cpu`, marked :attr:`~autotuner.model.simulator.Workload.cpu_bound` (the
+        :attr:`cycle_cpu`, marked :attr:`~autotuner.frameworks.horovod.simulator.Workload.cpu_bound` (the
         responses' CPU slows the backward while they run)."""
         w = self.rank_workload
         if not self.cycle_cpu:
@@ -184,7 +184,7 @@ class Scenario:
         """:func:`simulate_step` on this scenario (with :attr:`effective_backend`: hierarchical
         allreduce reads as off where that backend has none); ``kw`` passes ``trace``,
         ``measure_steps``, ... With :attr:`cycle_cpu` and no ``kw``, the step with the loop's
-        phase random (:func:`autotuner.model.simulator.simulate_step_phases`): a CPU compute
+        phase random (:func:`autotuner.frameworks.horovod.simulator.simulate_step_phases`): a CPU compute
         varies between steps; with ``kw`` the steady state as for any scenario."""
         wl = self.workload_at(config.cycle_time_ms, config.cache_capacity > 0)
         if self.cycle_cpu and not kw:  # CPU compute jitters: the loop's phase at a step's start is random
@@ -196,7 +196,7 @@ class Scenario:
                              backend=self.effective_backend, **kw)
 
     def step_times(self, **knobs) -> np.ndarray:
-        """Step times (s) of many configurations at once (:func:`autotuner.model.fastsim.simulate_batch`).
+        """Step times (s) of many configurations at once (:func:`autotuner.frameworks.horovod.fastsim.simulate_batch`).
 
         ``knobs``: ``fusion_threshold_bytes``, ``cycle_time_ms``, ``cache_capacity``,
         ``hierarchical_allreduce`` and optionally ``hierarchical_allgather``, arrays broadcast

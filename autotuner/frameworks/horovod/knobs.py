@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass, field, fields, make_dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from .errors import KnobError
+from ...errors import KnobError
 
 MIB = 1024 * 1024
 #: Horovod versions with their own defaults; "0.28" is the last release and the default.
@@ -301,7 +301,7 @@ class _ConfigMethods:
 #: value that is not finite, out of its knob's range, or of the wrong kind.
 Config = make_dataclass(
     "Config", [(k.field, k.type, field(default=k.default)) for k in KNOBS], bases=(_ConfigMethods,), frozen=True,
-    namespace={"__doc__": "A Horovod knob setting in internal units (bytes, ms, entries); see autotuner.knobs.KNOBS.",
+    namespace={"__doc__": "A Horovod knob setting in internal units (bytes, ms, entries); see autotuner.frameworks.horovod.knobs.KNOBS.",
                "__module__": __name__})
 
 
@@ -442,7 +442,7 @@ def markdown_table() -> str:
         searched = space[k.space] + (" (more than one node)" if k.multi_node_only and k.space else "")
         rows.append(f"| `{k.field}` | `{k.flag}` | `{k.env}` | {k.unit} | {rng} | {show(k, k.defaults['0.28'])} | "
                     f"{show(k, k.defaults['0.20'])} | {searched} | {k.doc} | `{k.source}` |")
-    return ("# Horovod knobs\n\nGenerated from `autotuner/knobs.py` by `python scripts/gen_knob_table.py`;"
+    return ("# Horovod knobs\n\nGenerated from `autotuner/frameworks/horovod/knobs.py` by `python scripts/gen_knob_table.py`;"
             " `tests/test_knobs.py` fails when this file is stale.\n\n" + "\n".join(rows) + "\n\n"
             + HIERARCHICAL_PER_BACKEND_MD)
 
@@ -453,7 +453,7 @@ HIERARCHICAL_PER_BACKEND_MD = """\
 
 Checked in Horovod's source at tag v0.28.1 (paths under `horovod/common/`). The backend is the
 env's `backend` (`runs/<env>/env.toml`, `cluster.backend` in the model file) or the `--backend`
-what-if; `autotuner.knobs.hierarchical_allreduce_supported` is the rule.
+what-if; `autotuner.frameworks.horovod.knobs.hierarchical_allreduce_supported` is the rule.
 
 | backend | hierarchical allreduce | hierarchical allgather |
 |---|---|---|

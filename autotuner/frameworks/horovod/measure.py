@@ -1,6 +1,6 @@
 """``autotuner measure``: measure a cluster with Horovod's own allreduce, resumably.
 
-The sweep workload (:mod:`autotuner.realrun.sweep`) runs under real ``horovodrun``, in the
+The sweep workload (:mod:`autotuner.frameworks.horovod.sweepprobe`) runs under real ``horovodrun``, in the
 emulated network of :mod:`autotuner.realrun.testbed` when a bandwidth is asked. Per tier
 (:func:`tiers`) three jobs run (:data:`JOBS`): ``main``, with Horovod's defaults (response cache
 on, 64 MiB fusion threshold), doing the allreduce, fusion and negotiation phases;
@@ -12,7 +12,7 @@ Files, under ``runs/<env>/``:
 - ``env.toml`` (``format = "sweep"``), written once, atomically, when absent;
 - ``sweep.jsonl``: one :class:`autotuner.schemas.SweepRecord` per measured item, appended as
   soon as the item finishes (one ``write`` + ``fsync`` per line,
-  :class:`autotuner.realrun.validation.TrialStore`), with the wall-time samples and their mean,
+  :class:`autotuner.frameworks.horovod.validation.TrialStore`), with the wall-time samples and their mean,
   median, interquartile range and count (ms) and the sweep's ``setup``;
 - ``timelines/<tier>-<job>-<k>.json.gz``: each job's raw Horovod timeline, gzipped
   when the job ends (also when it is interrupted: the reader takes a cut timeline; one left
@@ -37,33 +37,33 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import ValidationError
-from ..knobs import DEFAULTS_0_28, MIB
-from ..readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
+from ...errors import ValidationError
+from .knobs import DEFAULTS_0_28, MIB
+from ...readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
                              parse_sweep_records,
                              parse_trickle_records)
-from .sweep import FUSION_SPLIT
+from .sweepprobe import FUSION_SPLIT
 from .validation import TrialStore
 
 RECORDS = "sweep.jsonl"
-#: the ``cpu`` phase's records (:mod:`autotuner.realrun.cpuprobe`)
+#: the ``cpu`` phase's records (:mod:`autotuner.frameworks.horovod.cpuprobe`)
 CPU_RECORDS = "cpu.jsonl"
 #: interleaved rounds of the ``cpu`` phase (idle 1 ms, idle 100 ms, each stream)
 CPU_REPEATS = 5
 #: the cpu phase's stream timelines (apart from ``timelines/``: the sweep's fit pools those)
 CPU_TIMELINES = "cpu-timelines"
-#: the ``trickle`` phase's records and timelines (:mod:`autotuner.realrun.trickleprobe`), rounds of it
+#: the ``trickle`` phase's records and timelines (:mod:`autotuner.frameworks.horovod.trickleprobe`), rounds of it
 TRICKLE_RECORDS, TRICKLE_TIMELINES, TRICKLE_REPEATS = "trickle.jsonl", "trickle-timelines", 2
 _TRICKLE_LINE = re.compile(rb"AUTOTUNER_TRICKLE (\{.*\})")
-#: the ``idle`` phase's records and timelines (:mod:`autotuner.realrun.idleprobe`), jobs of it (each
+#: the ``idle`` phase's records and timelines (:mod:`autotuner.frameworks.horovod.idleprobe`), jobs of it (each
 #: job samples the host's idle regime once more: it changes between jobs)
 IDLE_RECORDS, IDLE_TIMELINES, IDLE_REPEATS = "idle.jsonl", "idle-timelines", 3
 _IDLE_LINE = re.compile(rb"AUTOTUNER_IDLE (\{.*\})")
-#: the ``burst`` phase's records (:mod:`autotuner.realrun.burstprobe`: small responses timed by the wall clock,
+#: the ``burst`` phase's records (:mod:`autotuner.frameworks.horovod.burstprobe`: small responses timed by the wall clock,
 #: no timeline), jobs of it
 BURST_RECORDS, BURST_REPEATS = "burst.jsonl", 3
 _BURST_LINE = re.compile(rb"AUTOTUNER_BURST (\{.*\})")
-#: the ``fp16`` phase's records (:mod:`autotuner.realrun.fp16probe`) and its jobs (each a full size sweep)
+#: the ``fp16`` phase's records (:mod:`autotuner.frameworks.horovod.fp16probe`) and its jobs (each a full size sweep)
 FP16_RECORDS, FP16_REPEATS = "fp16.jsonl", 3
 _FP16_LINE = re.compile(rb"AUTOTUNER_FP16 (\{.*\})")
 _CPU_LINE = re.compile(rb"AUTOTUNER_CPU (\{.*\})")
@@ -216,11 +216,11 @@ def _expected(tier: Tier, job: str, sizes, fusion_sizes, tiny, unfused) -> list[
 
 
 def sweep_command(todo: list[tuple], repeats: int, warmup: int, wait: str = "spin") -> tuple[str, ...]:
-    """The sweep workload's command line (:mod:`autotuner.realrun.sweep`) for the item keys ``todo``
+    """The sweep workload's command line (:mod:`autotuner.frameworks.horovod.sweepprobe`) for the item keys ``todo``
     (the fusion phase is asked by its fused size, 8 tensors of size/8 bytes per dtype)."""
     def j(phase: str, i: int = 3) -> str:
         return ",".join(str(int(k[i])) for k in todo if k[2] == phase)
-    return (sys.executable, "-m", "autotuner.realrun.sweep", "--sizes", j("allreduce"),
+    return (sys.executable, "-m", "autotuner.frameworks.horovod.sweepprobe", "--sizes", j("allreduce"),
             "--fusion-sizes", j("fusion"), "--unfused-sizes", j("unfused"),
             "--unfused-count", str(UNFUSED_COUNT), "--tiny-counts", j("negotiation", 4),
             "--repeats", str(repeats), "--warmup", str(warmup), "--budget-s", f"{BUDGET_S:g}") + (
@@ -256,7 +256,7 @@ def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: 
         cores_note = "# the CPU cores this machine gave the ranks (os.sched_getaffinity)"
     return "\n".join([
         f"# Measured by `autotuner measure --env {name}` with real Horovod {horovod_version} (Gloo): an allreduce",
-        "# sweep (autotuner.realrun.sweep) under horovodrun; raw timelines in timelines/, one record per item in",
+        "# sweep (autotuner.frameworks.horovod.sweepprobe) under horovodrun; raw timelines in timelines/, one record per item in",
         f"# {RECORDS}. Network: {note}.",
         f'name = "{name}"',
         f'source = "{RECORDS}"',
@@ -319,8 +319,9 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
     Raises ValidationError (horovodrun missing, another setup already recorded, a job that
     failed before measuring anything, hosts malformed).
     """
-    from .launcher import Job, OwnedProcess, horovodrun_path, testbed_for
-    from .testbed import measure_bandwidth_gbit
+    from ...realrun.launcher import OwnedProcess, testbed_for
+    from .launch import Job, horovodrun_path
+    from ...realrun.testbed import measure_bandwidth_gbit
 
     say = on_event or (lambda s: None)
     if horovodrun_path() is None:
@@ -351,7 +352,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
         if not (env_dir / "env.toml").exists():
             from importlib.metadata import PackageNotFoundError, version
 
-            from ..writers.atomic import atomic_write_text
+            from ...writers.atomic import atomic_write_text
             try:
                 hv = version("horovod")
             except PackageNotFoundError:
@@ -471,7 +472,7 @@ def _run_probe_jobs(env_dir: Path, setup: SweepSetup, tier: Tier, tb, timeout_s:
     in order, on ``tier``'s host; append one record per job (its ``line`` JSON, the job's fields,
     its kept timeline under ``timelines/``). Raises ValidationError for a job that failed or
     printed no result."""
-    from .launcher import Job, run_job
+    from .launch import Job, run_job
 
     store = TrialStore(env_dir / records, parse=parse)
     done = {key_of(r) for r in store.records()}
@@ -507,10 +508,10 @@ def _run_probe_jobs(env_dir: Path, setup: SweepSetup, tier: Tier, tb, timeout_s:
 
 def run_cpu_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
                   say: Callable[[str], None]) -> dict[str, Any]:
-    """The ``cpu`` phase (:mod:`autotuner.realrun.cpuprobe`): ``repeats`` rounds of jobs on
+    """The ``cpu`` phase (:mod:`autotuner.frameworks.horovod.cpuprobe`): ``repeats`` rounds of jobs on
     ``tier``'s host, interleaved: idle cycles of 1 ms, then of 100 ms
-    (:data:`autotuner.realrun.cpuprobe.CYCLES_MS`), then each stream of
-    :data:`autotuner.realrun.cpuprobe.STREAMS` at 1 ms with fusion off, beside compute and alone
+    (:data:`autotuner.frameworks.horovod.cpuprobe.CYCLES_MS`), then each stream of
+    :data:`autotuner.frameworks.horovod.cpuprobe.STREAMS` at 1 ms with fusion off, beside compute and alone
     (its timeline kept in ``cpu-timelines/``); one :class:`autotuner.schemas.CpuProbeRecord`
     appended to ``cpu.jsonl`` per job (resumable: recorded (cycle, stream, repeat) jobs are not
     run again). ``tb``: the open testbed. Returns ``{"records": path, "jobs_new": n,
@@ -521,14 +522,14 @@ def run_cpu_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int
     for k in range(repeats):
         for c in CYCLES_MS:
             jobs.append(ProbeJob((tier.name, c, "idle", k), {"cycle_time_ms": c, "stream": "idle", "repeat": k},
-                                 "autotuner.realrun.cpuprobe", (), replace(DEFAULTS_0_28, cycle_time_ms=c), False,
+                                 "autotuner.frameworks.horovod.cpuprobe", (), replace(DEFAULTS_0_28, cycle_time_ms=c), False,
                                  f"compute beside idle cycles of {c:g} ms (round {k + 1} of {repeats})"))
         for name, spec in STREAMS.items():  # fusion off: each tensor of a batch is a response of its own
             for alone in (False, True):
                 stream = f"{name}-alone" if alone else name
                 jobs.append(ProbeJob(
                     (tier.name, CYCLES_MS[0], stream, k), {"cycle_time_ms": CYCLES_MS[0], "stream": stream, "repeat": k},
-                    "autotuner.realrun.cpuprobe", ("--stream", ",".join(map(str, spec))) + (("--no-compute",) if alone else ()),
+                    "autotuner.frameworks.horovod.cpuprobe", ("--stream", ",".join(map(str, spec))) + (("--no-compute",) if alone else ()),
                     replace(DEFAULTS_0_28, cycle_time_ms=CYCLES_MS[0], fusion_threshold_bytes=0), True,
                     f"a stream of {name} allreduces {'alone' if alone else 'beside compute'} (round {k + 1} of {repeats})"))
     return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="cpu", records=CPU_RECORDS,
@@ -539,14 +540,14 @@ def run_cpu_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int
 
 def run_trickle_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
                       say: Callable[[str], None]) -> dict[str, Any]:
-    """The ``trickle`` phase (:mod:`autotuner.realrun.trickleprobe`): ``repeats`` rounds of one job
-    per cycle time of :data:`autotuner.realrun.trickleprobe.CYCLES_MS`, fusion off, tensors
+    """The ``trickle`` phase (:mod:`autotuner.frameworks.horovod.trickleprobe`): ``repeats`` rounds of one job
+    per cycle time of :data:`autotuner.frameworks.horovod.trickleprobe.CYCLES_MS`, fusion off, tensors
     enqueued 1.5 cycle times apart and then all at once; timelines kept in ``trickle-timelines/``,
     one :class:`autotuner.schemas.TrickleRecord` per job in ``trickle.jsonl`` (resumable). Returns
     and raises as :func:`run_cpu_phase`."""
     from .trickleprobe import CYCLES_MS
 
-    jobs = [ProbeJob((tier.name, c, k), {"cycle_time_ms": c, "repeat": k}, "autotuner.realrun.trickleprobe",
+    jobs = [ProbeJob((tier.name, c, k), {"cycle_time_ms": c, "repeat": k}, "autotuner.frameworks.horovod.trickleprobe",
                      ("--gap-ms", f"{1.5 * c:g}"), replace(DEFAULTS_0_28, cycle_time_ms=c, fusion_threshold_bytes=0),
                      True, f"tensors one per cycle of {c:g} ms, then all at once (round {k + 1} of {repeats})")
             for k in range(repeats) for c in CYCLES_MS]
@@ -557,11 +558,11 @@ def run_trickle_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats:
 
 def run_idle_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
                    say: Callable[[str], None]) -> dict[str, Any]:
-    """The ``idle`` phase (:mod:`autotuner.realrun.idleprobe`): ``repeats`` jobs on ``tier``'s
+    """The ``idle`` phase (:mod:`autotuner.frameworks.horovod.idleprobe`): ``repeats`` jobs on ``tier``'s
     ranks, fusion off, 1 ms cycle, small tensors enqueued at once while the main threads sleep;
     timelines kept in ``idle-timelines/``, one :class:`autotuner.schemas.IdleRecord` per job in
     ``idle.jsonl`` (resumable). Returns and raises as :func:`run_cpu_phase`."""
-    jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.realrun.idleprobe", (),
+    jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.frameworks.horovod.idleprobe", (),
                      replace(DEFAULTS_0_28, fusion_threshold_bytes=0), True,
                      f"small responses while the ranks sleep (job {k + 1} of {repeats})")
             for k in range(repeats)]
@@ -572,12 +573,12 @@ def run_idle_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: in
 
 def run_burst_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
                     say: Callable[[str], None]) -> dict[str, Any]:
-    """The ``burst`` phase (:mod:`autotuner.realrun.burstprobe`): ``repeats`` jobs on ``tier``'s ranks,
+    """The ``burst`` phase (:mod:`autotuner.frameworks.horovod.burstprobe`): ``repeats`` jobs on ``tier``'s ranks,
     fusion off, 1 ms cycle, no timeline: rounds of 1 and of 32 small tensors enqueued at once, waited for
     as the env's ranks wait (``setup.wait``), timed by the wall clock; one
     :class:`autotuner.schemas.BurstRecord` per job in ``burst.jsonl`` (resumable). Returns and raises as
     :func:`run_cpu_phase`."""
-    jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.realrun.burstprobe", ("--wait", setup.wait),
+    jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.frameworks.horovod.burstprobe", ("--wait", setup.wait),
                      replace(DEFAULTS_0_28, fusion_threshold_bytes=0), False,
                      f"small responses in bursts, no timeline (job {k + 1} of {repeats})")
             for k in range(repeats)]
@@ -588,11 +589,11 @@ def run_burst_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: i
 
 def run_fp16_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
                    say: Callable[[str], None]) -> dict[str, Any]:
-    """The ``fp16`` phase (:mod:`autotuner.realrun.fp16probe`): ``repeats`` jobs on ``tier``'s ranks, each
+    """The ``fp16`` phase (:mod:`autotuner.frameworks.horovod.fp16probe`): ``repeats`` jobs on ``tier``'s ranks, each
     timing float32 and float16 allreduces of the same bytes and the two casts; one
     :class:`autotuner.schemas.Fp16Record` per job in ``fp16.jsonl`` (resumable), no timeline (its writer would
     be in the times). Returns and raises as :func:`run_cpu_phase`."""
-    jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.realrun.fp16probe", ("--wait", setup.wait),
+    jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.frameworks.horovod.fp16probe", ("--wait", setup.wait),
                      DEFAULTS_0_28, False,
                      f"float16 against float32 allreduces, and the casts (job {k + 1} of {repeats})")
             for k in range(repeats)]

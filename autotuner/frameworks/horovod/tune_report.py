@@ -1,12 +1,12 @@
 """``<name>-report.md`` of ``autotuner tune`` and its plots: the trials over time, predicted vs measured, the
-refit's effect (records from :mod:`autotuner.realrun.tune`)."""
+refit's effect (records from :mod:`autotuner.frameworks.horovod.tune`)."""
 from __future__ import annotations
 
 import statistics
 from pathlib import Path
 from typing import Any
 
-from ..writers.atomic import atomic_write_text, save_figure
+from ...writers.atomic import atomic_write_text, save_figure
 
 
 def _plots(records: list[dict[str, Any]], stem: Path) -> list[Path]:

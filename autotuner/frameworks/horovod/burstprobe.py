@@ -43,7 +43,7 @@ PREFIX = "burst"
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m autotuner.realrun.burstprobe", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.horovod.burstprobe", description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=ROUNDS, help="rounds per size and count (the first is a warm-up)")
     p.add_argument("--wait", default="spin", help="spin (hvd.synchronize) or sleep (poll, then synchronize)")
     a = p.parse_args(argv)
