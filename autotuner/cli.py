@@ -1092,6 +1092,110 @@ def ddp_simulate_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     out.print(f"trust: {r.trust}", highlight=False, soft_wrap=True)
 
 
+@ddp_app.command("explore", short_help="the predicted step over bucket_cap_mb, measured replays beside it (a plot)")
+def ddp_explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
+                    env: str = typer.Option(..., "--env", help="DDP environment (a runs folder with ddp-sweep.jsonl)",
+                                            callback=opt.checked(opt.PlainName, "--env")),
+                    compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="forward + backward per "
+                                                               "step, ms (default: the compute the env's replays of "
+                                                               "this layout ran, else the layout's, else 300)"),
+                    out_dir: Path = typer.Option(Path("explore"), "--out", help="folder for the PNG and SVG plot"),
+                    runs_dir: Optional[Path] = _runs_dir_opt(),
+                    as_json: bool = typer.Option(False, "--json")) -> None:
+    """Predict the step for every bucket_cap_mb from 0.25 to 256 MiB, with and without the gradient view and the
+    fp16 hook; plot the curves with the env's measured replays of the layout beside their predictions.
+
+    Example:
+
+    \b
+        autotuner ddp explore --env ddp-2x1-3gbit --model resnet101
+    """
+    if compute_ms is not None and not compute_ms > 0:
+        raise autotuner.ScenarioError(f"--compute-ms must be > 0 ms, got {compute_ms:g}")
+    r = autotuner.ddp_explore(model, env, compute_ms=compute_ms, out_dir=out_dir, runs_dir=runs_dir)
+    if as_json:
+        out.print_json(json.dumps(r.to_dict()))
+        return
+    ex = r.exploration
+    out.print(r.fit, highlight=False, soft_wrap=True)
+    t = Table(title=f"{r.model}, {r.compute_ms:g} ms compute: predicted step (ms) per bucket_cap_mb")
+    t.add_column("cap MiB", justify="right")
+    for name in ex.curves:
+        t.add_column(name, justify="right")
+    for i, c in enumerate(ex.caps_mib):
+        if i % 4 == 0 or i == len(ex.caps_mib) - 1:  # one row per octave: the plot has every cap
+            t.add_row(f"{c:g}", *(f"{ys[i]:.1f}" for ys in ex.curves.values()))
+    t.add_row("DDP's default", *(f"{ex.default[n]:.1f}" for n in ex.curves))
+    render_table(out, t)
+    if ex.measured:
+        m = Table(title=f"measured on {r.env} (replays, {r.compute_ms:g} ms compute)")
+        for col in ("setting", "measured ms (range)", "predicted", "error"):
+            m.add_column(col, justify="left" if col == "setting" else "right")
+        for lab, meas, lo, hi, pred in ex.measured:
+            m.add_row(lab, f"{meas:.1f} ({lo:.1f}-{hi:.1f})", f"{pred:.1f}", f"{(pred - meas) / meas * 100:+.1f} %")
+        render_table(out, m)
+    else:
+        out.print(f"no replay of {r.model} at {r.compute_ms:g} ms compute on {r.env}: predictions only",
+                  highlight=False, soft_wrap=True)
+    out.print(f"trust: {r.trust}", highlight=False, soft_wrap=True)
+    out.print("plot: " + ", ".join(r.files), highlight=False, soft_wrap=True)
+
+
+@ddp_app.command("scale", short_help="DDP's defaults and the best setting per node count and link rate (a plot)")
+def ddp_scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
+                  env: str = typer.Option(..., "--env", help="DDP environment (a runs folder with ddp-sweep.jsonl)",
+                                          callback=opt.checked(opt.PlainName, "--env")),
+                  nodes: Optional[str] = typer.Option(None, "--nodes", help="comma-separated node counts (default "
+                                                      "1,2,4,...,64), each with the env's ranks per node"),
+                  link_gbit: Optional[str] = typer.Option(None, "--link-gbit", help="comma-separated link rates "
+                                                          "between nodes, Gbit/s (default: the env's)"),
+                  batch_size: Optional[int] = typer.Option(None, "--batch-size", help="samples per rank per step, "
+                                                           "for samples/s (default: the layout's profiled batch)",
+                                                           callback=opt.checked(opt.Count, "--batch-size")),
+                  compute_ms: Optional[float] = _compute_opt(),
+                  out_dir: Path = typer.Option(Path("scale"), "--out", help="folder for the PNG and SVG plot"),
+                  runs_dir: Optional[Path] = _runs_dir_opt(),
+                  as_json: bool = typer.Option(False, "--json")) -> None:
+    """What-if at scale for DDP (weak scaling): per node count and link rate, DDP's defaults and the setting
+    recommended there (suggest's rules and band), step time, throughput and scaling efficiency.
+
+    Example:
+
+    \b
+        autotuner ddp scale --env ddp-2x1-3gbit --model resnet101 --link-gbit 3,10
+    """
+    r = autotuner.ddp_scale(model, env, nodes=None if nodes is None else opt.int_list(nodes, "--nodes"),
+                            links_gbit=None if link_gbit is None else opt.float_list(link_gbit, "--link-gbit"),
+                            batch_size=batch_size, compute_ms=compute_ms, out_dir=out_dir, runs_dir=runs_dir)
+    if as_json:
+        out.print_json(json.dumps(r.to_dict()))
+        return
+    sc = r.scaling
+    out.print(r.fit, highlight=False, soft_wrap=True)
+    t = Table(title=f"{r.model}, {sc.compute_ms:g} ms compute per rank and step")
+    cols = ["Gbit/s", "nodes", "ranks", "defaults ms", "eff.", "recommended", "ms", "eff."]
+    if sc.batch_per_rank:
+        cols.append("samples/s")
+    for col in cols:
+        t.add_column(col, justify="left" if col == "recommended" else "right")
+    for row in sc.rows:
+        cells = [f"{row.link_gbps:g}", str(row.nodes), str(row.ranks), f"{row.default.step_time_ms:.1f}",
+                 f"{row.default_efficiency * 100:.0f} %",
+                 "(defaults)" if row.best.config == row.default.config else row.best.config.label(),
+                 f"{row.best.step_time_ms:.1f}", f"{row.best_efficiency * 100:.0f} %"]
+        if sc.batch_per_rank:
+            cells.append(f"{row.best_samples_per_s:.0f}")
+        t.add_row(*cells)
+    render_table(out, t)
+    out.print(f"recommended: faster than DDP's defaults by more than the band ({sc.band * 100:.1f} %, "
+              f"{sc.band_source}), else the defaults; eff.: throughput at N nodes / (N / {sc.rows[0].nodes} x the "
+              f"throughput at {sc.rows[0].nodes} node(s)), same link", highlight=False, soft_wrap=True)
+    for n in sc.notes:
+        out.print(f"note: {n}", highlight=False, soft_wrap=True)
+    out.print(f"trust: {r.trust} (on its own shape; other shapes are what-ifs)", highlight=False, soft_wrap=True)
+    out.print("plot: " + ", ".join(r.files), highlight=False, soft_wrap=True)
+
+
 @ddp_app.command("tune", short_help="Bayesian optimisation of DDP's buckets on real runs, the simulator as prior")
 def ddp_tune_cmd(env: str = typer.Option(..., "--env", help="DDP environment (measured with ddp measure)",
                                          callback=opt.checked(opt.PlainName, "--env")),

@@ -55,7 +55,7 @@ def measured_files() -> tuple[str, ...]:
     """What ``autotuner measure`` leaves in an env folder: env.toml, the sweep and its probe phases'
     records and timelines (autotuner.frameworks.horovod.measure's names; never validation/)."""
     sys.path.insert(0, str(ROOT))
-    from autotuner.realrun import measure as M
+    from autotuner.frameworks.horovod import measure as M
 
     return ("env.toml", M.RECORDS, "timelines", M.CPU_RECORDS, M.CPU_TIMELINES, M.TRICKLE_RECORDS,
             M.TRICKLE_TIMELINES, M.IDLE_RECORDS, M.IDLE_TIMELINES, M.BURST_RECORDS, M.FP16_RECORDS)

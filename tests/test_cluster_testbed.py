@@ -207,7 +207,7 @@ def test_measure_on_two_emulated_hosts_records_the_topology(nothing_left, tmp_pa
     ranks; inter: one rank per host), every record carries the topology, env.toml the cluster."""
     need_horovod()
     from autotuner.readers.sweep import parse_sweep_records
-    from autotuner.realrun import measure as M
+    from autotuner.frameworks.horovod import measure as M
     from autotuner.realrun.testbed import cluster_hosts
 
     env_dir = tmp_path / "runs" / "two-hosts"

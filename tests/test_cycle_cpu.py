@@ -183,7 +183,7 @@ def test_trickle_phase_is_recorded_not_charged():
     """measure's trickle phase (tensors one per cycle vs all at once, 1 and 5 ms cycles) is in every
     sweep env's model file as measured; it is not a term (docs/fresh-environments.md section 9)."""
     from autotuner.fit import sweep as S
-    from autotuner.realrun import trickleprobe as T
+    from autotuner.frameworks.horovod import trickleprobe as T
 
     assert (S.TRICKLE, S.BACK_TO_BACK) == (T.TRICKLE, T.BACK_TO_BACK)
     lone = _model()["fit"]["negotiation"]["lone"]

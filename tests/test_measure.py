@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from autotuner.errors import ValidationError
-from autotuner.realrun import measure as M
+from autotuner.frameworks.horovod import measure as M
 from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
                                      parse_sweep_records, parse_trickle_records)
 from cli_helpers import ROOT, assert_one_line_error, need_horovod, run

@@ -1,8 +1,10 @@
 """One folder per data-parallel framework: its knob table, the simulator of its synchronisation engine, its replay
-workload and its launcher (issue 30's structure). The cost model, testbed, search, ``tune``'s core, readers and
-views are shared and know no framework.
+workload, its launcher and its jobs (issue 30's structure). The cost model, testbed, search, ``tune``'s core, readers
+and views are shared; a framework imports nothing of another (``tests/test_architecture.py``; docs/architecture.md,
+"Frameworks", for what of the shared layers still reads Horovod's pure core).
 
-- :mod:`autotuner.frameworks.ddp`: PyTorch ``DistributedDataParallel`` (torch 2.13): buckets, the Reducer, comm hooks.
-- Horovod (0.28.1) still lives at the package's top level (:mod:`autotuner.frameworks.horovod.knobs`, :mod:`autotuner.model`,
-  :mod:`autotuner.realrun`); moving it here is issue 30's open structural item.
+- :mod:`autotuner.frameworks.horovod`: Horovod 0.28.1 (0.20.3's defaults too): the knob table, the background loop,
+  fusion and negotiation, ``horovodrun``.
+- :mod:`autotuner.frameworks.ddp`: PyTorch ``DistributedDataParallel`` (torch 2.13): buckets, the Reducer, comm hooks,
+  ``torchrun``.
 """

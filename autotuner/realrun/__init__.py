@@ -1,9 +1,10 @@
-"""Real Horovod runs: ``horovodrun`` jobs, the emulated network, the replay workload, validation.
+"""What every framework's real runs share: owned processes and the testbed.
 
-- :mod:`.launcher`: one ``horovodrun`` job (process group, timeout, parent-death signal).
+- :mod:`.launcher`: :class:`~.launcher.OwnedProcess` and :func:`~.launcher.run_argv` (a job's whole process group,
+  timeout, parent-death signal) and :func:`~.launcher.testbed_for` (the testbed a real run uses, with one line on it).
 - :mod:`.testbed`: the HTB-shaped network namespace, and the emulated cluster (one namespace per host).
-- :mod:`.hostlaunch`: Horovod's Gloo launcher starting each rank in its emulated host.
-- :mod:`.replay`: the replay training loop (``python -m autotuner.replay``).
-- :mod:`.validation`: trials, the append-only trial store, resume.
-- :mod:`.report`: the validation report.
+- :mod:`.profile`: ``autotuner profile``, a model's gradient layout measured.
+
+Horovod's real runs (``horovodrun``, its probes, replay, validation, tune) are in :mod:`autotuner.frameworks.horovod`;
+DDP's (``torchrun``) in :mod:`autotuner.frameworks.ddp`.
 """

@@ -1,5 +1,5 @@
-"""DDP's public entry points (re-exported by :mod:`autotuner`): :func:`ddp_suggest`, :func:`ddp_measure`,
-:func:`ddp_validate`. Reads an environment's DDP records (its sweep; its replays for the error band), calls the
+"""DDP's public entry points (re-exported by :mod:`autotuner`): :func:`ddp_suggest`, :func:`ddp_simulate`,
+:func:`ddp_explore`, :func:`ddp_scale`, :func:`ddp_measure`, :func:`ddp_validate`, :func:`ddp_tune`. Reads an environment's DDP records (its sweep; its replays for the error band), calls the
 pure parts (:mod:`.fit`, :mod:`.suggest`) and the real runs (:mod:`.realrun`)."""
 from __future__ import annotations
 
@@ -300,3 +300,99 @@ def ddp_tune(env: str, model: str, *, name: str | None = None, compute_ms: float
     return tune_ddp(folder, model, cost, env_cluster(sweep[0]["setup"]), band=band, name=name, compute_ms=compute_ms,
                     steps=steps, warmup=warmup, budget_steps=budget_steps, np_=np, bandwidth_gbit=bandwidth_gbit,
                     testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, say=say)
+
+
+@dataclass(frozen=True)
+class DdpExploreResult:
+    """:func:`ddp_explore`'s answer: env, layout, compute per step (ms), the fit line, the trust line, the
+    :class:`~autotuner.frameworks.ddp.scale.DdpExploration` and the plot's files (PNG, SVG)."""
+
+    env: str
+    model: str
+    compute_ms: float
+    fit: str
+    trust: str
+    exploration: "object"
+    files: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"env": self.env, "model": self.model, "compute_ms": self.compute_ms, "fit": self.fit,
+                "trust": self.trust, **self.exploration.to_dict(), "files": list(self.files)}
+
+
+def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_dir: Path = Path("explore"),
+                runs_dir: Path | None = None) -> DdpExploreResult:
+    """DDP's ``bucket_cap_mb`` explored for layout ``model`` on DDP env ``env``
+    (:func:`autotuner.frameworks.ddp.scale.explore_ddp`): the predicted step per cap, view and hook, with the env's
+    measured replays of this layout at the same compute beside their predictions; the plot written to ``out_dir``
+    (``ddp-explore-<env>-<layout>.png`` and ``.svg``). ``compute_ms`` default: the compute the env's replays of this
+    layout ran, else the layout's measured forward + backward, else 300 ms. Raises RunsError / ScenarioError /
+    ValidationError (one line)."""
+    from ...writers.atomic import check_output_dir
+    from .plots import explore_plot
+    from .records import rows
+    from .scale import explore_ddp
+
+    check_output_dir(Path(out_dir), "--out")
+    folder = ddp_env_folder(env, runs_dir)
+    probe = _asked(env, model, compute_ms or 1.0, runs_dir, 300.0)
+    name = probe.layout.name
+    replays = [r for r in rows(folder, probe.cost) if Path(r.model).stem == name or r.model == name] \
+        if (folder / "ddp-validation").is_dir() else []
+    replays = [r for r in replays if not r.command]
+    if compute_ms is None and replays:
+        compute_ms = replays[0].compute_ms
+    a = _asked(env, model, compute_ms, runs_dir, 300.0)
+    measured = [(r.label, r.measured_ms, r.low_ms, r.high_ms, r.predicted_ms) for r in replays
+                if abs(r.compute_ms - a.compute_ms) < 1e-9]
+    ex = explore_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,
+                     measured=measured, fp16=a.cost.fp16 is not None)
+    title = (f"{name} on {env} ({a.cluster.nodes}x{a.cluster.gpus_per_node} ranks), {a.compute_ms:g} ms compute: "
+             "predicted step per bucket_cap_mb")
+    files = explore_plot(ex, Path(out_dir) / f"ddp-explore-{env}-{name}", title)
+    return DdpExploreResult(env, name, a.compute_ms, _fit_line(env, a.cluster, a.info, a.sweep),
+                            _trust(folder, a.cost)[0], ex, tuple(str(f) for f in files))
+
+
+@dataclass(frozen=True)
+class DdpScaleResult:
+    """:func:`ddp_scale`'s answer: env, layout, the fit and trust lines, the
+    :class:`~autotuner.frameworks.ddp.scale.DdpScaling` and the plot's files (PNG, SVG)."""
+
+    env: str
+    model: str
+    fit: str
+    trust: str
+    scaling: "object"
+    files: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return {"env": self.env, "model": self.model, "fit": self.fit, "trust": self.trust,
+                **self.scaling.to_dict(), "files": list(self.files)}
+
+
+def ddp_scale(model: str, env: str, *, nodes=None, links_gbit=None, batch_size: int | None = None,
+              compute_ms: float | None = None, out_dir: Path = Path("scale"),
+              runs_dir: Path | None = None) -> DdpScaleResult:
+    """DDP at scale for layout ``model`` on DDP env ``env`` (:func:`autotuner.frameworks.ddp.scale.scale_ddp`): per
+    node count (``nodes``, default 1-64) and link rate (``links_gbit``, Gbit/s; default the env's), DDP's defaults
+    and the recommended setting, with step time, throughput (``batch_size`` samples per rank, else the layout's
+    profiled batch, else none) and scaling efficiency; the plot written to ``out_dir``
+    (``ddp-scale-<env>-<layout>.png`` and ``.svg``). ``compute_ms`` as :func:`ddp_suggest`. Raises RunsError /
+    ScenarioError / ValidationError (one line)."""
+    from ...writers.atomic import check_output_dir
+    from .plots import scale_plot
+    from .scale import scale_ddp
+
+    check_output_dir(Path(out_dir), "--out")
+    a = _asked(env, model, compute_ms, runs_dir, 300.0)
+    _, band, source = _trust(a.folder, a.cost)
+    batch = batch_size or a.layout.batch_size
+    sc = scale_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,
+                   nodes=nodes, links_gbps=links_gbit, batch_per_rank=batch, band=band, band_source=source,
+                   fp16=a.cost.fp16 is not None)
+    title = (f"{a.layout.name} on {env}: {a.cluster.gpus_per_node} rank(s) per node, {a.compute_ms:g} ms compute per "
+             "rank and step (weak scaling)")
+    files = scale_plot(sc, Path(out_dir) / f"ddp-scale-{env}-{a.layout.name}", title)
+    return DdpScaleResult(env, a.layout.name, _fit_line(env, a.cluster, a.info, a.sweep), _trust(a.folder, a.cost)[0],
+                          sc, tuple(str(f) for f in files))

@@ -99,6 +99,8 @@ class DdpRow:
     predicted_buckets: tuple[int, ...]
     #: the user's command the trials ran (``ddp validate -- python script.py``), () for the replay workload
     command: tuple[str, ...] = ()
+    #: the emulated compute per step the trials ran (ms; the replay workload's ``--compute-ms``)
+    compute_ms: float = float("nan")
 
     @property
     def error_pct(self) -> float:
@@ -136,5 +138,6 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
                               max(meds), sim.step_time_ms, statistics.median(firsts) if firsts else float("nan"),
                               sim.first_step_time_s * 1e3,
                               tuple(rs[0]["buckets"]) if rs[0].get("buckets") else None,
-                              tuple(b.nbytes for b in sim.buckets), tuple(setup.get("command") or ())))
+                              tuple(b.nbytes for b in sim.buckets), tuple(setup.get("command") or ()),
+                              float(setup["compute_ms"])))
     return out

@@ -1,0 +1,73 @@
+"""``ddp explore`` and ``ddp scale`` (issue 30, deliverable 3): what-ifs on the Reducer simulator from a committed
+DDP env's own sweep, through the public API and the command line."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import autotuner
+
+ENV, MODEL = "ddp-2x1-3gbit", "resnet101"
+RUNS = Path(__file__).resolve().parents[1] / "runs"
+
+
+def test_scale_at_the_envs_own_shape_is_suggests_answer_and_faster_links_never_hurt(tmp_path):
+    """On the env's own shape and link the scale row's defaults and recommendation are ``ddp suggest``'s; a faster
+    link never makes a step slower; the first node count's efficiency is 1; 1 rank (1 node x 1) has no collective,
+    so its step is the compute and copies alone, the same at every link rate."""
+    r = autotuner.ddp_scale(MODEL, ENV, nodes=[1, 2, 8], links_gbit=[3.0, 10.0], compute_ms=100, out_dir=tmp_path)
+    s = autotuner.ddp_suggest(MODEL, ENV, compute_ms=100).suggestion
+    rows = {(x.link_gbps, x.nodes): x for x in r.scaling.rows}
+    own = rows[(3.0, 2)]
+    assert own.default.step_time_ms == pytest.approx(s.default.step_time_ms, rel=1e-9)
+    assert own.best.config == s.recommended.config
+    for n in (1, 2, 8):
+        assert rows[(10.0, n)].default.step_time_ms <= rows[(3.0, n)].default.step_time_ms + 1e-9
+    assert rows[(3.0, 1)].default.step_time_ms == pytest.approx(rows[(10.0, 1)].default.step_time_ms)
+    assert rows[(3.0, 1)].default_efficiency == pytest.approx(1.0)
+    assert rows[(3.0, 8)].default_efficiency < rows[(3.0, 2)].default_efficiency < 1.0
+    assert all(p.endswith((".png", ".svg")) and (tmp_path / p.split("/")[-1]).stat().st_size > 1000 for p in r.files)
+
+
+def test_explore_puts_the_envs_replays_beside_the_curves(tmp_path):
+    """The curves cover 0.25-256 MiB for each hook and view; the measured points are the env's replays of this
+    layout (11 settings at the replays' 100 ms), each with the prediction ``ddp validate``'s rows give it."""
+    from autotuner.frameworks.ddp.records import env_cost, rows
+
+    r = autotuner.ddp_explore(MODEL, ENV, out_dir=tmp_path)
+    ex = r.exploration
+    assert r.compute_ms == 100.0 and set(ex.curves) == {"allreduce", "allreduce, view", "fp16 hook", "fp16 hook, view"}
+    assert ex.caps_mib[0] == 0.25 and ex.caps_mib[-1] == 256.0
+    want = {x.label: x.predicted_ms for x in rows(RUNS / ENV, env_cost(RUNS / ENV)[0]) if x.model == MODEL}
+    assert len(ex.measured) == 11 and {m[0]: m[4] for m in ex.measured} == pytest.approx(want)
+    assert ex.default["allreduce"] == pytest.approx(want["25 MiB (default, first 1 MiB)"])
+
+
+@pytest.mark.parametrize("cmd", [["scale", "--nodes", "1,2", "--link-gbit", "3"], ["explore"]])
+def test_from_the_command_line(tmp_path, cmd):
+    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", *cmd, "--env", ENV, "--model", MODEL, "--out",
+                        str(tmp_path), "--json"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    assert d["files"] and all((tmp_path / f.split("/")[-1]).exists() for f in d["files"])
+    text = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", *cmd, "--env", ENV, "--model", MODEL,
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "80"})
+    assert text.returncode == 0 and "…" not in text.stdout and "Traceback" not in text.stderr
+
+
+@pytest.mark.parametrize("cmd", [["scale", "--nodes", "0"], ["scale", "--link-gbit", "-3"], ["scale", "--nodes", "x"],
+                                 ["scale", "--batch-size", "0"], ["explore", "--compute-ms", "-1"],
+                                 ["explore", "--env", "nope"], ["scale", "--model", "nope"]])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, cmd):
+    args = {"--env": ENV, "--model": MODEL, "--out": str(tmp_path)}
+    sub, rest = cmd[0], cmd[1:]
+    args.update(dict(zip(rest[::2], rest[1::2])))
+    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", sub, *sum(args.items(), ())],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (cmd, p.stderr)
