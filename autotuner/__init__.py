@@ -35,7 +35,7 @@ _EXPORTS = {
     "ddp_validate": ".frameworks.ddp.api", "DdpValidateResult": ".frameworks.ddp.api",
     "ddp_simulate": ".frameworks.ddp.api", "DdpSimulateResult": ".frameworks.ddp.api", "ddp_tune": ".frameworks.ddp.api", "DdpConfig": ".frameworks.ddp.knobs",
     "DDP_KNOBS": ".frameworks.ddp.knobs", "ddp_explore": ".frameworks.ddp.api", "DdpExploreResult": ".frameworks.ddp.api",
-    "ddp_scale": ".frameworks.ddp.api", "DdpScaleResult": ".frameworks.ddp.api",
+    "ddp_scale": ".frameworks.ddp.api", "ddp_envs": ".frameworks.ddp.api", "DdpScaleResult": ".frameworks.ddp.api",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -1092,6 +1092,36 @@ def ddp_simulate_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     out.print(f"trust: {r.trust}", highlight=False, soft_wrap=True)
 
 
+@ddp_app.command("envs", short_help="the DDP environments: shape, link, fitted line, how far checked")
+def ddp_envs_cmd(runs_dir: Optional[Path] = _runs_dir_opt(),
+                 as_json: bool = typer.Option(False, "--json", help="print the list as JSON")) -> None:
+    """Every DDP environment the ddp commands can use (a runs folder with ddp-sweep.jsonl): its shape and link, the
+    allreduce line fitted from its own sweep, what a queued bucket saves (the burst phase), how far it was checked.
+
+    Example:
+
+    \b
+        autotuner ddp envs
+    """
+    rows = autotuner.ddp_envs(runs_dir)
+    if as_json:
+        print(json.dumps(rows, allow_nan=False))
+        return
+    t = Table(title="DDP environments (torch.distributed Gloo, fitted from each env's own sweep)")
+    for col in ("env", "shape", "link Gbit/s", "alpha µs", "busbw Gbit/s", "queued µs", "trust"):
+        t.add_column(col, justify="left" if col in ("env", "shape", "trust") else "right")
+    for r in rows:
+        if "problem" in r:
+            t.add_row(r["env"], "", "", "", "", "", f"unreadable: {r['problem']}")
+            continue
+        t.add_row(r["env"], f"{r['nodes']}x{r['ranks_per_node']}", f"{r['link_gbit']:g}" if r["link_gbit"] else "",
+                  f"{r['alpha_us']:.0f}", f"{r['busbw_gbps']:.2f}" if r["busbw_gbps"] else "",
+                  "-" if r["queued_saving_us"] is None else f"{r['queued_saving_us']:.0f}", r["trust"])
+    render_table(out, t)
+    if not rows:
+        out.print("no DDP environment yet: autotuner ddp measure --env NAME --np 2", highlight=False)
+
+
 @ddp_app.command("explore", short_help="the predicted step over bucket_cap_mb, measured replays beside it (a plot)")
 def ddp_explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                     env: str = typer.Option(..., "--env", help="DDP environment (a runs folder with ddp-sweep.jsonl)",
@@ -1328,6 +1358,7 @@ def envs_cmd(model_dir: Optional[Path] = _model_dir_opt(),
                   f"{r['link_gbps']:g}" if r["link_gbps"] else "", r["source"], ", ".join(r["models"]) or "-",
                   r["trust"])
     render_table(out, t)
+    out.print("PyTorch DDP environments: autotuner ddp envs", highlight=False)
 
 
 @app.command("profile", short_help="time your model's gradients: a layout JSON")

@@ -71,3 +71,22 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, cmd):
     p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", sub, *sum(args.items(), ())],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (cmd, p.stderr)
+
+
+def test_ddp_envs_lists_every_committed_env_and_a_damaged_one_as_a_problem(tmp_path):
+    """``autotuner ddp envs``: each committed DDP env with its shape, fitted line and queued saving (the burst
+    phase); a folder whose sweep is damaged is listed with its one-line problem, never a traceback."""
+    rows = {r["env"]: r for r in autotuner.ddp_envs()}
+    assert {"ddp-2gbit", "ddp-2x1-3gbit", "ddp-2x2-5gbit"} <= set(rows)
+    two = rows["ddp-2x1-3gbit"]
+    assert (two["nodes"], two["ranks_per_node"], two["link_gbit"]) == (2, 1, 3.0)
+    assert two["queued_saving_us"] == pytest.approx(609, abs=5) and two["fp16"] and "real DDP replays" in two["trust"]
+    bad = tmp_path / "ddp-broken"
+    bad.mkdir()
+    (bad / "ddp-sweep.jsonl").write_text('{"ranks": 2}\n')
+    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "envs", "--runs-dir", str(tmp_path), "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    got = {r["env"]: r for r in json.loads(p.stdout)}
+    assert "problem" in got["ddp-broken"] and "\n" not in got["ddp-broken"]["problem"]
+    assert "queued_saving_us" in got["ddp-2gbit"]  # the shipped envs follow the given folder

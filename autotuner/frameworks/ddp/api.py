@@ -83,6 +83,38 @@ def ddp_env_folder(env: str, runs_dir: Path | None = None) -> Path:
                     f"known: {', '.join(known) or 'none'}")
 
 
+def ddp_envs(runs_dir: Path | None = None) -> list[dict]:
+    """``autotuner ddp envs``: every DDP environment of the runs search path (a folder with ``ddp-sweep.jsonl``; the
+    first folder holding a name wins), each with ``env``, ``nodes``, ``ranks_per_node``, ``link_gbit`` (the sweep's
+    link or shaped loopback, Gbit/s), ``alpha_us``, ``busbw_gbps``, ``queued_saving_us`` (None without a burst
+    phase), ``fp16`` (the float16 allreduce measured), ``sweep_jobs``, ``path`` and ``trust`` (its replays' line).
+    An env whose records cannot be read or fitted is listed with ``problem`` (one line) instead."""
+    from ...errors import AutotunerError
+    from ...paths import runs_search_path
+    from .records import env_cluster
+
+    seen: dict[str, Path] = {}
+    for d in runs_search_path(runs_dir):
+        if d.is_dir():
+            for p in sorted(d.glob("*/ddp-sweep.jsonl")):
+                seen.setdefault(p.parent.name, p.parent)
+    out = []
+    for name, folder in sorted(seen.items()):
+        try:
+            cost, info, sweep = _env_cost(folder)
+            setup = sweep[0]["setup"]
+            cl = env_cluster(setup)
+            q = info["queued"]
+            out.append({"env": name, "nodes": cl.nodes, "ranks_per_node": cl.gpus_per_node,
+                        "link_gbit": setup.get("link_gbit") or setup.get("bandwidth_gbit"),
+                        "alpha_us": info["alpha_us"], "busbw_gbps": info["busbw_gbps"],
+                        "queued_saving_us": q["saving_us"] if q["jobs"] else None, "fp16": cost.fp16 is not None,
+                        "sweep_jobs": len(sweep), "path": str(folder), "trust": _trust(folder, cost)[0]})
+        except AutotunerError as e:
+            out.append({"env": name, "path": str(folder), "problem": str(e).splitlines()[0]})
+    return out
+
+
 def ddp_suggest(model: str, env: str, *, compute_ms: float | None = None, runs_dir: Path | None = None) -> "DdpSuggestResult":
     """The best DDP bucket setting for layout ``model`` (a shipped name or a layout JSON) on DDP environment ``env``,
     its cost model fitted from the env's own sweep; ``compute_ms``: forward + backward per step (ms; default the
