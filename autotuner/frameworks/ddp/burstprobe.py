@@ -9,7 +9,7 @@ the one before it ends, or overlaps its tail. The sweep (:mod:`.sweepprobe`) tim
 (``scripts/ddp_back_to_back.py``, docs/ddp.md).
 
 Runs under torchrun on every rank (``python -m autotuner.frameworks.ddp.burstprobe``), Gloo, float32 tensors of
-gradient-like values (N(0, 1e-3), seeded by rank). For each size of ``--sizes`` (bytes) and each of ``--rounds``
+gradient-like values (N(0, 1e-6): standard deviation 1e-3, seeded by rank). For each size of ``--sizes`` (bytes) and each of ``--rounds``
 rounds, interleaved: ``--count`` lone ``dist.all_reduce`` calls, each after a barrier (the sweep's way, one sample
 each), then ``--count`` ``all_reduce(async_op=True)`` issued back to back and waited for together (one sample: the
 round's wall time / count). One untimed round first. Timed on rank 0 by the wall clock.
