@@ -1041,7 +1041,8 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
                   ("n/a" if row.first_measured_ms != row.first_measured_ms else f"{row.first_measured_ms:.1f}")
                   + f" / {row.first_predicted_ms:.1f}")
     render_table(out, t)
-    out.print(f"records: {r.path}", highlight=False, soft_wrap=True)
+    out.print(f"verdict: {r.verdict}", highlight=False, soft_wrap=True)
+    out.print(f"records: {r.path}; report: {r.report}", highlight=False, soft_wrap=True)
 
 
 @ddp_app.command("simulate", short_help="one DDP setting's step, bucket by bucket")

@@ -3,6 +3,7 @@ Reducer simulator's, and the committed DDP environments' replays against their p
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -50,6 +51,37 @@ def test_a_real_ddp_replay_under_torchrun_rebuilds_the_buckets_the_simulator_doe
 def test_the_replay_refuses_bad_arguments_in_one_line(args, msg):
     p = subprocess.run([sys.executable, "-m", "autotuner.frameworks.ddp.replay", *args], capture_output=True,
                        text=True, timeout=60)
+    assert p.returncode == 2 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_real_burst_job_under_torchrun_gives_a_record_the_fit_reads():
+    """The burst phase (:mod:`autotuner.frameworks.ddp.burstprobe`) on 2 ranks of this host, small: one size, 4 calls,
+    2 rounds: a record its schema accepts, every lone call and one back-to-back time per round, and a saving the fit
+    clips to [0, 2 alpha]."""
+    from autotuner.frameworks.ddp.fit import queued_saving
+    from autotuner.model.costmodel import Tier
+    from autotuner.schemas.core import check
+    from autotuner.schemas.ddp import DdpBurstRecord
+
+    r = run_ddp("autotuner.frameworks.ddp.burstprobe", ["--sizes", "65536", "--count", "4", "--rounds", "2"],
+                ranks_per_host=2, timeout_s=120)
+    line = next(x for x in r.stdout.splitlines() if "AUTOTUNER_DDP_BURST " in x)
+    rec = {**json.loads(line.split("AUTOTUNER_DDP_BURST ", 1)[1]), "setup": {"np": 2}}
+    check(DdpBurstRecord, rec, "burst")
+    assert rec["sizes"] == [65536] and len(rec["lone_ms"][0]) == 8 and len(rec["burst_ms"][0]) == 2
+    q = queued_saving([rec], Tier(5e-4, 1e9), 2)
+    assert 0.0 <= q["saving_us"] <= 1000.0 and q["jobs"] == 1
+
+
+@pytest.mark.parametrize("module, args, msg", [("burstprobe", ["--sizes", "x"], "--sizes"),
+                                               ("burstprobe", ["--count", "1"], "--count"),
+                                               ("burstprobe", [], "torchrun"),
+                                               ("sweepprobe", ["--sizes", "2"], "--sizes"),
+                                               ("sweepprobe", ["--sizes", "8", "--backend", "nccl"], "nccl")])
+def test_the_probes_refuse_bad_arguments_in_one_line(module, args, msg):
+    env = {k: v for k, v in os.environ.items() if k != "RANK"}
+    p = subprocess.run([sys.executable, "-m", f"autotuner.frameworks.ddp.{module}", *args], capture_output=True,
+                       text=True, timeout=60, env=env)
     assert p.returncode == 2 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 

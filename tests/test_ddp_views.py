@@ -90,3 +90,19 @@ def test_ddp_envs_lists_every_committed_env_and_a_damaged_one_as_a_problem(tmp_p
     got = {r["env"]: r for r in json.loads(p.stdout)}
     assert "problem" in got["ddp-broken"] and "\n" not in got["ddp-broken"]["problem"]
     assert "queued_saving_us" in got["ddp-2gbit"]  # the shipped envs follow the given folder
+
+
+def test_ddp_validates_verdict_and_report_from_the_committed_replays(tmp_path):
+    """``ddp validate`` ends with one verdict line and a Markdown report beside its records: the fastest measured
+    setting against DDP's defaults, whether the simulator ranks it first, the errors; one table row per setting."""
+    from autotuner.frameworks.ddp.api import report_markdown, verdict
+    from autotuner.frameworks.ddp.records import env_cost, rows
+
+    rs = [r for r in rows(RUNS / ENV, env_cost(RUNS / ENV)[0]) if r.model == "resnet50"]
+    v = verdict(rs)
+    best = min(rs, key=lambda r: r.measured_ms)
+    assert v.startswith(f"fastest measured: {best.label}, {best.measured_ms:.1f} ms against DDP's defaults'")
+    assert "the simulator ranks it first too" in v and "worst" in v
+    md = report_markdown(ENV, "resnet50", rs, v, RUNS / ENV / "ddp-validation" / "resnet50.jsonl")
+    assert md.count("\n| ") == len(rs) + 1 and f"**Verdict:** {v}" in md
+    assert verdict([]) == "no setting measured"

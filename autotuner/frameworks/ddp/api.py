@@ -167,14 +167,18 @@ def ddp_measure(env: str, *, np: int = 2, bandwidth_gbit: float | None = None, t
 
 @dataclass(frozen=True)
 class DdpValidateResult:
-    """:func:`ddp_validate`'s answer: the records file and each setting's row (measured median and range, predicted
-    from the env's sweep alone, error, first iteration, whether DDP's own buckets are the simulator's)."""
+    """:func:`ddp_validate`'s answer: the records file, each setting's row (measured median and range, predicted
+    from the env's sweep alone, error, first iteration, whether DDP's own buckets are the simulator's), the verdict
+    (one line, :func:`verdict`) and the Markdown report written beside the records."""
 
     path: Path
     rows: tuple
+    verdict: str = ""
+    report: Path | None = None
 
     def to_dict(self) -> dict:
-        return {"path": str(self.path), "rows": [
+        return {"path": str(self.path), "verdict": self.verdict,
+                "report": None if self.report is None else str(self.report), "rows": [
             {"label": r.label, "trials": r.trials, "measured_ms": r.measured_ms, "low_ms": r.low_ms,
              "high_ms": r.high_ms, "predicted_ms": r.predicted_ms, "error_percent": r.error_pct,
              "first_measured_ms": None if r.first_measured_ms != r.first_measured_ms else r.first_measured_ms,
@@ -227,6 +231,7 @@ def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: s
     backward, else 100 ms). The env must have its
     DDP sweep (``ddp_measure``). Raises RunsError / ScenarioError / ValidationError (one line)."""
     from ...readers.layouts import load_layout
+    from ...writers.atomic import atomic_write_text
     from .knobs import DdpConfig
     from .realrun import DEFAULT_SETTINGS, validate_ddp
     from .records import rows
@@ -248,7 +253,44 @@ def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: s
     path = validate_ddp(folder, model, settings, name=name, compute_ms=compute_ms, steps=steps, warmup=warmup,
                         repeats=repeats, np_=np, bandwidth_gbit=bandwidth_gbit, testbed_hosts=testbed_hosts,
                         ranks_per_host=ranks_per_host, link_gbit=link_gbit, command=command, say=say)
-    return DdpValidateResult(path, tuple(rows(folder, cost, files=[path])))
+    rs = tuple(rows(folder, cost, files=[path]))
+    v = verdict(rs)
+    report = atomic_write_text(path.with_suffix(".md"), report_markdown(env, model, rs, v, path))
+    return DdpValidateResult(path, rs, v, report)
+
+
+def verdict(rs) -> str:
+    """One line on a validation's rows: the fastest measured setting against DDP's defaults (measured, and whether
+    the simulator ranks it first too), and how far the predictions were off (mean and worst error)."""
+    if not rs:
+        return "no setting measured"
+    by = {r.label: r for r in rs}
+    best = min(rs, key=lambda r: r.measured_ms)
+    d = by.get("25 MiB (default, first 1 MiB)")
+    pred_best = min(rs, key=lambda r: r.predicted_ms)
+    errs = [abs(r.error_pct) for r in rs]
+    worst = max(rs, key=lambda r: abs(r.error_pct))
+    head = (f"fastest measured: {best.label}, {best.measured_ms:.1f} ms" +
+            (f" against DDP's defaults' {d.measured_ms:.1f} ms ({d.measured_ms / best.measured_ms:.2f}x)" if d else ""))
+    rank = ("the simulator ranks it first too" if pred_best is best
+            else f"the simulator ranked {pred_best.label} first (measured {pred_best.measured_ms:.1f} ms)")
+    return (f"{head}; {rank}; predictions off by {statistics.mean(errs):.1f} % on average, worst {worst.error_pct:+.1f} % "
+            f"({worst.label})")
+
+
+def report_markdown(env: str, model: str, rs, v: str, path: Path) -> str:
+    """The validation's Markdown report: the verdict, then every setting measured against its prediction."""
+    lines = [f"# DDP validation: {model} on {env}", "", f"Records: `{path.name}`. Predictions from the env's own DDP "
+             "sweep alone (no replay enters the fit); measured without any timeline, as a training job runs.", "",
+             f"**Verdict:** {v}", "",
+             "| setting | trials | measured ms (range) | predicted ms | error | first step: measured / predicted ms "
+             "| DDP's buckets = simulator's |", "|---|---:|---:|---:|---:|---:|---|"]
+    for r in rs:
+        first = "n/a" if r.first_measured_ms != r.first_measured_ms else f"{r.first_measured_ms:.1f}"
+        same = "n/a" if r.buckets is None else ("yes" if list(r.buckets) == list(r.predicted_buckets) else "no")
+        lines.append(f"| {r.label} | {r.trials} | {r.measured_ms:.1f} ({r.low_ms:.1f}-{r.high_ms:.1f}) | "
+                     f"{r.predicted_ms:.1f} | {r.error_pct:+.1f} % | {first} / {r.first_predicted_ms:.1f} | {same} |")
+    return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)

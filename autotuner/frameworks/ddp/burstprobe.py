@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
+
+from .rankside import init_gloo_rank, parse_sizes
 
 TAG = "AUTOTUNER_DDP_BURST"
 SIZES = (256 << 10, 1 << 20, 4 << 20)
@@ -38,23 +39,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--count", type=int, default=16, help="allreduces per round, lone and back to back")
     p.add_argument("--rounds", type=int, default=5)
     a = p.parse_args(argv)
-    try:
-        sizes = [int(x) for x in a.sizes.split(",")]
-    except ValueError:
-        print(f"error: --sizes {a.sizes!r}: give whole numbers of bytes, comma-separated", file=sys.stderr)
+    sizes = parse_sizes(a.sizes)
+    if sizes is None:
         return 2
-    if not sizes or min(sizes) < 4 or a.count < 2 or a.rounds < 1:
-        print("error: sizes must be >= 4 bytes, --count >= 2, --rounds >= 1", file=sys.stderr)
+    if a.count < 2 or a.rounds < 1:
+        print("error: --count must be >= 2 and --rounds >= 1", file=sys.stderr)
         return 2
-    if "RANK" not in os.environ:
-        print("error: run it under torchrun (no RANK in the environment)", file=sys.stderr)
+    started = init_gloo_rank()
+    if started is None:
         return 2
-    import torch
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    torch.set_num_threads(1)
-    rank = dist.get_rank()
+    torch, dist, rank = started
     gen = torch.Generator().manual_seed(rank)
     lone_all, burst_all = [], []
     for size in sizes:

@@ -107,27 +107,21 @@ def measure_ddp(env_dir: Path, *, np_: int = 2, bandwidth_gbit: float | None = N
                                   "give the env's own shape and link, or a new --env")
     with testbed_for(topo, bandwidth_gbit, link_gbit) as (tb, note):
         say(note)
-        for k in range(have, jobs):
-            r = run_ddp("autotuner.frameworks.ddp.sweepprobe",
-                        ["--sizes", ",".join(map(str, SWEEP_SIZES)), "--repeats", str(repeats), "--warmup", "2"],
-                        ranks_per_host=ranks_per_host if topo else np_, testbed=tb, timeout_s=timeout_s)
-            rec = _result(r.stdout, "AUTOTUNER_DDP_SWEEP")
-            if rec is None:
-                last = (r.stderr.strip().splitlines() or ["(no output)"])[-1][:200]
-                raise ValidationError(f"DDP sweep job {k + 1} gave no result (exit {list(r.returncodes)}): {last}")
-            append_record(out, {"phase": "ddp-sweep", "repeat": k, **rec, "setup": setup, "testbed": note,
-                                "exit": list(r.returncodes), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-            say(f"DDP sweep job {k + 1} of {jobs}: done")
-        for k in range(have_b, burst_jobs):
-            r = run_ddp("autotuner.frameworks.ddp.burstprobe", [], ranks_per_host=ranks_per_host if topo else np_,
-                        testbed=tb, timeout_s=timeout_s)
-            rec = _result(r.stdout, "AUTOTUNER_DDP_BURST")
-            if rec is None:
-                last = (r.stderr.strip().splitlines() or ["(no output)"])[-1][:200]
-                raise ValidationError(f"DDP burst job {k + 1} gave no result (exit {list(r.returncodes)}): {last}")
-            append_record(burst, {"phase": "ddp-burst", "repeat": k, **rec, "setup": setup, "testbed": note,
-                                  "exit": list(r.returncodes), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-            say(f"DDP burst job {k + 1} of {burst_jobs}: done")
+        nproc = ranks_per_host if topo else np_
+        sweep_args = ["--sizes", ",".join(map(str, SWEEP_SIZES)), "--repeats", str(repeats), "--warmup", "2"]
+        for module, args, tag, path, start, n, what in (
+                ("sweepprobe", sweep_args, "AUTOTUNER_DDP_SWEEP", out, have, jobs, "sweep"),
+                ("burstprobe", [], "AUTOTUNER_DDP_BURST", burst, have_b, burst_jobs, "burst")):
+            for k in range(start, n):
+                r = run_ddp(f"autotuner.frameworks.ddp.{module}", args, ranks_per_host=nproc, testbed=tb,
+                            timeout_s=timeout_s)
+                rec = _result(r.stdout, tag)
+                if rec is None:
+                    last = (r.stderr.strip().splitlines() or ["(no output)"])[-1][:200]
+                    raise ValidationError(f"DDP {what} job {k + 1} gave no result (exit {list(r.returncodes)}): {last}")
+                append_record(path, {"phase": f"ddp-{what}", "repeat": k, **rec, "setup": setup, "testbed": note,
+                                     "exit": list(r.returncodes), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+                say(f"DDP {what} job {k + 1} of {n}: done")
     return out
 
 

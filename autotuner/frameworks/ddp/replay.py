@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
+
+from .rankside import init_gloo_rank
 
 RESULT_TAG = "AUTOTUNER_RESULT"
 FORWARD_SHARE = 1.0 / 3.0
@@ -83,18 +84,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     try:
-        import torch
-        import torch.distributed as dist
         from torch.nn.parallel import DistributedDataParallel
     except ImportError as e:
         print(f"error: the DDP replay needs torch ({e})", file=sys.stderr)
         return 2
-    if "RANK" not in os.environ:
-        print("error: run it under torchrun (no RANK in the environment)", file=sys.stderr)
+    started = init_gloo_rank()
+    if started is None:
         return 2
-    dist.init_process_group("gloo")
-    torch.set_num_threads(1)
-    rank = dist.get_rank()
+    torch, dist, rank = started
     dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
     T = len(layout.shapes)
     fwd_s = a.compute_ms * FORWARD_SHARE / 1e3

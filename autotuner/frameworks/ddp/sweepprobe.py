@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
+
+from .rankside import init_gloo_rank, parse_sizes
 
 TAG = "AUTOTUNER_DDP_SWEEP"
 GRADIENT_STD = 1e-3
@@ -41,27 +42,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--backend", default="gloo")
     a = p.parse_args(argv)
-    try:
-        sizes = [int(x) for x in a.sizes.split(",")]
-    except ValueError:
-        print(f"error: --sizes {a.sizes!r}: give whole numbers of bytes, comma-separated", file=sys.stderr)
+    sizes = parse_sizes(a.sizes)
+    if sizes is None:
         return 2
-    if not sizes or min(sizes) < 4 or a.repeats < 1 or a.warmup < 0:
-        print("error: sizes must be >= 4 bytes, --repeats >= 1, --warmup >= 0", file=sys.stderr)
+    if a.repeats < 1 or a.warmup < 0:
+        print("error: --repeats must be >= 1 and --warmup >= 0", file=sys.stderr)
         return 2
     if a.backend != "gloo":
         print(f"error: --backend {a.backend}: only gloo (CPU ranks) is measured here; a CUDA cluster's NCCL sweep "
               "needs its GPUs", file=sys.stderr)
         return 2
-    if "RANK" not in os.environ:
-        print("error: run it under torchrun (no RANK in the environment)", file=sys.stderr)
+    started = init_gloo_rank()
+    if started is None:
         return 2
-    import torch
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo")
-    torch.set_num_threads(1)
-    rank = dist.get_rank()
+    torch, dist, rank = started
     gen = torch.Generator().manual_seed(rank)
     out: dict[str, list] = {"fp32_ms": [], "fp16_ms": []}
     for key, dtype, width in (("fp32_ms", torch.float32, 4), ("fp16_ms", torch.float16, 2)):
