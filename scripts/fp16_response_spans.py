@@ -81,7 +81,11 @@ def main() -> int:
                      else ">= 8 MiB")
                 pred = cost.allreduce_s(n, cl, False) * 1e3
                 by.setdefault(k, []).append((x.duration_us / 1e3, pred))
-            print(f"--compression {comp}: {len(resps) - skip} responses in {a.steps} steps")
+            from autotuner.readers.replay_output import parse_output
+
+            steps = parse_output(r.stdout).step_times_ms
+            print(f"--compression {comp}: {len(resps) - skip} responses in {a.steps} steps; step (with the timeline) "
+                  f"median {statistics.median(steps):.1f} ms")
             for k in ("< 64 KiB", "64 KiB-1 MiB", "1-8 MiB", ">= 8 MiB"):
                 if k in by:
                     m = [v[0] for v in by[k]]

@@ -162,14 +162,8 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     env.problems += fproblems
     fp16_info = fp16_cost(frecs)
     if fp16_info.get("sum_extra_ns_per_elem") is not None:
-        cost = replace(cost, fp16=Fp16Cost(fp16_info["sum_extra_ns_per_elem"] * 1e-9,
-                                           fp16_info["cast_up_ns_per_elem"] * 1e-9,
-                                           fp16_info["cast_up_us_per_tensor"] * 1e-6,
-                                           fp16_info["cast_down_ns_per_elem"] * 1e-9,
-                                           fp16_info["cast_down_us_per_tensor"] * 1e-6,
-                                           segment_bytes=fp16_info["segment_bytes"],
-                                           source=f"measured: {env.path.name}/{FP16_RECORDS}, "
-                                                  f"{fp16_info['jobs']} job(s)"))
+        cost = replace(cost, fp16=Fp16Cost.from_fit(fp16_info, f"measured: {env.path.name}/{FP16_RECORDS}, "
+                                                                f"{fp16_info['jobs']} job(s)"))
     neg_info["cpu"] = cpu_info
     fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
                 "other_tiers": tiers_info,

@@ -469,6 +469,16 @@ class Fp16Cost:
                 **({} if self.source is None else {"source": self.source})}
 
     @classmethod
+    def from_fit(cls, info: dict[str, Any], source: str) -> "Fp16Cost | None":
+        """The cost from a fit's summary (:func:`autotuner.fit.sweep.fp16_cost`: ns per element, µs per tensor,
+        ``segment_bytes``), or None where it found no float16 sum (no records)."""
+        if info.get("sum_extra_ns_per_elem") is None:
+            return None
+        return cls(info["sum_extra_ns_per_elem"] * 1e-9, info["cast_up_ns_per_elem"] * 1e-9,
+                   info["cast_up_us_per_tensor"] * 1e-6, info["cast_down_ns_per_elem"] * 1e-9,
+                   info["cast_down_us_per_tensor"] * 1e-6, segment_bytes=info["segment_bytes"], source=source)
+
+    @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Fp16Cost":
         return cls(float(d["sum_extra_ns_per_elem"]) * 1e-9, float(d["cast_up_ns_per_elem"]) * 1e-9,
                    float(d.get("cast_up_us_per_tensor", 0.0)) * 1e-6, float(d.get("cast_down_ns_per_elem", 0.0)) * 1e-9,

@@ -91,12 +91,7 @@ def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, clust
                "fp16_ms": [float(np.mean(f16[b])) for b in sorted(by) if b >= MIB and b in f16],
                "casts": [c for r in recs for c in r.get("casts", [])]}]
     fp = fp16_cost(pseudo) if pseudo[0]["sizes"] and pseudo[0]["casts"] else {"sum_extra_ns_per_elem": None}
-    fp16 = None
-    if fp.get("sum_extra_ns_per_elem") is not None:
-        fp16 = Fp16Cost(fp["sum_extra_ns_per_elem"] * 1e-9, fp["cast_up_ns_per_elem"] * 1e-9,
-                        fp["cast_up_us_per_tensor"] * 1e-6, fp["cast_down_ns_per_elem"] * 1e-9,
-                        fp["cast_down_us_per_tensor"] * 1e-6, fp["segment_bytes"], None,
-                        "measured: the DDP sweep's float16 allreduces and the hook's casts")
+    fp16 = Fp16Cost.from_fit(fp, "measured: the DDP sweep's float16 allreduces and the hook's casts")
     queued = queued_saving(burst or [], tier, p)
     cost = CostModel(inter=tier, intra=None if cluster.nodes > 1 else tier, link_gbps=link_gbps, memcpy_Bps=copy_Bps,
                      negotiation=Negotiation(), fp16=fp16, queued_saving_s=queued["saving_us"] * 1e-6)

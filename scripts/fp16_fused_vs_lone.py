@@ -1,0 +1,79 @@
+"""Is a fused float16 response cheaper than the fp16 phase's lone tensor of the same bytes? (issue 29: fp16 on CPU
+ranks is predicted 6-21 % too slow; the fp16 phase times one tensor per allreduce, a training step's responses
+fuse many.)
+
+    python scripts/fp16_fused_vs_lone.py --bandwidth-gbit 2            # 2 ranks, shaped loopback (root)
+    python scripts/fp16_fused_vs_lone.py --testbed-hosts 2 --link-gbit 3
+
+On 2 ranks, for B = 4 and 16 MiB of float16 (and float32 of the same element count, 2B): one tensor, and 64 tensors
+of B/64 enqueued at once (one fused response at the 64 MiB default threshold), each averaged (``hvd.Average``) and
+waited for by polling (the replay's ``--wait sleep``); gradient-like values N(0, 1e-6); 5 timed rounds after a
+warm-up, interleaved. Prints (rank 0) per case the median and range, ms. As root, alone on a quiet machine.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+ROUNDS = 5
+
+
+def worker() -> None:
+    import horovod.torch as hvd
+    import torch
+
+    hvd.init()
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(hvd.rank())
+    res: dict[str, list[float]] = {}
+    for rnd in range(ROUNDS + 1):
+        for mib in (4, 16):
+            n16 = (mib << 20) // 2  # float16 elements
+            for dt, dname in ((torch.float16, "float16"), (torch.float32, "float32")):
+                for parts in (1, 64):
+                    ts = [(torch.randn(n16 // parts, generator=g) * 1e-3).to(dt) for _ in range(parts)]
+                    t0 = time.perf_counter()
+                    hs = [hvd.allreduce_async_(t, name=f"c.{mib}.{dname}.{parts}.{i}", op=hvd.Average)
+                          for i, t in enumerate(ts)]
+                    for h in hs:
+                        while not hvd.poll(h):
+                            time.sleep(0.0005)
+                        hvd.synchronize(h)
+                    if rnd:
+                        key = f"{n16 / 2**20:.0f} Mi elements {dname:8} {'1 tensor' if parts == 1 else '64 tensors'}"
+                        res.setdefault(key, []).append((time.perf_counter() - t0) * 1e3)
+    if hvd.rank() == 0:
+        for k, v in res.items():
+            v = sorted(v)
+            print(f"CASE {k:40} median {v[len(v) // 2]:7.1f} ms  range {v[0]:.1f}-{v[-1]:.1f}", flush=True)
+    hvd.shutdown()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--testbed-hosts", type=int, default=0)
+    ap.add_argument("--link-gbit", type=float, default=None)
+    ap.add_argument("--bandwidth-gbit", type=float, default=None)
+    a = ap.parse_args()
+    from autotuner.frameworks.horovod.launch import Job, run_job
+    from autotuner.realrun.launcher import testbed_for
+
+    cmd = (sys.executable, str(Path(__file__).resolve()), "--worker")
+    topo = (a.testbed_hosts, 1) if a.testbed_hosts else None
+    with testbed_for(topo, a.bandwidth_gbit, a.link_gbit) as (tb, note):
+        print(note)
+        job = Job(np=2, command=cmd, hosts=tb.hosts_arg(1) if topo else "", prefix=tb.prefix, launcher=tb.launcher)
+        r = run_job(job, 900)
+    print("\n".join(line.split(">:", 1)[-1] for line in r.stdout.splitlines() if "CASE " in line))
+    return 0 if r.returncode == 0 else (print(r.stderr[-2000:], file=sys.stderr) or 1)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--worker"]:
+        worker()
+        sys.exit(0)
+    sys.exit(main())
