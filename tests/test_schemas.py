@@ -252,6 +252,7 @@ def test_committed_records_all_validate():
         parse = {"sweep.jsonl": parse_sweep_records, "cpu.jsonl": parse_cpu_records,
                  "trickle.jsonl": parse_trickle_records, "idle.jsonl": parse_idle_records,
                  "fp16.jsonl": parse_fp16_records, "fp16-ones.jsonl": parse_fp16_records,
+                 "fp16-lone.jsonl": parse_fp16_records,
                  "burst.jsonl": parse_burst_records}.get(f.name, parse_records)
         recs, problems = parse(f.read_text(), f.name)
         assert problems == [] and recs, f
