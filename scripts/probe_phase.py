@@ -1,8 +1,9 @@
 """Measure one probe phase of ``autotuner measure`` (``--phase burst``, the default: small responses timed by the
 wall clock, no timeline; ``--phase fp16``: float16 against float32 allreduces of gradient-like values) on committed
 sweep environments, each with its own recorded setup (link rate, emulated hosts, wait mode), and copy the
-phase's records into ``runs/<env>/<phase>.jsonl`` (the fp16 phase keeps an env's earlier records, which summed
-ones, as ``fp16-ones.jsonl``).
+phase's records into ``runs/<env>/<phase>.jsonl``, keeping the env's earlier records of the phase as
+``<phase>-previous-<k>.jsonl`` (no fit reads them; the fp16 phase's older ones are ``fp16-ones.jsonl``, which summed
+ones, and ``fp16-lone.jsonl``, one tensor per allreduce).
 
 Each env is measured in a scratch copy (``autotuner measure`` would otherwise append to the committed
 sweep if any item were missing); only ``burst.jsonl`` comes back. As root, on a quiet machine, one env
@@ -67,8 +68,11 @@ def main() -> int:
         if p.returncode != 0:
             return p.returncode
         out = RUNS / env / f"{a.phase}.jsonl"
-        if a.phase == "fp16" and out.exists() and not (RUNS / env / "fp16-ones.jsonl").exists():
-            shutil.copyfile(out, RUNS / env / "fp16-ones.jsonl")
+        if out.exists():  # nothing measured is lost: the env's earlier records of the phase are kept beside
+            k = 1
+            while (RUNS / env / f"{a.phase}-previous-{k}.jsonl").exists():
+                k += 1
+            shutil.copyfile(out, RUNS / env / f"{a.phase}-previous-{k}.jsonl")
         shutil.copyfile(dst / f"{a.phase}.jsonl", out)
         shutil.rmtree(dst)
         print(f"{env}: runs/{env}/{a.phase}.jsonl", flush=True)
