@@ -252,7 +252,7 @@ def test_committed_records_all_validate():
         parse = {"sweep.jsonl": parse_sweep_records, "cpu.jsonl": parse_cpu_records,
                  "trickle.jsonl": parse_trickle_records, "idle.jsonl": parse_idle_records,
                  "fp16.jsonl": parse_fp16_records, "burst.jsonl": parse_burst_records}.get(f.name, parse_records)
-        if f.parent.name != "validation" and f.name.startswith(("fp16-", "burst-")):  # a phase's kept records
+        if f.parent.parent.name == "runs" and f.name.startswith(("fp16-", "burst-")):  # a phase's kept records
             parse = parse_fp16_records if f.name.startswith("fp16-") else parse_burst_records
         recs, problems = parse(f.read_text(), f.name)
         assert problems == [] and recs, f
