@@ -59,17 +59,10 @@ def main() -> int:
     ap.add_argument("--link-gbit", type=float, default=None)
     ap.add_argument("--bandwidth-gbit", type=float, default=None)
     a = ap.parse_args()
-    from autotuner.frameworks.horovod.launch import Job, run_job
-    from autotuner.realrun.launcher import testbed_for
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fp16_values import run_worker
 
-    cmd = (sys.executable, str(Path(__file__).resolve()), "--worker")
-    topo = (a.testbed_hosts, 1) if a.testbed_hosts else None
-    with testbed_for(topo, a.bandwidth_gbit, a.link_gbit) as (tb, note):
-        print(note)
-        job = Job(np=2, command=cmd, hosts=tb.hosts_arg(1) if topo else "", prefix=tb.prefix, launcher=tb.launcher)
-        r = run_job(job, 900)
-    print("\n".join(line.split(">:", 1)[-1] for line in r.stdout.splitlines() if "CASE " in line))
-    return 0 if r.returncode == 0 else (print(r.stderr[-2000:], file=sys.stderr) or 1)
+    return run_worker(Path(__file__).resolve(), "CASE ", a.testbed_hosts, a.link_gbit, a.bandwidth_gbit)
 
 
 if __name__ == "__main__":

@@ -51,24 +51,30 @@ def worker() -> None:
     hvd.shutdown()
 
 
+def run_worker(script: Path, marker: str, testbed_hosts: int = 0, link_gbit: float | None = None,
+               bandwidth_gbit: float | None = None) -> int:
+    """Run ``script --worker`` on 2 ranks under horovodrun: 2 emulated hosts x 1 rank (``testbed_hosts``, root), a
+    shaped loopback (``bandwidth_gbit``, root) or plain loopback; print rank 0's lines holding ``marker``."""
+    from autotuner.frameworks.horovod.launch import Job, run_job
+    from autotuner.realrun.launcher import testbed_for
+
+    cmd = (sys.executable, str(script), "--worker")
+    topo = (testbed_hosts, 1) if testbed_hosts else None
+    with testbed_for(topo, bandwidth_gbit, link_gbit) as (tb, note):
+        print(note)
+        job = Job(np=2, command=cmd, hosts=tb.hosts_arg(1) if topo else "", prefix=tb.prefix, launcher=tb.launcher)
+        r = run_job(job, 900)
+    print("\n".join(line.split(">:", 1)[-1] for line in r.stdout.splitlines() if marker in line))
+    return 0 if r.returncode == 0 else (print(r.stderr[-2000:], file=sys.stderr) or 1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--testbed-hosts", type=int, default=0)
     ap.add_argument("--link-gbit", type=float, default=None)
+    ap.add_argument("--bandwidth-gbit", type=float, default=None)
     a = ap.parse_args()
-    from autotuner.frameworks.horovod.launch import Job, run_job
-
-    cmd = (sys.executable, str(Path(__file__).resolve()), "--worker")
-    if a.testbed_hosts:
-        from autotuner.realrun.testbed import emulated_cluster
-
-        with emulated_cluster(a.testbed_hosts, a.link_gbit) as tb:
-            job = Job(np=a.testbed_hosts, command=cmd, hosts=tb.hosts_arg(1), prefix=tb.prefix, launcher=tb.launcher)
-            r = run_job(job, 900)
-    else:
-        r = run_job(Job(np=2, command=cmd), 900)
-    print("\n".join(line.split(">:", 1)[-1] for line in r.stdout.splitlines() if " median " in line))
-    return 0 if r.returncode == 0 else (print(r.stderr[-2000:], file=sys.stderr) or 1)
+    return run_worker(Path(__file__).resolve(), " median ", a.testbed_hosts, a.link_gbit, a.bandwidth_gbit)
 
 
 if __name__ == "__main__":

@@ -43,10 +43,10 @@ GRADIENT_STD = 1e-3
 CAST_SETS = ((1024, 4096), (64, 65536), (4, 1 << 20))
 CAST_REPEATS = 9
 #: tensors per timed allreduce, enqueued at once and fused into one response (the default 64 MiB threshold holds
-#: every size): what a training step's responses are. A lone tensor of the same bytes measured 8 % slower in
-#: float16 on a 2 Gbit/s loopback (``scripts/fp16_fused_vs_lone.py``, 16 MiB: 219.1 against 201.4 ms; float32
-#: 304.9 against 295.4 for the same elements); the phase's records before issue 29's third pass timed one tensor
-#: (``tensors`` absent).
+#: every size): what a training step's responses are. Against a lone tensor of the same bytes no consistent
+#: difference was measured (``scripts/fp16_fused_vs_lone.py``, 2 Gbit/s loopback, 16 MiB of float16: fused 201.4
+#: against lone 219.1 ms at 23:00, 186.4 against 173.6 at 00:05); the phase's records before issue 29's third
+#: pass timed one tensor (``tensors`` absent).
 TENSORS = 64
 
 
