@@ -45,7 +45,7 @@ CAST_REPEATS = 9
 #: tensors per timed allreduce, enqueued at once and fused into one response (the default 64 MiB threshold holds
 #: every size): what a training step's responses are. Against a lone tensor of the same bytes no consistent
 #: difference was measured (``scripts/fp16_fused_vs_lone.py``, 2 Gbit/s loopback, 16 MiB of float16: fused 201.4
-#: against lone 219.1 ms at 23:00, 186.4 against 173.6 at 00:05); the phase's records before issue 29's third
+#: against lone 219.1 ms at 23:00, 186.4 against 173.6 at 23:59); the phase's records before issue 29's third
 #: pass timed one tensor (``tensors`` absent).
 TENSORS = 64
 
