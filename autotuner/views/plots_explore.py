@@ -5,7 +5,6 @@ results of :mod:`autotuner.views.explore`; nothing here simulates.
 """
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import numpy as np  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
 from ..frameworks.horovod.knobs import CACHE_ON, MIB  # noqa: E402
-from ..writers.atomic import atomic_write_bytes  # noqa: E402
+from ..writers.atomic import save_png_svg as _save  # noqa: E402
 from ..search.grid import Combo  # noqa: E402
 from .explore import Exploration  # noqa: E402
 from .scale import Scaling  # noqa: E402
@@ -111,22 +110,6 @@ def place_labels(fig, items, ax_off, ax) -> list:
         placed.append(bb)
         out.append(ann)
     return out
-
-
-def _save(fig, stem: Path) -> list[Path]:
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-    try:
-        atomic_write_bytes(paths[0], _render(fig, "png", dpi=110))
-        atomic_write_bytes(paths[1], _render(fig, "svg"))
-    finally:
-        plt.close(fig)
-    return paths
-
-
-def _render(fig, fmt: str, **kw) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, **kw)
-    return buf.getvalue()
 
 
 def _edges(x: np.ndarray) -> np.ndarray:

@@ -85,3 +85,19 @@ def save_figure(fig, path: Path, **savefig_kw) -> Path:
     finally:
         plt.close(fig)
     return atomic_write_bytes(p, buf.getvalue())
+
+
+def save_png_svg(fig, stem: Path, dpi: int = 110) -> list[Path]:
+    """Write ``fig`` as ``<stem>.png`` (``dpi``) and ``<stem>.svg``, each rendered in memory and written atomically,
+    then close the figure. Returns both paths."""
+    import matplotlib.pyplot as plt
+
+    paths = [Path(stem).with_suffix(".png"), Path(stem).with_suffix(".svg")]
+    try:
+        for path, kw in zip(paths, ({"format": "png", "dpi": dpi}, {"format": "svg"})):
+            buf = io.BytesIO()
+            fig.savefig(buf, **kw)
+            atomic_write_bytes(path, buf.getvalue())
+    finally:
+        plt.close(fig)
+    return paths

@@ -3,7 +3,6 @@
 """
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import matplotlib
@@ -11,23 +10,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ...writers.atomic import atomic_write_bytes  # noqa: E402
+from ...writers.atomic import save_png_svg as _save  # noqa: E402
 from .scale import DdpExploration, DdpScaling  # noqa: E402
 
 STYLE = {"allreduce": ("tab:blue", "-"), "allreduce, view": ("tab:blue", "--"), "fp16 hook": ("tab:green", "-"),
          "fp16 hook, view": ("tab:green", "--")}
-
-
-def _save(fig, stem: Path) -> list[Path]:
-    paths = [stem.with_suffix(".png"), stem.with_suffix(".svg")]
-    try:
-        for p, kw in zip(paths, ({"format": "png", "dpi": 110}, {"format": "svg"})):
-            buf = io.BytesIO()
-            fig.savefig(buf, **kw)
-            atomic_write_bytes(p, buf.getvalue())
-    finally:
-        plt.close(fig)
-    return paths
 
 
 def explore_plot(ex: DdpExploration, stem: Path, title: str) -> list[Path]:
