@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import RunsError, ScenarioError
+from .records import env_cost
 from .suggest import DdpSuggestion
 
 #: the band where an env has no DDP replay to measure its error: this machine's run-to-run noise (~3 %)
@@ -50,23 +51,21 @@ class _Asked:
 def _asked(env: str, model: str, compute_ms: float | None, runs_dir: Path | None, default_ms: float) -> _Asked:
     """Load env ``env`` (fitted from its sweep) and layout ``model``; ``compute_ms`` default: the layout's measured
     forward + backward, else ``default_ms``. Raises RunsError / ScenarioError (one line)."""
-    from ...model.workload import Workload
     from ...readers.layouts import load_layout
-    from .records import env_cluster
+    from .records import env_cluster, replay_workload
 
     if compute_ms is not None and not compute_ms > 0:
         raise ScenarioError(f"--compute-ms must be > 0 ms, got {compute_ms!r}")
     folder = ddp_env_folder(env, runs_dir)
-    cost, info, sweep = _env_cost(folder)
+    cost, info, sweep = env_cost(folder)
     try:
         L = load_layout(model)
     except ValueError as e:
         raise ScenarioError(str(e).splitlines()[0]) from None
     if compute_ms is None:
         compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else default_ms
-    c = compute_ms / 1e3
     return _Asked(folder, cost, info, sweep, env_cluster(sweep[0]["setup"]), L, compute_ms,
-                  Workload(forward_s=c / 3, backward_s=2 * c / 3))
+                  replay_workload({"compute_ms": compute_ms}))
 
 
 def ddp_env_folder(env: str, runs_dir: Path | None = None) -> Path:
@@ -101,7 +100,7 @@ def ddp_envs(runs_dir: Path | None = None) -> list[dict]:
     out = []
     for name, folder in sorted(seen.items()):
         try:
-            cost, info, sweep = _env_cost(folder)
+            cost, info, sweep = env_cost(folder)
             setup = sweep[0]["setup"]
             cl = env_cluster(setup)
             q = info["queued"]
@@ -140,12 +139,6 @@ def _fit_line(env: str, cluster, info: dict, sweep: list) -> str:
     return (f"{env}: {cluster.nodes}x{cluster.gpus_per_node} ranks, torch.distributed Gloo allreduce: alpha "
             f"{info['alpha_us']:.0f} us, busbw {info['busbw_gbps']:.2f} Gbit/s; bucket copy {info['copy_GBps']:.1f} "
             f"GB/s (from {len(sweep)} sweep job(s)); {queued}")
-
-
-def _env_cost(folder: Path):
-    from .records import env_cost
-
-    return env_cost(folder)
 
 
 def ddp_measure(env: str, *, np: int = 2, bandwidth_gbit: float | None = None, testbed_hosts: int = 0,
@@ -246,7 +239,7 @@ def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: s
     if compute_ms is None:  # a profiled layout's measured forward + backward, else 100 ms
         compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else 100.0
     folder = ddp_env_folder(env, runs_dir)
-    cost, _, _ = _env_cost(folder)
+    cost, _, _ = env_cost(folder)
     settings = list(DEFAULT_SETTINGS) if proposals is None else load_ddp_proposals(proposals)
     if DdpConfig() not in settings:
         settings.insert(0, DdpConfig())
@@ -335,11 +328,17 @@ def ddp_simulate(model: str, env: str, config, *, compute_ms: float | None = Non
     return DdpSimulateResult(env, L.name, compute_ms, config, fit, _trust(folder, cost)[0], step)
 
 
-def _trust(folder: Path, cost) -> tuple[str, float, str]:
-    """(trust line, band, band source) of a DDP env from its replays (:func:`rows`), or the default band."""
+def _checked(folder: Path, cost) -> list:
+    """Every replay of the env with its prediction (:func:`autotuner.frameworks.ddp.records.rows`), [] for none."""
     from .records import rows
 
-    checked = rows(folder, cost) if (folder / "ddp-validation").is_dir() else []
+    return rows(folder, cost) if (folder / "ddp-validation").is_dir() else []
+
+
+def _trust(folder: Path, cost, checked: list | None = None) -> tuple[str, float, str]:
+    """(trust line, band, band source) of a DDP env from its replays (``checked``, else :func:`_checked`), or the
+    default band."""
+    checked = _checked(folder, cost) if checked is None else checked
     if not checked:
         return ("never checked against a real DDP run", DEFAULT_BAND,
                 "this machine's run-to-run noise (no DDP replay on this env)")
@@ -369,7 +368,7 @@ def ddp_tune(env: str, model: str, *, name: str | None = None, compute_ms: float
     except ValueError as e:
         raise ScenarioError(str(e).splitlines()[0]) from None
     folder = ddp_env_folder(env, runs_dir)
-    cost, _, sweep = _env_cost(folder)
+    cost, _, sweep = env_cost(folder)
     _, band, _ = _trust(folder, cost)
     return tune_ddp(folder, model, cost, env_cluster(sweep[0]["setup"]), band=band, name=name, compute_ms=compute_ms,
                     steps=steps, warmup=warmup, budget_steps=budget_steps, np_=np, bandwidth_gbit=bandwidth_gbit,
@@ -402,21 +401,20 @@ def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_di
     (``ddp-explore-<env>-<layout>.png`` and ``.svg``). ``compute_ms`` default: the compute the env's replays of this
     layout ran, else the layout's measured forward + backward, else 300 ms. Raises RunsError / ScenarioError /
     ValidationError (one line)."""
+    from dataclasses import replace
+
     from ...writers.atomic import check_output_dir
     from .plots import explore_plot
-    from .records import rows
+    from .records import replay_workload
     from .scale import explore_ddp
 
     check_output_dir(Path(out_dir), "--out")
-    folder = ddp_env_folder(env, runs_dir)
-    probe = _asked(env, model, compute_ms or 1.0, runs_dir, 300.0)
-    name = probe.layout.name
-    replays = [r for r in rows(folder, probe.cost) if Path(r.model).stem == name or r.model == name] \
-        if (folder / "ddp-validation").is_dir() else []
-    replays = [r for r in replays if not r.command]
-    if compute_ms is None and replays:
-        compute_ms = replays[0].compute_ms
     a = _asked(env, model, compute_ms, runs_dir, 300.0)
+    name = a.layout.name
+    checked = _checked(a.folder, a.cost)
+    replays = [r for r in checked if (Path(r.model).stem == name or r.model == name) and not r.command]
+    if compute_ms is None and replays:  # the compute the env's replays of this layout ran
+        a = replace(a, compute_ms=replays[0].compute_ms, workload=replay_workload({"compute_ms": replays[0].compute_ms}))
     measured = [(r.label, r.measured_ms, r.low_ms, r.high_ms, r.predicted_ms) for r in replays
                 if abs(r.compute_ms - a.compute_ms) < 1e-9]
     ex = explore_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,
@@ -425,7 +423,7 @@ def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_di
              "predicted step per bucket_cap_mb")
     files = explore_plot(ex, Path(out_dir) / f"ddp-explore-{env}-{name}", title)
     return DdpExploreResult(env, name, a.compute_ms, _fit_line(env, a.cluster, a.info, a.sweep),
-                            _trust(folder, a.cost)[0], ex, tuple(str(f) for f in files))
+                            _trust(a.folder, a.cost, checked)[0], ex, tuple(str(f) for f in files))
 
 
 @dataclass(frozen=True)
@@ -460,7 +458,7 @@ def ddp_scale(model: str, env: str, *, nodes=None, links_gbit=None, batch_size: 
 
     check_output_dir(Path(out_dir), "--out")
     a = _asked(env, model, compute_ms, runs_dir, 300.0)
-    _, band, source = _trust(a.folder, a.cost)
+    trust, band, source = _trust(a.folder, a.cost)
     batch = batch_size or a.layout.batch_size
     sc = scale_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,
                    nodes=nodes, links_gbps=links_gbit, batch_per_rank=batch, band=band, band_source=source,
@@ -468,5 +466,5 @@ def ddp_scale(model: str, env: str, *, nodes=None, links_gbit=None, batch_size: 
     title = (f"{a.layout.name} on {env}: {a.cluster.gpus_per_node} rank(s) per node, {a.compute_ms:g} ms compute per "
              "rank and step (weak scaling)")
     files = scale_plot(sc, Path(out_dir) / f"ddp-scale-{env}-{a.layout.name}", title)
-    return DdpScaleResult(env, a.layout.name, _fit_line(env, a.cluster, a.info, a.sweep), _trust(a.folder, a.cost)[0],
-                          sc, tuple(str(f) for f in files))
+    return DdpScaleResult(env, a.layout.name, _fit_line(env, a.cluster, a.info, a.sweep), trust, sc,
+                          tuple(str(f) for f in files))
