@@ -14,7 +14,6 @@ warm-up, interleaved. Prints (rank 0) per case the median and range, ms. As root
 """
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -71,15 +70,10 @@ def worker() -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--testbed-hosts", type=int, default=0)
-    ap.add_argument("--link-gbit", type=float, default=None)
-    ap.add_argument("--bandwidth-gbit", type=float, default=None)
-    a = ap.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from fp16_values import run_worker
+    from fp16_values import cli
 
-    return run_worker(Path(__file__).resolve(), "CASE ", a.testbed_hosts, a.link_gbit, a.bandwidth_gbit)
+    return cli(__file__, __doc__, "CASE ")
 
 
 if __name__ == "__main__":

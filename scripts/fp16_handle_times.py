@@ -72,6 +72,16 @@ def worker(model: str, compute_ms: float, compression: str, steps: int, warmup: 
     hvd.shutdown()
 
 
+def fp16_replay_setup(env: str) -> dict | None:
+    """The setup (compute, link or loopback rate, shape, wait) of ``env``'s first committed fp16 replay with
+    gradient-like values (``validation/fp16-*gradients*.jsonl``), or None with one line on stderr."""
+    recs = sorted((ROOT / "autotuner" / "runs" / env / "validation").glob("fp16-*gradients*.jsonl"))
+    if not recs:
+        print(f"error: {env} has no committed fp16 replay with gradient values", file=sys.stderr)
+        return None
+    return dict(json.loads(recs[0].read_text().splitlines()[0])["setup"])
+
+
 def _responses(done: list[list[float]]) -> list[tuple[float, int]]:
     """Handles finishing within 0.3 ms of the previous one: one response; (end ms, fp32 bytes) each."""
     out: list[list[float]] = []
@@ -96,11 +106,10 @@ def main() -> int:
     from autotuner.views.accuracy import simulate_trial
 
     env_dir = ROOT / "autotuner" / "runs" / a.env
-    recs = sorted((env_dir / "validation").glob("fp16-*gradients*.jsonl"))
-    if not recs:
-        print(f"error: {a.env} has no committed fp16 replay with gradient values", file=sys.stderr)
+    setup = fp16_replay_setup(a.env)
+    if setup is None:
         return 2
-    setup = {**json.loads(recs[0].read_text().splitlines()[0])["setup"], "model": a.model}
+    setup["model"] = a.model
     topo = (int(setup["testbed_hosts"]), int(setup["ranks_per_host"])) if setup.get("testbed_hosts") else None
     cfg = replace(DEFAULTS_0_28, fusion_threshold_bytes=128 << 20, cycle_time_ms=1.0)
     fenv = load_env(ROOT / "autotuner" / "models", a.env)

@@ -15,7 +15,6 @@ step's other terms. Writes the timelines to ``--out`` (default a temporary folde
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 import statistics
 import sys
@@ -40,13 +39,12 @@ def main() -> int:
     from autotuner.readers.timeline import read_timeline
     from autotuner.realrun.launcher import testbed_for
 
-    env_dir = ROOT / "autotuner" / "runs" / a.env
-    recs = sorted((env_dir / "validation").glob("fp16-*gradients.jsonl"))
-    if not recs:
-        print(f"error: {a.env} has no committed fp16 replay with gradient values (validation/fp16-*gradients.jsonl)",
-              file=sys.stderr)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from fp16_handle_times import fp16_replay_setup
+
+    setup = fp16_replay_setup(a.env)
+    if setup is None:
         return 2
-    setup = json.loads(recs[0].read_text().splitlines()[0])["setup"]
     compute, wait = float(setup["compute_ms"]), setup.get("replay_wait", "spin")
     hosts = int(setup.get("testbed_hosts") or 1)
     rph = int(setup.get("ranks_per_host") or setup["np"])

@@ -68,13 +68,19 @@ def run_worker(script: Path, marker: str, testbed_hosts: int = 0, link_gbit: flo
     return 0 if r.returncode == 0 else (print(r.stderr[-2000:], file=sys.stderr) or 1)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def cli(script: str, doc: str, marker: str) -> int:
+    """A fp16 script's command line: ``--testbed-hosts``/``--link-gbit``/``--bandwidth-gbit``, then
+    :func:`run_worker`."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
     ap.add_argument("--testbed-hosts", type=int, default=0)
     ap.add_argument("--link-gbit", type=float, default=None)
     ap.add_argument("--bandwidth-gbit", type=float, default=None)
     a = ap.parse_args()
-    return run_worker(Path(__file__).resolve(), " median ", a.testbed_hosts, a.link_gbit, a.bandwidth_gbit)
+    return run_worker(Path(script).resolve(), marker, a.testbed_hosts, a.link_gbit, a.bandwidth_gbit)
+
+
+def main() -> int:
+    return cli(__file__, __doc__, " median ")
 
 
 if __name__ == "__main__":

@@ -92,7 +92,8 @@ def measure_ddp(env_dir: Path, *, np_: int = 2, bandwidth_gbit: float | None = N
 
     out = env_dir / "ddp-sweep.jsonl"
     burst = env_dir / BURST_RECORDS
-    have = len(read_jsonl(out)) if out.exists() else 0
+    done = read_jsonl(out) if out.exists() else []
+    have = len(done)
     have_b = len(read_jsonl(burst)) if burst.exists() else 0
     if have >= jobs and have_b >= burst_jobs:
         say(f"{out}: {have} sweep job(s) already there; {have_b} burst job(s)")
@@ -100,7 +101,7 @@ def measure_ddp(env_dir: Path, *, np_: int = 2, bandwidth_gbit: float | None = N
     topo = (testbed_hosts, ranks_per_host) if testbed_hosts else None
     setup = _setup(np_, bandwidth_gbit, testbed_hosts, ranks_per_host, link_gbit)
     if have:  # the env's own setup: a resumed or added phase runs where the sweep ran
-        first = read_jsonl(out)[0].get("setup") or {}
+        first = done[0].get("setup") or {}
         if {k: first.get(k) for k in ("np", "bandwidth_gbit", "testbed_hosts", "ranks_per_host", "link_gbit")} != \
                 {k: setup[k] for k in ("np", "bandwidth_gbit", "testbed_hosts", "ranks_per_host", "link_gbit")}:
             raise ValidationError(f"{out} was measured with {_shape(first)}; this run asks for {_shape(setup)}: "
