@@ -155,9 +155,29 @@ def test_failed_create_falls_back_and_leaves_foreign_namespace(owner_pids):
 NOBODY = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 
 
+@pytest.fixture
+def readable_package():
+    """The modules the nobody child imports (the testbed package and what ``import autotuner`` runs: stdlib only),
+    copied to a folder nobody can read: a clone in ``mktemp -d`` (mode 0700) is not, and the child would fail
+    to import ``autotuner`` for a reason that is not the test's."""
+    import tempfile
+
+    d = Path(tempfile.mkdtemp(prefix="autotuner-nobody-"))
+    try:
+        for rel in ["autotuner/__init__.py", "autotuner/_sigint.py", "autotuner/realrun/__init__.py",
+                    *(str(f.relative_to(ROOT)) for f in sorted((ROOT / "autotuner" / "realrun" / "testbed").glob("*.py")))]:
+            (d / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(ROOT / rel, d / rel)
+        for q in [d, *d.rglob("*")]:
+            q.chmod(0o755 if q.is_dir() else 0o644)
+        yield str(d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) missing: cannot drop to nobody")
-def test_unprivileged_user_falls_back_for_real(owner_pids):
-    code = LOAD + """
+def test_unprivileged_user_falls_back_for_real(owner_pids, readable_package):
+    code = LOAD.replace(repr(ROOT_DIR), repr(readable_package)) + """
 import os
 assert os.geteuid() == 65534
 with tb.shaped_network(1.0) as bed:                          # default check: not root
