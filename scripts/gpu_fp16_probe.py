@@ -17,12 +17,14 @@ What is timed (CUDA events around ``reps`` back-to-back launches, median of ``tr
   ``h.to(float32)`` (2 + 4 B; ``decompress`` in ``synchronize``), the float16 add ``a.add_(b)``
   (2 + 2 + 2 B: what a ring reduction step does with a received float16 chunk, NCCL's
   ``reduce`` kernels), the float32 add (12 B), and a float32 copy (8 B), the device's achievable
-  copy bandwidth. Each gives its effective GB/s = bytes moved / time.
+  copy bandwidth. Each gives its effective GB/s = bytes moved / time. Schema /2 adds the same
+  three for bfloat16 (``cast_down_bf16``, ``cast_up_bf16``, ``add_bf16``): what DDP's
+  ``bf16_compress_hook`` does (torch ``ddp_comm_hooks/default_hooks.py`` ``_compress_hook``).
 - ``per_layout``: the casts done as Horovod does them, one tensor at a time, for the shipped
   layouts (vgg16, resnet50, bert_base, ...): wall time of the loop (host launch cost included,
   CUDA synchronised at the end), so a per-tensor term can be fitted: time = a * tensors + b * elements.
 
-Output: one JSON object (schema ``autotuner.gpu-fp16-probe/1``) with the device, torch, and
+Output: one JSON object (schema ``autotuner.gpu-fp16-probe/2``) with the device, torch, and
 every figure; nothing else is written.
 """
 from __future__ import annotations
@@ -63,6 +65,8 @@ def elementwise(n: int, reps: int, trials: int) -> dict:
     g = torch.randn(n, device=dev, dtype=torch.float32)
     h = g.to(torch.float16)
     a16, b16 = h.clone(), h.clone()
+    hb = g.to(torch.bfloat16)
+    ab, bb = hb.clone(), hb.clone()
     a32, b32 = g.clone(), g.clone()
     dst32 = torch.empty_like(g)
     ops = {  # name -> (callable, bytes moved per element)
@@ -71,6 +75,9 @@ def elementwise(n: int, reps: int, trials: int) -> dict:
         "add_fp16": (lambda: a16.add_(b16), 6),
         "add_fp32": (lambda: a32.add_(b32), 12),
         "copy_fp32": (lambda: dst32.copy_(g), 8),
+        "cast_down_bf16": (lambda: g.to(torch.bfloat16), 6),
+        "cast_up_bf16": (lambda: hb.to(torch.float32), 6),
+        "add_bf16": (lambda: ab.add_(bb), 6),
     }
     row = {"elements": n}
     for name, (fn, bpe) in ops.items():
@@ -79,7 +86,7 @@ def elementwise(n: int, reps: int, trials: int) -> dict:
         med, lo, hi = _time_ms(fn, reps, trials)
         row[name] = {"ms": med, "ms_min": lo, "ms_max": hi, "bytes_per_elem": bpe,
                      "ns_per_elem": med * 1e6 / n, "gbytes_per_s": bpe * n / (med * 1e-3) / 1e9}
-    del g, h, a16, b16, a32, b32, dst32
+    del g, h, a16, b16, a32, b32, dst32, hb, ab, bb
     torch.cuda.empty_cache()
     return row
 
@@ -130,7 +137,8 @@ def main() -> int:
         reps = max(3, min(200, int(2**26 / n * 20)))
         rows.append(elementwise(n, reps, a.trials))
         print(f"n={n:>11,}: " + ", ".join(f"{k} {rows[-1][k]['gbytes_per_s']:.0f} GB/s"
-                                          for k in ("cast_down", "cast_up", "add_fp16", "add_fp32", "copy_fp32")),
+                                          for k in ("cast_down", "cast_up", "add_fp16", "add_fp32", "copy_fp32",
+                                                    "cast_down_bf16", "cast_up_bf16", "add_bf16")),
               flush=True)
     lays = []
     for name in LAYOUTS:
@@ -139,10 +147,10 @@ def main() -> int:
             r = lays[-1]
             print(f"{name}: {r['tensors']} tensors, {r['elements']:,} elements: cast down {r['cast_down']['ms']:.3f} ms, "
                   f"up {r['cast_up']['ms']:.3f} ms", flush=True)
-    rec = {"schema": "autotuner.gpu-fp16-probe/1", "device": torch.cuda.get_device_name(0), "nvidia_smi": smi,
+    rec = {"schema": "autotuner.gpu-fp16-probe/2", "device": torch.cuda.get_device_name(0), "nvidia_smi": smi,
            "torch": torch.__version__, "cuda": torch.version.cuda,
            "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": round(time.time() - t0, 1),
-           "command": "python3 scripts/gpu_fp16_probe.py --out OUT/fp16-h100.json",
+           "command": "python3 scripts/gpu_fp16_probe.py " + " ".join(sys.argv[1:]),
            "elementwise": rows, "per_layout": lays}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = a.out.with_suffix(".tmp")

@@ -48,3 +48,95 @@ def test_readiness_impact_rows_for_every_calibrated_pair():
     assert len(df) == 12  # fp32 and bf16 autocast each
     assert np.isfinite(df[["defaults FLOP ms", "defaults measured ms", "pick regret %"]].to_numpy()).all()
     assert (df["pick regret %"] >= 0).all()
+
+
+# --- the second lent H100 (2026-11-27): scripts/gpu_session.sh -------------------------------------------------
+GPU_DDP = ROOT / "runs" / "gpu-profiles" / "h100-ddp" / "ddp-h100.json"
+#: the probe's settings as the simulator's DdpConfig (the hooks change no bucket)
+DDP_SETTINGS = {"default": {}, "cap1": {"bucket_cap_mb": 1}, "cap25": {"bucket_cap_mb": 25},
+                "cap100": {"bucket_cap_mb": 100}, "view": {"gradient_as_bucket_view": True},
+                "fp16_hook": {"comm_hook": "fp16_compress"}, "bf16_hook": {"comm_hook": "bf16_compress"},
+                "list_1_4_25": {"bucket_cap_mb_list": (1, 4, 25)}}
+
+
+def test_ddps_own_rebuilt_buckets_on_a_gpu_are_the_simulators():
+    """Real DDP on an H100 (torch 2.11, NCCL, one rank; scripts/gpu_ddp_probe.py) rebuilt, in every round of every
+    setting, exactly the buckets the Reducer simulator assigns to the shipped layout in its ready order: ResNet-50
+    (161 tensors), ResNet-101 (314) and VGG-16 (32), DDP's default (the 1 MiB first bucket), caps 1/25/100 MiB,
+    the view, both hooks and ``bucket_cap_mb_list=[1, 4, 25]``."""
+    from autotuner.frameworks.ddp.knobs import DdpConfig
+    from autotuner.frameworks.ddp.reducer import assign_buckets
+
+    rec = json.loads(GPU_DDP.read_text())
+    assert rec["complete"] and rec["has_bucket_cap_mb_list"] and rec["device"].startswith("NVIDIA H100")
+    checked = 0
+    for m in rec["ddp"]:
+        layout = load_layout(m["model"])
+        assert (m["tensors"], 4 * m["elements"]) == (len(layout.names), layout.total_bytes)
+        order = np.argsort(layout.ready_fraction, kind="stable")
+        assert set(m["settings"]) == {"plain", *DDP_SETTINGS}
+        for name, kw in DDP_SETTINGS.items():
+            cfg = DdpConfig(**kw)
+            buckets, _ = assign_buckets(layout.sizes_bytes, layout.dtypes, cfg.rebuild_limits(), order)
+            sim = [int(sum(layout.sizes_bytes[i] for i in b)) for b in buckets]
+            for r in m["settings"][name]:
+                log = r["ddp_logging"]
+                assert log["has_rebuilt_buckets"] == 1 and log["world_size"] == 1
+                assert [int(x) for x in log["rebuilt_bucket_sizes"].split(",")] == sim, (m["model"], name)
+                checked += 1
+    assert checked == 3 * 8 * 3
+
+
+def test_ddp_on_a_gpu_adds_host_work_for_many_tensors_and_copies_for_big_ones():
+    """What DDP's default adds to a step on one H100 with no wire (docs/ddp.md, "On a GPU"), against its copies
+    into the buckets and back at the device's copy rate (8 B per element each way, float32 copy of the largest
+    size in fp16-h100-2.json: ~3.0 TB/s): ResNet-50 and -101 (161 and 314 tensors) add 5.1-5.3 ms where the
+    copies take 0.13-0.22 ms: per-tensor host work, ~16-31 µs a tensor; VGG-16 (32 tensors, 138 M elements) adds
+    0.97 ms, its copies 0.69 ms of it."""
+    rec = json.loads(GPU_DDP.read_text())
+    fp16 = json.loads((ROOT / "runs" / "gpu-profiles" / "h100-fp16" / "fp16-h100-2.json").read_text())
+    copy_gbs = max(rec_["copy_fp32"]["gbytes_per_s"] for rec_ in fp16["elementwise"]
+                   if rec_["elements"] >= 2 ** 27)
+    med = lambda rows: float(np.median([r["step_ms"] for r in rows]))  # noqa: E731
+    for m in rec["ddp"]:
+        added = med(m["settings"]["default"]) - med(m["settings"]["plain"])
+        copies_ms = 16 * m["elements"] / (copy_gbs * 1e9) * 1e3
+        if m["tensors"] > 100:
+            assert added > 20 * copies_ms, m["model"]
+        else:
+            assert copies_ms < added < copies_ms + 0.5, m["model"]
+
+
+def test_bf16_casts_and_adds_run_at_the_fp16_rates_on_the_gpu():
+    """bf16_compress_hook's work costs what fp16_compress_hook's does on an H100: from 16 M elements the bfloat16
+    casts and add ran within 3 % of the float16 ones (runs/gpu-profiles/h100-fp16/fp16-h100-2.json)."""
+    rec = json.loads((ROOT / "runs" / "gpu-profiles" / "h100-fp16" / "fp16-h100-2.json").read_text())
+    assert rec["schema"] == "autotuner.gpu-fp16-probe/2"
+    big = [r for r in rec["elementwise"] if r["elements"] >= 2 ** 24]
+    assert len(big) == 5
+    for r in big:
+        for f16, b16 in (("cast_down", "cast_down_bf16"), ("cast_up", "cast_up_bf16"), ("add_fp16", "add_bf16")):
+            assert abs(r[b16]["ms"] / r[f16]["ms"] - 1) < 0.03, (r["elements"], b16)
+
+
+@pytest.mark.parametrize("name", ["resnet50-cuda-fp32-b64", "resnet50-cuda-amp-b64", "resnet101-cuda-fp32-b64"])
+def test_autotuner_profile_on_a_real_gpu(name):
+    """``autotuner profile --device cuda`` run on an H100 (torch 2.11): a layout every command reads, holding the
+    shipped model's tensors; in float32 in the shipped order, under bf16 autocast with Linear's weight first (as
+    the readiness script found, runs/gpu-profiles/h100-torch2.11)."""
+    path = ROOT / "runs" / "gpu-profiles" / "h100-profile" / f"{name}.json"
+    d = json.loads(path.read_text())
+    layout = load_layout(str(path))
+    shipped = load_layout(name.split("-")[0])
+    assert d["device"] == "cuda" and d["device_name"].startswith("NVIDIA H100")
+    assert sorted(layout.names) == sorted(shipped.names) and layout.total_bytes == shipped.total_bytes
+    moved = [a for a, b in zip(layout.names, shipped.names) if a != b]
+    if d["amp"]:
+        assert sorted(moved) == ["fc.bias", "fc.weight"]
+    else:
+        assert moved == []
+    # the same model, batch and GPU as the readiness script's profile of 2026-11-22: backward within 5 %
+    if name == "resnet50-cuda-fp32-b64":
+        prof = {(p["model"], p["precision"], p["batch_size"]): p
+                for p in json.loads((PROFILE_DIR / "profiles.json").read_text())["profiles"]}[("resnet50", "fp32", 64)]
+        assert abs(d["backward_ms"] / prof["backward_ms"] - 1) < 0.05
