@@ -216,7 +216,7 @@ def test_the_ddp_tune_decides_as_horovods_simulators_best_then_ddps_defaults_the
     """The shared decision (autotuner.search.tune.decide) over DDP's candidates: no trial yet, the simulator's best;
     then DDP's defaults (index 0), the baseline; then a repeat of the incumbent for the noise."""
     from autotuner.frameworks.ddp.fastsim import simulate_ddp_batch
-    from autotuner.frameworks.ddp.tune import candidate_grid, features, scaled_cost
+    from autotuner.frameworks.ddp.tune import LENGTH_SCALES, candidate_grid, features, scaled_cost
     from autotuner.search.tune import TuneState, decide
 
     L, fenv = _layout_and_env()
@@ -232,8 +232,8 @@ def test_the_ddp_tune_decides_as_horovods_simulators_best_then_ddps_defaults_the
                                   fenv.cluster, L.dtypes)[0] * 1e3
 
     st = TuneState(cands=list(cands))
-    kw = dict(sd=0.03, noise_fallback=0.02, budget_steps=200, steps_per_trial=8, x=x, base=0,
-              baseline_name="DDP's defaults")
+    kw = dict(sd=0.03, noise_fallback=0.02, budget_steps=200, steps_per_trial=8, x=x, length_scales=LENGTH_SCALES,
+              base=0, baseline_name="DDP's defaults")
     d = decide(cands, st, predict, **kw)
     assert d.index == int(np.argmin(predict(1.0)))
     st.measured[d.index] = [float(d.prior[d.index])]

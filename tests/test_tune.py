@@ -10,9 +10,10 @@ import pytest
 
 from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
-from autotuner.search.tune import (DEFAULT_CANDIDATE, MAX_FAILURES_IN_A_ROW, TuneState, baseline_index, belief,
-                                   candidate_grid, decide, features, group_offset, noise_from_repeats, prior_ms,
-                                   prior_unchecked, refit_bandwidth_scale, should_stop, unchecked_share)
+from autotuner.frameworks.horovod.tune_space import (DEFAULT_CANDIDATE, LENGTH_SCALES, baseline_index, candidate_grid,
+                                                     features, prior_ms, prior_unchecked, unchecked_share)
+from autotuner.search.tune import (MAX_FAILURES_IN_A_ROW, TuneState, belief, decide, group_offset, noise_from_repeats,
+                                   refit_bandwidth_scale, should_stop)
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def test_the_grid_holds_horovods_defaults_and_spells_only_whole_mib():
 
 def test_the_residual_surrogate_starts_at_the_simulators_choice(grid):
     cands, p = grid
-    b = belief(p, features(cands), {}, sd=0.03, noise_sd=0.01)
+    b = belief(p, features(cands), {}, sd=0.03, noise_sd=0.01, length_scales=LENGTH_SCALES)
     assert b.next_index == int(np.argmin(p)) and b.incumbent is None
     # with no trial the posterior is the prior itself
     assert np.allclose(b.mean_ms, p) and np.allclose(b.sd_ms, 0.03 * p)
@@ -47,12 +48,12 @@ def test_a_measured_disagreement_moves_the_belief_and_a_repeat_shrinks_it(grid):
     cands, p = grid
     x = features(cands)
     best = int(np.argmin(p))
-    b = belief(p, x, {best: [p[best] * 1.10]}, sd=0.03, noise_sd=0.01)
+    b = belief(p, x, {best: [p[best] * 1.10]}, sd=0.03, noise_sd=0.01, length_scales=LENGTH_SCALES)
     # the GP pulls the measured point most of the way to its measurement (sd 3 % vs noise 1 %), and its
     # neighbours partly; a far candidate keeps its prior
     assert 1.07 < b.mean_ms[best] / p[best] < 1.10
     assert b.amplitude > 1  # a 10 % residual against a 3 % prior widens the prior
-    b2 = belief(p, x, {best: [p[best] * 1.10] * 3}, sd=0.03, noise_sd=0.01)
+    b2 = belief(p, x, {best: [p[best] * 1.10] * 3}, sd=0.03, noise_sd=0.01, length_scales=LENGTH_SCALES)
     assert b2.sd_ms[best] < b.sd_ms[best]
 
 
@@ -60,9 +61,11 @@ def test_the_stop_rule_compares_expected_improvement_with_one_trials_noise(grid)
     cands, p = grid
     x = features(cands)
     measured = {int(np.argmin(p)): [float(p.min())] * 3}
-    quiet = belief(p, x, measured, sd=0.003, noise_sd=0.02)  # a certain prior, a noisy machine: nothing to gain
+    # a certain prior, a noisy machine: nothing to gain
+    quiet = belief(p, x, measured, sd=0.003, noise_sd=0.02, length_scales=LENGTH_SCALES)
     assert should_stop(quiet) and quiet.ei_ms.max() < quiet.noise_ms
-    loud = belief(p, x, measured, sd=0.10, noise_sd=0.005)  # an uncertain prior, a quiet machine: explore
+    # an uncertain prior, a quiet machine: explore
+    loud = belief(p, x, measured, sd=0.10, noise_sd=0.005, length_scales=LENGTH_SCALES)
     assert not should_stop(loud)
 
 
@@ -95,7 +98,8 @@ def test_fp16_candidates_carry_the_unchecked_share_of_their_prediction(sc):
     off, var = group_offset(with_term, {i: [with_term[i] * 1.2]}, group, 0.4, np.full(len(cands), 0.03), 0.01)
     w = 1 / (0.03 ** 2 + 0.01 ** 2)
     assert off == pytest.approx(w * 0.2 / (1 / 0.16 + w)) and var == pytest.approx(1 / (1 / 0.16 + w))
-    b = belief(with_term, features(cands), {i: [with_term[i] * 1.2]}, sd=0.03, noise_sd=0.01, group=group,
+    b = belief(with_term, features(cands), {i: [with_term[i] * 1.2]}, sd=0.03, noise_sd=0.01,
+               length_scales=LENGTH_SCALES, group=group,
                group_sd=0.4)
     far = half[-1]  # another fp16 candidate, far in knob space: it moved by the offset too
     assert b.mean_ms[far] / with_term[far] == pytest.approx(1 + off, rel=0.02)
@@ -122,8 +126,9 @@ def _drive(sc, cands, p, u, truth, *, budget=240, per=8, fail=frozenset(), limit
     candidate i; indices in ``fail`` fail. Returns (the trials' (index, reason), the stopping decision)."""
     st, seq = TuneState(list(cands)), []
     for k in range(limit):
-        d = decide(cands, st, lambda s, idx=None: prior_ms(sc, cands, s, idx), sd=0.03, noise_fallback=0.02,
-                   budget_steps=budget, steps_per_trial=per, base_prior=p, unchecked=u)
+        d = decide(cands, st, lambda s, idx=None: prior_ms(sc, cands, s, idx), x=features(cands),
+                   length_scales=LENGTH_SCALES, base=baseline_index(cands), baseline_name="Horovod's defaults",
+                   sd=0.03, noise_fallback=0.02, budget_steps=budget, steps_per_trial=per, base_prior=p, unchecked=u)
         if d.index is None:
             return seq, d
         seq.append((d.index, d.reason))

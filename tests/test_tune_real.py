@@ -82,7 +82,7 @@ def test_a_killed_tune_resumes_where_it_stopped_and_starts_at_the_simulators_cho
     assert recs[0] == first[0]
     # the first trial is the simulator's best: the argmin of the prior the record carries for every candidate
     from autotuner.frameworks.horovod.predict import make_scenario
-    from autotuner.search.tune import candidate_grid, prior_ms
+    from autotuner.frameworks.horovod.tune_space import candidate_grid, prior_ms
 
     sc = make_scenario(None, ENV, TINY, compute_ms=10)[0]
     cands = candidate_grid(("none",))

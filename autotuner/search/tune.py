@@ -1,29 +1,25 @@
-"""The decision core of ``autotuner tune``: Bayesian optimisation over real trials whose prior is the simulator.
+"""The decision core of ``tune`` (every framework's): Bayesian optimisation over real trials whose prior is the
+simulator. Knows no framework: a framework gives its candidates, their features, the surrogate's length scales,
+its baseline and the simulator's prior (Horovod: :mod:`autotuner.frameworks.horovod.tune_space`; DDP:
+:mod:`autotuner.frameworks.ddp.tune`). Pure (no I/O, deterministic); the real trials live in each framework's
+``tune`` module.
 
-Pure (no I/O, deterministic); the real trials live in :mod:`autotuner.frameworks.horovod.tune`.
-
-**Candidates.** A grid over what horovodrun can spell (:data:`FUSION_MIB` x :data:`CYCLE_MS` x response
-cache on/off x the gradient compressions asked for): every whole-MiB fusion threshold a power of two
-from 0 to 128 MiB (Horovod 0.28.1's default is 128 MiB; autotune's range is 0-64 MB,
-horovod/common/parameter_manager.cc), cycle times 0.5-50 ms (autotune's range is 1-100 ms; the default
-is 1 ms), and Horovod's defaults always among them.
-
-**Prior mean.** The simulator's step time for each candidate, ``prior_ms`` (ms), from the environment's
-fitted cost model, refitted after every trial (:func:`refit_bandwidth_scale`).
+**Prior mean.** The simulator's step time for each candidate (ms), from the environment's fitted cost model,
+refitted after every trial (:func:`refit_bandwidth_scale`).
 
 **Surrogate.** A Gaussian process over the *relative residual* ``r = measured / prior - 1``
 (scikit-optimize's :class:`skopt.learning.GaussianProcessRegressor`, zero mean, :class:`ResidualGP`). Its
 hyperparameters are not optimised (a handful of points cannot identify them) but set from measured figures:
 
 - the prior's sd: how far the simulator has been from real runs on this environment (its error band,
-  :func:`autotuner.frameworks.horovod.environments.error_band`: held-out mean error, or borrowed from siblings), widened by the
-  residuals themselves once they exceed it;
-- candidates that rest on physics no real trial of this env has checked (fp16's saving and its measured
-  cost, :func:`unchecked_share`) share one offset, a normal prior of sd the median unchecked share, updated
-  by every trial of the group (:func:`group_offset`): one fp16 trial calibrates every fp16 candidate;
+  :func:`autotuner.frameworks.horovod.environments.error_band`: held-out mean error, or borrowed from siblings),
+  widened by the residuals themselves once they exceed it;
+- candidates that rest on physics no real trial of this env has checked (e.g. Horovod's fp16 candidates,
+  :func:`autotuner.frameworks.horovod.tune_space.unchecked_share`) share one offset, a normal prior of sd the
+  median unchecked share, updated by every trial of the group (:func:`group_offset`): one trial calibrates the group;
 - noise ``noise_sd``: the relative standard deviation of one trial's measured step time (the repeat
   spread of real trials, :func:`noise_from_repeats`);
-- length scales: :data:`LENGTH_SCALES` over features scaled to [0, 1] (:func:`features`).
+- length scales: the framework's, over its features scaled to [0, 1].
 
 With no trial yet, the posterior mean is the prior and every candidate has the same relative
 uncertainty: the first proposal is the simulator's best (:attr:`Belief.next_index`).
@@ -40,13 +36,14 @@ from the simulator with skopt's own GP and EI keeps the library and gives the pr
 **Stopping rule** (:func:`should_stop`): stop when no candidate's expected improvement (ms) beats the
 measured noise of one trial (``noise_sd · incumbent``), or at the step budget.
 
-**The decision** (:func:`decide`, the one function the loop of :mod:`autotuner.frameworks.horovod.tune` calls before
-every trial): from the trials so far (:class:`TuneState`), the next candidate or the stop, in this order:
+**The decision** (:func:`decide`, the one function each framework's loop calls before every trial): from the
+trials so far (:class:`TuneState`), the next candidate or the stop, in this order:
 
 1. three failed trials in a row (:data:`MAX_FAILURES_IN_A_ROW`): stop (the job is broken, not a configuration);
 2. no trial yet: the simulator's best (the prior's argmin; a candidate whose job failed is never proposed again);
-3. the baseline not yet run: Horovod's defaults (:func:`baseline_index`: uncompressed when ``none`` is searched,
-   else the default knobs with the one compression searched, e.g. ``--compression fp16`` alone);
+3. the baseline not yet run: the framework's defaults (Horovod's:
+   :func:`autotuner.frameworks.horovod.tune_space.baseline_index`, uncompressed when ``none`` is searched, else
+   the default knobs with the one compression searched; DDP's: its default setting);
 4. no candidate measured twice yet: repeat the incumbent (the stop rule needs one trial's noise);
 5. no expected improvement above one trial's noise (:func:`should_stop`): confirm an incumbent measured once,
    else stop;
@@ -63,64 +60,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..frameworks.horovod.knobs import CACHE_ON, DEFAULTS_0_28, MIB, Config
-
-#: fusion thresholds searched (MiB): powers of two, 0 = fusion off, 128 = Horovod 0.28.1's default
-FUSION_MIB = (0, 1, 2, 4, 8, 16, 32, 64, 128)
-#: cycle times searched (ms): 1 = Horovod 0.28.1's default
-CYCLE_MS = (0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0)
-#: GP length scales over :func:`features` ([0, 1] each): log fusion, log cycle, cache, fp16. Two
-#: neighbouring grid values of fusion are 1/8 apart and of cycle ~1/6: 0.25 lets one measurement inform
-#: its neighbours without flattening the whole range; the cache switch correlates its two sides by
-#: Matern-5/2(1/1) = 0.52; the compression switch by Matern-5/2(1/0.3) = 0.04: fp16's residual is its own
-#: physics (casts, the float16 sum), not the knobs'.
-LENGTH_SCALES = (0.25, 0.25, 1.0, 0.3)
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One configuration tune can run: Horovod knobs and the gradient compression (``none``/``fp16``)."""
-
-    config: Config
-    compression: str = "none"
-
-    @property
-    def key(self) -> str:
-        """A short stable name: ``f<MiB>-c<ms>-cache<on|off>[-fp16]``."""
-        c = self.config
-        return (f"f{c.fusion_threshold_bytes / MIB:g}-c{c.cycle_time_ms:g}-cache{'on' if c.cache_capacity else 'off'}"
-                + ("" if self.compression == "none" else f"-{self.compression}"))
-
-
-DEFAULT_CANDIDATE = Candidate(DEFAULTS_0_28, "none")
-
-
-def candidate_grid(compressions: Sequence[str] = ("none",)) -> list[Candidate]:
-    """Every candidate, defaults included: len = 9 x 7 x 2 x len(compressions)."""
-    out = []
-    for comp in compressions:
-        for f in FUSION_MIB:
-            for cy in CYCLE_MS:
-                for cache in (CACHE_ON, 0):
-                    out.append(Candidate(Config(fusion_threshold_bytes=int(f * MIB), cycle_time_ms=cy,
-                                                cache_capacity=cache), comp))
-    if DEFAULT_CANDIDATE not in out and "none" in compressions:
-        out.append(DEFAULT_CANDIDATE)
-    return out
-
-
-def features(cands: Sequence[Candidate]) -> np.ndarray:
-    """Shape (n, 4) in [0, 1]: log2(1 + fusion MiB) / log2(129), log(cycle / 0.5 ms) / log(100),
-    cache on, fp16."""
-    x = np.empty((len(cands), 4))
-    for i, c in enumerate(cands):
-        x[i, 0] = math.log2(1 + c.config.fusion_threshold_bytes / MIB) / math.log2(129)
-        x[i, 1] = math.log(c.config.cycle_time_ms / 0.5) / math.log(100)
-        x[i, 2] = 1.0 if c.config.cache_capacity else 0.0
-        x[i, 3] = 1.0 if c.compression == "fp16" else 0.0
-    return x
-
-
 def noise_from_repeats(measured: dict[int, list[float]], fallback: float) -> float:
     """Relative standard deviation of one trial (fraction): pooled over candidates measured more than
     once (``measured``: candidate index -> step times in ms), from log step times; ``fallback`` until
@@ -136,14 +75,15 @@ def noise_from_repeats(measured: dict[int, list[float]], fallback: float) -> flo
 
 class ResidualGP:
     """The surrogate: a zero-mean GP over *standardised* relative residuals ``z = r / sd_i`` (scikit-optimize's
-    :class:`skopt.learning.GaussianProcessRegressor`, kernel Matern 5/2 with :data:`LENGTH_SCALES`, unit
+    :class:`skopt.learning.GaussianProcessRegressor`, kernel Matern 5/2 with the framework's ``length_scales``, unit
     amplitude, not optimised). ``sd_i``: how far the simulator may be off at candidate i (a fraction; larger
     where no real run has checked the physics, :func:`prior_sd`); each observation's noise enters as its own
     ``alpha = (noise_sd / sd_i)^2``. ``amplitude``: multiplies every ``sd_i`` (>= 1: raised when the
     measured residuals are larger than the prior said)."""
 
-    def __init__(self, sd: np.ndarray, noise_sd: float, amplitude: float = 1.0):
+    def __init__(self, sd: np.ndarray, noise_sd: float, amplitude: float = 1.0, *, length_scales: Sequence[float]):
         self.sd, self.noise_sd, self.amplitude = np.asarray(sd, float) * amplitude, float(noise_sd), float(amplitude)
+        self.length_scales = tuple(float(v) for v in length_scales)
         self.gp = None
 
     def fit(self, x: np.ndarray, idx: list[int], r: np.ndarray) -> "ResidualGP":
@@ -152,31 +92,18 @@ class ResidualGP:
 
         if len(r):
             sd = self.sd[idx]
-            self.gp = GaussianProcessRegressor(kernel=Matern(LENGTH_SCALES, "fixed", nu=2.5), optimizer=None,
+            self.gp = GaussianProcessRegressor(kernel=Matern(self.length_scales, "fixed", nu=2.5), optimizer=None,
                                                normalize_y=False, alpha=(self.noise_sd / sd) ** 2)
             self.gp.fit(x[idx], np.asarray(r) / sd)
         return self
 
     def predict(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(mean, sd) of the relative residual at every row of ``x`` (shape (n, 4), the candidates in the
+        """(mean, sd) of the relative residual at every row of ``x`` (shape (n, k), the candidates in the
         order of ``sd``); the latent function's sd (one measurement's noise left out)."""
         if self.gp is None:
             return np.zeros(len(x)), self.sd.copy()
         mu, sd = self.gp.predict(x, return_std=True)
         return mu * self.sd, np.sqrt(np.maximum(sd, 0.0) ** 2) * self.sd
-
-
-def unchecked_share(cands: Sequence[Candidate], with_term: np.ndarray, bytes_only: np.ndarray,
-                    none_ms: np.ndarray) -> np.ndarray:
-    """Per candidate, the share of its prediction no real trial has checked (fractions): for an fp16 candidate,
-    the measured fp16 term (``|with_term - bytes_only| / with_term``) plus the halving of the bytes itself
-    (``|none - bytes_only| / with_term``, the same knobs without compression); 0 for the others. Arrays in ms,
-    shape (n,) each, aligned with ``cands`` (``none_ms``: the same knobs without compression)."""
-    out = np.zeros(len(cands))
-    for i, c in enumerate(cands):
-        if c.compression != "none":
-            out[i] = (abs(with_term[i] - bytes_only[i]) + abs(none_ms[i] - bytes_only[i])) / with_term[i]
-    return out
 
 
 class _StepModel:
@@ -225,10 +152,12 @@ def group_offset(prior_ms: np.ndarray, measured: dict[int, list[float]], group: 
 
 
 def belief(prior_ms: np.ndarray, x: np.ndarray, measured: dict[int, list[float]], *, sd: np.ndarray | float,
-           noise_sd: float, group: np.ndarray | None = None, group_sd: float = 0.0) -> Belief:
+           noise_sd: float, length_scales: Sequence[float], group: np.ndarray | None = None,
+           group_sd: float = 0.0) -> Belief:
     """The posterior and the acquisition over every candidate.
 
-    ``prior_ms``: the simulator's step time per candidate (ms, shape (n,)); ``x``: :func:`features`;
+    ``prior_ms``: the simulator's step time per candidate (ms, shape (n,)); ``x``: the framework's features of the
+    candidates (shape (n, k), each in [0, 1]), ``length_scales`` the GP's over them (k values);
     ``measured``: candidate index -> measured step times (ms, one per trial); ``sd``: the prior's relative sd
     per candidate (the env's error band) or one for all; ``noise_sd``: one trial's relative noise;
     ``group``/``group_sd``: candidates whose prediction rests on physics no real trial has checked (fp16's)
@@ -248,7 +177,7 @@ def belief(prior_ms: np.ndarray, x: np.ndarray, measured: dict[int, list[float]]
     if len(r):
         z2 = np.maximum(r ** 2 - noise_sd ** 2, 0.0) / sd[idx] ** 2
         amp = max(1.0, math.sqrt(float(np.mean(z2))))
-    gp = ResidualGP(sd, noise_sd, amp).fit(x, idx, r)
+    gp = ResidualGP(sd, noise_sd, amp, length_scales=length_scales).fit(x, idx, r)
     mu, sdr = gp.predict(x)
     mean_ms, sd_ms = prior_ms * (1 + mu), prior_ms * sdr
     if measured:
@@ -301,34 +230,6 @@ def refit_bandwidth_scale(measured: dict[int, list[float]], predict: Callable[[f
     return s, before, math.sqrt(loss(s))
 
 
-def scaled_scenario(sc, scale: float):
-    """``sc`` (a :class:`autotuner.frameworks.horovod.scenario.Scenario`) with every link tier's bandwidth multiplied by
-    ``scale`` (:meth:`autotuner.model.costmodel.Tier.scaled`): the refit's one parameter."""
-    from dataclasses import replace
-
-    cost = sc.cost
-    if scale != 1.0:
-        cost = replace(cost, inter=cost.inter.scaled(scale),
-                       intra=None if cost.intra is None else cost.intra.scaled(scale))
-    return replace(sc, cost=cost)
-
-
-def prior_ms(sc, cands: Sequence[Candidate], scale: float = 1.0, idx: Sequence[int] | None = None) -> np.ndarray:
-    """The simulator's step time (ms) of candidates ``idx`` (default: all) on ``sc`` with the bandwidths
-    scaled by ``scale``, each with its compression (:meth:`autotuner.frameworks.horovod.scenario.Scenario.simulate`)."""
-    from dataclasses import replace
-
-    base = scaled_scenario(sc, scale)
-    scs = {}
-    out = []
-    for i in (range(len(cands)) if idx is None else idx):
-        c = cands[i]
-        if c.compression not in scs:
-            scs[c.compression] = replace(base, compression=c.compression)
-        out.append(scs[c.compression].simulate(c.config).step_time_ms)
-    return np.asarray(out, dtype=float)
-
-
 # --------------------------------------------------------------------------- the decision
 
 #: failed trials in a row after which tune stops (the job itself is broken, not one configuration)
@@ -342,7 +243,7 @@ class TuneState:
     trial); ``failed`` indices whose trial failed; ``steps`` and ``wall_s`` spent (warm-up included);
     ``records`` the trials' records; ``fails_in_a_row`` and ``last_error`` of the latest failures."""
 
-    cands: list[Candidate]
+    cands: list[Any]
     measured: dict[int, list[float]] = field(default_factory=dict)
     failed: set[int] = field(default_factory=set)
     steps: int = 0
@@ -376,46 +277,21 @@ class Decision:
     incumbent_ms: float | None = None
 
 
-def baseline_index(cands: Sequence[Candidate]) -> int | None:
-    """The baseline every answer is measured against: Horovod's default knobs (:data:`DEFAULT_CANDIDATE`)
-    without compression when ``none`` is searched, else the default knobs with the first compression searched
-    (``--compression fp16`` alone: the user's job already sends float16); None when no candidate has the
-    default knobs."""
-    if DEFAULT_CANDIDATE in cands:
-        return cands.index(DEFAULT_CANDIDATE)
-    return next((i for i, c in enumerate(cands) if c.config == DEFAULT_CANDIDATE.config), None)
-
-
-def prior_unchecked(sc, cands: Sequence[Candidate], with_term: np.ndarray) -> np.ndarray:
-    """:func:`unchecked_share` for ``cands`` on ``sc`` (a :class:`autotuner.frameworks.horovod.scenario.Scenario`): the fp16
-    candidates' predictions without the env's measured fp16 term, and the same knobs without compression
-    (``with_term``: :func:`prior_ms` of ``cands``, ms). Zeros when nothing is compressed."""
-    from dataclasses import replace
-
-    if all(c.compression == "none" for c in cands):
-        return np.zeros(len(cands))
-    bare = replace(sc, cost=replace(sc.cost, fp16=None))
-    bytes_only = prior_ms(bare, cands)
-    twins = [Candidate(c.config, "none") for c in cands]
-    none_ms = prior_ms(sc, twins)
-    return unchecked_share(cands, with_term, bytes_only, none_ms)
-
-
-def decide(cands: Sequence[Candidate], st: TuneState, predict: Callable[[float, Sequence[int] | None], np.ndarray], *,
+def decide(cands: Sequence[Any], st: TuneState, predict: Callable[[float, Sequence[int] | None], np.ndarray], *,
+           x: np.ndarray, length_scales: Sequence[float], base: int | None, baseline_name: str,
            sd: float, noise_fallback: float, budget_steps: int, steps_per_trial: int,
-           base_prior: np.ndarray | None = None, unchecked: np.ndarray | None = None,
-           x: np.ndarray | None = None, base: int | None = -1, baseline_name: str = "Horovod's defaults") -> Decision:
+           base_prior: np.ndarray | None = None, unchecked: np.ndarray | None = None) -> Decision:
     """The next trial, or the stop, from the trials so far (the rules of the module docstring, "The decision").
 
-    Pure: ``predict(scale, indices)`` gives the simulator's step times (ms) of those candidates (all for None)
-    with every link's bandwidth multiplied by ``scale`` (the loop passes :func:`prior_ms` on the env's scenario);
-    ``st``: the trials so far; ``sd``: the prior's relative sd (the env's error band); ``noise_fallback``: one
-    trial's relative noise until repeats measure it; ``budget_steps``/``steps_per_trial``: the step budget and
-    what one trial spends (warm-up included); ``base_prior``: ``predict(1.0, None)`` if already computed;
-    ``unchecked``: :func:`prior_unchecked` (the fp16 candidates' shared offset), or None. Another framework's
-    candidates (DDP's, :mod:`autotuner.frameworks.ddp.tune`) pass their own ``x`` (features in [0, 1], shape
-    (n, k)), ``base`` (the baseline's index, None for none) and ``baseline_name``; the defaults are Horovod's
-    (:func:`features`, :func:`baseline_index`)."""
+    Pure: ``cands``: the framework's candidates (only counted, and read for a ``compression`` attribute in the
+    baseline's reason); ``predict(scale, indices)`` gives the simulator's step times (ms) of those candidates (all
+    for None) with every link's bandwidth multiplied by ``scale``; ``x``: the candidates' features (shape (n, k) in
+    [0, 1]) and ``length_scales`` the surrogate's over them; ``base``: the baseline's index (None: no baseline among
+    them), ``baseline_name`` how the reason names it; ``st``: the trials so far; ``sd``: the prior's relative sd
+    (the env's error band); ``noise_fallback``: one trial's relative noise until repeats measure it;
+    ``budget_steps``/``steps_per_trial``: the step budget and what one trial spends (warm-up included);
+    ``base_prior``: ``predict(1.0, None)`` if already computed; ``unchecked``: each candidate's share of its
+    prediction no real trial has checked (the group sharing one offset), or None."""
     if st.fails_in_a_row >= MAX_FAILURES_IN_A_ROW:
         return Decision(None, "", stop=f"{st.fails_in_a_row} trials failed in a row (last: {st.last_error})")
     base_prior = predict(1.0, None) if base_prior is None else base_prior
@@ -429,13 +305,11 @@ def decide(cands: Sequence[Candidate], st: TuneState, predict: Callable[[float, 
         masked[i] = np.inf  # a configuration whose job failed is not proposed again
     group = None if unchecked is None else unchecked > 0
     gsd = float(np.median(unchecked[group])) if group is not None and group.any() else 0.0
-    b = belief(np.where(np.isfinite(masked), masked, prior.max() * 100), features(cands) if x is None else x,
-               st.measured, sd=sd,
-               noise_sd=noise, group=group, group_sd=gsd)
+    b = belief(np.where(np.isfinite(masked), masked, prior.max() * 100), x, st.measured, sd=sd, noise_sd=noise,
+               length_scales=length_scales, group=group, group_sd=gsd)
     ei = np.where(np.isfinite(masked), b.ei_ms, -1.0)
     common = dict(scale=scale, rms_before=rb, rms_after=ra, prior=prior, prior_unrefit=base_prior, noise_sd=noise,
                   incumbent=b.incumbent, incumbent_ms=None if b.incumbent is None else b.incumbent_ms)
-    base = baseline_index(cands) if base == -1 else base
     if not st.measured:
         nxt = int(np.argmin(masked))
         why = "the simulator's best (no trial yet: the prior decides)"

@@ -31,6 +31,15 @@ def candidate_grid(fp16: bool) -> list[DdpConfig]:
             for h in hooks for v in (False, True) for c in TUNE_CAPS_MIB]
 
 
+#: the shared surrogate's length scales over :func:`features` (:func:`autotuner.search.tune.decide`), as Horovod's
+#: (:data:`autotuner.frameworks.horovod.tune_space.LENGTH_SCALES`) feature for feature: log cap as log fusion
+#: threshold (0.25: neighbouring caps 1/8 apart inform each other); the default cap's 1 MiB first bucket 0.25 (its
+#: two sides correlated as two caps a quarter of the range apart); the view 1.0 (a copy less, the same physics
+#: otherwise: Matern-5/2(1) = 0.52, as the response cache); the fp16 hook 0.3 (its own physics: casts, the
+#: float16 sum).
+LENGTH_SCALES = (0.25, 0.25, 1.0, 0.3)
+
+
 def features(cands) -> np.ndarray:
     """Shape (n, 4) in [0, 1]: log2(1 + cap MiB) / log2(257), DDP's default cap, the view, the fp16 hook."""
     x = np.empty((len(cands), 4))
@@ -121,9 +130,9 @@ def tune_ddp(env_dir: Path, model: str, cost, cluster, *, band: float, name: str
     with testbed_for(topo, bandwidth_gbit, link_gbit) as (tb, note):
         say(note)
         while True:
-            d = decide(cands, st, predict, sd=max(band, 0.01), noise_fallback=0.02, budget_steps=budget_steps,
-                       steps_per_trial=steps + warmup, base_prior=base_prior, x=x, base=0,
-                       baseline_name="DDP's defaults")
+            d = decide(cands, st, predict, x=x, length_scales=LENGTH_SCALES, base=0, baseline_name="DDP's defaults",
+                       sd=max(band, 0.01), noise_fallback=0.02, budget_steps=budget_steps,
+                       steps_per_trial=steps + warmup, base_prior=base_prior)
             if d.index is None:
                 stop = d.stop
                 break

@@ -1,6 +1,7 @@
 """``autotuner tune``: Bayesian optimisation on real ``horovodrun`` trials, the simulator as its prior.
 
-The decisions are :mod:`autotuner.search.tune` (pure); this module runs them: each trial is one real job
+The decisions are :mod:`autotuner.search.tune` (pure, every framework's) over Horovod's candidates
+(:mod:`autotuner.frameworks.horovod.tune_space`); this module runs them: each trial is one real job
 (:class:`autotuner.frameworks.horovod.validation.TrialRunner`, the replay workload or the user's command, in the
 testbed ``validate`` uses), appended to ``runs/<env>/tune/<name>.jsonl`` as soon as it ends
 (:class:`~autotuner.frameworks.horovod.validation.TrialStore`: one fsynced append per trial). A re-run with the same
@@ -34,7 +35,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...errors import ValidationError
-from ...search.tune import Candidate, TuneState, candidate_grid, decide, prior_ms, prior_unchecked
+from ...search.tune import TuneState, decide
+from .tune_space import (LENGTH_SCALES, Candidate, baseline_index, candidate_grid, features, prior_ms,
+                         prior_unchecked)
 from .validation import Outcome, TrialSpec, TrialStore, make_record, matching
 
 #: tune's kind in the record file
@@ -97,12 +100,14 @@ def run_tune(setup, sc, store: TrialStore, run_trial: Callable[[TrialSpec], Outc
 
     base_prior = predict(1.0)
     unchecked = prior_unchecked(sc, cands, base_prior)
+    x, base = features(cands), baseline_index(cands)
     per_trial = setup.steps + setup.warmup
     notes: list[str] = []
     refits: list[dict[str, Any]] = []
     while True:
         st = state_from_records(matching(store.records(), setup), cands, notes)
-        d = decide(cands, st, predict, sd=prior_sd_band, noise_fallback=noise_fallback, budget_steps=budget_steps,
+        d = decide(cands, st, predict, x=x, length_scales=LENGTH_SCALES, base=base, baseline_name="Horovod's defaults",
+                   sd=prior_sd_band, noise_fallback=noise_fallback, budget_steps=budget_steps,
                    steps_per_trial=per_trial, base_prior=base_prior, unchecked=unchecked)
         inc = "" if d.incumbent is None else f"{cands[d.incumbent].key} {d.incumbent_ms:.1f} ms"
         progress(st.steps, budget_steps, inc)
