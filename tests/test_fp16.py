@@ -1,7 +1,7 @@
 """fp16 compression's cost besides the bytes (issue 29 section 2).
 
 CPU ranks: the float16 sum overlaps the wire in Gloo's pipelined ring (:class:`autotuner.model.costmodel.Fp16Tier`),
-fitted from each env's fp16 phase alone (:func:`autotuner.fit.sweep.fp16_cost`) and checked on the held-out
+fitted from each env's fp16 phase alone (:func:`autotuner.fit.collective.fp16_cost`) and checked on the held-out
 fp16 replays. GPU envs: the casts and the float16 sum at the GPU's datasheet memory bandwidth
 (:data:`autotuner.specs.GPUS`), so ``suggest`` proposes fp16 on the lab reports' V100 clusters.
 """
@@ -100,7 +100,7 @@ def _phase(env):
 
 
 def test_the_fp16_fit_reads_the_committed_phase_by_hand():
-    from autotuner.fit.sweep import fp16_cost
+    from autotuner.fit.collective import fp16_cost
 
     recs = _phase("fresh-poll-2gbit")
     info = fp16_cost(recs)
@@ -129,7 +129,7 @@ def test_the_overlap_explains_the_slow_link_and_agrees_across_link_rates():
     0.75 Gbit/s phase with a median |error| under 5 % (2.6 % measured; the per-element law 7.7 %), and the four
     envs' sums per element agree within a factor 1.6 (23.1-33.5 ns; the per-element law's figures span 2.6x,
     10.9-28.2 ns, because they mix the sum with what the wire hid)."""
-    from autotuner.fit.sweep import fp16_cost
+    from autotuner.fit.collective import fp16_cost
 
     infos = {e: fp16_cost(_phase(e)) for e in FP16_ENVS}
     slow = infos["fresh-poll-0.75gbit"]
@@ -144,7 +144,7 @@ def test_the_overlap_explains_the_slow_link_and_agrees_across_link_rates():
 
 
 def test_the_shipped_models_carry_the_fit_of_their_own_phase():
-    from autotuner.fit.sweep import fp16_cost
+    from autotuner.fit.collective import fp16_cost
 
     for e in FP16_ENVS:
         f = load_env(MODELS, e).cost.fp16
@@ -161,10 +161,10 @@ PHASE_OF = {"-gradients.jsonl": "fp16-lone.jsonl", "-gradients-3.jsonl": "fp16.j
 
 
 def _with_phase(fenv, env: str, phase: str):
-    """``fenv`` with its fp16 term fitted from ``runs/<env>/<phase>`` alone (:func:`autotuner.fit.sweep.fp16_cost`)."""
+    """``fenv`` with its fp16 term fitted from ``runs/<env>/<phase>`` alone (:func:`autotuner.fit.collective.fp16_cost`)."""
     from dataclasses import replace
 
-    from autotuner.fit.sweep import fp16_cost
+    from autotuner.fit.collective import fp16_cost
     from autotuner.model.costmodel import Fp16Cost
 
     recs = [json.loads(line) for line in (RUNS / env / phase).read_text().splitlines()]

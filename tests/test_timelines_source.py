@@ -24,7 +24,7 @@ from cli_helpers import assert_one_line_error, run
 from refit import assert_refit_close
 
 from autotuner.errors import FitError, RunsError
-from autotuner.fit.fitters import fit_collective_tier, fit_env, simulate_ms
+from autotuner.fit.collective import fit_collective_tier, fit_env, simulate_ms
 from autotuner.fit.store import env_from_dict, write_model
 from autotuner.fit.timelines import cycle_bound_ms
 from autotuner.frameworks.horovod.knobs import Config

@@ -41,7 +41,8 @@ from ..model.workload import Workload
 from ..readers.layouts import load_data_layout
 from ..readers.runs import EnvData
 from ..schemas import MODEL_SCHEMA, Format, is_plain_name
-from .regression import fit_host_passes, fit_linear, fit_piecewise, mape, r_squared
+from .collective import fit_collective_tier  # noqa: F401  (shared by every framework; re-exported for the fitters)
+from .regression import fit_host_passes, fit_linear, mape, r_squared
 
 FORWARD_FRACTION = 1 / 3
 #: V100 device-to-device copy bandwidth used for fusion-buffer copies (bytes/s): HBM2 peak
@@ -353,37 +354,6 @@ def host_samples_for(env: EnvData, recs: list[dict[str, Any]]) -> tuple[np.ndarr
         gaps += hs.gaps
         used.append(str(f.relative_to(env.path)))
     return np.array(mem, float).reshape(-1, 2), np.array(gaps, float).reshape(-1, 4), used
-
-
-def fit_collective_tier(nbytes: np.ndarray, counts: np.ndarray, times_s: np.ndarray,
-                        p: int) -> tuple[Tier, Any, np.ndarray, dict[str, Any] | None]:
-    """The ring tier of measured collectives: ``T(n) = a + b·n`` (:func:`fit_linear`) and, where
-    the samples allow, two such lines split at a knee (:func:`fit_piecewise`).
-
-    Args: arrays of shape (k,): response bytes, how many responses of that size were measured,
-    their mean duration (s); ``p``: the ranks they ran on. Each size's relative residual weighs by its share of all measured
-    collective time (sqrt(count x time / total)), so the line is right where a step's time goes
-    (the many tiny tensors would dominate otherwise). Returns ``(tier, linear fit, predicted s
-    per sample, piecewise info or None)``. Raises FitError (fewer than 2 samples, times <= 0).
-    Shared by the ``validation``, ``sweep`` and ``timelines`` fitters.
-    """
-    weights = np.sqrt(counts * times_s / np.sum(counts * times_s))
-    lin = fit_linear(nbytes, times_s, weights)
-    tier = Tier.from_linear(lin.a_s, lin.b_s_per_byte, p)
-    pred = lin.a_s + lin.b_s_per_byte * nbytes
-    piece = fit_piecewise(nbytes, times_s, weights, counts)
-    piece_info = None
-    if piece is not None:
-        knee, small, large = piece
-        tier = Tier.from_linear(small.a_s, small.b_s_per_byte, p).with_large(
-            knee, large.a_s, large.b_s_per_byte, p)
-        pred = np.where(nbytes >= knee, large.a_s + large.b_s_per_byte * nbytes, small.a_s + small.b_s_per_byte * nbytes)
-        piece_info = {"knee_bytes": knee, "small": {"a_ms": small.a_s * 1e3, "b_ms_per_mib": small.b_s_per_byte * MIB * 1e3,
-                                                   "n_samples": small.n},
-                      "large": {"a_ms": large.a_s * 1e3, "b_ms_per_mib": large.b_s_per_byte * MIB * 1e3,
-                                "n_samples": large.n},
-                      "r2": r_squared(times_s, pred), "mape_percent": mape(times_s, pred)}
-    return tier, lin, pred, piece_info
 
 
 def timeline_cost_model(tier: Tier, *, link_gbps: float, ranks: int, memcpy_bytes: float, memcpy_s: float,

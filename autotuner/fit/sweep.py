@@ -8,7 +8,7 @@ training timelines, so the two kinds of environment give models of one form:
 
 - the collective: every allreduce response of every kept timeline (GLOO_ALLREDUCE / MPI_* /
   NCCL_* span versus response bytes), pooled by size (count, mean duration), fitted by
-  :func:`autotuner.fit.fitters.fit_collective_tier` (alpha-beta ring tier, two segments where
+  :func:`autotuner.fit.collective.fit_collective_tier` (alpha-beta ring tier, two segments where
   the samples allow);
 - the fusion-buffer copies and the host time between responses: the fusion phase's fused
   responses (MEMCPY_IN + MEMCPY_OUT per response) and the back-to-back pairs of one cycle
@@ -41,6 +41,7 @@ from ..readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_
                              parse_trickle_records, read_phase_records, read_sweep_records)
 from ..readers.timeline import read_timeline, samples
 from ..readers.timeline_steps import response_host_samples
+from .collective import fp16_cost  # noqa: F401  (shared by every framework; the fit below calls it)
 from .fitters import _model_dict, fit_collective_tier, run_config, timeline_cost_model
 
 #: kept timelines of a sweep, relative to the folder of ``source``
@@ -178,7 +179,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
 
 def _tier(by_size: dict[int, list[float]], p: int):
     """The ring tier of one tier's pooled (bytes -> durations in s) samples on ``p`` ranks:
-    :func:`autotuner.fit.fitters.fit_collective_tier` on (size, count, mean duration)."""
+    :func:`autotuner.fit.collective.fit_collective_tier` on (size, count, mean duration)."""
     sizes = np.array(sorted(by_size), dtype=float)
     counts = np.array([len(by_size[int(n)]) for n in sizes], dtype=float)
     times = np.array([np.mean(by_size[int(n)]) for n in sizes])
@@ -634,82 +635,3 @@ def _cycle_negotiation(cycles: dict[tuple[str, bool], list[float]], tier: str) -
 
 #: the fp16 phase's records, beside ``source`` (:data:`autotuner.frameworks.horovod.measure.FP16_RECORDS`)
 FP16_RECORDS = "fp16.jsonl"
-
-
-def _cast_fit(recs: list[dict[str, Any]], col: int) -> tuple[float, float]:
-    """(s per element, s per tensor) of one cast, least squares (non-negative) over every set of every job:
-    a set of ``count`` tensors of ``elems`` elements took ``count · (per_tensor + elems · per_elem)``."""
-    from scipy.optimize import nnls
-
-    a, y = [], []
-    for r in recs:
-        for count, elems, *ms in r["casts"]:
-            a.append([count * elems, count])
-            y.append(ms[col] * 1e-3)
-    (per_elem, per_tensor), _ = nnls(np.asarray(a, float), np.asarray(y, float))
-    return float(per_elem), float(per_tensor)
-
-
-def _segment_sum_s(extra_s: float, k: float, w_s: float) -> float:
-    """The sum time (s) of one float16 segment that explains a measured extra ``extra_s`` over float32 in Gloo's
-    pipelined ring (:meth:`autotuner.model.costmodel.Fp16Tier.sum_exposed_s`, solved for ``s``): ``extra = s``
-    where ``s <= w`` (the wire hides all sums but the last), ``extra = k · s - (k - 1) · w`` where it does not."""
-    return extra_s if extra_s <= w_s else (extra_s + (k - 1) * w_s) / k
-
-
-def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
-    """What fp16 compression costs besides the bytes, from the ``fp16`` phase's jobs
-    (:mod:`autotuner.frameworks.horovod.fp16probe`): the model file's ``fit.fp16`` and the cost model's ``fp16``
-    (:class:`autotuner.model.costmodel.Fp16Cost`).
-
-    The float16 sum overlaps the wire: Gloo's ring (``gloo/allreduce.cc`` ``ring()``) cuts a buffer of ``B`` bytes
-    into segments of at most 1 MiB (:func:`autotuner.model.costmodel.ring_segments`: ``k`` reduced per rank) and
-    sums one while the next is in flight, so a float16 allreduce costs its float32 twin of the same bytes plus
-    ``k · max(0, s - w) + min(w, s)`` (:meth:`autotuner.model.costmodel.Fp16Tier.sum_exposed_s`), ``w`` one
-    segment's wire time and ``s`` its float16 sum. Each point (job, size) gives ``w = T32(B) / (2 k)`` (the ring's
-    reduce-scatter and allgather move ``k`` segments each, per rank) and, solved for ``s``
-    (:func:`_segment_sum_s`), the sum per float16 element ``2 s / segment``; ``sum_extra_ns_per_elem`` is their
-    median (a median: one job of three may sample a slow regime; a negative one is reported and clipped to 0).
-    ``per_point_ns_per_elem`` lists them, ``predicted_fp16_ms`` what the median gives back for each point, and
-    ``per_element_law_ns_per_elem`` the median of the earlier law (every element's sum exposed,
-    ``(T16 - T32) / ((p - 1) / p · B / 2)``) for comparison. The casts per element and per tensor:
-    :func:`_cast_fit`. With no record: ``{"jobs": 0, "sum_extra_ns_per_elem": None, "note": ...}``.
-    """
-    from ..model.costmodel import GLOO_SEGMENT_BYTES, ring_segments
-
-    if not recs:
-        return {"jobs": 0, "sum_extra_ns_per_elem": None,
-                "note": "no fp16 phase (measure --fp16-repeats): fp16 compression only halves the bytes"}
-    pts = []  # (bytes, T32 s, T16 s, k, segment bytes, w s, per-element sum s, per-element law s)
-    for r in recs:
-        p = int(r["ranks"])
-        for b, t32, t16 in zip(r["sizes"], r["fp32_ms"], r["fp16_ms"]):
-            k, seg = (float(v) for v in ring_segments(float(b), p, GLOO_SEGMENT_BYTES))
-            t32_s, t16_s = t32 * 1e-3, t16 * 1e-3
-            w = t32_s / (2 * k)
-            x = 2 * _segment_sum_s(t16_s - t32_s, k, w) / seg
-            pts.append((int(b), t32_s, t16_s, k, seg, w, x, (t16_s - t32_s) / ((p - 1) / p * b / 2)))
-    xs = np.asarray([q[6] for q in pts], float)
-    slope = float(np.median(xs))
-    x = max(slope, 0.0)
-    pred = [t32 + k * max(0.0, seg * x / 2 - w) + min(w, seg * x / 2) for _, t32, _, k, seg, w, _, _ in pts]
-    down_e, down_t = _cast_fit(recs, 0)
-    up_e, up_t = _cast_fit(recs, 1)
-    info = {"jobs": len(recs), "sizes": sorted({int(b) for r in recs for b in r["sizes"]}),
-            "law": ("Gloo's pipelined ring: a float16 allreduce = its float32 twin + k max(0, s - w) + min(w, s) "
-                    "(k segments of at most 1 MiB reduced per rank, w one segment's wire time = T32 / 2k, s its "
-                    "float16 sum)"),
-            "segment_bytes": GLOO_SEGMENT_BYTES,
-            "sum_extra_ns_per_elem": x * 1e9,
-            "per_point_ns_per_elem": [round(float(v) * 1e9, 2) for v in xs],
-            "predicted_fp16_ms": [[b, round(t16 * 1e3, 3), round(q * 1e3, 3)]
-                                  for (b, _, t16, *_), q in zip(pts, pred)],
-            "per_element_law_ns_per_elem": float(np.median([q[7] for q in pts])) * 1e9,
-            "cast_up_ns_per_elem": up_e * 1e9, "cast_up_us_per_tensor": up_t * 1e6,
-            "cast_down_ns_per_elem": down_e * 1e9, "cast_down_us_per_tensor": down_t * 1e6,
-            "fp16_minus_fp32_ms": [[int(b), round(t16 - t32, 3)] for r in recs
-                                   for b, t32, t16 in zip(r["sizes"], r["fp32_ms"], r["fp16_ms"])]}
-    if slope < 0:
-        info["note"] = (f"float16 allreduces were not slower per element than float32 ones of the same bytes "
-                        f"(median {slope * 1e9:.2f} ns per element): no extra charged")
-    return info

@@ -14,7 +14,7 @@ What is fitted, per file then pooled (the same arithmetic as ``validation`` envs
   grouped by byte count: one sample ``(bytes, count, mean duration)`` per (file, size), as
   :func:`autotuner.frameworks.horovod.validation.summarize_timeline` summarises one trial (the validation
   summary rounds the mean to 0.1 µs; here it is not rounded). Sizes whose mean reads 0 µs are
-  dropped (1 µs resolution). Then :func:`~autotuner.fit.fitters.fit_collective_tier` (linear,
+  dropped (1 µs resolution). Then :func:`~autotuner.fit.collective.fit_collective_tier` (linear,
   and piecewise where the samples allow).
 - **Fusion-buffer copy rate**: 2 x bytes / (MEMCPY_IN + MEMCPY_OUT span) summed over every
   fused response (more than one tensor) of every file.

@@ -403,7 +403,7 @@ class Fp16Tier(Tier):
 @dataclass(frozen=True)
 class Fp16Cost:
     """What fp16 gradient compression costs besides halving the bytes on the wire: measured by ``autotuner
-    measure``'s fp16 phase (:mod:`autotuner.frameworks.horovod.fp16probe`, fitted by :func:`autotuner.fit.sweep.fp16_cost`)
+    measure``'s fp16 phase (:mod:`autotuner.frameworks.horovod.fp16probe`, fitted by :func:`autotuner.fit.collective.fp16_cost`)
     on CPU ranks, or from a GPU's datasheet memory bandwidth (:func:`autotuner.specs.gpu_fp16_cost`).
 
     ``hvd.Compression.fp16`` (Horovod 0.28.1 ``horovod/torch/compression.py``) casts each gradient to
@@ -470,7 +470,7 @@ class Fp16Cost:
 
     @classmethod
     def from_fit(cls, info: dict[str, Any], source: str) -> "Fp16Cost | None":
-        """The cost from a fit's summary (:func:`autotuner.fit.sweep.fp16_cost`: ns per element, µs per tensor,
+        """The cost from a fit's summary (:func:`autotuner.fit.collective.fp16_cost`: ns per element, µs per tensor,
         ``segment_bytes``), or None where it found no float16 sum (no records)."""
         if info.get("sum_extra_ns_per_elem") is None:
             return None

@@ -11,9 +11,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ..model.costmodel import CostModel  # noqa: E402
+from ..model.units import MIB  # noqa: E402
 from ..writers.atomic import save_figure  # noqa: E402
-
-MIB = 1024 * 1024
 
 
 def bandwidth_plot(model: dict[str, Any], path: Path) -> Path | None:

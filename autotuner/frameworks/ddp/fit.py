@@ -2,11 +2,11 @@
 shared :class:`~autotuner.model.costmodel.CostModel`, fitted with the shared fitters, so the Reducer simulator
 prices each bucket by what ``torch.distributed``'s allreduce measured on this cluster.
 
-- The ring tier: :func:`autotuner.fit.fitters.fit_collective_tier` on every size's median allreduce time (float32),
+- The ring tier: :func:`autotuner.fit.collective.fit_collective_tier` on every size's median allreduce time (float32),
   pooled over the sweep's jobs (the same alpha-beta line, split at a knee where the samples allow).
 - The copy into a bucket (``at::mul_out``, one pass): bytes per second from a least-squares line through the
   copies of 1 MiB and more (``memcpy_Bps``; the cost model's ``memcpy_s`` is two passes, in and out).
-- fp16 / bf16 hooks: :func:`autotuner.fit.sweep.fp16_cost` (Gloo's pipelined ring: the float16 sum's exposed part)
+- fp16 / bf16 hooks: :func:`autotuner.fit.collective.fp16_cost` (Gloo's pipelined ring: the float16 sum's exposed part)
   on the float16 sweep's sizes of 1 MiB and more against float32's of the same bytes, and the hook's casts.
 - A bucket queued behind another (:func:`queued_saving`): what the burst phase (:mod:`.burstprobe`) measured an
   allreduce launched back to back to save against a lone one, in the same job.
@@ -21,8 +21,7 @@ import numpy as np
 
 from ...errors import FitError
 from ...model.costmodel import Cluster, CostModel, Fp16Cost, Negotiation
-
-MIB = 1 << 20
+from ...model.units import MIB
 
 
 def _medians(recs, key):
@@ -64,8 +63,8 @@ def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, clust
     rate the sweep ran at (Gbit/s, for what-ifs); ``cluster``: the sweep's shape (its ranks are the ring's p);
     ``burst``: the env's burst-phase records (:func:`queued_saving`), None or empty: a queued bucket costs a lone
     allreduce. Raises FitError for no records or fewer than 2 sizes."""
-    from ...fit.fitters import fit_collective_tier
-    from ...fit.sweep import fp16_cost
+    from ...fit.collective import fit_collective_tier
+    from ...fit.collective import fp16_cost
 
     if not recs:
         raise FitError("no DDP sweep records (runs/<env>/ddp-sweep.jsonl)")

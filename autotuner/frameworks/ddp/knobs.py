@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ...errors import KnobError
+from ...model.units import MIB
 
-MIB = 1024 * 1024
 #: torch releases whose DDP defaults the table holds ("2.13": the version this project installs)
 TORCH_VERSIONS = ("2.13",)
 #: ``torch/nn/parallel/distributed.py`` ``_DEFAULT_BUCKET_CAP_MB``

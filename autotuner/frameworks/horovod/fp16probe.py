@@ -16,7 +16,7 @@ on cores shared by emulated hosts a spinning wait takes the core Gloo's float16 
 and on rank 0 alone the two casts Horovod's compressor makes (``tensor.type(torch.float16)`` and back) of each
 set of :data:`CAST_SETS`, :data:`CAST_REPEATS` samples each. Output (rank 0): one line ``AUTOTUNER_FP16 {json}``
 with ``sizes``, ``fp32_ms`` and ``fp16_ms`` (median per size, ms), ``casts`` (``[tensors, elements each, down
-ms, up ms]`` per set, medians), ``ranks``. The fit is :func:`autotuner.fit.sweep.fp16_cost`. A bad argument exits
+ms, up ms]`` per set, medians), ``ranks``. The fit is :func:`autotuner.fit.collective.fp16_cost`. A bad argument exits
 with status 2 and one line on stderr.
 """
 from __future__ import annotations

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field, fields, make_dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from ...errors import KnobError
+from ...model.units import MIB
 
-MIB = 1024 * 1024
 #: Horovod versions with their own defaults; "0.28" is the last release and the default.
 VERSIONS = ("0.28", "0.20")
 #: the release whose defaults :data:`VERSIONS` "0.28" names first: Horovod 0.21.0 changed the default cycle time
