@@ -6,7 +6,7 @@ fits and measurements live outside the package and win over a shipped file of th
 
 Fitted models (``<env>.json``), searched in this order; for each env the first folder holding
 ``<env>.json`` wins, the envs offered are the union, and the default env comes from the first
-folder holding any model (:func:`autotuner.fit.store.default_env`):
+folder holding any model (:func:`autotuner.frameworks.horovod.fit.store.default_env`):
 
 1. ``--model-dir`` (when given; it must be a folder);
 2. ``$AUTOTUNER_MODEL_DIR`` (when set);

@@ -51,7 +51,7 @@ class Proposal:
 
 @dataclass(frozen=True)
 class Choice:
-    """The noise-aware, minimal-change choice (:func:`autotuner.search.ranking.minimal_change`).
+    """The noise-aware, minimal-change choice (:func:`autotuner.frameworks.horovod.search.ranking.minimal_change`).
 
     ``band``: the error band (a fraction of the step time) a gain must beat, ``band_source`` whose
     band it is; ``gain``: the best configuration's predicted gain over the reference (fraction);
@@ -238,7 +238,7 @@ class FitResult:
 @dataclass(frozen=True)
 class ExploreResult:
     """What :func:`autotuner.explore` answers: ``exploration``
-    (:class:`autotuner.views.explore.Exploration`: the grid, its marks and the measured points),
+    (:class:`autotuner.frameworks.horovod.views.explore.Exploration`: the grid, its marks and the measured points),
     ``files`` (the plots written), ``suggest_seconds`` (the pick's search, s; None without one),
     ``plot_seconds`` (s), ``measured_overlaid`` (False when a what-if differs from the measured
     setup), ``backend`` (the ``--backend`` what-if, or None) and ``compression`` (the gradient
@@ -260,7 +260,7 @@ class ExploreResult:
 
 @dataclass(frozen=True)
 class ScaleResult:
-    """What :func:`autotuner.scale` answers: ``scaling`` (:class:`autotuner.views.scale.Scaling`:
+    """What :func:`autotuner.scale` answers: ``scaling`` (:class:`autotuner.frameworks.horovod.views.scale.Scaling`:
     the table, findings and scenario), ``files`` (the plot), ``trust`` (the env's trust line),
     ``warnings``, ``batch`` (samples per GPU per step, or None), ``run`` (the env's timed run shape,
     :class:`autotuner.model.wallclock.RunShape`, or None) and ``backend`` (the what-if, or None)."""

@@ -9,7 +9,7 @@ Runs the replay workload's step (:mod:`autotuner.frameworks.horovod.replay`'s ow
 and once with fp16, and records on rank 0 the wall-clock time each gradient's handle first polls done (ms from the
 step's start). Handles done within 0.3 ms of each other are one response. Prints per compression the median over
 the measured steps of each response's end and bytes, beside the simulator's responses for the same trial (the
-env's shipped model: :func:`autotuner.views.accuracy.simulate_trial`). As root, alone on a quiet machine.
+env's shipped model: :func:`autotuner.frameworks.horovod.views.accuracy.simulate_trial`). As root, alone on a quiet machine.
 """
 from __future__ import annotations
 
@@ -99,11 +99,11 @@ def main() -> int:
     ap.add_argument("--model", default="resnet18")
     ap.add_argument("--steps", type=int, default=8)
     a = ap.parse_args()
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.store import load_env
     from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
     from autotuner.frameworks.horovod.launch import Job, run_job
     from autotuner.realrun.launcher import testbed_for
-    from autotuner.views.accuracy import simulate_trial
+    from autotuner.frameworks.horovod.views.accuracy import simulate_trial
 
     env_dir = ROOT / "autotuner" / "runs" / a.env
     setup = fp16_replay_setup(a.env)

@@ -32,7 +32,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args()
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.store import load_env
     from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
     from autotuner.frameworks.horovod.launch import Job, replay_command, run_job
     from autotuner.model.costmodel import Cluster

@@ -3,7 +3,7 @@
     python scripts/fp16_trials.py [--before DIR] [--after DIR]
 
 Reads ``runs/<env>/validation/*.jsonl`` and ``runs/<env>/tune/*.jsonl`` for trials run with
-``hvd.Compression.fp16`` and predicts each with :func:`autotuner.views.accuracy.simulate_trial` (the trial's
+``hvd.Compression.fp16`` and predicts each with :func:`autotuner.frameworks.horovod.views.accuracy.simulate_trial` (the trial's
 layout, emulated compute, shape and compression) from the env's model in ``--after`` (default: the shipped
 ``autotuner/models``) and, when given, ``--before`` (an earlier fit's model folder). Prints one row per configuration: env, file, knobs, trials, measured median (ms), each prediction
 (ms) and its error (%). The fp16 term of every env is fitted from its own ``fp16.jsonl`` alone: none of these
@@ -22,9 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def main(argv: list[str] | None = None) -> int:
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.store import load_env
     from autotuner.frameworks.horovod.knobs import Config
-    from autotuner.views.accuracy import simulate_trial
+    from autotuner.frameworks.horovod.views.accuracy import simulate_trial
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--before", type=Path, default=None, help="model folder of the earlier fit")

@@ -81,9 +81,9 @@ def fit_alone(env: str, out: Path = MODELS) -> None:
 
 def report(env: str, model: str, run: str) -> list[str]:
     sys.path.insert(0, str(ROOT))
-    from autotuner.fit.store import load_env
-    from autotuner.views.accuracy import simulate_trial
-    from autotuner.views.protocol import format_report, rows_from_records, summary
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.views.accuracy import simulate_trial
+    from autotuner.frameworks.horovod.views.protocol import format_report, rows_from_records, summary
     from autotuner.readers.runs import parse_records
 
     path = RUNS / env / "validation" / f"{run}.jsonl"

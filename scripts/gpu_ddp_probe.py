@@ -40,7 +40,6 @@ import json
 import os
 import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,6 +48,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_fp16_probe import nvidia_smi  # noqa: E402  (the device line both GPU records carry)
 
 MODELS = ("resnet50", "resnet101", "vgg16")
 HAS_LIST = "bucket_cap_mb_list" in inspect.signature(DDP.__init__).parameters
@@ -185,13 +187,7 @@ def main() -> int:
     if cuda:
         torch.backends.cudnn.benchmark = False  # the first steps time DDP, not cuDNN's algorithm search
     timer = Timer(cuda)
-    smi = ""
-    if cuda:
-        try:
-            smi = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version,clocks.max.memory",
-                                  "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip()
-        except (OSError, subprocess.SubprocessError) as e:
-            smi = f"nvidia-smi failed: {e}"
+    smi = nvidia_smi() if cuda else ""
     t0 = time.time()
     floor = nccl_floor(dev, timer, a.trials) if cuda else []
     for r in floor:

@@ -118,6 +118,15 @@ def per_layout(name: str, trials: int) -> dict:
     return res
 
 
+def nvidia_smi() -> str:
+    """The GPU's name, memory, driver and memory clock as ``nvidia-smi`` reports them (one CSV line), or why not."""
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version,clocks.max.memory",
+                               "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"nvidia-smi failed: {e}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path)
@@ -126,11 +135,7 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("error: no CUDA device: this probe measures a GPU", file=sys.stderr)
         return 2
-    try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version,clocks.max.memory",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=30).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as e:
-        smi = f"nvidia-smi failed: {e}"
+    smi = nvidia_smi()
     t0 = time.time()
     rows = []
     for n in [2**k for k in range(20, 28)] + [138_357_544]:

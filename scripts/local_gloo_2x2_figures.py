@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Every figure of docs/validation.md's "Two emulated hosts" section, from the committed runs/local-gloo-2x2
-(the tables are :mod:`autotuner.views.emulated_2x2`'s; this script prints them).
+(the tables are :mod:`autotuner.frameworks.horovod.views.emulated_2x2`'s; this script prints them).
 
     python scripts/local_gloo_2x2_figures.py [--env local-gloo-2x2|local-gloo-2x2-poll] [--json]
 
@@ -25,8 +25,8 @@ import argparse
 import json
 from pathlib import Path
 
-from autotuner.fit.store import load_env
-from autotuner.views.emulated_2x2 import ENVS, Figures
+from autotuner.frameworks.horovod.fit.store import load_env
+from autotuner.frameworks.horovod.views.emulated_2x2 import ENVS, Figures
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -24,8 +24,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def main() -> int:
-    from autotuner.fit.store import load_env
-    from autotuner.fit.fitters import workload_for
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.fitters import workload_for
     from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
     from autotuner.frameworks.horovod.simulator import simulate_step
     from autotuner.readers.layouts import load_layout

@@ -43,7 +43,7 @@ def predict(mode: str) -> dict[tuple, float]:
     import autotuner.frameworks.horovod.simulator as sim
     from autotuner.model.costmodel import CostModel
     from autotuner.paths import model_search_path, runs_search_path
-    from autotuner.views.accuracy import cases
+    from autotuner.frameworks.horovod.views.accuracy import cases
 
     reg, state = _regimes(), {"first": False}
     fuse0, ar0 = sim.fuse, CostModel.allreduce_s

@@ -14,8 +14,8 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-from autotuner.fit.backend_runs import fit_backend_runs_env
-from autotuner.fit.store import env_from_dict
+from autotuner.frameworks.horovod.fit.backend_runs import fit_backend_runs_env
+from autotuner.frameworks.horovod.fit.store import env_from_dict
 from autotuner.frameworks.horovod.scenario import Scenario
 from autotuner.readers.runs import read_env
 

@@ -23,7 +23,7 @@ import sys
 from dataclasses import replace
 
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
-from autotuner.fit.store import load_env
+from autotuner.frameworks.horovod.fit.store import load_env
 from autotuner.model.costmodel import Cluster
 from autotuner.paths import model_search_path
 from autotuner.frameworks.horovod.launch import Job, run_job

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from autotuner.views.accuracy import cases
+from autotuner.frameworks.horovod.views.accuracy import cases
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = {(c.env, c.what): c for c in cases(ROOT / "runs", ROOT / "autotuner" / "models")}
@@ -156,7 +156,7 @@ def test_trials_that_ran_the_timeline_are_their_own_rows_and_say_so():
 def test_the_summary_sets_the_production_jobs_rows_apart():
     """Each env's summary counts its held-out rows that ran the timeline and gives the mean and worst of the rest
     (the production job, as predicted) on their own; `autotuner accuracy` prints both."""
-    from autotuner.views.accuracy import TIMELINE_RAN, summary
+    from autotuner.frameworks.horovod.views.accuracy import TIMELINE_RAN, summary
 
     cs = [c for (env, _), c in CASES.items() if env == "fresh-3gbit"]
     s = summary(cs)[0]

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autotuner.frameworks.horovod.knobs import CACHE_ON, MIB, Config
-from autotuner.readers.autotune_log import (HEADER_0_20, HEADER_0_26, AutotuneLog, AutotuneLogError,
+from autotuner.frameworks.horovod.autotune_log import (HEADER_0_20, HEADER_0_26, AutotuneLog, AutotuneLogError,
                                             best_config, explain, parse_autotune_log, read_autotune_log)
 
 from conftest import ROOT

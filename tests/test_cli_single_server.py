@@ -13,7 +13,7 @@ import pytest
 
 from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.errors import ExploreError
-from autotuner.views.scale import scale
+from autotuner.frameworks.horovod.views.scale import scale
 from cli_helpers import ROOT, assert_one_line_error, run
 
 RUN = {"train_images": 60000, "batch_size": 64, "epochs": 10, "startup_s": 20.0}

@@ -17,7 +17,7 @@ from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
 from autotuner.model.costmodel import Negotiation
 from autotuner.readers.runs import parse_records
 from autotuner.readers.sweep import parse_cpu_records
-from autotuner.views.protocol import kendall_tau
+from autotuner.frameworks.horovod.views.protocol import kendall_tau
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "fresh-poll-2gbit"
@@ -182,7 +182,7 @@ def test_second_environment_within_ten_percent_and_ranked():
 def test_trickle_phase_is_recorded_not_charged():
     """measure's trickle phase (tensors one per cycle vs all at once, 1 and 5 ms cycles) is in every
     sweep env's model file as measured; it is not a term (docs/fresh-environments.md section 9)."""
-    from autotuner.fit import sweep as S
+    from autotuner.frameworks.horovod.fit import sweep as S
     from autotuner.frameworks.horovod import trickleprobe as T
 
     assert (S.TRICKLE, S.BACK_TO_BACK) == (T.TRICKLE, T.BACK_TO_BACK)
@@ -197,7 +197,7 @@ def test_trickle_phase_is_recorded_not_charged():
 def test_fast_simulator_compute_scale_matches_the_reference_on_scaled_workloads(host_backward_s, overlap):
     """Contract: simulate_batch's per-configuration compute_scale is the reference run on the workload
     scaled so (forward, backward, update, host backward), the response delay and the stall included."""
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.store import load_env
     from autotuner.model.costmodel import ComputeDelay
     from autotuner.frameworks.horovod.fastsim import simulate_configs
     from autotuner.frameworks.horovod.simulator import simulate_step

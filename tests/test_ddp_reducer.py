@@ -175,7 +175,7 @@ def test_malformed_layouts_and_powersgd_are_one_line():
 def _layout_and_env():
     from pathlib import Path
 
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.store import load_env
     from autotuner.readers.layouts import load_layout
 
     root = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import pytest
 from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.readers.runs import read_validation_records
 from autotuner.model.costmodel import Cluster
-from autotuner.views.explore import (ExploreError, combos, cycle_axis, explore, measured_points, sensitivity,
+from autotuner.frameworks.horovod.views.explore import (ExploreError, combos, cycle_axis, explore, measured_points, sensitivity,
                                step_times_ms, threshold_axis)
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
 
@@ -204,7 +204,7 @@ def test_heatmap_labels_one_position_once(tmp_path, monkeypatch):
     """Issue 29: where several files share a configuration, the heatmap printed their labels on top of
     each other. Each position now carries one label, a line per job (fp16 and timeline marked)."""
     import matplotlib.text
-    from autotuner.views import plots_explore
+    from autotuner.frameworks.horovod.views import plots_explore
 
     sc, _ = make_scenario(MODELS, "fresh-poll-2gbit", "mobilenet_v2", compute_ms=60)
     recs = _fp16_records()
@@ -226,7 +226,7 @@ def test_heatmap_labels_never_overlap(tmp_path, monkeypatch):
     """local-gloo-1gbit's five validation files put 25 measured jobs in one panel, several a few pixels
     apart: every label's text is clear of every other's (leader lines may cross)."""
     import matplotlib.text
-    from autotuner.views import plots_explore
+    from autotuner.frameworks.horovod.views import plots_explore
 
     sc, _ = make_scenario(MODELS, "local-gloo-1gbit", "resnet50")
     ex = explore(sc, resolution=4, measured_records=read_validation_records(ROOT / "runs", "local-gloo-1gbit"))

@@ -153,7 +153,7 @@ def test_broadcasting_shapes_and_knob_errors():
 
 def test_grid_frame_covers_every_configuration_and_matches_the_reference():
     from autotuner.frameworks.horovod.predict import make_scenario
-    from autotuner.search.grid import ALL_COMBOS, COLUMNS, best_of_grid, grid_step_times
+    from autotuner.frameworks.horovod.search.grid import ALL_COMBOS, COLUMNS, best_of_grid, grid_step_times
 
     sc, _ = make_scenario(ROOT / "autotuner" / "models", "v100-16gbit", "vgg16")
     f, c = np.array([0, 1, 32, 128, 512]), np.array([0.1, 1.0, 25.6])

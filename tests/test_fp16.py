@@ -15,11 +15,11 @@ import pytest
 
 from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.errors import ScenarioError
-from autotuner.fit.store import load_env
+from autotuner.frameworks.horovod.fit.store import load_env
 from autotuner.frameworks.horovod.knobs import Config
 from autotuner.model.costmodel import GLOO_SEGMENT_BYTES, Fp16Cost, Fp16Tier, Tier, ring_segments
 from autotuner.specs import GPUS, NCCL_STEP_BYTES, check_gpu, find_gpu, gpu_fp16_cost, spec_model
-from autotuner.views.accuracy import simulate_trial
+from autotuner.frameworks.horovod.views.accuracy import simulate_trial
 from cli_helpers import assert_one_line_error, run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

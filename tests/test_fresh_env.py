@@ -12,16 +12,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autotuner.fit.sweep import MIN_CYCLES, _cycle_negotiation, cycle_negotiation_s
+from autotuner.frameworks.horovod.fit.sweep import MIN_CYCLES, _cycle_negotiation, cycle_negotiation_s
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
 from autotuner.model.costmodel import Negotiation
 from autotuner.frameworks.horovod.fastsim import simulate_configs
 from autotuner.frameworks.horovod.simulator import simulate_step
 from autotuner.readers.runs import parse_records
 from autotuner.readers.timeline import read_timeline
-from autotuner.search.grid import COLUMNS
-from autotuner.search.ranking import knobs_changed, minimal_change
-from autotuner.views.protocol import Row, kendall_tau, rows_from_records, summary, versus
+from autotuner.frameworks.horovod.search.grid import COLUMNS
+from autotuner.frameworks.horovod.search.ranking import knobs_changed, minimal_change
+from autotuner.frameworks.horovod.views.protocol import Row, kendall_tau, rows_from_records, summary, versus
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "runs"
@@ -103,9 +103,9 @@ def test_busy_cycle_cost_only_for_cycles_that_negotiate_tensors():
 
 def test_fast_and_reference_simulators_agree_on_the_busy_cycle_cost():
     """Contract: the batch simulator reads the busy-cycle negotiation exactly as the reference."""
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.store import load_env
     from autotuner.readers.layouts import load_layout
-    from autotuner.fit.fitters import workload_for
+    from autotuner.frameworks.horovod.fit.fitters import workload_for
 
     fenv = load_env([ROOT / "autotuner" / "models"], "local-gloo-1gbit-sweep")
     cost = replace(fenv.cost, negotiation=replace(fenv.cost.negotiation, busy_s=1.7e-3, nocache_s=2.7e-3))
@@ -157,10 +157,10 @@ def test_minimal_change_refuses_bad_input():
 # --- acceptance on the judged environments (fitted on their sweep alone) ---------------------------
 
 def _judged(env):
-    from autotuner.fit.fitters import fit_env
-    from autotuner.fit.store import env_from_dict
+    from autotuner.frameworks.horovod.fit.fitters import fit_env
+    from autotuner.frameworks.horovod.fit.store import env_from_dict
     from autotuner.readers.runs import read_env
-    from autotuner.views.accuracy import simulate_trial
+    from autotuner.frameworks.horovod.views.accuracy import simulate_trial
 
     d = fit_env(read_env(RUNS / env))  # the sweep fitter reads env.toml, sweep.jsonl and timelines only
     fenv = env_from_dict(d)
@@ -210,7 +210,7 @@ def test_judged_env_pick_beats_or_keeps_the_defaults_within_its_band(env):
 def test_cpu_share_of_the_host_local_tier():
     """min(1, c/L) / min(1, c/L_m): 4 ranks on 2 cores against a tier measured with 2 -> half the
     bandwidth; no change while every rank has a core; the one-host env's only tier on one node."""
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.store import load_env
 
     two = load_env([ROOT / "autotuner" / "models"], "local-gloo-2x2-poll")
     c = two.cost
@@ -226,8 +226,8 @@ def test_cpu_share_of_the_host_local_tier():
 
 
 def test_fast_and_reference_simulators_agree_on_the_cpu_shared_tier():
-    from autotuner.fit.fitters import workload_for
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.fitters import workload_for
+    from autotuner.frameworks.horovod.fit.store import load_env
     from autotuner.model.costmodel import Cluster
     from autotuner.readers.layouts import load_layout
 

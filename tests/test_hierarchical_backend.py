@@ -23,10 +23,10 @@ from autotuner.frameworks.horovod.knobs import (
     hierarchical_allreduce_supported,
     pin_unsupported_off,
 )
-from autotuner.search.bayes import BayesStrategy
-from autotuner.search.grid import GridStrategy
-from autotuner.views.explore import explore
-from autotuner.views.scale import scale
+from autotuner.frameworks.horovod.search.bayes import BayesStrategy
+from autotuner.frameworks.horovod.search.grid import GridStrategy
+from autotuner.frameworks.horovod.views.explore import explore
+from autotuner.frameworks.horovod.views.scale import scale
 from cli_helpers import run
 
 FLAG = KNOB_BY_FIELD["hierarchical_allreduce"].flag

@@ -1,6 +1,6 @@
 """Lab report 003 (laptop i7-9750H, CPU-only MPI ranks) as a fitted environment (issue 13 part 3).
 
-The fit (autotuner.fit.cpu_scaling), the contention form (autotuner.model.contention), the
+The fit (autotuner.frameworks.horovod.fit.cpu_scaling), the contention form (autotuner.model.contention), the
 held-out check (ResNet50 fits the contention, ResNet18 is predicted) and why it cannot pass,
 simulate through make_scenario and the CLI, and damaged rows. docs/laptop-cpu.md.
 """
@@ -13,7 +13,7 @@ import pytest
 from autotuner.frameworks.horovod.environments import fit_runs
 from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.errors import CostModelError, FitError, SchemaError
-from autotuner.fit.fitters import fit_env
+from autotuner.frameworks.horovod.fit.fitters import fit_env
 from autotuner.model.contention import Contention
 from autotuner.readers.labreport import parse_cpu_scaling
 from autotuner.readers.layouts import load_layout

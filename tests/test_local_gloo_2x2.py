@@ -1,7 +1,7 @@
 """The committed two-host environment runs/local-gloo-2x2 (issue 14): fitted from its own sweep only, and
 its real trials (scripts/validate_2x2.sh, records under runs/local-gloo-2x2/validation/) against the model.
 
-No Horovod needed: these read committed records of real runs. Figures: autotuner/views/emulated_2x2.py (printed by scripts/local_gloo_2x2_figures.py),
+No Horovod needed: these read committed records of real runs. Figures: autotuner/frameworks/horovod/views/emulated_2x2.py (printed by scripts/local_gloo_2x2_figures.py),
 docs/validation.md "Two emulated hosts".
 """
 import json
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.fit.fitters import fit_env
+from autotuner.frameworks.horovod.fit.fitters import fit_env
 from autotuner.readers.runs import parse_records, read_env
 
 from refit import assert_refit_close
@@ -19,19 +19,19 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = ROOT / "runs" / "local-gloo-2x2"
 MODEL = ROOT / "autotuner" / "models" / "local-gloo-2x2.json"
 
-from autotuner.fit.fitters import workload_for  # noqa: E402
+from autotuner.frameworks.horovod.fit.fitters import workload_for  # noqa: E402
 from autotuner.frameworks.horovod.knobs import Config  # noqa: E402
 from autotuner.model.costmodel import Cluster  # noqa: E402
 from autotuner.frameworks.horovod.simulator import simulate_step  # noqa: E402
 from autotuner.readers.layouts import load_layout  # noqa: E402
-from autotuner.views.emulated_2x2 import Figures, predict, throughput_range  # noqa: E402
+from autotuner.frameworks.horovod.views.emulated_2x2 import Figures, predict, throughput_range  # noqa: E402
 
 FIG = Figures(ENV / "validation")
 
 
 @pytest.fixture(scope="module")
 def fenv():
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.store import load_env
 
     return load_env(ROOT / "autotuner" / "models", "local-gloo-2x2")
 
@@ -211,7 +211,7 @@ FIGP = Figures(POLL / "validation")
 
 @pytest.fixture(scope="module")
 def pfenv():
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.store import load_env
 
     return load_env(ROOT / "autotuner" / "models", "local-gloo-2x2-poll")
 

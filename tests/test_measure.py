@@ -77,7 +77,7 @@ def test_emulated_hosts_record_their_share_of_the_machine_cores(monkeypatch):
 def test_committed_one_rank_per_host_testbeds_record_one_core_each():
     """The committed sweeps on 2 emulated hosts x 1 rank (this machine's 2 cores) say 1 core per host,
     in env.toml and in the shipped model, so a CPU layout's cycles are charged there."""
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.store import load_env
 
     for env in ("fresh-2x1-5gbit", "fresh-poll-2x1-2gbit", "fresh-poll-2x1-3gbit"):
         assert "\ncores_per_host = 1\n" in (ROOT / "runs" / env / "env.toml").read_text(), env

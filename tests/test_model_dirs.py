@@ -17,7 +17,7 @@ import pytest
 
 from autotuner import paths
 from autotuner.errors import ModelStoreError, RunsError
-from autotuner.fit.store import default_env, list_envs, load_env
+from autotuner.frameworks.horovod.fit.store import default_env, list_envs, load_env
 
 ROOT = Path(__file__).resolve().parents[1]
 #: every shipped env has something to predict (issue 21: accuracy shows every env): validation envs, sweep

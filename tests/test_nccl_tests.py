@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from autotuner.errors import AutotunerError, NcclTestsError
-from autotuner.fit.fitters import GPU_MEMCPY_BPS, fit_env
-from autotuner.fit.nccl_tests import fit_tier
+from autotuner.frameworks.horovod.fit.fitters import GPU_MEMCPY_BPS, fit_env
+from autotuner.frameworks.horovod.fit.nccl_tests import fit_tier
 from autotuner.readers.nccl_tests import (
     parse_all_reduce_perf,
     parse_json_output,

@@ -11,8 +11,8 @@ from autotuner.errors import ExploreError
 from autotuner.errors import AutotunerError
 from autotuner.options import float_list as parse_float_list
 from autotuner.options import int_list as parse_int_list
-from autotuner.search.at_size import best_at_size
-from autotuner.views.scale import scale, what_if
+from autotuner.frameworks.horovod.search.at_size import best_at_size
+from autotuner.frameworks.horovod.views.scale import scale, what_if
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
 
 from cli_helpers import assert_one_line_error, run  # noqa: E402

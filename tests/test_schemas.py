@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from autotuner.errors import AutotunerError, LayoutError, ModelStoreError, ScenarioError
-from autotuner.fit.fitters import FITTERS, fit_env, host_samples_for
-from autotuner.fit.store import env_from_dict, load_env, write_model
+from autotuner.frameworks.horovod.fit.fitters import FITTERS, fit_env, host_samples_for
+from autotuner.frameworks.horovod.fit.store import env_from_dict, load_env, write_model
 from autotuner.model.layout import MAX_LAYOUT_BYTES, Layout
 from autotuner.readers.layouts import layout_from_dict, load_data_layout, load_layout
 from autotuner.readers.runs import parse_records, read_env, read_runs
@@ -380,7 +380,7 @@ def test_write_model_refuses_non_finite_numbers_and_bad_names(tmp_path):
 
 def test_fit_reports_a_nan_model_as_not_fitted_and_fits_the_others(tmp_path, monkeypatch):
     import autotuner.frameworks.horovod.environments as api
-    import autotuner.fit.fitters as fitters
+    import autotuner.frameworks.horovod.fit.fitters as fitters
 
     env_dir(tmp_path, RESPONSES, edit=lambda t: t.replace('name = "v100-16gbit"', 'name = "a"'), name="a")
     env_dir(tmp_path, RESPONSES, edit=lambda t: t.replace('name = "v100-16gbit"', 'name = "b"'), name="b")

@@ -2,7 +2,7 @@
 import numpy as np
 
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
-from autotuner.search.bayes import search
+from autotuner.frameworks.horovod.search.bayes import search
 
 
 def _f(fusion_bytes, cycle_ms, cache, hier):

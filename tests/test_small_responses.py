@@ -1,6 +1,6 @@
 """Issue 29 part 5: the small-response regime. A step's small responses (fusion off, thresholds of 1 MiB and
 below) run back to back in a busy cycle; the fit prices them from the ``measure`` phases that run them that
-way (:func:`autotuner.fit.sweep.busy_small_response`), never from the env's validation records
+way (:func:`autotuner.frameworks.horovod.fit.sweep.busy_small_response`), never from the env's validation records
 (docs/accuracy.md, "The small-response regime"). No Horovod is run here."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.fit.sweep import MIN_SMALL_RESPONSES, SMALL_RESPONSE_BYTES, busy_small_response
+from autotuner.frameworks.horovod.fit.sweep import MIN_SMALL_RESPONSES, SMALL_RESPONSE_BYTES, busy_small_response
 from autotuner.model.costmodel import Tier
 from autotuner.readers.timeline import FusedResponse
 from autotuner.render import fit_regime_lines
@@ -92,7 +92,7 @@ def test_other_formats_print_no_regime_lines():
 
 def _small_rows():
     from autotuner.paths import model_search_path, runs_search_path
-    from autotuner.views.accuracy import cases
+    from autotuner.frameworks.horovod.views.accuracy import cases
 
     out = {}
     for c in cases(runs_search_path(), model_search_path()):
@@ -154,7 +154,7 @@ def _burst_record(cost, alpha_s: float, repeat: int, p: int = 2, offset_ms: floa
     that every round pays (the cycle's alignment): what the fit must see through."""
     from dataclasses import replace as _replace
 
-    from autotuner.fit.sweep import _burst_marginal_sim_s
+    from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s
 
     c = _replace(cost, inter=_replace(cost.inter, alpha_s=alpha_s))
     walls = []
@@ -168,8 +168,8 @@ def _burst_record(cost, alpha_s: float, repeat: int, p: int = 2, offset_ms: floa
 def test_burst_phase_recovers_the_latency_it_was_simulated_with():
     """Wall times simulated with a known small-message latency (and a start offset every round pays) give that
     latency back: the marginal (T(32) - T(1)) / 31 less what the fitted negotiation and host gaps charge."""
-    from autotuner.fit.store import load_env
-    from autotuner.fit.sweep import burst_small_response
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.sweep import burst_small_response
 
     cost = load_env(MODELS, "fresh-3gbit").cost
     for alpha in (0.05e-3, 0.4e-3):
@@ -182,8 +182,8 @@ def test_burst_phase_recovers_the_latency_it_was_simulated_with():
 def test_burst_phase_floor_and_too_few_points():
     from dataclasses import replace as _replace
 
-    from autotuner.fit.store import load_env
-    from autotuner.fit.sweep import burst_small_response
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.sweep import burst_small_response
 
     cost = load_env(MODELS, "fresh-3gbit").cost
     rec = _burst_record(cost, 0.0, 0)
@@ -218,7 +218,7 @@ def test_the_committed_burst_phases_are_recorded_not_charged():
     """Every committed sweep env measured the burst phase (scripts/probe_phase.py, 3 jobs each); the shipped models
     record its price and keep the timelines' back-to-back price as the small-message latency (docs/accuracy.md,
     "The burst phase": the busy regime alone under-prices a step's small responses on the polling envs)."""
-    from autotuner.fit.sweep import BURST_RECORDS
+    from autotuner.frameworks.horovod.fit.sweep import BURST_RECORDS
 
     envs = sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
     assert len(envs) == 12

@@ -4,11 +4,11 @@ from __future__ import annotations
 import pytest
 
 from autotuner.frameworks.horovod.predict import make_scenario, suggest_configs
-from autotuner.search.bayes import BayesStrategy
+from autotuner.frameworks.horovod.search.bayes import BayesStrategy
 from autotuner.frameworks.horovod.predict import suggest_scenario as suggest
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB
-from autotuner.search.grid import GridStrategy
-from autotuner.search.ranking import Origin
+from autotuner.frameworks.horovod.search.grid import GridStrategy
+from autotuner.frameworks.horovod.search.ranking import Origin
 
 from tests.cli_helpers import ROOT
 

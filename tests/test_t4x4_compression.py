@@ -14,10 +14,10 @@ import pytest
 from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.frameworks.horovod.predict import suggest_scenario as suggest
 from autotuner.errors import FitError, ScenarioError
-from autotuner.fit.fitters import fit_env
-from autotuner.fit.store import write_model
+from autotuner.frameworks.horovod.fit.fitters import fit_env
+from autotuner.frameworks.horovod.fit.store import write_model
 from autotuner.readers.runs import read_env
-from autotuner.search.ranking import MIN_GAIN
+from autotuner.frameworks.horovod.search.ranking import MIN_GAIN
 from cli_helpers import assert_one_line_error, run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -10,7 +10,7 @@ import pytest
 from autotuner.frameworks.horovod.environments import fit_runs
 from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.errors import ScenarioError
-from autotuner.fit.fitters import fit_env
+from autotuner.frameworks.horovod.fit.fitters import fit_env
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
 from autotuner.model.wallclock import RunShape
 from autotuner.readers.runs import read_env

@@ -18,7 +18,7 @@ from autotuner.frameworks.horovod.knobs import MIB, Config
 from autotuner.readers.timeline import TimelineError, read_timeline
 from autotuner.readers.timeline_steps import split_steps
 from autotuner.views.timeline_compare import compare
-from autotuner.views.timeline_export import simulated_responses, timeline_events
+from autotuner.frameworks.horovod.views.timeline_export import simulated_responses, timeline_events
 from autotuner.writers.timeline import format_timeline, write_timeline
 
 from conftest import ROOT

@@ -1,5 +1,5 @@
 """A user's own HOROVOD_TIMELINE files as an environment source (env.toml ``format = "timelines"``,
-:mod:`autotuner.fit.timelines`, docs/timelines-source.md).
+:mod:`autotuner.frameworks.horovod.fit.timelines`, docs/timelines-source.md).
 
 The acceptance check: the six timelines that ``validate --keep-timelines`` kept for the
 local-gloo-1gbit fit sweep (``runs/local-gloo-1gbit/validation/timelines/fit-sweep/``), read as a
@@ -24,9 +24,10 @@ from cli_helpers import assert_one_line_error, run
 from refit import assert_refit_close
 
 from autotuner.errors import FitError, RunsError
-from autotuner.fit.collective import fit_collective_tier, fit_env, simulate_ms
-from autotuner.fit.store import env_from_dict, write_model
-from autotuner.fit.timelines import cycle_bound_ms
+from autotuner.fit.collective import fit_collective_tier
+from autotuner.frameworks.horovod.fit.fitters import fit_env, simulate_ms
+from autotuner.frameworks.horovod.fit.store import env_from_dict, write_model
+from autotuner.frameworks.horovod.fit.timelines import cycle_bound_ms
 from autotuner.frameworks.horovod.knobs import Config
 from autotuner.paths import shipped_models, shipped_runs
 from autotuner.readers.layouts import load_data_layout

@@ -1,6 +1,6 @@
 """Regression for the cost model: alpha-beta lines, the two-segment fit, host passes (scipy).
 
-Pure functions of arrays; the fitters (:mod:`autotuner.fit.fitters`) turn records into arrays
+Pure functions of arrays; the fitters (:mod:`autotuner.frameworks.horovod.fit.fitters`) turn records into arrays
 and the results into a model. See docs/cost-model.md.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from ..errors import FitError
-from ..frameworks.horovod.knobs import MIB
+from ..model.units import MIB
 from ..model.costmodel import HostPasses
 
 

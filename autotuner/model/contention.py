@@ -39,7 +39,7 @@ class Contention:
     beyond one rank per core. Hyper-threads are assumed to add no compute: the two threads of a
     core share its vector (FMA) units, which dense convolutions saturate; so ``logical_cpus``
     (what the OS schedules on) bounds ``cores`` but does not enter the formula. Fitted: ``p``
-    (:func:`autotuner.fit.cpu_scaling.fit_cpu_scaling_env`); ``cores`` is env.toml's
+    (:func:`autotuner.frameworks.horovod.fit.cpu_scaling.fit_cpu_scaling_env`); ``cores`` is env.toml's
     assumption (report 003: 4, the author's "4 cores 8 threads"; Intel's spec 6; the OS saw 8
     logical CPUs).
 

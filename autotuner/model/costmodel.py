@@ -47,7 +47,7 @@ class Tier:
             use ``large_alpha_s`` / ``large_bandwidth_Bps`` instead, or None: one line for all
             sizes. A size-dependent latency, as transports switch protocol with message size
             (MPI eager/rendezvous; Gloo over TCP here: small messages pay rank skew and
-            queueing tails, large ones stream): fitted by :func:`autotuner.fit.fitters.fit_validation_env`.
+            queueing tails, large ones stream): fitted by :func:`autotuner.frameworks.horovod.fit.fitters.fit_validation_env`.
         large_alpha_s, large_bandwidth_Bps: the large-message segment (s, bytes/s).
     """
 
@@ -146,7 +146,7 @@ class Negotiation:
 
     ``ctrl_op_s`` (one small controller collective, s) is set by ``fit`` from the fitted
     latency; ``per_tensor_s`` is an estimate, not identifiable from the lab reports.
-    Where a sweep measured them (:mod:`autotuner.fit.sweep` :func:`~autotuner.fit.sweep.cycle_negotiation_s`:
+    Where a sweep measured them (:mod:`autotuner.frameworks.horovod.fit.sweep` :func:`~autotuner.frameworks.horovod.fit.sweep.cycle_negotiation_s`:
     the timeline from a cycle's mark to its first response, mean over the busy cycles), a cycle
     that negotiates tensors costs ``busy_s`` with the cache on and hitting, and ``nocache_s``
     (+ the per-tensor work) with the cache off or missing, in place of the products of
@@ -156,7 +156,7 @@ class Negotiation:
     ``cpu_s``: compute time (s) a rank loses to one cycle of its background thread when its
     compute has no spare core (CPU ranks filling their host's cores, issue 20 part 4): measured
     by ``measure``'s ``cpu`` phase (:mod:`autotuner.frameworks.horovod.cpuprobe`, fitted by
-    :func:`autotuner.fit.sweep.cycle_cpu`); :meth:`compute_stretch` turns it into the compute's
+    :func:`autotuner.frameworks.horovod.fit.sweep.cycle_cpu`); :meth:`compute_stretch` turns it into the compute's
     slowdown at a cycle time. None: not measured.
     """
 
@@ -221,7 +221,7 @@ class ComputeDelay:
     and Gloo's threads (Horovod 0.28.1 ``horovod/common/ops/gloo_operations.cc``
     ``GlooAllreduce::Execute``): each step needs its thread scheduled, and with a compute
     thread on every core it waits for one. ``extra_s(n) = per_response_s + per_byte_s · n``,
-    fitted by :func:`autotuner.fit.sweep.stream_delay` from ``measure``'s cpu phase (streams
+    fitted by :func:`autotuner.frameworks.horovod.fit.sweep.stream_delay` from ``measure``'s cpu phase (streams
     timed beside compute and alone); the simulators add it to each response that starts before
     the backward ends in a :attr:`~autotuner.frameworks.horovod.simulator.Workload.cpu_bound` workload.
 

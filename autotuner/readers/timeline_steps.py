@@ -1,7 +1,7 @@
 """Training steps and host-side samples read off a parsed Horovod timeline (pure).
 
 Shared by the timeline comparison (:mod:`autotuner.views.timeline_compare`) and the host-pass
-fit (:mod:`autotuner.fit.fitters`). Steps: a timeline has no step marks; a training step
+fit (:mod:`autotuner.frameworks.horovod.fit.fitters`). Steps: a timeline has no step marks; a training step
 allreduces every gradient once, so the allreduce responses (in start order) are cut into steps
 where a response carries a tensor the current step already reduced.
 """

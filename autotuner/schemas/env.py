@@ -192,7 +192,7 @@ class TimelinesEnv(EnvToml):
 
 
 class BackendRunsEnv(EnvToml):
-    """A ``backend-runs`` env (lab report 002, :func:`autotuner.fit.backend_runs.fit_backend_runs_env`):
+    """A ``backend-runs`` env (lab report 002, :func:`autotuner.frameworks.horovod.fit.backend_runs.fit_backend_runs_env`):
     ``source`` is the report; one server of ``gpus_per_node`` devices; the workload's layout
     and the timed run's shape (images per epoch, batch per rank, epochs); ``fit_backend`` and
     ``fit_processes``: the runs the compute and start-up are calibrated on (the rest are held
@@ -215,7 +215,7 @@ class BackendRunsEnv(EnvToml):
 
 
 class CpuScalingEnv(EnvToml):
-    """A ``cpu-scaling`` env (lab report 003, :func:`autotuner.fit.cpu_scaling.fit_cpu_scaling_env`):
+    """A ``cpu-scaling`` env (lab report 003, :func:`autotuner.frameworks.horovod.fit.cpu_scaling.fit_cpu_scaling_env`):
     ``source`` is the report; one host (``nodes`` = 1) whose ``gpus_per_node`` is the default
     rank count to simulate; ``[[model]]``: the report's tables' models in table order, with their
     layouts; ``step_unit``: the unit of the unprinted step-time column; ``fit_model``: the model
@@ -245,7 +245,7 @@ class CpuScalingEnv(EnvToml):
 
 
 class CompressionRunsEnv(EnvToml):
-    """A ``compression-runs`` env (lab report 004, :func:`autotuner.fit.compression_runs.fit_compression_runs_env`):
+    """A ``compression-runs`` env (lab report 004, :func:`autotuner.frameworks.horovod.fit.compression_runs.fit_compression_runs_env`):
     ``source`` is the report; one server of ``gpus_per_node`` devices; the workload's layout and
     the timed run's shape (images per epoch, batch per rank, epochs); ``borrow_from``: the
     sibling environment measured on the same instance and workload (a folder beside this one)

@@ -189,5 +189,5 @@ class ModelFile(_Schema):
     #: compute contention of ranks sharing one host (CPU ranks), or None
     contention: ContentionEntry | None = None
     #: how far this env's predictions were checked against its real trials (``fit``:
-    #: :func:`autotuner.views.accuracy.trust_of`), or None
+    #: :func:`autotuner.frameworks.horovod.views.accuracy.trust_of`), or None
     trust: TrustEntry | None = None

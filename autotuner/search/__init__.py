@@ -1,7 +1,7 @@
-"""Search strategies over Horovod's knobs, and the ranking they share.
+"""Search every framework shares: ``tune``'s decision core (:mod:`.tune`: the surrogate over the simulator's
+prior, expected improvement, the stopping rule).
 
-- :mod:`.bayes`: Bayesian optimization (scikit-optimize ask/tell) refined on the batch simulator.
-- :mod:`.grid`: the exhaustive grid (benchmarks, regret).
-- :mod:`.ranking`: :class:`~.ranking.Trial`, the tie rule :data:`~.ranking.MIN_GAIN` and the
-  distinct top proposals.
+Each framework's own search space lives in its folder: Horovod's grid, Bayesian search and ranking in
+:mod:`autotuner.frameworks.horovod.search`, its tune candidates in :mod:`autotuner.frameworks.horovod.tune_space`;
+DDP's in :mod:`autotuner.frameworks.ddp.suggest` and :mod:`autotuner.frameworks.ddp.tune`.
 """

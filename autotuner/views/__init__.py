@@ -1,7 +1,8 @@
-"""Views: what the tool shows (tables, plots, timelines) computed from scenarios and records.
+"""Views every framework shares: what the tool shows, computed from cost models and records.
 
-- :mod:`.explore` and :mod:`.scale`: the knob-space grid and the scaling what-ifs (pure).
-- :mod:`.timeline_export` and :mod:`.timeline_compare`: simulated timelines and real-vs-simulated.
-- :mod:`.accuracy`: predicted vs measured for every committed measurement.
-- :mod:`.plots` and :mod:`.plots_explore`: matplotlib figures, written atomically.
+- :mod:`.plots`: the cost model's figures (bandwidth vs size), written atomically.
+- :mod:`.timeline_compare`: a real timeline against a simulated one.
+
+Horovod's views (explore, scale, accuracy, timeline export) are :mod:`autotuner.frameworks.horovod.views`; DDP's
+plots are :mod:`autotuner.frameworks.ddp.plots`.
 """

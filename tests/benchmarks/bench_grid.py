@@ -5,7 +5,7 @@ Run by hand (not part of CI pass/fail):
     python tests/benchmarks/bench_grid.py grid [--env v100-16gbit] [--model resnet50] [--repeat 3] [--no-dedupe]
     python tests/benchmarks/bench_grid.py regret [--envs v100-16gbit,local-gloo-1gbit] [--models resnet50,vgg16] [--seeds 0,1,2,3,4]
 
-``grid``: wall time of :func:`autotuner.search.grid.grid_step_times` on issue 4's grid (fusion
+``grid``: wall time of :func:`autotuner.frameworks.horovod.search.grid.grid_step_times` on issue 4's grid (fusion
 0-512 MiB in 1 MiB steps × cycle 0.1-99.6 ms in 0.5 ms steps × cache on/off × hierarchical
 allreduce off/on × hierarchical allgather off/on = 820,800 configurations), DataFrame
 included; median over ``--repeat`` runs. ``--no-dedupe`` simulates every row (no result reuse).
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def scenario(env: str, model: str, compute_ms: float):
     from autotuner.frameworks.horovod.predict import make_scenario
-    from autotuner.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.store import load_env
 
     fenv = load_env(ROOT / "autotuner" / "models", env)
     return make_scenario(ROOT / "autotuner" / "models", env, model,
@@ -39,7 +39,7 @@ def scenario(env: str, model: str, compute_ms: float):
 
 
 def bench_grid(a) -> None:
-    from autotuner.search.grid import best_of_grid, grid_step_times
+    from autotuner.frameworks.horovod.search.grid import best_of_grid, grid_step_times
 
     sc = scenario(a.env, a.model, a.compute_ms)
     walls, df = [], None
@@ -56,7 +56,7 @@ def bench_grid(a) -> None:
 
 def bench_regret(a) -> None:
     from autotuner.frameworks.horovod.predict import suggest_configs
-    from autotuner.search.grid import best_of_grid, grid_step_times
+    from autotuner.frameworks.horovod.search.grid import best_of_grid, grid_step_times
 
     print("| env | model | grid optimum (ms) | seed | Bayesian only (ms) | regret | + refinement (ms) | regret | best found |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")

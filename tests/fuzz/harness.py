@@ -294,7 +294,7 @@ def _r_timeline(rng: random.Random, work: Path) -> tuple[str, callable]:
 
 
 def _r_autotune(rng: random.Random, work: Path):
-    from autotuner.readers.autotune_log import (
+    from autotuner.frameworks.horovod.autotune_log import (
         explain,
         parse_autotune_log,
         read_autotune_log,
@@ -315,7 +315,7 @@ def _r_autotune(rng: random.Random, work: Path):
 
 def _r_labreport(rng: random.Random, work: Path):
     """A mutated lab report as the source of a copy of its environment: read_env, then fit_env."""
-    from autotuner.fit.fitters import fit_env
+    from autotuner.frameworks.horovod.fit.fitters import fit_env
     from autotuner.readers.runs import read_env
 
     env = rng.choice(["v100-16gbit", "v100-5gbit"])
@@ -359,7 +359,7 @@ def _r_layout(rng: random.Random, work: Path):
 
 
 def _r_model(rng: random.Random, work: Path):
-    from autotuner.fit.store import env_from_dict, load_env
+    from autotuner.frameworks.horovod.fit.store import env_from_dict, load_env
 
     name = rng.choice(list(bases().models))
     text = mu.mutate_json_text(rng, bases().models[name],
@@ -411,7 +411,7 @@ def _copy_env(env: str, dest: Path, damage_timelines: bool = False, timelines: s
 
 
 def _r_envtoml(rng: random.Random, work: Path):
-    from autotuner.fit.fitters import fit_env
+    from autotuner.frameworks.horovod.fit.fitters import fit_env
     from autotuner.readers.runs import read_env
 
     env = rng.choice(list(bases().env_tomls))
@@ -432,7 +432,7 @@ def _r_records(rng: random.Random, work: Path):
     reader), and as the source of a copy of the validation env (with its kept timelines 30% of
     the time): read_env, then fit_env."""
     from autotuner.readers.runs import read_validation_records
-    from autotuner.fit.fitters import fit_env
+    from autotuner.frameworks.horovod.fit.fitters import fit_env
     from autotuner.readers.runs import parse_records, read_env
 
     text = mu.mutate_jsonl_text(rng, bases().records["fit-sweep.jsonl" if rng.random() < 0.6
@@ -452,7 +452,7 @@ def _r_records(rng: random.Random, work: Path):
 
 def _r_sweep(rng: random.Random, work: Path):
     """Mutated ``autotuner measure`` records: parsed, then the per-tensor negotiation fit on them."""
-    from autotuner.fit.sweep import _per_tensor
+    from autotuner.frameworks.horovod.fit.sweep import _per_tensor
     from autotuner.readers.sweep import parse_sweep_records
 
     text = mu.mutate_jsonl_text(rng, bases().sweep)
@@ -468,7 +468,7 @@ def _r_sweep(rng: random.Random, work: Path):
 def _r_nccl(rng: random.Random, work: Path):
     """A mutated nccl-tests output (stdout table or -J JSON) as the source of a copy of the example
     env (tests/data/nccl_tests): read_env, then fit_env."""
-    from autotuner.fit.fitters import fit_env
+    from autotuner.frameworks.horovod.fit.fitters import fit_env
     from autotuner.readers.runs import read_env
 
     name = rng.choice(sorted(bases().nccl))

@@ -3,7 +3,7 @@ a layout in, frozen dataclasses out; the plots are :mod:`.plots`.
 
 **Scale** (:func:`scale_ddp`): per node count and link rate, DDP's defaults and the best setting
 (:func:`~autotuner.frameworks.ddp.suggest.suggest_ddp` at that shape) with step time, throughput and scaling
-efficiency. Weak scaling, as Horovod's ``scale`` (:func:`autotuner.views.scale.what_if`): each rank keeps its
+efficiency. Weak scaling, as Horovod's ``scale`` (:func:`autotuner.frameworks.horovod.views.scale.what_if`): each rank keeps its
 compute and batch; ``nodes`` x the env's ranks per node share one ring; the ring's alpha-beta line is the env's
 (the tier between hosts; a one-host env's only tier stands for it), at another link rate through
 :meth:`~autotuner.model.costmodel.CostModel.with_bandwidth` (bandwidth scaled, latency kept); on one node the

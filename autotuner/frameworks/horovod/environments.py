@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ...errors import AutotunerError, KnobError, ScenarioError
-from ...fit.store import write_model
+from .fit.store import write_model
 from .knobs import LAST_RELEASE, check_horovod_version
 from ...readers.layouts import load_layout
 from ...writers.atomic import check_output_dir
@@ -35,7 +35,7 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
 
     Returns ([(model dict, json path, png path or None)], problems). ``problems`` names every
     environment, run, row, record or timeline left out, and each environment that could not be
-    fitted ("not fitted": a fit error, or a model :func:`autotuner.fit.store.write_model`
+    fitted ("not fitted": a fit error, or a model :func:`autotuner.frameworks.horovod.fit.store.write_model`
     refuses, e.g. one holding a non-finite number); the others are still fitted. Files are
     written only inside ``model_dir``. Raises RunsError when nothing can be read, FitError (one
     line naming every problem) when no environment could be fitted, OutputError when a file
@@ -46,7 +46,7 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
         bandwidth_plot,  # matplotlib: imported only when plotting (keeps `suggest` start fast)
     )
 
-    from ...fit.fitters import fit_env
+    from .fit.fitters import fit_env
     from ...readers.runs import read_runs
 
     envs, problems = read_runs(runs_dir)
@@ -64,7 +64,7 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
         problems += env.problems
         png = bandwidth_plot(d, model_dir / f"{d['env']}-bandwidth.png")
         fitted.append((d, path, png))
-    from ...views.accuracy import trust_of
+    from .views.accuracy import trust_of
 
     for d, path, _ in fitted:  # every model written first: trust_of predicts with the new fits
         d["trust"] = trust_of(runs_dir, model_dir, d["env"])
@@ -78,17 +78,17 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
     """The error band ``suggest`` holds a predicted gain against, and the trust line every
     prediction carries (issue 20).
 
-    Where ``fenv`` (a :class:`autotuner.fit.store.FittedEnv`) has been checked against real
-    trials (its model file's ``trust``, written by ``fit``: :func:`autotuner.views.accuracy.trust_of`),
+    Where ``fenv`` (a :class:`autotuner.frameworks.horovod.fit.store.FittedEnv`) has been checked against real
+    trials (its model file's ``trust``, written by ``fit``: :func:`autotuner.frameworks.horovod.views.accuracy.trust_of`),
     the band is its own: the larger of its held-out mean error and its repeat spread. Otherwise it
     is borrowed: the median band of the checked environments measured on the same backend in
     ``model_dir`` (every folder searched), or of all checked environments when none shares the
-    backend, and ``source`` gives their range. Returns ``band`` (a fraction, >= :data:`autotuner.search.ranking.MIN_GAIN`),
+    backend, and ``source`` gives their range. Returns ``band`` (a fraction, >= :data:`autotuner.frameworks.horovod.search.ranking.MIN_GAIN`),
     ``source`` (one line: whose band and why), ``line`` (the trust line: "checked on N real
     trials, mean error X %, worst Y %" or "never checked against a real run") and ``trust``."""
-    from ...fit.store import find_models, model_dirs
+    from .fit.store import find_models, model_dirs
     from ...readers.files import read_json
-    from ...search.ranking import MIN_GAIN
+    from .search.ranking import MIN_GAIN
 
     t = fenv.raw.get("trust") or {}
     if t.get("configurations"):
@@ -137,7 +137,7 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
 
 
 def env_horovod_version(fenv) -> tuple[str, str | None]:
-    """The Horovod release ``fenv`` (a :class:`autotuner.fit.store.FittedEnv`) ran: its model file's
+    """The Horovod release ``fenv`` (a :class:`autotuner.frameworks.horovod.fit.store.FittedEnv`) ran: its model file's
     ``cluster.horovod_version`` (``fit`` copies it from env.toml), and None; the last release
     (:data:`autotuner.frameworks.horovod.knobs.LAST_RELEASE`) when it names none, with a one-line note when it names something
     that is no Horovod release."""
@@ -157,7 +157,7 @@ def fit_environments(runs_dir: Path, out: Path | None = None):
     :class:`autotuner.results.FitResult`; raises an AutotunerError (one line) for an unusable
     runs folder or output folder, and FitError when nothing could be fitted."""
     from ...errors import FitError
-    from ...fit import fitters  # noqa: F401  (the fitters and scipy load before --out is made)
+    from .fit import fitters  # noqa: F401  (the fitters and scipy load before --out is made)
     from ...paths import model_output_dir
     from ...results import FitResult
 
@@ -172,9 +172,9 @@ def fit_environments(runs_dir: Path, out: Path | None = None):
 
 def inspect_log(path: Path, model: str | None = None) -> list[str]:
     """``autotuner inspect``: a Horovod autotune log (``--autotune-log-file`` CSV) explained, one
-    line each (:func:`autotuner.readers.autotune_log.explain`); with ``model`` (a layout) the score
+    line each (:func:`autotuner.frameworks.horovod.autotune_log.explain`); with ``model`` (a layout) the score
     is also turned into a time per step. Raises AutotuneLogError / LayoutError (one line)."""
-    from ...readers.autotune_log import explain, read_autotune_log
+    from .autotune_log import explain, read_autotune_log
 
     log = read_autotune_log(Path(path))
     return explain(log, load_layout(model).total_bytes if model else None)
@@ -209,7 +209,7 @@ def env_new(name: str, *, nodes: int, gpus_per_node: int, intra: str | None = No
     model of that name that was not built from specs exists in ``model_dir``'s search path or in
     ``out``; also for bad figures (:func:`~autotuner.specs.spec_model`) or an unusable name.
     Returns the path written."""
-    from ...fit.store import find_models, write_model
+    from .fit.store import find_models, write_model
     from ...paths import model_output_dir
     from ...readers.files import read_json
     from ...specs import is_spec, spec_model
@@ -224,7 +224,7 @@ def env_new(name: str, *, nodes: int, gpus_per_node: int, intra: str | None = No
     d = spec_model(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, inter_gbit=inter_gbit,
                    backend=backend, gpu=gpu)
     check_output_dir(out, "--out")
-    from ...fit.store import ModelStoreError
+    from .fit.store import ModelStoreError
 
     try:
         return write_model(out, d)
@@ -238,7 +238,7 @@ def envs(model_dir: Path | Sequence[Path] | None = None) -> list[dict[str, Any]]
     ``link_gbps`` (Gbit/s), ``source`` (``measured``, ``lab report``, ``specs``), ``models``
     (calibrated model names), ``default``, ``path`` and ``trust`` (the trust line, as
     :func:`error_band` gives it). Unreadable files are listed with ``problem`` instead."""
-    from ...fit.store import find_models, load_env
+    from .fit.store import find_models, load_env
     from ...specs import is_spec
 
     dirs = _model_dirs(model_dir)
@@ -289,14 +289,14 @@ def accuracy_table(runs_dir: Path | Sequence[Path] | None = None, model_dir: Pat
     Returns ``{"cases": [...], "summary": [...], "notes": [...]}``: each case is one measured
     number (env, quantity, measured, predicted, error in percent, source file and line, and
     ``used_by_fit``: whether the fit was calibrated on it); the summary gives per environment the
-    held-out step-time MAPE and worst case (:func:`autotuner.views.accuracy.summary`). Raises
+    held-out step-time MAPE and worst case (:func:`autotuner.frameworks.horovod.views.accuracy.summary`). Raises
     RunsError for an unreadable runs dir, ScenarioError for an unknown env.
     """
-    from ...views.accuracy import cases, summary
+    from .views.accuracy import cases, summary
 
     runs_dir, model_dir = _runs_dirs(runs_dir), _model_dirs(model_dir)
     notes: list[str] = []
-    cs = cases(runs_dir, model_dir, env, notes, cost_model=cost_model)  # cost_model: see views.accuracy.cases
+    cs = cases(runs_dir, model_dir, env, notes, cost_model=cost_model)  # cost_model: see frameworks.horovod.views.accuracy.cases
     return {"cases": [{"env": c.env, "quantity": c.what, "measured": c.measured, "predicted": c.predicted,
                        "error_percent": c.error_pct, "source": c.source, "used_by_fit": c.calibrated} for c in cs],
             "summary": summary(cs), "notes": notes}

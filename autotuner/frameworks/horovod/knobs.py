@@ -7,7 +7,7 @@ Derived from the table, nowhere spelled by hand:
 - ``horovodrun`` flags and ``HOROVOD_*`` environment variables, both ways
   (:func:`horovodrun_flags`, :func:`horovod_env`, :func:`config_from_flags`,
   :func:`config_from_env`);
-- the search space and the grid axes (:mod:`autotuner.search`, :mod:`autotuner.views.explore`);
+- the search space and the grid axes (:mod:`autotuner.search`, :mod:`autotuner.frameworks.horovod.views.explore`);
 - the knob table in docs/knobs.md (:func:`markdown_table`, ``python scripts/gen_knob_table.py``;
   ``tests/test_knobs.py`` fails when the file is stale).
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ...errors import ScenarioError
-from ...fit.store import FittedEnv, load_env
+from .fit.store import FittedEnv, load_env
 from .knobs import (
     DEFAULTS_0_28,
     KNOB_BY_FIELD,
@@ -127,13 +127,13 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
 def write_simulated_timeline(sc: Scenario, fenv: FittedEnv, config: Config, path: Path, *,
                              steps: int = 2) -> tuple[Path, StepResult]:
     """Simulate ``steps`` measured steps of ``sc`` with a trace and write them as a Horovod
-    timeline (:mod:`autotuner.views.timeline_export`; gzip when ``path`` ends in ``.gz``).
+    timeline (:mod:`autotuner.frameworks.horovod.views.timeline_export`; gzip when ``path`` ends in ``.gz``).
 
     The collective activity follows the env's backend (``cluster.backend`` in the model file).
     Returns (path, traced result). Raises ScenarioError for ``steps`` < 1, OutputError when the
     file cannot be written.
     """
-    from ...views.timeline_export import collective_activity, timeline_events
+    from .views.timeline_export import collective_activity, timeline_events
     from ...writers.timeline import write_timeline
 
     if steps < 1:
@@ -147,10 +147,10 @@ def write_simulated_timeline(sc: Scenario, fenv: FittedEnv, config: Config, path
 
 def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int = 0,
                     progress=None, fixed: Mapping[str, Any] | None = None, strategy=None) -> tuple[list, list]:
-    """Search ``sc`` with ``strategy`` (a :class:`autotuner.search.ranking.Strategy`; default: Bayesian
-    optimization refined on the batch simulator, :class:`autotuner.search.bayes.BayesStrategy` with
+    """Search ``sc`` with ``strategy`` (a :class:`autotuner.frameworks.horovod.search.ranking.Strategy`; default: Bayesian
+    optimization refined on the batch simulator, :class:`autotuner.frameworks.horovod.search.bayes.BayesStrategy` with
     ``n_calls``, ``seed`` and ``progress``); returns (all trials, top distinct by
-    :func:`autotuner.search.ranking.top_distinct`). ``suggest`` itself answers from the exact grid
+    :func:`autotuner.frameworks.horovod.search.ranking.top_distinct`). ``suggest`` itself answers from the exact grid
     (:func:`suggest_scenario`).
 
     ``fixed``: knobs the search keeps (field name -> value, internal units); the reference the
@@ -158,12 +158,12 @@ def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int 
     scenario's backend ignores are pinned off (:func:`autotuner.frameworks.horovod.knobs.pin_unsupported_off`:
     hierarchical allreduce on ``gloo`` and ``mpi``), so no trial has them on.
     """
-    from ...search.ranking import top_distinct
+    from .search.ranking import top_distinct
 
     fixed = pin_unsupported_off(fixed or {}, sc.effective_backend)
     ref = replace(DEFAULTS_0_28, **fixed)
     if strategy is None:
-        from ...search.bayes import BayesStrategy
+        from .search.bayes import BayesStrategy
 
         strategy = BayesStrategy(n_calls=n_calls, seed=seed, progress=progress)
     trials = strategy.trials(sc, ref, fixed)
@@ -171,10 +171,10 @@ def suggest_configs(sc: Scenario, *, top: int = 3, n_calls: int = 24, seed: int 
 
 
 def _trials_table(trials) -> dict[str, Any]:
-    """Trials as a :func:`autotuner.search.grid.grid_table`-form table (column -> array)."""
+    """Trials as a :func:`autotuner.frameworks.horovod.search.grid.grid_table`-form table (column -> array)."""
     import numpy as np
 
-    from ...search.grid import COLUMNS
+    from .search.grid import COLUMNS
 
     rows = [{**{k: v for k, v in t.config.to_dict().items() if k in COLUMNS}, "step_time_ms": t.step_time_s * 1e3}
             for t in trials]
@@ -247,7 +247,7 @@ class Backend(StrEnum):
 
 
 class SearchStrategy(StrEnum):
-    """The search strategies ``suggest`` offers (:class:`autotuner.search.ranking.Strategy`)."""
+    """The search strategies ``suggest`` offers (:class:`autotuner.frameworks.horovod.search.ranking.Strategy`)."""
 
     bayes = "bayes"
     grid = "grid"
@@ -267,12 +267,12 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     ``HOROVOD_*`` variables and gradient ``compression`` (with ``compression_code``: the
     ``hvd.DistributedOptimizer`` argument that sets it, not a horovodrun flag).
     ``keep_defaults`` is True when no proposal is predicted faster than the reference by more
-    than :data:`autotuner.search.ranking.MIN_GAIN` (the tie rule: then the first proposal is the
+    than :data:`autotuner.frameworks.horovod.search.ranking.MIN_GAIN` (the tie rule: then the first proposal is the
     reference itself). ``search_seconds``: wall time (s). ``strategy``: a
-    :class:`autotuner.search.ranking.Strategy` object; None (default) answers from the exact grid
-    on the fast simulator (:func:`autotuner.search.grid.neighbourhood`, ~10^5-10^6 configurations
+    :class:`autotuner.frameworks.horovod.search.ranking.Strategy` object; None (default) answers from the exact grid
+    on the fast simulator (:func:`autotuner.frameworks.horovod.search.grid.neighbourhood`, ~10^5-10^6 configurations
     in a fraction of a second), which the noise-aware choice reads anyway; a
-    :class:`autotuner.search.bayes.BayesStrategy` adds its ~30 simulations + batch refinement.
+    :class:`autotuner.frameworks.horovod.search.bayes.BayesStrategy` adds its ~30 simulations + batch refinement.
     ``progress(done, total)`` is called once per compression searched.
 
     ``compressions``: the gradient compressions searched (None: Horovod 0.28.1's,
@@ -289,10 +289,10 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     ``reference_version``: the Horovod release whose defaults are the reference
     (:func:`autotuner.frameworks.horovod.knobs.defaults_for`: 64 MiB / 5 ms before 0.21.0, else 128 MiB / 1 ms; None: the last
     release, :data:`autotuner.frameworks.horovod.knobs.LAST_RELEASE`), returned as ``reference_version``.
-    Noise-aware, minimal-change choice (issue 20; :func:`autotuner.search.ranking.minimal_change`):
+    Noise-aware, minimal-change choice (issue 20; :func:`autotuner.frameworks.horovod.search.ranking.minimal_change`):
     ``band`` is :func:`error_band`'s result for the env (None: the :data:`MIN_GAIN` tie rule).
     The search's trials and the whole default grid around the reference
-    (:func:`autotuner.search.grid.neighbourhood`) are pooled; a proposal is made only when the
+    (:func:`autotuner.frameworks.horovod.search.grid.neighbourhood`) are pooled; a proposal is made only when the
     best is predicted faster than the reference by more than the band, and it is then the
     configuration within the band of the best that changes the fewest knobs, then has the
     smallest fusion buffer. ``pick`` gives the band, its source, the predicted gain and the range
@@ -307,8 +307,8 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     """
     import time
 
-    from ...search.grid import concat_tables, neighbourhood, table_trials
-    from ...search.ranking import MIN_GAIN, Origin, Trial, minimal_change, top_distinct
+    from .search.grid import concat_tables, neighbourhood, table_trials
+    from .search.ranking import MIN_GAIN, Origin, Trial, minimal_change, top_distinct
 
     if sc.layout.n_tensors > MAX_SEARCH_TENSORS:
         raise ScenarioError(f"layout {sc.layout.name!r} has {sc.layout.n_tensors:,} tensors; suggest searches layouts of "
@@ -430,8 +430,8 @@ def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | No
             "fusion_threshold_mb": 64}``) or field name; the others are searched and the reference is
             Horovod's defaults (of ``reference_version``) with these applied.
         compression: pin the gradient compression (``none`` or ``fp16``); None searches both.
-        strategy: a :class:`autotuner.search.ranking.Strategy` object
-            (:class:`~autotuner.search.grid.GridStrategy`, :class:`~autotuner.search.bayes.BayesStrategy`)
+        strategy: a :class:`autotuner.frameworks.horovod.search.ranking.Strategy` object
+            (:class:`~autotuner.frameworks.horovod.search.grid.GridStrategy`, :class:`~autotuner.frameworks.horovod.search.bayes.BayesStrategy`)
             whose trials are pooled with the exact grid; None: the exact grid alone (fast simulator).
         top: proposals returned (>= 1).
         nodes, gpus_per_node, bandwidth_gbps (Gbit/s), compute_ms (forward + backward, ms),
@@ -529,7 +529,7 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
             out_dir: Path = Path("explore"), runs_dir: Path | Sequence[Path] | None = None,
             model_dir: Path | Sequence[Path] | None = None):
     """``autotuner explore``: predicted step time over fusion threshold x cycle time for every on/off
-    combination (:func:`autotuner.views.explore.explore`), heatmaps and a sensitivity plot written to
+    combination (:func:`autotuner.frameworks.horovod.views.explore.explore`), heatmaps and a sensitivity plot written to
     ``out_dir`` (PNG + SVG), the measured validation trials of the env overlaid when the scenario is
     the measured one (no what-if).
 
@@ -543,8 +543,8 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
     from .knobs import config_from_values
     from ...readers.runs import read_validation_records
     from ...results import ExploreResult
-    from ...views.explore import explore as explore_grid
-    from ...views.plots_explore import heatmaps, sensitivity_plot
+    from .views.explore import explore as explore_grid
+    from .views.plots_explore import heatmaps, sensitivity_plot
 
     mdirs, rdirs = _model_dirs(model_dir), _runs_dirs(runs_dir)
     check_output_dir(Path(out_dir), "--out")
@@ -563,7 +563,7 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
         t_suggest = time.perf_counter() - t0
     else:
         pick = None
-    # each measured job is predicted with its own compression (views.explore.measured_points): any map shows them
+    # each measured job is predicted with its own compression (frameworks.horovod.views.explore.measured_points): any map shows them
     same_setup = nodes is None and gpus_per_node is None and bandwidth_gbps is None and backend is None
     records = read_validation_records(rdirs, sc.env) if same_setup else []
     ex = explore_grid(sc, resolution=resolution, suggested=pick, measured_records=records, pick_label=label)
@@ -580,7 +580,7 @@ def scale(model: str, env: str | None = None, *, nodes: Sequence[int] | None = N
           batch_size: int | None = None, compute_ms: float | None = None, compression: str = "none",
           backend: str | None = None, out_dir: Path = Path("scale"), runs_dir: Path | Sequence[Path] | None = None,
           model_dir: Path | Sequence[Path] | None = None):
-    """``autotuner scale``: what-if at scale (:func:`autotuner.views.scale.scale`): per node count
+    """``autotuner scale``: what-if at scale (:func:`autotuner.frameworks.horovod.views.scale.scale`): per node count
     (``nodes``; default 1, 2, 4, ..., 64) or per rank count on one node (``ranks``), and per link
     rate (``bandwidths_gbps``, Gbit/s; default the env's), the best configuration and the defaults'
     step time, throughput and scaling efficiency; the plot written to ``out_dir``. The batch per GPU
@@ -590,8 +590,8 @@ def scale(model: str, env: str | None = None, *, nodes: Sequence[int] | None = N
     ``gpus_per_node``, non-positive counts or rates)."""
     from ...errors import ExploreError
     from ...results import ScaleResult
-    from ...views.plots_explore import scale_plot
-    from ...views.scale import scale as scale_grid
+    from .views.plots_explore import scale_plot
+    from .views.scale import scale as scale_grid
 
     if ranks is not None and nodes is not None:
         raise ExploreError("--ranks and --nodes: give one (--ranks: ranks on one node; --nodes: node counts)")

@@ -114,7 +114,7 @@ def tune(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, host
     """
     import statistics
 
-    from ...fit.store import ModelStoreError
+    from .fit.store import ModelStoreError
     from .knobs import horovod_env, horovodrun_flags
     from .scenario import COMPRESSION_CODE
     from ...paths import runs_output_dir
@@ -335,7 +335,7 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
     """
     import shutil
 
-    from ...fit.store import ModelStoreError
+    from .fit.store import ModelStoreError
     from .launch import horovodrun_path
     from .report import write_report
     from .validation import TrialStore, ValidationError

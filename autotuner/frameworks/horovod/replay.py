@@ -9,7 +9,7 @@ Horovod sees the layout's real tensor names (``allreduce.<name>``), sizes, count
 order, because each tensor is a real ``torch.nn.Parameter`` registered with
 ``hvd.DistributedOptimizer``. Compute is emulated, not run, on deadlines from the step's start, as the simulator
 times it: forward lasts ``compute_ms / 3`` (building the emulated graph, then sleeping to that
-deadline) and backward ``2 * compute_ms / 3`` from the forward's end (the split :mod:`autotuner.fit.fitters`
+deadline) and backward ``2 * compute_ms / 3`` from the forward's end (the split :mod:`autotuner.frameworks.horovod.fit.fitters`
 assumes), handing tensor ``i`` to Horovod when ``ready_fraction[i]`` of backward has elapsed (the
 layout's compute shares). Host work of the harness itself (the graph, autograd's start) runs inside
 those deadlines, as a GPU job's host runs ahead of its device.
@@ -52,7 +52,7 @@ FORWARD_SHARE = 1.0 / 3.0
 #: (median) on loopback for zeros and 183.5 ms for these values (``scripts/fp16_values.py``; docs/compression.md,
 #: "The values matter"); zeros would time a float16 sum no training job runs. 1e-3 is a typical gradient
 #: magnitude.
-GRADIENT_STD = 1e-3  # same split as autotuner.fit.fitters (forward 1/3, backward 2/3)
+GRADIENT_STD = 1e-3  # same split as autotuner.frameworks.horovod.fit.fitters (forward 1/3, backward 2/3)
 
 
 def _build(layout, backward_s: float, seed: int = 0):

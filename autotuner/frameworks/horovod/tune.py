@@ -158,7 +158,7 @@ def run_default_autotune(job, timeout_s: float, log_file: Path, poll_s: float = 
     the steps after settling, if any: usually none) and ``settled``: ``{"finished", "steps", "wall_s",
     "rows"}`` (the replay's steps rank 0 had printed, read from its ``step N time_ms`` lines, or None for a
     command that prints none; seconds since the job's start when the finished log was seen; logged rows)."""
-    from ...readers.autotune_log import read_autotune_log
+    from .autotune_log import read_autotune_log
     from ...realrun.launcher import OwnedProcess
     from .validation import summarize_autotune_log
 

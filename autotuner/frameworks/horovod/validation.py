@@ -339,9 +339,9 @@ def summarize_timeline(path: Path, steps_run: int) -> dict[str, Any]:
 
 def autotune_best_config(log_summary: dict[str, Any]) -> Config | None:
     """The configuration autotune settled on (the recorded summary's best row), as a
-    :class:`Config` (:func:`autotuner.readers.autotune_log.row_config`); KnobError when it is
+    :class:`Config` (:func:`autotuner.frameworks.horovod.autotune_log.row_config`); KnobError when it is
     outside the knob table."""
-    from ...readers.autotune_log import row_config
+    from .autotune_log import row_config
 
     b = log_summary.get("best") if log_summary else None
     return row_config(b) if b else None
@@ -349,7 +349,7 @@ def autotune_best_config(log_summary: dict[str, Any]) -> Config | None:
 
 def summarize_autotune_log(path: Path) -> dict[str, Any]:
     """JSON-ready summary of an autotune log (samples, best row, finished). Raises AutotuneLogError."""
-    from ...readers.autotune_log import read_autotune_log
+    from .autotune_log import read_autotune_log
 
     log = read_autotune_log(path)
 

@@ -40,7 +40,7 @@ from skopt import Optimizer
 from skopt.space import Categorical, Integer, Real
 from skopt.utils import cook_estimator
 
-from ..frameworks.horovod.knobs import KNOBS, Config, Knob, autotune_start_configs, pin_unsupported_off
+from ..knobs import KNOBS, Config, Knob, autotune_start_configs, pin_unsupported_off
 from .ranking import Origin, Trial, top_distinct  # noqa: F401 (re-exported)
 
 
@@ -245,7 +245,7 @@ def _refine(start: Trial, batch: Callable[..., np.ndarray], knobs: list[Knob], b
 
 @dataclass(frozen=True)
 class BayesStrategy:
-    """:class:`~autotuner.search.ranking.Strategy` of :func:`search` on a scenario: the
+    """:class:`~autotuner.frameworks.horovod.search.ranking.Strategy` of :func:`search` on a scenario: the
     reference simulator as objective, the batch simulator for the refinement."""
 
     n_calls: int = 24

@@ -14,7 +14,7 @@ plus the simulated allreduce of the model's gradients.
 What is fitted, and on what:
 
 - compute per model (the only per-model constant): its own ``N = 1`` step
-  (:func:`autotuner.fit.fitters.calibrate_compute` on one rank, where Horovod registers no hooks
+  (:func:`autotuner.frameworks.horovod.fit.fitters.calibrate_compute` on one rank, where Horovod registers no hooks
   and the simulator adds nothing, so it is the step time itself);
 - the contention's ``parallel_fraction`` (:class:`autotuner.model.contention.Contention`, one
   parameter for the environment, shared by every model): scipy ``minimize_scalar`` (bounded,
@@ -25,7 +25,7 @@ What is fitted, and on what:
 Assumed (``fit.assumed``), since nothing in the report measures it: the MPI allreduce over
 shared memory (``prior_alpha_us``, ``prior_bandwidth_gbps``), the fusion-buffer copy rate
 (:data:`CPU_MEMCPY_BPS`), and the negotiation collective (the tier's 64-byte allreduce, as
-:func:`autotuner.fit.fitters._negotiation_for`).
+:func:`autotuner.frameworks.horovod.fit.fitters._negotiation_for`).
 
 Only the step-time column is used. The speedup column is checked against the step-time ratio
 and the total throughput against processes x throughput per process; mismatches are listed in
@@ -42,14 +42,14 @@ from typing import Any
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from ..errors import FitError
-from ..frameworks.horovod.knobs import Config
-from ..model.contention import Contention
-from ..model.costmodel import Cluster, CostModel, Tier
-from ..model.layout import Layout
-from ..frameworks.horovod.scenario import Scenario
-from ..readers.labreport import CpuScalingRow, parse_cpu_scaling
-from ..readers.runs import EnvData
+from ....errors import FitError
+from ..knobs import Config
+from ....model.contention import Contention
+from ....model.costmodel import Cluster, CostModel, Tier
+from ....model.layout import Layout
+from ..scenario import Scenario
+from ....readers.labreport import CpuScalingRow, parse_cpu_scaling
+from ....readers.runs import EnvData
 from .fitters import (
     _data_layout,
     _model_dict,

@@ -1,6 +1,6 @@
 """Scaling what-ifs: step time, throughput and scaling efficiency per node count and link rate.
 
-Pure, like :mod:`autotuner.views.explore` (whose evaluator and tie rules it shares): a
+Pure, like :mod:`autotuner.frameworks.horovod.views.explore` (whose evaluator and tie rules it shares): a
 :class:`~autotuner.frameworks.horovod.scenario.Scenario` in; pandas DataFrames and frozen dataclasses out.
 Units: step times in ms, link rates in Gbit/s (10**9 bit/s), throughput in steps/s and
 samples/s, fusion threshold in MiB in the ``*_mb`` columns.
@@ -14,9 +14,9 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..errors import ExploreError
-from ..frameworks.horovod.knobs import DEFAULTS_0_28, MIB
-from ..model.costmodel import Cluster
+from ....errors import ExploreError
+from ..knobs import DEFAULTS_0_28, MIB
+from ....model.costmodel import Cluster
 from ..search.at_size import (  # noqa: F401 (best_at_size, BestAtSize: the scale view's search)
     BestAtSize,
     Evaluator,
@@ -34,7 +34,7 @@ def what_if(sc, *, nodes: int, gpus_per_node: int | None = None, bandwidth_gbps:
     per-GPU batch: weak scaling), the tiers' latencies, the intra-node tier, the negotiation cost
     per controller operation, the memcpy and host-copy rates. Raises ExploreError for nodes or
     GPUs per node < 1 or a non-positive rate."""
-    from ..model.costmodel import CostModelError
+    from ....model.costmodel import CostModelError
 
     try:
         cl = Cluster(nodes, gpus_per_node or sc.cluster.gpus_per_node)

@@ -16,8 +16,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..frameworks.horovod.knobs import CACHE_ON, KNOB_BY_FIELD, MIB, Config, config_from_values, pin_unsupported_off
-from ..frameworks.horovod.scenario import Scenario
+from ..knobs import CACHE_ON, KNOB_BY_FIELD, MIB, Config, config_from_values, pin_unsupported_off
+from ..scenario import Scenario
 from .ranking import Origin, Trial
 
 _FUSION, _CYCLE = KNOB_BY_FIELD["fusion_threshold_bytes"], KNOB_BY_FIELD["cycle_time_ms"]
@@ -153,7 +153,7 @@ def _row_config(r: Mapping[str, Any]) -> Config:
 
 @dataclass(frozen=True)
 class GridStrategy:
-    """:class:`~autotuner.search.ranking.Strategy` that simulates every configuration of the
+    """:class:`~autotuner.frameworks.horovod.search.ranking.Strategy` that simulates every configuration of the
     grid (default: :data:`GRID_FUSION_MB` × :data:`GRID_CYCLE_MS` × the on/off combinations,
     hierarchical ones only on more than one node and where the scenario's backend has
     hierarchical allreduce, :func:`autotuner.frameworks.horovod.knobs.hierarchical_allreduce_supported`; elsewhere
@@ -188,7 +188,7 @@ def neighbourhood(sc: Scenario, reference: Config, fixed: Mapping[str, Any]) -> 
     """Every configuration of the default grid plus the reference's own threshold and cycle time
     (so that one-knob changes from the reference are in it), on the on/off combinations of
     :class:`GridStrategy`, ``fixed`` knobs pinned (hierarchical allreduce off where the backend has
-    none). The table (:func:`grid_table`'s form) :func:`autotuner.search.ranking.minimal_change`
+    none). The table (:func:`grid_table`'s form) :func:`autotuner.frameworks.horovod.search.ranking.minimal_change`
     chooses from; columns :data:`COLUMNS`. The reference's own row is included (its hierarchical allgather setting is
     added as a combination when it is on)."""
     fixed = dict(pin_unsupported_off(fixed, getattr(sc, "effective_backend", None)))

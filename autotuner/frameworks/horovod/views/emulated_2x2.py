@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 
 from ..fit.fitters import workload_for
-from ..frameworks.horovod.knobs import Config
-from ..model.costmodel import Cluster
-from ..frameworks.horovod.simulator import simulate_step
-from ..readers.layouts import load_layout
-from ..readers.runs import read_validation_files
+from ..knobs import Config
+from ....model.costmodel import Cluster
+from ..simulator import simulate_step
+from ....readers.layouts import load_layout
+from ....readers.runs import read_validation_files
 
 #: the two environments of the 2x2 emulated cluster: ranks waiting as Horovod does (spinning) and
 #: measured + trained with polling waits (measure --wait sleep, validate --replay-wait sleep)
@@ -39,7 +39,7 @@ ENVS = ("local-gloo-2x2", "local-gloo-2x2-poll")
 def predict(fenv, model: str, cfg: Config, shape: tuple[int, int], compute_ms: float, per_message: bool = False) -> float:
     """Predicted step time (ms) of one replay trial: ``model``'s shipped layout, the replay's
     emulated compute (``compute_ms``, forward 1/3 and backward 2/3), the shape ``(hosts, ranks per
-    host)`` and its cost model (:meth:`autotuner.fit.store.FittedEnv.cost_for`); ``per_message``:
+    host)`` and its cost model (:meth:`autotuner.frameworks.horovod.fit.store.FittedEnv.cost_for`); ``per_message``:
     the alternative reading of the large-message intercept (module docstring, item 4)."""
     L = load_layout(model)
     cost = fenv.cost_for(Cluster(*shape))  # more ranks on a host than cores: its share (issue 20)

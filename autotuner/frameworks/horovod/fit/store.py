@@ -22,16 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from ..errors import ModelStoreError
-from ..frameworks.horovod.knobs import Config
-from ..model.contention import Contention
-from ..model.costmodel import Cluster, CostModel
-from ..model.layout import Layout
-from ..model.workload import Workload
-from ..model.wallclock import RunShape
-from ..readers.files import read_json
-from ..readers.layouts import load_data_layout
-from ..schemas import (
+from ....errors import ModelStoreError
+from ..knobs import Config
+from ....model.contention import Contention
+from ....model.costmodel import Cluster, CostModel
+from ....model.layout import Layout
+from ....model.workload import Workload
+from ....model.wallclock import RunShape
+from ....readers.files import read_json
+from ....readers.layouts import load_data_layout
+from ....schemas import (
     MODEL_SCHEMA,
     ModelFile,
     check,
@@ -39,7 +39,7 @@ from ..schemas import (
     find_nonfinite,
     is_plain_name,
 )
-from ..writers.atomic import atomic_write_text
+from ....writers.atomic import atomic_write_text
 
 
 @dataclass(frozen=True)

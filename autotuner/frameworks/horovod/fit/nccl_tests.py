@@ -26,12 +26,12 @@ What nccl-tests cannot measure is borrowed, and said so in the model's ``fit.bor
 
 - Horovod's negotiation (controller over MPI or Gloo on the host): ``ctrl_op_us`` = the fitted
   allreduce time of 64 bytes on all ranks, as the other fitters do
-  (:func:`autotuner.fit.fitters._negotiation_for`);
-- the fusion-buffer copy rate: :data:`autotuner.fit.fitters.GPU_MEMCPY_BPS` (a V100 figure);
-- the device<->host copy of hierarchical allreduce: :data:`autotuner.fit.fitters.PCIE3_BPS`.
+  (:func:`autotuner.frameworks.horovod.fit.fitters._negotiation_for`);
+- the fusion-buffer copy rate: :data:`autotuner.frameworks.horovod.fit.fitters.GPU_MEMCPY_BPS` (a V100 figure);
+- the device<->host copy of hierarchical allreduce: :data:`autotuner.frameworks.horovod.fit.fitters.PCIE3_BPS`.
 
 The backend is NCCL, so collectives are asynchronous to Horovod's background loop
-(:func:`autotuner.fit.fitters._async`); ``cluster.backend`` is written as ``"nccl"`` when
+(:func:`autotuner.frameworks.horovod.fit.fitters._async`); ``cluster.backend`` is written as ``"nccl"`` when
 env.toml leaves it out. No workload is fitted (nccl-tests trains no model): ``simulate``
 and ``suggest`` need ``--compute-ms``. With ``nodes`` = 1 the one tier serves as both the
 intra- and the inter-node tier (a ``--nodes`` what-if is then not measured: named in
@@ -48,13 +48,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FitError
-from ..frameworks.horovod.knobs import MIB
-from ..model.costmodel import Cluster, CostModel, Tier
-from ..readers.nccl_tests import AllReducePerf, read_all_reduce_perf
-from ..readers.runs import EnvData
+from ....errors import FitError
+from ..knobs import MIB
+from ....model.costmodel import Cluster, CostModel, Tier
+from ....readers.nccl_tests import AllReducePerf, read_all_reduce_perf
+from ....readers.runs import EnvData
 from .fitters import GPU_MEMCPY_BPS, PCIE3_BPS, _async, _model_dict, _negotiation_for, run_config
-from .regression import fit_linear, fit_piecewise, mape, r_squared
+from ....fit.regression import fit_linear, fit_piecewise, mape, r_squared
 
 #: bytes of the tiny allreduce that stands for one negotiation collective (as _negotiation_for)
 CTRL_OP_BYTES = 64
@@ -170,9 +170,9 @@ def fit_nccl_tests_env(env: EnvData) -> dict[str, Any]:
                            f"{CTRL_OP_BYTES} bytes on {cluster.size} ranks; Horovod negotiates over MPI/Gloo on the "
                            "host, which nccl-tests does not measure",
             "memcpy_gbytes_per_s": f"{GPU_MEMCPY_BPS / 1e9:g}: fusion-buffer copies are not in nccl-tests; "
-                                   "autotuner.fit.fitters.GPU_MEMCPY_BPS (a V100 device-copy rate)",
+                                   "autotuner.frameworks.horovod.fit.fitters.GPU_MEMCPY_BPS (a V100 device-copy rate)",
             "host_copy_gbytes_per_s": f"{PCIE3_BPS / 1e9:g}: hierarchical allreduce's device<->host copy; "
-                                      "autotuner.fit.fitters.PCIE3_BPS (PCIe 3.0 x16)",
+                                      "autotuner.frameworks.horovod.fit.fitters.PCIE3_BPS (PCIe 3.0 x16)",
         },
         "workloads": "none: nccl-tests trains no model; simulate and suggest need --compute-ms",
         "notes": notes,

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..frameworks.horovod.knobs import Config
+from ..knobs import Config
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 The sweep (:mod:`autotuner.frameworks.horovod.sweepprobe`, driven by :mod:`autotuner.frameworks.horovod.measure`) leaves
 ``source`` (one JSON line per measured item: wall-time samples per message size) and the raw
 timeline of every horovodrun job it ran (``timelines/<part>.json.gz`` beside ``source``). The
-fit takes from those timelines what :func:`autotuner.fit.fitters.fit_validation_env` takes from
+fit takes from those timelines what :func:`autotuner.frameworks.horovod.fit.fitters.fit_validation_env` takes from
 training timelines, so the two kinds of environment give models of one form:
 
 - the collective: every allreduce response of every kept timeline (GLOO_ALLREDUCE / MPI_* /
@@ -33,15 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AutotunerError, FitError
-from ..frameworks.horovod.knobs import MIB
-from ..model.costmodel import Cluster, ComputeDelay, Fp16Cost
-from ..readers.runs import EnvData
-from ..readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
+from ....errors import AutotunerError, FitError
+from ..knobs import MIB
+from ....model.costmodel import Cluster, ComputeDelay, Fp16Cost
+from ....readers.runs import EnvData
+from ....readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
                              parse_trickle_records, read_phase_records, read_sweep_records)
-from ..readers.timeline import read_timeline, samples
-from ..readers.timeline_steps import response_host_samples
-from .collective import fp16_cost  # noqa: F401  (shared by every framework; the fit below calls it)
+from ....readers.timeline import read_timeline, samples
+from ....readers.timeline_steps import response_host_samples
+from ....fit.collective import fp16_cost  # noqa: F401  (shared by every framework; the fit below calls it)
 from .fitters import _model_dict, fit_collective_tier, run_config, timeline_cost_model
 
 #: kept timelines of a sweep, relative to the folder of ``source``
@@ -440,9 +440,9 @@ def _burst_marginal_sim_s(cost, nbytes: int, count: int, p: int) -> float:
     """The simulator's marginal time (s) of one more of ``count`` responses of ``nbytes`` enqueued at once
     (fusion off, 1 ms cycle, cache on), ``(T(count) - T(1)) / (count - 1)``, on ``cost`` with ``p`` ranks on
     one node: the burst phase's pattern run through :func:`autotuner.frameworks.horovod.simulator.simulate_step`."""
-    from ..frameworks.horovod.knobs import DEFAULTS_0_28
-    from ..frameworks.horovod.simulator import simulate_step
-    from ..model.workload import Workload
+    from ..knobs import DEFAULTS_0_28
+    from ..simulator import simulate_step
+    from ....model.workload import Workload
 
     cfg = replace(DEFAULTS_0_28, fusion_threshold_bytes=0)
     wl = Workload(forward_s=0.0, backward_s=1e-6)

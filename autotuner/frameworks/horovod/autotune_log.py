@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import AutotuneLogError, KnobError
-from ..frameworks.horovod.knobs import (
+from ...errors import AutotuneLogError, KnobError
+from .knobs import (
     CACHE_ON,
     DEFAULTS_0_28,
     MIB,

@@ -14,7 +14,7 @@ Calibration budget (issue 13): one compute constant per (report, model), nothing
 - **Start-up ``F``**: the serial run alone cannot separate it from the compute (one equation,
   ``142.338 = F + 9,380 · c``, two unknowns). It is borrowed from the sibling environment
   ``borrow_from`` (same instance and workload: report 002, ``runs/t4x4-pcie``), fitted afresh
-  here from its committed runs folder with :func:`autotuner.fit.fitters.fit_env`, so the result
+  here from its committed runs folder with :func:`autotuner.frameworks.horovod.fit.fitters.fit_env`, so the result
   does not depend on the order environments are fitted in. Its cost model (the T4 PCIe tiers,
   the ``backend`` one as this env's intra-node tier) is borrowed the same way.
 - **Held out**: the Horovod runs (L37-L38), predicted and compared (``fit["held_out"]``, issue
@@ -36,15 +36,15 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AutotunerError, CostModelError, FitError
-from ..model.costmodel import Cluster, CostModel
-from ..model.layout import Layout
-from ..frameworks.horovod.scenario import COMPRESSION_RATIO, LOSSY, Compression
-from ..frameworks.horovod.simulator import simulate_step
-from ..model.wallclock import RunShape
-from ..readers.labreport import CompressionRun, parse_compression_runs
-from ..readers.runs import EnvData, read_env
-from ..schemas import Format
+from ....errors import AutotunerError, CostModelError, FitError
+from ....model.costmodel import Cluster, CostModel
+from ....model.layout import Layout
+from ..scenario import COMPRESSION_RATIO, LOSSY, Compression
+from ..simulator import simulate_step
+from ....model.wallclock import RunShape
+from ....readers.labreport import CompressionRun, parse_compression_runs
+from ....readers.runs import EnvData, read_env
+from ....schemas import Format
 from .fitters import (
     _data_layout,
     _model_dict,

@@ -11,8 +11,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ..frameworks.horovod.knobs import CACHE_ON, DEFAULTS_0_28, KNOB_BY_FIELD, MIB, Config
-from ..frameworks.horovod.fastsim import configs_to_arrays
+from ..knobs import CACHE_ON, DEFAULTS_0_28, KNOB_BY_FIELD, MIB, Config
+from ..fastsim import configs_to_arrays
 from .ranking import Trial, top_distinct
 
 #: ``(scenario, configs) -> step times in ms, shape (len(configs),)``.
@@ -73,7 +73,7 @@ def best_at_size(sc, *, evaluate: Evaluator = step_times_ms) -> BestAtSize:
 
     Stage 1: :data:`SCALE_THRESHOLDS_MB` × :data:`SCALE_CYCLES_MS` with the response cache on,
     for each hierarchical setting (off, and on when nodes > 1 and the backend has hierarchical
-    allreduce, :func:`~autotuner.views.explore.has_hierarchical`). Stage 2, around the best of
+    allreduce, :func:`~autotuner.frameworks.horovod.views.explore.has_hierarchical`). Stage 2, around the best of
     each hierarchical setting: threshold × {2^-½, 1, 2^½} (whole MiB) × cycle × {10^-⅙, 1,
     10^⅙} × cache on/off (the cache's cost is a per-cycle negotiation term, nearly independent
     of the other knobs, so it is searched only here). About 240 simulations per call.

@@ -36,12 +36,12 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from ..errors import FitError
-from ..model.costmodel import GBIT, BackendCost, Cluster, CostModel, Negotiation, Tier
-from ..frameworks.horovod.simulator import simulate_step
-from ..model.wallclock import RunShape
-from ..readers.labreport import parse_backend_runs
-from ..readers.runs import EnvData
+from ....errors import FitError
+from ....model.costmodel import GBIT, BackendCost, Cluster, CostModel, Negotiation, Tier
+from ..simulator import simulate_step
+from ....model.wallclock import RunShape
+from ....readers.labreport import parse_backend_runs
+from ....readers.runs import EnvData
 from .fitters import (
     GPU_MEMCPY_BPS,
     PCIE3_BPS,

@@ -1,7 +1,7 @@
 """Fit cost models and workloads from measured records (``autotuner fit runs/``).
 
 Input: :class:`autotuner.readers.runs.EnvData` records. Output: a JSON-ready dict per
-environment (schema ``autotuner.model/1``, see :mod:`autotuner.fit.store`). Fitting uses
+environment (schema ``autotuner.model/1``, see :mod:`autotuner.frameworks.horovod.fit.store`). Fitting uses
 scipy; simulation uses :func:`autotuner.frameworks.horovod.simulator.simulate_step`. See docs/cost-model.md.
 
 Forms and choices:
@@ -32,17 +32,17 @@ from typing import Any, Callable, Mapping
 import numpy as np
 from scipy.optimize import brentq, minimize_scalar
 
-from ..errors import FitError
-from ..frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config, config_from_values, defaults_for
-from ..model.costmodel import Cluster, CostModel, Negotiation, Tier
-from ..model.layout import Layout
-from ..frameworks.horovod.simulator import simulate_step
-from ..model.workload import Workload
-from ..readers.layouts import load_data_layout
-from ..readers.runs import EnvData
-from ..schemas import MODEL_SCHEMA, Format, is_plain_name
-from .collective import fit_collective_tier  # noqa: F401  (shared by every framework; re-exported for the fitters)
-from .regression import fit_host_passes, fit_linear, mape, r_squared
+from ....errors import FitError
+from ..knobs import DEFAULTS_0_28, MIB, Config, config_from_values, defaults_for
+from ....model.costmodel import Cluster, CostModel, Negotiation, Tier
+from ....model.layout import Layout
+from ..simulator import simulate_step
+from ....model.workload import Workload
+from ....readers.layouts import load_data_layout
+from ....readers.runs import EnvData
+from ....schemas import MODEL_SCHEMA, Format, is_plain_name
+from ....fit.collective import fit_collective_tier  # noqa: F401  (shared by every framework; re-exported for the fitters)
+from ....fit.regression import fit_host_passes, fit_linear, mape, r_squared
 
 FORWARD_FRACTION = 1 / 3
 #: V100 device-to-device copy bandwidth used for fusion-buffer copies (bytes/s): HBM2 peak
@@ -171,8 +171,8 @@ def parse_env_report(env: EnvData, parse: Callable[..., tuple[list, list[str]]],
     :mod:`autotuner.readers.labreport` parser); its problems are added to ``env.problems``.
     Raises RunsError for an unreadable file, FitError (one line) when the parser reads nothing.
     Shared by the ``backend-runs``, ``cpu-scaling`` and ``compression-runs`` fitters."""
-    from ..errors import ReportError, RunsError
-    from ..readers.files import read_text
+    from ....errors import ReportError, RunsError
+    from ....readers.files import read_text
 
     rel = f"{env.path.name}/{env.meta['source']}"
     text = read_text(env.path / env.meta["source"], RunsError, rel)
@@ -333,9 +333,9 @@ def host_samples_for(env: EnvData, recs: list[dict[str, Any]]) -> tuple[np.ndarr
     <label>-r<repeat>.json.gz``, as ``validate --keep-timelines`` writes them). Returns
     ``(memcpy (m, 2), gaps (g, 4), files used)``; records without a kept timeline are skipped;
     a kept timeline that cannot be read is skipped and named in ``env.problems``."""
-    from ..errors import AutotunerError
-    from ..readers.timeline import read_timeline
-    from ..readers.timeline_steps import host_samples
+    from ....errors import AutotunerError
+    from ....readers.timeline import read_timeline
+    from ....readers.timeline_steps import host_samples
 
     folder = env.path / Path(env.meta["source"]).parent / "timelines" / Path(env.meta["source"]).stem
     mem, gaps, used = [], [], []

@@ -1,6 +1,6 @@
 """Ranking evaluated configurations: the tie rule and the distinct top proposals.
 
-Shared by every search strategy (:mod:`autotuner.search.bayes`, :mod:`autotuner.search.grid`)
+Shared by every search strategy (:mod:`autotuner.frameworks.horovod.search.bayes`, :mod:`autotuner.frameworks.horovod.search.grid`)
 and by the views.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Mapping, Protocol
 
-from ..frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
+from ..knobs import DEFAULTS_0_28, MIB, Config
 
 
 class Origin(StrEnum):
@@ -23,8 +23,8 @@ class Origin(StrEnum):
 
 
 class Strategy(Protocol):
-    """A search strategy: every strategy (:class:`autotuner.search.bayes.BayesStrategy`,
-    :class:`autotuner.search.grid.GridStrategy`) evaluates configurations of a scenario and
+    """A search strategy: every strategy (:class:`autotuner.frameworks.horovod.search.bayes.BayesStrategy`,
+    :class:`autotuner.frameworks.horovod.search.grid.GridStrategy`) evaluates configurations of a scenario and
     returns them as trials; :func:`top_distinct` ranks them the same way for all.
 
     ``trials(sc, reference, fixed)``: ``reference`` is the configuration the proposals are
@@ -119,8 +119,8 @@ class Pick:
 def minimal_change(df, ref: Config, band: float) -> Pick:
     """Issue 20's noise-aware rule over a table of evaluated configurations.
 
-    ``df``: a table (:func:`autotuner.search.grid.grid_table`: column -> array) or a pandas
-    DataFrame with the columns of :data:`autotuner.search.grid.COLUMNS`
+    ``df``: a table (:func:`autotuner.frameworks.horovod.search.grid.grid_table`: column -> array) or a pandas
+    DataFrame with the columns of :data:`autotuner.frameworks.horovod.search.grid.COLUMNS`
     (``fusion_threshold_mb``, ``cycle_time_ms``, ``cache_capacity``, ``hierarchical_allreduce``,
     ``hierarchical_allgather``, ``step_time_ms``), one row per configuration, ``ref`` among them.
     A proposal is made only when the best row is predicted faster than the reference by more than
@@ -133,7 +133,7 @@ def minimal_change(df, ref: Config, band: float) -> Pick:
     """
     import numpy as np
 
-    from ..frameworks.horovod.knobs import config_from_values
+    from ..knobs import config_from_values
 
     if not band >= 0:
         raise ValueError(f"band must be >= 0, got {band}")

@@ -8,7 +8,7 @@ A file that cannot be read is skipped and named in ``env.problems``, as is every
 reader drops (a cut tail, a tensor still in flight). See docs/timelines-source.md.
 
 What is fitted, per file then pooled (the same arithmetic as ``validation`` envs,
-:func:`autotuner.fit.fitters.fit_validation_env`, so the same timelines fit the same model):
+:func:`autotuner.frameworks.horovod.fit.fitters.fit_validation_env`, so the same timelines fit the same model):
 
 - **Collective tier**: the file's allreduce responses (:func:`~autotuner.readers.timeline.samples`)
   grouped by byte count: one sample ``(bytes, count, mean duration)`` per (file, size), as
@@ -26,7 +26,7 @@ What is fitted, per file then pooled (the same arithmetic as ``validation`` envs
   shortest interval between two CYCLE_START marks, +1 µs), else None (no marks, no knob:
   ``host_samples``' 50 ms rule).
 - **Workload** (only with env.toml ``layout``): one compute time for that model, calibrated
-  (:func:`~autotuner.fit.fitters.calibrate_compute`) so that the simulated step equals the
+  (:func:`~autotuner.frameworks.horovod.fit.fitters.calibrate_compute`) so that the simulated step equals the
   measured one: the median, over every file, of the time from one step's first allreduce
   response start to the next step's (steps cut by :func:`~autotuner.readers.timeline_steps.split_steps`,
   the first complete step of each file skipped as warm-up), simulated with the job's knobs
@@ -49,12 +49,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import AutotunerError, FitError, KnobError
-from ..frameworks.horovod.knobs import MIB, Config, config_from_values
-from ..model.costmodel import Cluster, CostModel
-from ..readers.runs import EnvData
-from ..readers.timeline import Timeline, read_timeline, samples
-from ..readers.timeline_steps import host_samples, split_steps
+from ....errors import AutotunerError, FitError, KnobError
+from ..knobs import MIB, Config, config_from_values
+from ....model.costmodel import Cluster, CostModel
+from ....readers.runs import EnvData
+from ....readers.timeline import Timeline, read_timeline, samples
+from ....readers.timeline_steps import host_samples, split_steps
 from .fitters import (
     _async,
     _data_layout,
@@ -150,7 +150,7 @@ def read_timelines(env: EnvData) -> list[TimelineFile]:
 
 def job_config(env: EnvData, files: list[TimelineFile]) -> Config:
     """The knobs the job ran with: env.toml's knob values over the defaults of its
-    ``horovod_version`` (:func:`~autotuner.fit.fitters.run_config`); when env.toml gives no
+    ``horovod_version`` (:func:`~autotuner.frameworks.horovod.fit.fitters.run_config`); when env.toml gives no
     ``cycle_time_ms`` and every file with cycle marks has a cycle bound within
     :data:`CYCLE_AGREE_RATIO` of the others, the smallest bound is taken as the cycle time.
     Files that disagree (different jobs or autotune), or a bound outside the knob's range, leave

@@ -14,14 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from ..fit.fitters import run_config, workload_for
-from ..errors import ModelStoreError, RunsError, ScenarioError
+from ....errors import ModelStoreError, RunsError, ScenarioError
 from ..fit.store import load_env
-from ..frameworks.horovod.knobs import MIB, Config
-from ..model.costmodel import Cluster
-from ..frameworks.horovod.simulator import simulate_step
-from ..readers.layouts import load_recorded_layout
-from ..readers.runs import read_runs
-from ..schemas.records import timeline_recorded, zero_gradients
+from ..knobs import MIB, Config
+from ....model.costmodel import Cluster
+from ..simulator import simulate_step
+from ....readers.layouts import load_recorded_layout
+from ....readers.runs import read_runs
+from ....schemas.records import timeline_recorded, zero_gradients
 
 
 #: what a validation row's quantity says when its trials ran Horovod's timeline (not the predicted job)
@@ -157,8 +157,8 @@ def cases(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], env
 
 
 #: formats whose fit holds out whole runs and records their predictions in the model file
-#: (``fit.held_out``: :mod:`autotuner.fit.backend_runs`, :mod:`autotuner.fit.compression_runs`,
-#: :mod:`autotuner.fit.cpu_scaling`)
+#: (``fit.held_out``: :mod:`autotuner.frameworks.horovod.fit.backend_runs`, :mod:`autotuner.frameworks.horovod.fit.compression_runs`,
+#: :mod:`autotuner.frameworks.horovod.fit.cpu_scaling`)
 MODEL_FILE_HELD_OUT = ("backend-runs", "compression-runs", "cpu-scaling")
 
 #: the quantity's suffix for a whole run's wall time
@@ -190,17 +190,17 @@ def _model_file_cases(env, fenv, meta) -> list[Case]:
 
 def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = "setup.model",
                    compression: str = "none"):
-    """Predict one real replay trial with ``fenv`` (a :class:`autotuner.fit.store.FittedEnv`):
+    """Predict one real replay trial with ``fenv`` (a :class:`autotuner.frameworks.horovod.fit.store.FittedEnv`):
     the trial's layout (``setup.model``: shipped name, a layout stored with the env under
     ``env_path``, or an absolute ``.json`` path as ``validate --model`` recorded it:
     :func:`autotuner.readers.layouts.load_recorded_layout`), its emulated compute (``setup.compute_ms``, forward 1/3 and backward 2/3 as
     :mod:`autotuner.frameworks.horovod.replay` sleeps them, plus ``setup.update_ms``), the trial's shape
     (``setup.testbed_hosts`` x ``setup.ranks_per_host``; else the env's cluster; the cost model for
-    that shape, :meth:`autotuner.fit.store.FittedEnv.cost_for`) and the env's backend; ``compression``: the
+    that shape, :meth:`autotuner.frameworks.horovod.fit.store.FittedEnv.cost_for`) and the env's backend; ``compression``: the
     trial's (``fp16``: half the bytes, and the env's measured fp16 cost when it has one,
     :class:`autotuner.model.costmodel.Fp16Cost`). Returns the :class:`autotuner.frameworks.horovod.simulator.StepResult`. Raises KeyError for a
     setup without ``compute_ms``, LayoutError (one line) for an unknown or missing layout."""
-    from ..frameworks.horovod.scenario import COMPRESSION_RATIO
+    from ..scenario import COMPRESSION_RATIO
 
     wl = replace(workload_for(float(setup["compute_ms"]) * 1e-3), update_s=float(setup.get("update_ms", 0.0)) * 1e-3)
     L = load_recorded_layout(setup["model"], env_path, where)
@@ -235,7 +235,7 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
     (docs/validation.md), so those rows are not like with like and say so. So are fp16 trials whose replay
     allreduced zeros (:func:`autotuner.schemas.records.zero_gradients`), named "zero gradients".
     """
-    from ..readers.runs import read_validation_files
+    from ....readers.runs import read_validation_files
 
     out: list[Case] = []
     for f, recs in read_validation_files(env.path):
@@ -339,8 +339,8 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     as a fraction: predicted differences inside it are not evidence. An env with no held-out step
     time gives ``{"trials": 0, "configurations": 0}`` (never checked). Never raises for a missing
     runs folder or env, nor for records the fit left out (never checked)."""
-    from ..readers.runs import read_validation_records
-    from ..errors import AutotunerError
+    from ....readers.runs import read_validation_records
+    from ....errors import AutotunerError
 
     try:
         fenv = load_env(model_dir, env)

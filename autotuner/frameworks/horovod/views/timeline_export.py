@@ -36,8 +36,8 @@ written; hierarchical allreduce is written as one collective activity.
 """
 from __future__ import annotations
 
-from ..model.layout import DTYPE_BYTES, Layout
-from ..frameworks.horovod.simulator import StepResult
+from ....model.layout import DTYPE_BYTES, Layout
+from ..simulator import StepResult
 
 #: collective activity names, ``horovod/common/common.h`` (GLOO_ALLREDUCE, NCCL_ALLREDUCE, MPI_ALLREDUCE)
 COLLECTIVE_BY_BACKEND = {"gloo": "GLOO_ALLREDUCE", "nccl": "NCCL_ALLREDUCE", "mpi": "MPI_ALLREDUCE"}

@@ -3,7 +3,7 @@
 Pure: a :class:`~autotuner.frameworks.horovod.scenario.Scenario` (and, for the measured overlay, already-read
 validation records) in; pandas DataFrames and frozen dataclasses out. No file I/O, no clocks
 except the wall time each view reports, no global random state. Plots are in
-:mod:`autotuner.views.plots_explore`, file reading in :mod:`autotuner.frameworks.horovod.predict`.
+:mod:`autotuner.frameworks.horovod.views.plots_explore`, file reading in :mod:`autotuner.frameworks.horovod.predict`.
 
 Units: fusion threshold in **bytes** in :class:`~autotuner.frameworks.horovod.knobs.Config` and in the
 ``fusion_threshold_bytes`` columns, MiB (2**20 bytes) in ``fusion_threshold_mb`` columns;
@@ -22,8 +22,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from ..errors import ExploreError
-from ..frameworks.horovod.knobs import (
+from ....errors import ExploreError
+from ..knobs import (
     CACHE_ON,
     DEFAULTS_0_28,
     KNOB_BY_FIELD,
@@ -31,12 +31,12 @@ from ..frameworks.horovod.knobs import (
     Config,
     autotune_start_configs,
 )
-from ..model.costmodel import Cluster
+from ....model.costmodel import Cluster
 from ..search.grid import Combo  # the one on/off combination type
 from ..search.at_size import NEAR_REL, Evaluator, has_hierarchical, step_times_ms  # noqa: F401 (shared by the views)
 from ..search.at_size import best_closest_to_defaults as _best
 from ..search.ranking import MIN_GAIN
-from ..schemas.records import timeline_recorded
+from ....schemas.records import timeline_recorded
 
 #: Smallest non-zero fusion threshold on the explorer's axis (64 KiB); the largest is the knob
 #: table's bound, 512 MiB.

@@ -1,7 +1,7 @@
 """Plots of the explorer and scale views (matplotlib, Agg backend; files only).
 
 Each function writes ``<stem>.png`` and ``<stem>.svg`` and returns both paths. Inputs are the
-results of :mod:`autotuner.views.explore`; nothing here simulates.
+results of :mod:`autotuner.frameworks.horovod.views.explore`; nothing here simulates.
 """
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.colors import Normalize  # noqa: E402
 
-from ..frameworks.horovod.knobs import CACHE_ON, MIB  # noqa: E402
-from ..writers.atomic import save_png_svg as _save  # noqa: E402
+from ..knobs import CACHE_ON, MIB  # noqa: E402
+from ....writers.atomic import save_png_svg as _save  # noqa: E402
 from ..search.grid import Combo  # noqa: E402
 from .explore import Exploration  # noqa: E402
 from .scale import Scaling  # noqa: E402
