@@ -18,6 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
+def _source(r) -> str:
+    """A row's record file and, where it differs, its layout: ``resnet101-long (resnet101)``."""
+    return r.model if r.source in ("", r.model) else f"{r.source} ({r.model})"
+
+
 def main() -> int:
     import numpy as np
     from autotuner.frameworks.ddp.records import env_cost, rows
@@ -33,17 +38,17 @@ def main() -> int:
               f"{info['copy_GBps']:.1f} GB/s, float16 sum {info['fp16'].get('sum_extra_ns_per_elem') or 0:.1f} ns/elem, "
               f"queued bucket saves {info['queued']['saving_us']:.0f} us ({info['queued']['jobs']} burst jobs)")
         rs = rows(d, cost)
-        print("| layout | setting | trials | measured ms (range) | predicted | error | first: measured / predicted | "
-              "buckets as DDP's |")
+        print("| records (layout) | setting | trials | measured ms (range) | predicted | error | first: measured / "
+              "predicted | buckets as DDP's |")
         print("|---|---|---:|---:|---:|---:|---:|---|")
         for r in rs:
             same = "n/a" if r.buckets is None else ("yes" if tuple(r.buckets) == r.predicted_buckets else
                                                      f"no ({len(r.buckets)} vs {len(r.predicted_buckets)})")
-            print(f"| {r.model} | {r.label} | {r.trials} | {r.measured_ms:.1f} ({r.low_ms:.1f}-{r.high_ms:.1f}) | "
+            print(f"| {_source(r)} | {r.label} | {r.trials} | {r.measured_ms:.1f} ({r.low_ms:.1f}-{r.high_ms:.1f}) | "
                   f"{r.predicted_ms:.1f} | {r.error_pct:+.1f} % | {r.first_measured_ms:.1f} / {r.first_predicted_ms:.1f} | "
                   f"{same} |")
-        for model in dict.fromkeys(r.model for r in rs):
-            m = [r for r in rs if r.model == model]
+        for source in dict.fromkeys(r.source for r in rs):
+            m = [r for r in rs if r.source == source]
             errs = [abs(r.error_pct) for r in m]
             pairs = [(a, b) for a, b in itertools.combinations(m, 2)
                      if abs(a.measured_ms - b.measured_ms) / min(a.measured_ms, b.measured_ms) > 0.02]
@@ -53,7 +58,7 @@ def main() -> int:
             tau = 2 * conc - 1
             pick = min(m, key=lambda r: r.predicted_ms)
             default = next(r for r in m if r.label.startswith("25 MiB (default"))
-            print(f"{model}: MAPE {np.mean(errs):.1f} %, worst {max(m, key=lambda r: abs(r.error_pct)).error_pct:+.1f} %; "
+            print(f"{_source(m[0])}: MAPE {np.mean(errs):.1f} %, worst {max(m, key=lambda r: abs(r.error_pct)).error_pct:+.1f} %; "
                   f"Kendall tau {tau:.2f} over {len(pairs)} pairs measured > 2 % apart; "
                   f"pick {pick.label}: measured {pick.measured_ms:.1f} ms vs defaults {default.measured_ms:.1f} ms")
     return 0

@@ -105,27 +105,31 @@ def _env_rows(env):
     return rows(RUNS / env, env_cost(RUNS / env)[0])
 
 
-#: the acceptance items (issue 30) the committed DDP envs miss, as (env, layout, item); each must still miss
+#: the acceptance items (issue 30) the committed DDP envs miss, as (env, record file, item); each must still miss
 #: (docs/ddp.md, "Measured environments", states them). On 2 emulated hosts x 1 rank the small caps (1-10 MiB:
 #: dozens of buckets) are predicted 6-15 % too slow and DDP's default up to 6 % too fast; on 2 x 2 ranks (4 ranks
 #: on this machine's 2 cores) ResNet-101 is predicted 10-24 % too fast in every setting and MobileNetV2's
-#: settings 2-8 % too fast. ddp-2gbit (1 host x 2 ranks) meets every item.
+#: settings 2-8 % too fast. ddp-2x1-3gbit-b (sweep and replays in one sitting) misses too: 10 MiB -8.6 %, the fp16
+#: hook -14.9 %. ddp-2gbit (1 host x 2 ranks) meets every item.
 DDP_MISSED = {("ddp-2x1-3gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau", "first-bucket")} \
+    | {("ddp-2x1-3gbit", "resnet101-long", k) for k in ("mape", "rows", "tau")} \
     | {("ddp-2x1-3gbit", "resnet50", k) for k in ("mape", "rows", "tau")} \
+    | {("ddp-2x1-3gbit-b", "resnet101", k) for k in ("mape", "rows", "fp16", "tau")} \
     | {("ddp-2x2-5gbit", "mobilenet_v2", k) for k in ("mape", "rows")} \
     | {("ddp-2x2-5gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau")}
 
 
 def _acceptance(env):
-    """Per layout of ``env``: {item: passes} for MAPE <= 3 %, every row within 5 % or its own repeats' range
+    """Per record file of ``env`` (one layout's settings): {item: passes} for MAPE <= 3 %, every row within 5 % or its own repeats' range
     (widened by 3 %), the fp16 hook within 5 %, Kendall's tau >= 0.8 over pairs measured > 2 % apart, the first
     bucket effect on the side measured (where measured > 2 % apart), and the pick measured no slower than DDP's
     defaults."""
     rs = [r for r in _env_rows(env) if not r.command]  # the replay workload's (a user's script: its own test)
     out = {}
-    for model in sorted({r.model for r in rs}):
-        m = {r.label: r for r in rs if r.model == model}
-        assert len(m) >= 10 and all(r.trials >= 3 for r in m.values()), (model, [(r.label, r.trials) for r in m.values()])
+    for source in sorted({r.source for r in rs}):  # one record file: its layout's settings
+        m = {r.label: r for r in rs if r.source == source}
+        assert len(m) == len([r for r in rs if r.source == source]), source  # a label once per file
+        assert len(m) >= 10 and all(r.trials >= 3 for r in m.values()), (source, [(r.label, r.trials) for r in m.values()])
         rows_ok = all(abs(r.error_pct) <= 5.0 or r.low_ms * 0.97 <= r.predicted_ms <= r.high_ms * 1.03
                       for r in m.values())
         fp16_ok = all(abs(r.error_pct) <= 5.0 for r in m.values() if "fp16_compress" in r.label)
@@ -137,7 +141,7 @@ def _acceptance(env):
         first_ok = (abs(d.measured_ms - e.measured_ms) / d.measured_ms <= 0.02
                     or np.sign(e.measured_ms - d.measured_ms) == np.sign(e.predicted_ms - d.predicted_ms))
         pick = min(m.values(), key=lambda r: r.predicted_ms)
-        out[model] = {"mape": statistics.mean(abs(r.error_pct) for r in m.values()) <= 3.0, "rows": rows_ok,
+        out[source] = {"mape": statistics.mean(abs(r.error_pct) for r in m.values()) <= 3.0, "rows": rows_ok,
                       "fp16": fp16_ok, "tau": tau >= 0.8, "first-bucket": first_ok,
                       "pick": pick.measured_ms <= d.measured_ms}
     return out

@@ -36,15 +36,19 @@ def test_scale_at_the_envs_own_shape_is_suggests_answer_and_faster_links_never_h
 
 def test_explore_puts_the_envs_replays_beside_the_curves(tmp_path):
     """The curves cover 0.25-256 MiB for each hook and view; the measured points are the env's replays of this
-    layout (11 settings at the replays' 100 ms), each with the prediction ``ddp validate``'s rows give it."""
+    layout (11 settings at the replays' 100 ms, in each of its two record files), each with the prediction
+    ``ddp validate``'s rows give it."""
     from autotuner.frameworks.ddp.records import env_cost, rows
 
     r = autotuner.ddp_explore(MODEL, ENV, out_dir=tmp_path)
     ex = r.exploration
     assert r.compute_ms == 100.0 and set(ex.curves) == {"allreduce", "allreduce, view", "fp16 hook", "fp16 hook, view"}
     assert ex.caps_mib[0] == 0.25 and ex.caps_mib[-1] == 256.0
-    want = {x.label: x.predicted_ms for x in rows(RUNS / ENV, env_cost(RUNS / ENV)[0]) if x.model == MODEL}
-    assert len(ex.measured) == 11 and {m[0]: m[4] for m in ex.measured} == pytest.approx(want)
+    # each record file of the layout is its own set of points: the second file's labels name it
+    want = {(x.label if x.source == MODEL else f"{x.source}: {x.label}"): x.predicted_ms
+            for x in rows(RUNS / ENV, env_cost(RUNS / ENV)[0]) if x.model == MODEL}
+    assert len(ex.measured) == len(want) == 22 and {m[0]: m[4] for m in ex.measured} == pytest.approx(want)
+    assert sum(m[0].startswith("resnet101-long: ") for m in ex.measured) == 11
     assert ex.default["allreduce"] == pytest.approx(want["25 MiB (default, first 1 MiB)"])
 
 

@@ -343,8 +343,9 @@ def _trust(folder: Path, cost, checked: list | None = None) -> tuple[str, float,
         return ("never checked against a real DDP run", DEFAULT_BAND,
                 "this machine's run-to-run noise (no DDP replay on this env)")
     errs = [abs(r.error_pct) for r in checked]
+    n_lay = len({r.model for r in checked})
     line = (f"checked on {sum(r.trials for r in checked)} real DDP replays ({len(checked)} settings, "
-            f"{len({r.model for r in checked})} layouts): mean error {statistics.mean(errs):.1f} %, worst "
+            f"{n_lay} layout{'s' if n_lay != 1 else ''}): mean error {statistics.mean(errs):.1f} %, worst "
             f"{max(checked, key=lambda r: abs(r.error_pct)).error_pct:+.1f} %")
     return line, statistics.mean(errs) / 100, "the env's mean error on its DDP replays"
 
@@ -415,8 +416,8 @@ def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_di
     replays = [r for r in checked if (Path(r.model).stem == name or r.model == name) and not r.command]
     if compute_ms is None and replays:  # the compute the env's replays of this layout ran
         a = replace(a, compute_ms=replays[0].compute_ms, workload=replay_workload({"compute_ms": replays[0].compute_ms}))
-    measured = [(r.label, r.measured_ms, r.low_ms, r.high_ms, r.predicted_ms) for r in replays
-                if abs(r.compute_ms - a.compute_ms) < 1e-9]
+    measured = [(r.label if r.source in (name, Path(r.model).stem) else f"{r.source}: {r.label}", r.measured_ms,
+                 r.low_ms, r.high_ms, r.predicted_ms) for r in replays if abs(r.compute_ms - a.compute_ms) < 1e-9]
     ex = explore_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,
                      measured=measured, fp16=a.cost.fp16 is not None)
     title = (f"{name} on {env} ({a.cluster.nodes}x{a.cluster.gpus_per_node} ranks), {a.compute_ms:g} ms compute: "

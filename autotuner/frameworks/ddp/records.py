@@ -101,6 +101,9 @@ class DdpRow:
     command: tuple[str, ...] = ()
     #: the emulated compute per step the trials ran (ms; the replay workload's ``--compute-ms``)
     compute_ms: float = float("nan")
+    #: the record file's name without ``.jsonl`` (``ddp validate --name``; default the layout's name): two files of
+    #: one layout (e.g. a longer replay) are two sets of rows
+    source: str = ""
 
     @property
     def error_pct(self) -> float:
@@ -139,5 +142,5 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
                               sim.first_step_time_s * 1e3,
                               tuple(rs[0]["buckets"]) if rs[0].get("buckets") else None,
                               tuple(b.nbytes for b in sim.buckets), tuple(setup.get("command") or ()),
-                              float(setup["compute_ms"])))
+                              float(setup["compute_ms"]), f.stem))
     return out
