@@ -121,6 +121,24 @@ def test_exception_in_the_parent_kills_the_whole_job(mark):
     assert marked(mark) == []
 
 
+def test_a_wait_lock_left_held_by_an_interrupted_wait_does_not_hang_the_cleanup(mark):
+    """CPython's ``Popen.wait(timeout)`` takes its ``_waitpid_lock`` before its ``try``: an exception from a signal
+    handler landing between the two leaves it held, and a later plain ``wait()`` blocks for ever (a fresh-clone CI
+    run hung so in the test above). The lock held by hand stands for that moment: the job still ends, is reaped
+    and leaves nothing behind, within the grace period."""
+    from autotuner.realrun.launcher import OwnedProcess, reap
+
+    t0 = time.monotonic()
+    with OwnedProcess([sys.executable, "-c", TREE, "120"], env=env_with(mark), grace_s=1.0) as job:
+        assert job.proc._waitpid_lock.acquire(False)  # what the interrupted wait(timeout) left behind
+        time.sleep(0.5)
+    assert job.proc.returncode is not None and time.monotonic() - t0 < 30
+    assert marked(mark) == []
+    quick = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    assert quick._waitpid_lock.acquire(False)
+    assert reap(quick, 1.0) == 3
+
+
 def test_output_is_kept_and_bad_utf8_does_not_raise(mark):
     code = "import sys; sys.stdout.buffer.write(b'ok \\xff\\n'); sys.stderr.write('e' * 200000)"
     res = run_argv([sys.executable, "-c", code], 60, env=env_with(mark))

@@ -207,7 +207,7 @@ class OwnedProcess:
     def __exit__(self, *exc) -> None:
         self.stop()
         self.output()
-        self.proc.wait()
+        reap(self.proc, 10.0)
         for t, f in zip(self._readers, (self.proc.stdout, self.proc.stderr)):
             if not t.is_alive():  # else a survivor holds the pipe: closing it would wait for that reader
                 f.close()
@@ -250,10 +250,31 @@ def _kill_group(proc: subprocess.Popen, grace_s: float) -> None:
             break
         except PermissionError:
             pass
+        reap(proc, grace_s if sig == signal.SIGTERM else 5.0)  # then SIGKILL the group's leftovers too
+
+
+def reap(proc: subprocess.Popen, timeout_s: float) -> int | None:
+    """``proc``'s exit status once it has exited, waiting at most ``timeout_s`` seconds (then None: still running).
+
+    ``Popen.wait()`` alone can block for ever: an exception raised by a signal handler (Ctrl-C's
+    KeyboardInterrupt, an alarm) that lands inside an earlier ``wait(timeout=...)`` just after CPython took the
+    Popen's internal ``_waitpid_lock`` leaves that lock held (``subprocess.py`` ``Popen._wait``: the busy loop's
+    ``acquire(False)`` comes before its ``try``), and every later ``wait()`` waits on the lock, not the child
+    (seen once in a fresh-clone CI run: ``test_exception_in_the_parent_kills_the_whole_job`` hung on that lock
+    while its child sat as a zombie). Here the bounded ``wait(timeout)`` never blocks on the lock, and when it gives up the child is reaped
+    with ``os.waitpid`` directly and its status recorded in ``proc.returncode``."""
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        pass
+    if proc.returncode is None:
         try:
-            proc.wait(timeout=grace_s if sig == signal.SIGTERM else 5.0)
-        except subprocess.TimeoutExpired:
-            pass
+            pid, status = os.waitpid(proc.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere: its status is lost, and stays unknown (None)
+            return None
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode
 
 
 @contextmanager
