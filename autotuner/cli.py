@@ -1162,7 +1162,7 @@ def ddp_explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         m = Table(title=f"measured on {r.env} (replays, {r.compute_ms:g} ms compute)")
         for col in ("setting", "measured ms (range)", "predicted", "error"):
             m.add_column(col, justify="left" if col == "setting" else "right")
-        for lab, meas, lo, hi, pred in ex.measured:
+        for lab, meas, lo, hi, pred, _ in ex.measured:
             m.add_row(lab, f"{meas:.1f} ({lo:.1f}-{hi:.1f})", f"{pred:.1f}", f"{(pred - meas) / meas * 100:+.1f} %")
         render_table(out, m)
     else:

@@ -416,8 +416,10 @@ def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_di
     replays = [r for r in checked if (Path(r.model).stem == name or r.model == name) and not r.command]
     if compute_ms is None and replays:  # the compute the env's replays of this layout ran
         a = replace(a, compute_ms=replays[0].compute_ms, workload=replay_workload({"compute_ms": replays[0].compute_ms}))
+    # a second record file of the layout (a longer replay, say) is named in its rows' shown label
     measured = [(r.label if r.source in (name, Path(r.model).stem) else f"{r.source}: {r.label}", r.measured_ms,
-                 r.low_ms, r.high_ms, r.predicted_ms) for r in replays if abs(r.compute_ms - a.compute_ms) < 1e-9]
+                 r.low_ms, r.high_ms, r.predicted_ms, r.label) for r in replays
+                if abs(r.compute_ms - a.compute_ms) < 1e-9]
     ex = explore_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,
                      measured=measured, fp16=a.cost.fp16 is not None)
     title = (f"{name} on {env} ({a.cluster.nodes}x{a.cluster.gpus_per_node} ranks), {a.compute_ms:g} ms compute: "

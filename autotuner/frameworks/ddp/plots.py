@@ -20,8 +20,8 @@ STYLE = {"allreduce": ("tab:blue", "-"), "allreduce, view": ("tab:blue", "--"), 
 def explore_plot(ex: DdpExploration, stem: Path, title: str) -> list[Path]:
     """Step time (ms) over ``bucket_cap_mb`` (MiB, log axis), one line per hook x view, DDP's default (25 MiB with a
     1 MiB first bucket) as a star on each line at 25 MiB, the env's measured single-cap replays as circles at their
-    cap (measured ms; the label gives measured / predicted), every record file's (a second file's settings are
-    labelled ``<file>: <setting>``)."""
+    cap (measured ms; the label gives measured / predicted), every record file's (placed by each row's own setting
+    label, the tuples' last field)."""
     fig, ax = plt.subplots(figsize=(9, 5.5))
     for label, ys in ex.curves.items():
         colour, ls = STYLE.get(label, ("grey", "-"))
@@ -31,8 +31,7 @@ def explore_plot(ex: DdpExploration, stem: Path, title: str) -> list[Path]:
             label="DDP's default (25 MiB, first bucket 1 MiB)")
     shown = set()
     at: dict[float, int] = {}  # labels already written at a cap: the next one goes below them
-    for full, meas, lo, hi, pred in ex.measured:
-        lab = full.split(": ", 1)[1] if ": " in full else full  # "<record file>: <setting>" for a second file
+    for _, meas, lo, hi, pred, lab in ex.measured:
         cap, default = _single_cap(lab), "default" in lab and not lab.startswith("[")
         if cap is None and not default:
             continue  # a per-bucket list has no place on a single-cap axis

@@ -118,7 +118,8 @@ def scale_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: Cos
 class DdpExploration:
     """:func:`explore_ddp`'s answer: ``caps_mib`` (shape (K,)), ``curves`` ({label: step ms per cap, shape (K,)} for
     each of allreduce / fp16_compress x view off / on), ``default`` ({label: DDP's default cap's step ms}), and
-    ``measured`` (the env's replays of this layout: label, measured ms (median), its range, predicted ms)."""
+    ``measured`` (the env's replays of this layout: label shown, measured ms (median), its range, predicted ms,
+    the DDP setting's own label)."""
 
     caps_mib: tuple[float, ...]
     curves: dict
@@ -139,7 +140,7 @@ def explore_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: C
                 measured: Sequence = (), fp16: bool = True) -> DdpExploration:
     """The predicted steady-state step (ms) over :data:`~autotuner.frameworks.ddp.suggest.CAPS_MIB` for the view off
     and on and each hook (``fp16``: the fp16 hook too), DDP's default cap per curve, and ``measured`` (tuples
-    (label, measured ms, low ms, high ms, predicted ms), passed through). Raises ScenarioError as the simulator."""
+    (label shown, measured ms, low ms, high ms, predicted ms, the setting's label), passed through). Raises ScenarioError as the simulator."""
     hooks = ("allreduce", "fp16_compress") if fp16 else ("allreduce",)
     combos = [(v, h) for h in hooks for v in (False, True)]
     cfgs = [DdpConfig(bucket_cap_mb=c, gradient_as_bucket_view=v, comm_hook=h) for v, h in combos
