@@ -917,7 +917,7 @@ def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain 
                                                            callback=opt.checked(opt.LinkGbit, "--inter-gbit")),
                 backend: str = typer.Option("nccl", "--backend", help="nccl, mpi or gloo"),
                 gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU model: V100, T4, A100-40GB, A100-80GB, "
-                                                  "H100-SXM, H100-PCIe (its datasheet memory bandwidth prices fp16's "
+                                                  "H100-SXM, H100-PCIe, H200 (its datasheet memory bandwidth prices fp16's "
                                                   "casts and float16 sum; without it fp16 is not proposed)"),
                 out_dir: Optional[Path] = typer.Option(None, "--out", show_default=False,
                                                        help="where <NAME>.json goes (default: the user's model "

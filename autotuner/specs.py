@@ -86,6 +86,7 @@ GPUS: dict[str, Gpu] = {g.name: g for g in (
     Gpu("A100-80GB", "HBM2e", 2039.0, "NVIDIA A100 Tensor Core GPU datasheet: A100 80GB SXM, HBM2e, 2,039 GB/s"),
     Gpu("H100-SXM", "HBM3", 3350.0, "NVIDIA H100 Tensor Core GPU datasheet: H100 SXM, HBM3, 3.35 TB/s"),
     Gpu("H100-PCIe", "HBM2e", 2000.0, "NVIDIA H100 Tensor Core GPU datasheet: H100 PCIe, HBM2e, 2 TB/s"),
+    Gpu("H200", "HBM3e", 4800.0, "NVIDIA H200 Tensor Core GPU datasheet: H200 SXM, 141 GB HBM3e, 4.8 TB/s"),
 )}
 
 #: bytes of device memory per element: a cast float32 -> float16 reads 4 and writes 2 (and back: 2 + 4); the

@@ -110,13 +110,16 @@ def _env_rows(env):
 #: dozens of buckets) are predicted 6-15 % too slow and DDP's default up to 6 % too fast; on 2 x 2 ranks (4 ranks
 #: on this machine's 2 cores) ResNet-101 is predicted 10-24 % too fast in every setting and MobileNetV2's
 #: settings 2-8 % too fast. ddp-2x1-3gbit-b (sweep and replays in one sitting) misses too: 10 MiB -8.6 %, the fp16
-#: hook -14.9 %. ddp-2gbit (1 host x 2 ranks) meets every item.
+#: hook -14.9 %. ddp-1x4-16core (4 ranks on a lent machine's 16 cores, no contention) misses by 20-25 % in every
+#: setting without the view: the fresh gradient memory each step first-touches (first-touch-x4.json, not modelled;
+#: docs/ddp.md, "An uncontended machine"). ddp-2gbit (1 host x 2 ranks) meets every item.
 DDP_MISSED = {("ddp-2x1-3gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau", "first-bucket")} \
     | {("ddp-2x1-3gbit", "resnet101-long", k) for k in ("mape", "rows", "tau")} \
     | {("ddp-2x1-3gbit", "resnet50", k) for k in ("mape", "rows", "tau")} \
     | {("ddp-2x1-3gbit-b", "resnet101", k) for k in ("mape", "rows", "fp16", "tau")} \
     | {("ddp-2x2-5gbit", "mobilenet_v2", k) for k in ("mape", "rows")} \
-    | {("ddp-2x2-5gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau")}
+    | {("ddp-2x2-5gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau")} \
+    | {("ddp-1x4-16core", "resnet101", k) for k in ("mape", "rows", "first-bucket")}
 
 
 def _acceptance(env):
@@ -158,6 +161,32 @@ def test_ddp_replays_are_predicted_from_the_sweep_alone_or_the_miss_is_named(env
                 assert not ok, ("named miss now passes", env, model, item)
             else:
                 assert ok, (env, model, item)
+
+
+def test_the_uncontended_envs_miss_without_the_view_is_the_gradients_first_touch():
+    """ddp-1x4-16core (4 Gloo ranks on a lent machine's 16 cores; scripts/device_ddp_env.sh): with the view its
+    ResNet-101 replays are predicted within 7 %, without it 20-25 % too fast. The same machine's first-touch probe
+    (scripts/first_touch_probe.py, 4 processes at once) says why: gradients held to the step's end (DDP without the
+    view) fault in all their pages again every step (bytes / 4 KiB minor faults) and cost ~58 ms more per step than
+    gradients dropped after their copy into the bucket (with the view: no faults). The measured gap between DDP's
+    default and the view, less the simulator's (its copy back), is that cost to within 30 %. Not modelled: docs/ddp.md,
+    "An uncontended machine"."""
+    d = RUNS / "ddp-1x4-16core"
+    ft = json.loads((d / "first-touch-x4.json").read_text())
+    assert ft["procs"] == 4 and ft["model"] == "resnet101"
+    held = [r for r in ft["rows"] if r["mode"] == "held"]
+    dropped = [r for r in ft["rows"] if r["mode"] == "dropped"]
+    assert len(held) == len(dropped) == 8
+    assert all(r["minor_faults"] >= 0.9 * r["bytes"] / 4096 for r in held)
+    assert all(r["minor_faults"] == 0 for r in dropped)
+    extra = statistics.median(r["write_ms"] for r in held) - statistics.median(r["write_ms"] for r in dropped)
+    assert 40 < extra < 90, extra
+    m = {r.label: r for r in _env_rows("ddp-1x4-16core") if r.model == "resnet101"}
+    dflt, view = m["25 MiB (default, first 1 MiB)"], m["25 MiB (default, first 1 MiB), view"]
+    unexplained = (dflt.measured_ms - view.measured_ms) - (dflt.predicted_ms - view.predicted_ms)
+    assert 0.7 * extra <= unexplained <= 1.3 * extra, (unexplained, extra)
+    assert abs(view.error_pct) < 7 and all(r.error_pct < -15 for k, r in m.items() if k != "1 MiB"
+                                          and "view" not in k and "fp16" not in k)
 
 
 def test_ddp_suggest_from_the_command_line(tmp_path):
