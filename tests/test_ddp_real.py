@@ -320,3 +320,22 @@ def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line
                                timeout=120)
             assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (rel, line, p.stderr)
         (env / rel).write_text(good)
+
+
+def test_held_gradients_re_fault_their_pages_on_this_machine_too(tmp_path):
+    """scripts/first_touch_probe.py on the machine the suite runs on (one process, ResNet-101's 178 MB of
+    gradients, ~8 s): gradients held to the step's end fault in every page again each step; dropped after their
+    copy into the bucket (DDP with the view) they fault in none (docs/ddp.md, "An uncontended machine"; what that
+    costs is the committed records', not timed here)."""
+    out = tmp_path / "ft.json"
+    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "first_touch_probe.py"), "--steps", "3", "--out",
+                        str(out)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads(out.read_text())
+    held = [r for r in rec["rows"] if r["mode"] == "held"]
+    dropped = [r for r in rec["rows"] if r["mode"] == "dropped"]
+    assert all(r["minor_faults"] >= 0.9 * r["bytes"] / 4096 for r in held)
+    assert all(r["minor_faults"] <= 0.05 * r["bytes"] / 4096 for r in dropped)
+    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "first_touch_probe.py"), "--procs", "0", "--out",
+                          str(out)], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
