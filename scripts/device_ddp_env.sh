@@ -3,7 +3,8 @@
 # with a core each, the uncontended counterpart of ddp-2x2-5gbit (4 ranks on this machine's 2 cores). A fresh DDP
 # environment measured and judged like the others: `autotuner ddp measure` (sweep + burst phase), then
 # `autotuner ddp validate` of ResNet-101 (314 tensors, a layout the sweep never saw) at DDP's 11 default settings,
-# predicted from that sweep alone. Plain loopback: the machine runs under gVisor, no network namespaces or HTB.
+# predicted from that sweep alone. Plain loopback: link emulation (network namespaces, HTB) was not tried on the
+# lent machine (a Firecracker VM on 2026-11-27).
 # Also the float16/bfloat16 elementwise probe on its GPU, against the datasheet figure (issue 29).
 # Run from the repository root with .whl/ carried (pydantic, typer 0.29, platformdirs):
 #   bash scripts/device_ddp_env.sh "$OUT" ENV [SCALE]

@@ -334,8 +334,9 @@ def test_held_gradients_re_fault_their_pages_on_this_machine_too(tmp_path):
     rec = json.loads(out.read_text())
     held = [r for r in rec["rows"] if r["mode"] == "held"]
     dropped = [r for r in rec["rows"] if r["mode"] == "dropped"]
-    assert all(r["minor_faults"] >= 0.9 * r["bytes"] / 4096 for r in held)
-    assert all(r["minor_faults"] <= 0.05 * r["bytes"] / 4096 for r in dropped)
+    # every 4 KiB page again here (bytes / 4096); fewer where transparent huge pages serve big tensors, so the
+    # check is the ratio
+    assert min(r["minor_faults"] for r in held) > 20 * max(1, max(r["minor_faults"] for r in dropped))
     bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "first_touch_probe.py"), "--procs", "0", "--out",
                           str(out)], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
