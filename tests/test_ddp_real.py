@@ -111,8 +111,8 @@ def _env_rows(env):
 #: on this machine's 2 cores) ResNet-101 is predicted 10-24 % too fast in every setting and MobileNetV2's
 #: settings 2-8 % too fast. ddp-2x1-3gbit-b (sweep and replays in one sitting) misses too: 10 MiB -8.6 %, the fp16
 #: hook -14.9 %. ddp-1x4-16core (4 ranks on a lent machine's 16 cores, no contention) misses by 20-25 % in every
-#: setting without the view: the fresh gradient memory each step first-touches (first-touch-x4.json, not modelled;
-#: docs/ddp.md, "An uncontended machine"). ddp-2gbit (1 host x 2 ranks) meets every item.
+#: setting without the view, by about what its first-touch probe gives for re-faulting held gradients
+#: (first-touch-x4.json; a hypothesis, not established, not modelled: docs/ddp.md, "An uncontended machine"). ddp-2gbit (1 host x 2 ranks) meets every item.
 DDP_MISSED = {("ddp-2x1-3gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau", "first-bucket")} \
     | {("ddp-2x1-3gbit", "resnet101-long", k) for k in ("mape", "rows", "tau")} \
     | {("ddp-2x1-3gbit", "resnet50", k) for k in ("mape", "rows", "tau")} \
@@ -163,14 +163,15 @@ def test_ddp_replays_are_predicted_from_the_sweep_alone_or_the_miss_is_named(env
                 assert ok, (env, model, item)
 
 
-def test_the_uncontended_envs_miss_without_the_view_is_the_gradients_first_touch():
+def test_the_uncontended_envs_miss_without_the_view_matches_the_first_touch_probe():
     """ddp-1x4-16core (4 Gloo ranks on a lent machine's 16 cores; scripts/device_ddp_env.sh): with the view its
     ResNet-101 replays are predicted within 7 %, without it 20-25 % too fast. The same machine's first-touch probe
-    (scripts/first_touch_probe.py, 4 processes at once) says why: gradients held to the step's end (DDP without the
-    view) fault in all their pages again every step (bytes / 4 KiB minor faults) and cost ~58 ms more per step than
-    gradients dropped after their copy into the bucket (with the view: no faults). The measured gap between DDP's
-    default and the view, less the simulator's (its copy back), is that cost to within 30 %. Not modelled: docs/ddp.md,
-    "An uncontended machine"."""
+    (scripts/first_touch_probe.py, 4 processes at once): gradients held to the step's end (as DDP without the view
+    holds them) fault in all their pages again every step (bytes / 4 KiB minor faults) and cost ~58 ms more per step
+    than gradients dropped after their copy into the bucket (with the view: no faults). The measured gap between DDP's
+    default and the view, less the simulator's (its copy back), is that size to within 30 %. A hypothesis, not
+    established: on this machine's one-rank real DDP the re-faults barely move the step (docs/ddp.md, "An uncontended
+    machine"); not modelled."""
     d = RUNS / "ddp-1x4-16core"
     ft = json.loads((d / "first-touch-x4.json").read_text())
     assert ft["procs"] == 4 and ft["model"] == "resnet101"
