@@ -9,8 +9,8 @@ Each step makes every gradient fresh (``clone()``, as autograd makes each gradie
 view DDP copies the bucket back into them), so the allocator returns their pages at ``zero_grad`` and the next step
 first-touches them again (minor page faults); "dropped": each is freed right after its copy (with the view the
 gradient becomes the bucket view), and the allocator reuses the pages. ``--procs N`` runs N such processes at once
-(N ranks on one host). glibc's ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_MMAP_THRESHOLD_`` (set in the environment, recorded
-as ``malloc_env``) decide whether freed pages go back to the kernel. Output: per process and mode, the median over steps 1-5 of the step's write time (ms), the
+(N ranks on one host). glibc's ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_MMAP_THRESHOLD_`` (set in the environment,
+recorded as ``malloc_env``) decide whether freed pages go back to the kernel. Output: per process and mode, the median over steps 1-5 of the step's write time (ms), the
 copy-in part (ms) and the minor faults (``getrusage``); one JSON file.
 """
 from __future__ import annotations
