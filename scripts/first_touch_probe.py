@@ -10,8 +10,9 @@ view DDP copies the bucket back into them), so the allocator returns their pages
 first-touches them again (minor page faults); "dropped": each is freed right after its copy (with the view the
 gradient becomes the bucket view), and the allocator reuses the pages. ``--procs N`` runs N such processes at once
 (N ranks on one host). glibc's ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_MMAP_THRESHOLD_`` (set in the environment,
-recorded as ``malloc_env``) decide whether freed pages go back to the kernel. Output: per process and mode, the median over steps 1-5 of the step's write time (ms), the
-copy-in part (ms) and the minor faults (``getrusage``); one JSON file.
+recorded as ``malloc_env``) decide whether freed pages go back to the kernel. Output: per process and mode, the
+median over steps 1..``--steps`` of the step's write time (ms), the copy-in part (ms) and the minor faults
+(``getrusage``); one JSON file. Exit status 2 and one line for bad arguments.
 """
 from __future__ import annotations
 
