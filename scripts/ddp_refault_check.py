@@ -56,9 +56,8 @@ def main() -> int:
            "steps": 10, "warmup": 3, "kept_pages_env": KEEP,
            "variants": {k: {"job_medians_ms": v, "median_ms": statistics.median(v)} for k, v in got.items()},
            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    tmp = a.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(rec, indent=1) + "\n")
-    tmp.replace(a.out)
+    from autotuner.writers.atomic import atomic_write_text
+    atomic_write_text(a.out, json.dumps(rec, indent=1) + "\n")
     for k, v in rec["variants"].items():
         print(f"{k:22s} {v['median_ms']:.1f} ms (jobs {', '.join(f'{x:.1f}' for x in v['job_medians_ms'])})")
     return 0

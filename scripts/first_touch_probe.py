@@ -88,9 +88,8 @@ def main() -> int:
            "machine": platform.machine(), "cpus": mp.cpu_count(), "rows": rows,
            "malloc_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")},
            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    tmp = a.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(rec, indent=1) + "\n")
-    tmp.replace(a.out)
+    from autotuner.writers.atomic import atomic_write_text
+    atomic_write_text(a.out, json.dumps(rec, indent=1) + "\n")
     return 0
 
 
