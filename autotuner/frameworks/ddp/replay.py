@@ -20,8 +20,11 @@ Output (rank 0, stdout): one ``step N time_ms X`` line per step, then ``AUTOTUNE
 replay's keys (``model, ranks, steps, warmup, compute_ms, update_ms, gradients, bytes_per_step, step_times_ms,
 median_step_time_ms``; :func:`autotuner.readers.replay_output.parse_output` reads it) plus ``framework: "ddp"``,
 ``ddp`` (the knobs as :meth:`DdpConfig.to_dict`), ``first_step_ms`` (the first iteration, before the Reducer
-rebuilt its buckets) and ``buckets`` (the rebuilt buckets' sizes in bytes, from DDP's own logging data,
-``_get_ddp_logging_data()["rebuilt_bucket_sizes"]``, when it has them). Exit status 2 and one line on stderr for
+rebuilt its buckets), ``buckets`` (the rebuilt buckets' sizes in bytes, from DDP's own logging data,
+``_get_ddp_logging_data()["rebuilt_bucket_sizes"]``, when it has them), ``minor_faults_per_step`` (rank 0's minor
+page faults per measured step, the median of ``getrusage(RUSAGE_SELF).ru_minflt`` differences: the pages the
+step touched for the first time since glibc gave them back) and ``malloc_env`` (the ``MALLOC_*`` tunables the
+ranks ran with, glibc's mallopt(3) environment variables; {} when none). Exit status 2 and one line on stderr for
 a bad argument. The result line is printed before the process group is torn down, so a failed teardown (a rank
 aborting at exit) never hides a finished measurement.
 """
@@ -29,6 +32,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
+import statistics
 import sys
 import time
 
@@ -144,10 +150,12 @@ def main(argv: list[str] | None = None) -> int:
     params = list(model.parameters())
     x = torch.ones(1, requires_grad=True)
     times: list[float] = []
+    faults: list[int] = []
     first_ms = None
     for step in range(a.warmup + a.steps):
         for p_ in params:
             p_.grad = None  # optimizer.zero_grad(set_to_none=True)
+        flt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         t = time.perf_counter()
         loss = model(x)
         _sleep_to(t + fwd_s)
@@ -161,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             first_ms = dt
         if step >= a.warmup:
             times.append(dt)
+            faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt)
         if rank == 0:
             print(f"step {step} time_ms {dt:.3f}{' (warmup)' if step < a.warmup else ''}", flush=True)
     if rank == 0:
@@ -174,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
                   "gradients": f"normal(0, {GRADIENT_STD:g})", "ddp": cfg.to_dict(),
                   "bytes_per_step": layout.total_bytes, "step_times_ms": [round(v, 3) for v in times],
                   "median_step_time_ms": round(median, 3), "first_step_ms": round(first_ms, 3),
-                  "buckets": [int(b) for b in str(rebuilt).split(", ")] if rebuilt else None}
+                  "buckets": [int(b) for b in str(rebuilt).split(", ")] if rebuilt else None,
+                  "minor_faults_per_step": int(statistics.median(faults)),
+                  "malloc_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")}}
         print(f"{RESULT_TAG} {json.dumps(result)}", flush=True)
     dist.barrier()
     dist.destroy_process_group()
