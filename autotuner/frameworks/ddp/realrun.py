@@ -6,8 +6,8 @@ killed run resumes where it stopped (the sweep by job, a validation by setting a
 Records: ``<runs>/<env>/ddp-sweep.jsonl`` (one per sweep job: the probe's output, ``setup``, ``testbed``, the exit
 statuses) and ``<runs>/<env>/ddp-validation/<name>.jsonl`` (one per trial: ``label``, ``repeat``, ``ddp`` (the
 knobs), ``status``, ``measured_step_time_ms`` (median of the measured steps), ``step_times_ms``, ``first_step_ms``,
-``buckets`` (DDP's own rebuilt bucket sizes), ``gradients``, the replay's ``minor_faults_per_step`` and
-``malloc_env`` where it reports them, ``exit``, ``setup``, ``testbed``, ``wall_s``).
+``buckets`` (DDP's own rebuilt bucket sizes), ``gradients``, the replay's ``minor_faults_per_step``,
+``malloc_env``, ``stages`` and ``stage_overrun_ms`` where it reports them, ``exit``, ``setup``, ``testbed``, ``wall_s``).
 A trial's result is rank 0's result line: a rank aborting at teardown after it (issue 30: 2 of 5 runs here) leaves a
 non-zero exit status in ``exit`` and the trial ``ok``; no result line is a failed trial, with the last stderr.
 """
@@ -191,7 +191,7 @@ def trial_fields(cfg: DdpConfig, res: dict | None, r, setup: dict, note: str) ->
             "step_times_ms": res["step_times_ms"] if res else [],
             "first_step_ms": res["first_step_ms"] if res else None,
             "buckets": res["buckets"] if res else None, "gradients": res["gradients"] if res else None,
-            **{k: res[k] for k in ("minor_faults_per_step", "malloc_env") if res and k in res},
+            **{k: res[k] for k in ("minor_faults_per_step", "malloc_env", "stages", "stage_overrun_ms") if res and k in res},
             "exit": list(r.returncodes), "error": "" if res else r.stderr[-300:], "setup": setup, "testbed": note,
             "wall_s": round(r.wall_s, 2), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 

@@ -8,11 +8,22 @@ Run it under torchrun, e.g.::
 
 The module's parameters are the layout's tensors, registered in forward order (the reverse of the layout's
 backward order), so DDP's ``parameters()`` order, its constructor's buckets and its rebuilt ones see the layout's
-real sizes, count and backward order. Compute is emulated as :mod:`autotuner.frameworks.horovod.replay` emulates it (the same
-deadlines: forward ``compute_ms / 3``, backward ``2 compute_ms / 3``, tensor ``i``'s gradient produced when
-``ready_fraction[i]`` of the backward has elapsed): each stage's backward sleeps to its deadline and returns the
-parameter's gradient, gradient-like values (N(0, 1e-6), seeded by rank, as the Horovod replay's), so autograd's
-``AccumulateGrad`` fires DDP's hook for it. Each step runs ``optimizer.zero_grad()`` (``set_to_none=True``, the
+real sizes, count and backward order. Compute is emulated with the Horovod replay's shares (forward ``compute_ms / 3``,
+backward ``2 compute_ms / 3``, tensor ``i``'s gradient produced when ``ready_fraction[i]`` of the backward has
+elapsed) in one of two ways (``--stages``):
+
+- ``duration`` (the default since 2026-11-27): each stage's backward computes for its own share of the backward,
+  ``(ready_fraction[i] - ready_fraction[i - 1]) * backward``, counted from the moment autograd enters it, writing
+  the gradient inside that time; the work DDP's hook does on the backward's thread between two stages (the copy
+  into the bucket, a compress hook's cast) therefore delays every later gradient, as on a CPU rank's real backward.
+- ``deadline`` (the records before 2026-11-27): each stage sleeps to the absolute deadline
+  ``backward start + ready_fraction[i] * backward``, so the hooks' work is absorbed by the slack before the next
+  deadline, as when the compute ran on another device (measured: ``runs/ddp-1x4-16core``, docs/ddp.md).
+
+Either way a stage returns the parameter's gradient, gradient-like values (N(0, 1e-6), seeded by rank, as the
+Horovod replay's), so autograd's ``AccumulateGrad`` fires DDP's hook for it; where writing the gradient takes longer
+than its stage (a machine whose memory is slow beside the compute asked for), the stage overruns and the result's
+``stage_overrun_ms`` says by how much. Each step runs ``optimizer.zero_grad()`` (``set_to_none=True``, the
 default) as a training loop does, the forward, ``loss.backward()`` (which returns once DDP's
 ``finalize_backward`` has waited for every bucket) and an emulated update of ``update_ms``.
 
@@ -24,7 +35,9 @@ rebuilt its buckets), ``buckets`` (the rebuilt buckets' sizes in bytes, from DDP
 ``_get_ddp_logging_data()["rebuilt_bucket_sizes"]``, when it has them), ``minor_faults_per_step`` (rank 0's minor
 page faults per measured step, the median of ``getrusage(RUSAGE_SELF).ru_minflt`` differences: the pages the
 step touched for the first time since glibc gave them back) and ``malloc_env`` (the ``MALLOC_*`` tunables the
-ranks ran with, glibc's mallopt(3) environment variables; {} when none). Exit status 2 and one line on stderr for
+ranks ran with, glibc's mallopt(3) environment variables; {} when none), ``stages`` (``duration`` or ``deadline``)
+and ``stage_overrun_ms`` (rank 0, the median over measured steps of the total time the backward's stages ran past
+their share because writing their gradients took longer). Exit status 2 and one line on stderr for
 a bad argument. The result line is printed before the process group is torn down, so a failed teardown (a rank
 aborting at exit) never hides a finished measurement.
 """
@@ -64,6 +77,8 @@ def _args(argv):
     p.add_argument("--bucket-cap-mb-list", default=None, help="DDP's bucket_cap_mb_list, comma-separated MiB")
     p.add_argument("--gradient-as-bucket-view", action="store_true")
     p.add_argument("--static-graph", action="store_true")
+    p.add_argument("--stages", choices=("duration", "deadline"), default="duration",
+                   help="emulated backward: each stage computes for its share (duration) or sleeps to its deadline")
     p.add_argument("--comm-hook", choices=[h for h in COMM_HOOKS if h != "powerSGD"], default="allreduce")
     return p.parse_args(argv)
 
@@ -106,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
     gen = torch.Generator().manual_seed(rank)
     grads = [(torch.randn(shape, generator=gen) * GRADIENT_STD).to(dtypes[dt])
              for shape, dt in zip(layout.shapes, layout.dtypes)]
-    clock = {"t0": 0.0}
+    clock = {"t0": 0.0, "overrun": 0.0}
+    # each stage's own share of the backward (s), in the order autograd runs them (index 0 first)
+    share = [max(0.0, ready[i] - (ready[i - 1] if i else 0.0)) * bwd_s for i in range(T)]
+    by_duration = a.stages == "duration"
 
     class Stage(torch.autograd.Function):
         """Identity on the activation; its backward waits until tensor ``index`` is ready and returns its gradient."""
@@ -121,8 +139,14 @@ def main(argv: list[str] | None = None) -> int:
             i = ctx.index
             # the gradient is written inside the stage's compute time, as a real backward's kernel writes it; the
             # fresh tensor is autograd's alone, so AccumulateGrad takes it without a copy (as a computed one)
+            start = time.perf_counter()
             out = grads[i].clone()
-            _sleep_to(clock["t0"] + ready[i] * bwd_s)
+            end = start + share[i] if by_duration else clock["t0"] + ready[i] * bwd_s
+            late = time.perf_counter() - end
+            if late > 0:
+                clock["overrun"] += late
+            else:
+                _sleep_to(end)
             return g, out, None
 
     class Replay(torch.nn.Module):
@@ -151,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     x = torch.ones(1, requires_grad=True)
     times: list[float] = []
     faults: list[int] = []
+    overruns: list[float] = []
     first_ms = None
     for step in range(a.warmup + a.steps):
         for p_ in params:
@@ -160,8 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         loss = model(x)
         _sleep_to(t + fwd_s)
         clock["t0"] = t + fwd_s
+        clock["overrun"] = 0.0
         loss.backward()
-        _sleep_to(clock["t0"] + bwd_s)
+        if not by_duration:
+            _sleep_to(clock["t0"] + bwd_s)
         if a.update_ms > 0:
             time.sleep(a.update_ms / 1e3)
         dt = (time.perf_counter() - t) * 1e3
@@ -170,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         if step >= a.warmup:
             times.append(dt)
             faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - flt)
+            overruns.append(clock["overrun"] * 1e3)
         if rank == 0:
             print(f"step {step} time_ms {dt:.3f}{' (warmup)' if step < a.warmup else ''}", flush=True)
     if rank == 0:
@@ -185,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                   "median_step_time_ms": round(median, 3), "first_step_ms": round(first_ms, 3),
                   "buckets": [int(b) for b in str(rebuilt).split(", ")] if rebuilt else None,
                   "minor_faults_per_step": int(statistics.median(faults)),
+                  "stages": a.stages, "stage_overrun_ms": round(statistics.median(overruns), 3),
                   "malloc_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")}}
         print(f"{RESULT_TAG} {json.dumps(result)}", flush=True)
     dist.barrier()
