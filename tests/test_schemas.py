@@ -242,7 +242,7 @@ def test_committed_records_all_validate():
         if f.parent.name == "experiments":  # a script's own JSON lines (scripts/cpu_contention.py)
             assert all(isinstance(json.loads(line), dict) for line in f.read_text().splitlines()), f
             continue
-        if f.name in ("ddp-sweep.jsonl", "ddp-burst.jsonl") or f.parent.name in ("ddp-validation", "ddp-tune"):
+        if f.name in ("ddp-sweep.jsonl", "ddp-burst.jsonl") or f.parent.name in ("ddp-validation", "ddp-tune", "ddp-experiments"):
             from autotuner.frameworks.ddp.records import read_jsonl  # DDP's (issue 30)
             from autotuner.schemas.ddp import DdpBurstRecord, DdpSweepRecord, DdpTrialRecord
 
