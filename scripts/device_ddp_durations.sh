@@ -11,14 +11,8 @@ out=${1:?usage: device_ddp_durations.sh OUTDIR [small]}
 scale=${2:-full}
 env_name=ddp-1x4-16core
 mkdir -p "$out/$env_name/ddp-validation"
-if [ -d .whl ] && ! python3 -c "import pydantic, typer, platformdirs" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "wheel install failed"; exit 2; }
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export PYTHONUNBUFFERED=1
+. scripts/device_common.sh
 cp "autotuner/runs/$env_name/ddp-sweep.jsonl" "autotuner/runs/$env_name/ddp-burst.jsonl" "$out/$env_name/"
-at() { python3 -c "import sys; from autotuner.cli import main; sys.exit(main())" "$@"; }
 if [ "$scale" = small ]; then
   M="--model resnet18 --np 2 --steps 1 --warmup 1"; RD=1
 else

@@ -14,14 +14,8 @@ out=${1:?usage: device_ddp_env.sh OUTDIR ENV [small]}
 env_name=${2:?usage: device_ddp_env.sh OUTDIR ENV [small]}
 scale=${3:-full}
 mkdir -p "$out"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    || { echo "wheel install failed"; exit 2; }
-  export PYTHONPATH=/tmp/site:$PWD
-fi
-export PYTHONUNBUFFERED=1
+. scripts/device_common.sh
 runs=$out  # $OUT/<env>/ddp-validation/<file>: two folders down, what the device tool brings back; appended trial by trial
-at() { python3 -c "import sys; from autotuner.cli import main; sys.exit(main())" "$@"; }
 if [ "$scale" = small ]; then
   M="--jobs 1 --repeats 2 --burst-jobs 1"; V="--steps 2 --warmup 1 --repeats 1"
 else

@@ -224,21 +224,22 @@ def test_the_held_gradients_re_faults_are_the_uncontended_envs_miss():
 
 def test_the_replay_stages_decide_where_the_hooks_work_goes():
     """The same machine at 300 ms of compute (scripts/device_ddp_faults.sh C, scripts/device_ddp_durations.sh D).
-    With deadline stages (the records before 2026-11-27) the hooks' copies into the buckets hide in the slack before
-    each next deadline: the view's step ends under 10 ms after its 300 ms compute, while the simulator charges them
-    on the backward's thread (about 30 ms), so every setting is predicted 2-12 % slow (the view 9.6 %). With duration stages (a CPU
-    rank's real backward: the hooks' work delays every later gradient) every setting measures 10-25 % slower than
-    predicted: the copies (at::mul_out) measured 42-51 ms per step in the probe's 4 concurrent processes against
-    the sweep's rank-0-alone 30 ms, and the held gradients' re-faults overran their stages. Named misses, not
+    With deadline stages (the records before 2026-11-27) the hooks' work hides in the slack before each next
+    deadline: the view's step ends under 10 ms after its 300 ms compute, while the simulator charges the copies
+    into the buckets on the backward's thread (about 30 ms), so every setting is predicted 2-10 % slow (the view
+    9.6 %; the fp16 hook, whose casts are charged there too, 19.7 %). With duration stages (a CPU rank's real
+    backward: the hooks' work delays every later gradient) every setting measures 10-20 % slower than predicted:
+    the copies (at::mul_out) took 42-51 ms per step in the probe's 4 concurrent processes against the 30 ms of the
+    sweep's copy rate (rank 0 alone), and the held gradients' re-faults overran their stages. Named misses, not
     modelled (docs/ddp.md, "An uncontended machine")."""
     deadline, recs = _experiment("ddp-1x4-16core", "resnet101-300ms")
     assert all("stages" not in r for r in recs)  # the replay before --stages: deadlines
     assert deadline["25 MiB (default, first 1 MiB), view"].measured_ms < 310
-    assert all(2 <= r.error_pct <= 12 for r in deadline.values()), {k: r.error_pct for k, r in deadline.items()}
+    assert all(2 <= r.error_pct <= (25 if 'fp16' in k else 10) for k, r in deadline.items()), {k: r.error_pct for k, r in deadline.items()}
     durations, recs = _experiment("ddp-1x4-16core", "resnet101-300ms-durations")
     assert all(r["stages"] == "duration" for r in recs)
     assert set(durations) == set(deadline)
-    assert all(-25 <= r.error_pct <= -10 for r in durations.values()), {k: r.error_pct for k, r in durations.items()}
+    assert all(-20 <= r.error_pct <= -10 for r in durations.values()), {k: r.error_pct for k, r in durations.items()}
     ft = json.loads((RUNS / "ddp-1x4-16core" / "first-touch-x4.json").read_text())
     assert all(40 <= r["copy_in_ms"] <= 55 for r in ft["rows"] if r["mode"] == "dropped")
 

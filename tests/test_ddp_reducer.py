@@ -95,6 +95,28 @@ def _cost(alpha_s=1e-3, gbps=1.0, memcpy_Bps=1e9):
     return CostModel(inter=Tier(alpha_s, gbps * 1e9 / 8), memcpy_Bps=memcpy_Bps)
 
 
+def test_a_compress_hooks_cast_delays_the_later_gradients():
+    """The fp16 hook casts a bucket down in ``run_comm_hook``, called from ``mark_bucket_ready`` on the thread that
+    marked its last gradient: the backward's (reducer.cpp). Two 2 MiB tensors in two buckets, ready at 1/2 and 1 of
+    a 100 ms backward after a 50 ms forward, a 1 ms cast down per bucket (524,288 elements at 1.9073 ns): bucket 1's
+    gradient is marked 1 ms later than without the hook (as its copy in, c, delays it), and its collective starts
+    after its own cast too."""
+    from dataclasses import replace
+
+    from autotuner.model.costmodel import Fp16Cost
+
+    fp = Fp16Cost(sum_extra_s_per_elem=0.0, cast_up_s_per_elem=0.0, cast_down_s_per_elem=1e-3 / (MIB / 2))
+    cost = replace(_cost(), fp16=fp)
+    w = Workload(forward_s=0.05, backward_s=0.1)
+    plain = simulate_ddp_step([2 * MIB, 2 * MIB], [0.5, 1.0], w, DdpConfig(bucket_cap_mb=1), cost, Cluster(1, 2))
+    hooked = simulate_ddp_step([2 * MIB, 2 * MIB], [0.5, 1.0], w, DdpConfig(bucket_cap_mb=1, comm_hook="fp16_compress"),
+                               cost, Cluster(1, 2))
+    c = 2 * MIB / 1e9
+    assert [b.ready_s for b in plain.buckets] == pytest.approx([0.1 + c, 0.15 + 2 * c])
+    assert [b.ready_s for b in hooked.buckets] == pytest.approx([0.1 + c, 0.15 + 2 * c + 1e-3])
+    assert hooked.buckets[1].start_s == pytest.approx(0.15 + 2 * c + 2e-3)
+
+
 def test_a_hand_worked_step():
     """Two tensors of 2 MiB ready at 1/2 and 1 of a 100 ms backward (after a 50 ms forward), 1 MiB caps, 2 ranks on
     one host at 1 Gbit/s (125 MB/s) and 1 ms alpha: each bucket's allreduce = 2 x 1 ms + 2 MiB / 125 MB/s =

@@ -176,7 +176,9 @@ class DdpValidateResult:
              "high_ms": r.high_ms, "predicted_ms": r.predicted_ms, "error_percent": r.error_pct,
              "first_measured_ms": None if r.first_measured_ms != r.first_measured_ms else r.first_measured_ms,
              "first_predicted_ms": r.first_predicted_ms,
-             "buckets_as_ddps": None if r.buckets is None else list(r.buckets) == list(r.predicted_buckets)}
+             "buckets_as_ddps": None if r.buckets is None else list(r.buckets) == list(r.predicted_buckets),
+             "stages": r.stages or None,
+             "stage_overrun_ms": None if r.overrun_ms != r.overrun_ms else r.overrun_ms}
             for r in self.rows]}
 
 
@@ -252,9 +254,15 @@ def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: s
     return DdpValidateResult(path, rs, v, report)
 
 
+#: a replay whose stages overran their compute by more than this share of the backward is named in the verdict
+OVERRUN_SHARE = 0.05
+
+
 def verdict(rs) -> str:
     """One line on a validation's rows: the fastest measured setting against DDP's defaults (measured, and whether
-    the simulator ranks it first too), and how far the predictions were off (mean and worst error)."""
+    the simulator ranks it first too), how far the predictions were off (mean and worst error), and the settings
+    whose emulated backward overran its compute by more than :data:`OVERRUN_SHARE` of it (the replay's
+    ``stage_overrun_ms``)."""
     if not rs:
         return "no setting measured"
     by = {r.label: r for r in rs}
@@ -267,22 +275,31 @@ def verdict(rs) -> str:
             (f" against DDP's defaults' {d.measured_ms:.1f} ms ({d.measured_ms / best.measured_ms:.2f}x)" if d else ""))
     rank = ("the simulator ranks it first too" if pred_best is best
             else f"the simulator ranked {pred_best.label} first (measured {pred_best.measured_ms:.1f} ms)")
+    over = [r for r in rs if r.overrun_ms == r.overrun_ms and r.overrun_ms > OVERRUN_SHARE * r.compute_ms * 2 / 3]
+    tail = "" if not over else (
+        f"; in {len(over)} of {len(rs)} settings the emulated backward ran "
+        f"{min(r.overrun_ms for r in over):.0f}-{max(r.overrun_ms for r in over):.0f} ms past its "
+        f"{over[0].compute_ms * 2 / 3:.0f} ms (writing the gradients took longer than the compute asked for: those steps "
+        "time this host's memory as well)")
     return (f"{head}; {rank}; predictions off by {statistics.mean(errs):.1f} % on average, worst {worst.error_pct:+.1f} % "
-            f"({worst.label})")
+            f"({worst.label}){tail}")
 
 
 def report_markdown(env: str, model: str, rs, v: str, path: Path) -> str:
     """The validation's Markdown report: the verdict, then every setting measured against its prediction."""
     lines = [f"# DDP validation: {model} on {env}", "", f"Records: `{path.name}`. Predictions from the env's own DDP "
-             "sweep alone (no replay enters the fit); measured without any timeline, as a training job runs.", "",
+             "sweep alone (no replay enters the fit); measured without any timeline, as a training job runs."
+             + "".join(f" The replay's emulated backward: {st} stages (autotuner/frameworks/ddp/replay.py)."
+                       for st in sorted({r.stages for r in rs if r.stages})), "",
              f"**Verdict:** {v}", "",
              "| setting | trials | measured ms (range) | predicted ms | error | first step: measured / predicted ms "
-             "| DDP's buckets = simulator's |", "|---|---:|---:|---:|---:|---:|---|"]
+             "| DDP's buckets = simulator's | stages overran, ms |", "|---|---:|---:|---:|---:|---:|---|---:|"]
     for r in rs:
         first = "n/a" if r.first_measured_ms != r.first_measured_ms else f"{r.first_measured_ms:.1f}"
         same = "n/a" if r.buckets is None else ("yes" if list(r.buckets) == list(r.predicted_buckets) else "no")
         lines.append(f"| {r.label} | {r.trials} | {r.measured_ms:.1f} ({r.low_ms:.1f}-{r.high_ms:.1f}) | "
-                     f"{r.predicted_ms:.1f} | {r.error_pct:+.1f} % | {first} / {r.first_predicted_ms:.1f} | {same} |")
+                     f"{r.predicted_ms:.1f} | {r.error_pct:+.1f} % | {first} / {r.first_predicted_ms:.1f} | {same} | "
+                     + ("n/a" if r.overrun_ms != r.overrun_ms else f"{r.overrun_ms:.1f}") + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -77,12 +77,14 @@ def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs,
 def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=0.0):
     """One bucket plan per setting, walked together: tensors taken in ``order``, setting j closing a bucket when
     its bytes reach its next cap (``limit_lists[j]``, the last repeating); a bucket is ready at the latest mark of
-    its tensors (``marked_t``: ready, plus the copies of every earlier hook), launched in order, its collective after the
+    its tensors (``marked_t``: ready, plus the copies of every earlier hook, plus the casts down of every earlier bucket
+of that setting), launched in order, its collective after the
     previous one, ``queued_saving_s`` cheaper when it had to wait for it. Returns (each setting's last collective end, its bucket count), arrays of shape (C,)."""
     n = len(limit_lists)
     L = max(len(x) for x in limit_lists)
     lims = np.array([list(x) + [x[-1]] * (L - len(x)) for x in limit_lists], dtype=float)
     acc = np.zeros(n)
+    shift = np.zeros(n)  # each setting's compress-hook casts so far, run on the backward's thread
     latest = np.full(n, -np.inf)
     pos = np.zeros(n, dtype=np.int64)
     prev_launch = np.zeros(n)
@@ -92,7 +94,7 @@ def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=
     last = len(order) - 1
     for k, i in enumerate(order):
         acc += sizes[i]
-        np.maximum(latest, marked_t[i], out=latest)
+        np.maximum(latest, marked_t[i] + shift, out=latest)
         close = (acc >= lims[rows, np.minimum(pos, L - 1)]) if k < last else np.ones(n, dtype=bool)
         if not close.any():
             continue
@@ -100,6 +102,7 @@ def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=
         nb = acc[c]
         launch = np.maximum(latest[c], prev_launch[c])
         down, up = casts(nb)
+        shift[c] += down
         queued = link_free[c] > launch + down
         start = np.maximum(launch + down, link_free[c])
         dur = comm(nb)

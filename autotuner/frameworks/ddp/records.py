@@ -104,6 +104,12 @@ class DdpRow:
     #: the record file's name without ``.jsonl`` (``ddp validate --name``; default the layout's name): two files of
     #: one layout (e.g. a longer replay) are two sets of rows
     source: str = ""
+    #: the replay's emulated backward: "duration" or "deadline" stages (:mod:`.replay`; records without the field
+    #: ran deadlines), "" for a user's script
+    stages: str = ""
+    #: the median over trials of how long the replay's stages ran past their compute share (ms per step: writing the
+    #: gradients took longer than the compute asked for); nan where not recorded
+    overrun_ms: float = float("nan")
 
     @property
     def error_pct(self) -> float:
@@ -137,10 +143,13 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
                                     model_file_cluster or env_cluster(setup), L.dtypes)
             meds = [float(r["measured_step_time_ms"]) for r in rs]
             firsts = [float(r["first_step_ms"]) for r in rs if r.get("first_step_ms")]
+            over = [float(r["stage_overrun_ms"]) for r in rs if r.get("stage_overrun_ms") is not None]
+            stages = "" if setup.get("command") else rs[0].get("stages", "deadline")
             out.append(DdpRow(env_dir.name, setup["model"], label, len(rs), statistics.median(meds), min(meds),
                               max(meds), sim.step_time_ms, statistics.median(firsts) if firsts else float("nan"),
                               sim.first_step_time_s * 1e3,
                               tuple(rs[0]["buckets"]) if rs[0].get("buckets") else None,
                               tuple(b.nbytes for b in sim.buckets), tuple(setup.get("command") or ()),
-                              float(setup["compute_ms"]), f.stem))
+                              float(setup["compute_ms"]), f.stem, stages,
+                              statistics.median(over) if over else float("nan")))
     return out

@@ -30,7 +30,8 @@ What DDP does (torch 2.13.0; ``reducer.cpp`` is ``torch/csrc/distributed/c10d/re
   alias is destroyed every iteration", DDP's own docstring of ``batched_grad_copy``): the view saves the copy
   back. Each copy is one pass over the bytes: half the cost model's fusion-buffer copy (``memcpy_s``, in + out).
 - **Comm hooks** (``default_hooks.py``): ``fp16_compress``/``bf16_compress`` cast each bucket down before its
-  allreduce (in the hook, on the thread that launches it) and back in the future's callback; the wire carries half
+  allreduce (in the hook, on the thread that launches it: the backward's, from ``mark_bucket_ready``, so on a CPU
+  rank every later gradient waits for the cast as for the copies) and back in the future's callback; the wire carries half
   the bytes and a CPU sums 16-bit elements at the env's fitted float16 cost (:meth:`CostModel.for_fp16`); the
   casts at :class:`~autotuner.model.costmodel.Fp16Cost`'s rates. ``powerSGD`` is lossy and not simulated.
 - **The step**: forward, backward (gradients ready at ``forward + ready_fraction * backward``, each hook's copy
@@ -151,11 +152,19 @@ def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostMo
     copy_in = np.asarray([cost.memcpy_s(float(s)) / 2 for s in sizes])
     pos = np.empty(sizes.size, dtype=np.int64)
     pos[np.asarray(order)] = np.arange(sizes.size)
+    # a compress hook casts its bucket down when the bucket's last gradient is marked, on the same thread
+    # (mark_bucket_ready -> run_comm_hook): every later gradient waits for it too
+    cast_after: dict[int, float] = {}
+    if compressed and fp16 is not None:
+        for b in buckets:
+            nb = sum(int(sizes[i]) for i in b)
+            cast_after[max(b, key=lambda i: pos[i])] = nb / 4 * fp16.cast_down_s_per_elem + fp16.cast_down_s_per_tensor
     t_marked = np.empty(sizes.size)
     shift = 0.0
     for i in order:
         shift += copy_in[i]
         t_marked[i] = ready_t[i] + shift
+        shift += cast_after.get(int(i), 0.0)
     out = []
     link_free = 0.0
     prev_launch = 0.0
