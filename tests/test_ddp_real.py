@@ -73,9 +73,57 @@ def test_a_real_burst_job_under_torchrun_gives_a_record_the_fit_reads():
     assert q["jobs"] == 1 and np.isfinite(q["raw_us"]) and all(t > 0 for t in rec["lone_ms"][0] + rec["burst_ms"][0])
 
 
+def test_a_real_first_touch_job_under_torchrun_gives_a_record_the_fit_reads():
+    """The first-touch phase (:mod:`autotuner.frameworks.ddp.firsttouchprobe`) on 2 ranks of this host, small (ResNet-18's
+    47 MB, 2 steps, 1 round): a record its schema accepts, both modes, no fault when each gradient is dropped after its
+    copy (the allocator reuses its pages), and a per-byte cost the fit reads (>= 0: held minus dropped, clipped)."""
+    from autotuner.frameworks.ddp.fit import first_touch
+    from autotuner.schemas.core import check
+    from autotuner.schemas.ddp import DdpFirstTouchRecord
+
+    r = run_ddp("autotuner.frameworks.ddp.firsttouchprobe", ["--model", "resnet18", "--steps", "2", "--rounds", "1"],
+                ranks_per_host=2, timeout_s=120)
+    line = next(x for x in r.stdout.splitlines() if "AUTOTUNER_DDP_FIRST_TOUCH " in x)
+    rec = {**json.loads(line.split("AUTOTUNER_DDP_FIRST_TOUCH ", 1)[1]), "setup": {"np": 2}}
+    check(DdpFirstTouchRecord, rec, "first-touch")
+    assert rec["ranks"] == 2 and rec["bytes"] == load_layout("resnet18").total_bytes
+    assert [x["mode"] for x in rec["rows"]] == ["held", "dropped"] and rec["rows"][1]["minor_faults"] == 0
+    ft = first_touch([rec])
+    assert ft["jobs"] == 1 and ft["refault_s_per_byte"] >= 0 and ft["held_ms"] > 0 and ft["dropped_ms"] > 0
+
+
+def test_the_first_touch_fit_and_suggests_note():
+    """The fit (:func:`autotuner.frameworks.ddp.fit.first_touch`): median held less median dropped, per byte; none for
+    no records. ``ddp suggest`` on an env with the phase names what the view saves besides the predicted step (the
+    layout's bytes at that rate), and says nothing where the phase was not measured."""
+    from autotuner.frameworks.ddp.fit import first_touch
+
+    row = lambda mode, ms: {"mode": mode, "write_ms": ms, "copy_in_ms": 5.0, "minor_faults": 0, "bytes": 10**8}
+    rec = {"ranks": 2, "model": "resnet50", "bytes": 10**8, "rows": [row("held", 60.0), row("dropped", 20.0),
+                                                                      row("held", 50.0), row("dropped", 30.0)]}
+    ft = first_touch([rec])
+    assert ft["held_ms"] == 55.0 and ft["dropped_ms"] == 25.0
+    assert ft["refault_s_per_byte"] == pytest.approx(30e-3 / 1e8)
+    assert first_touch([]) is None
+    from autotuner.frameworks.ddp.suggest import suggest_ddp
+    from autotuner.model.costmodel import Cluster
+    from autotuner.model.workload import Workload
+
+    L = load_layout("resnet50")
+    cost, _, _ = env_cost(RUNS / "ddp-2gbit")
+    args = (L.sizes_bytes, L.ready_fraction, L.dtypes, Workload(forward_s=0.1, backward_s=0.2), cost, Cluster(1, 2))
+    with_note = suggest_ddp(*args, band=0.02, band_source="test", refault=(0.031, "a test"))
+    assert any("about 31 ms a step for this layout (a test)" in n for n in with_note.notes)
+    without = suggest_ddp(*args, band=0.02, band_source="test")
+    assert not any("pages in again" in n for n in without.notes)
+
+
 @pytest.mark.parametrize("module, args, msg", [("burstprobe", ["--sizes", "x"], "--sizes"),
                                                ("burstprobe", ["--count", "1"], "--count"),
                                                ("burstprobe", [], "torchrun"),
+                                               ("firsttouchprobe", ["--steps", "0"], "--steps"),
+                                               ("firsttouchprobe", ["--model", "nope"], "unknown model"),
+                                               ("firsttouchprobe", [], "torchrun"),
                                                ("sweepprobe", ["--sizes", "2"], "--sizes"),
                                                ("sweepprobe", ["--sizes", "8", "--backend", "nccl"], "nccl")])
 def test_the_probes_refuse_bad_arguments_in_one_line(module, args, msg):

@@ -4,7 +4,7 @@
 Unknown keys are kept; what a reader uses is checked (types, finite positive times, one sample list per size)."""
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -60,6 +60,37 @@ class DdpBurstRecord(BaseModel):
     def _per_size(self):
         if not len(self.sizes) == len(self.lone_ms) == len(self.burst_ms):
             raise ValueError("sizes, lone_ms and burst_ms must have one entry per size")
+        return self
+
+
+class DdpFirstTouchRow(BaseModel):
+    """One mode of one round of the first-touch phase: the median step's writes (ms), its copies into the bucket
+    (ms), its minor page faults, the gradients' bytes."""
+
+    model_config = ConfigDict(extra="allow")
+    mode: Literal["held", "dropped"]
+    write_ms: Pos
+    copy_in_ms: Annotated[float, Field(ge=0)]
+    minor_faults: Annotated[int, Field(ge=0)]
+    bytes: Annotated[int, Field(ge=1)]
+
+
+class DdpFirstTouchRecord(BaseModel):
+    """One job of the DDP first-touch phase (``ddp-first-touch.jsonl``,
+    :mod:`autotuner.frameworks.ddp.firsttouchprobe`): rank 0's rows, both modes, and the setup."""
+
+    model_config = ConfigDict(extra="allow")
+    ranks: Annotated[int, Field(ge=1)]
+    model: Annotated[str, Field(min_length=1)]
+    bytes: Annotated[int, Field(ge=1)]
+    rows: Annotated[list[DdpFirstTouchRow], Field(min_length=2)]
+    malloc_env: dict[str, str] = {}
+    setup: DdpSetup
+
+    @model_validator(mode="after")
+    def _both_modes(self):
+        if {r.mode for r in self.rows} != {"held", "dropped"}:
+            raise ValueError("rows must hold both modes, held and dropped")
         return self
 
 

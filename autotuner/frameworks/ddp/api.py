@@ -126,8 +126,13 @@ def ddp_suggest(model: str, env: str, *, compute_ms: float | None = None, runs_d
                                                              a.compute_ms, a.workload)
     trust, band, source = _trust(folder, cost)
     fit = _fit_line(env, cluster, info, sweep)
+    ft = info.get("first_touch")
+    refault = None if ft is None else (
+        ft["refault_s_per_byte"] * float(sum(L.sizes_bytes)),
+        f"the env's first-touch phase, {ft['ranks']} rank(s) writing at once: held {ft['held_ms']:.1f} ms against "
+        f"dropped {ft['dropped_ms']:.1f} ms for {ft['bytes'] / 1e6:.0f} MB")
     s = suggest_ddp(L.sizes_bytes, L.ready_fraction, L.dtypes, wl, cost, cluster, band=band, band_source=source,
-                    fp16=cost.fp16 is not None)
+                    fp16=cost.fp16 is not None, refault=refault)
     return DdpSuggestResult(env, L.name, compute_ms, fit, trust, s)
 
 
@@ -143,19 +148,20 @@ def _fit_line(env: str, cluster, info: dict, sweep: list) -> str:
 
 def ddp_measure(env: str, *, np: int = 2, bandwidth_gbit: float | None = None, testbed_hosts: int = 0,
                 ranks_per_host: int = 1, link_gbit: float | None = None, jobs: int = 3, repeats: int = 7,
-                burst_jobs: int = 3, runs_dir: Path | None = None, say=print) -> Path:
-    """Measure DDP environment ``env``'s sweep and burst phase (:func:`autotuner.frameworks.ddp.realrun.measure_ddp`)
-    into ``<runs>/<env>/ddp-sweep.jsonl`` and ``ddp-burst.jsonl`` (``runs_dir``, else the runs output folder);
-    resumable. Returns the sweep's file.
+                burst_jobs: int = 3, first_touch_jobs: int = 1, runs_dir: Path | None = None, say=print) -> Path:
+    """Measure DDP environment ``env``'s sweep, burst phase and first-touch phase
+    (:func:`autotuner.frameworks.ddp.realrun.measure_ddp`) into ``<runs>/<env>/ddp-sweep.jsonl``, ``ddp-burst.jsonl``
+    and ``ddp-first-touch.jsonl`` (``runs_dir``, else the runs output folder); resumable. Returns the sweep's file.
     Raises ValidationError / ScenarioError (one line) for a testbed that cannot be built or bad counts."""
     from ...paths import runs_output_dir
     from .realrun import measure_ddp
 
-    if np < 2 and not testbed_hosts or jobs < 1 or repeats < 1 or ranks_per_host < 1 or burst_jobs < 0:
+    if (np < 2 and not testbed_hosts or jobs < 1 or repeats < 1 or ranks_per_host < 1 or burst_jobs < 0
+            or first_touch_jobs < 0):
         raise ScenarioError("a DDP sweep needs >= 2 ranks, >= 1 job and >= 1 repeat")
     return measure_ddp(runs_output_dir(runs_dir) / env, np_=np, bandwidth_gbit=bandwidth_gbit,
                        testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, jobs=jobs,
-                       repeats=repeats, burst_jobs=burst_jobs, say=say)
+                       repeats=repeats, burst_jobs=burst_jobs, first_touch_jobs=first_touch_jobs, say=say)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,8 @@ prices each bucket by what ``torch.distributed``'s allreduce measured on this cl
   on the float16 sweep's sizes of 1 MiB and more against float32's of the same bytes, and the hook's casts.
 - A bucket queued behind another (:func:`queued_saving`): what the burst phase (:mod:`.burstprobe`) measured an
   allreduce launched back to back to save against a lone one, in the same job.
+- The first-touch phase (:func:`first_touch`, :mod:`.firsttouchprobe`): what a CPU rank pays per byte when its fresh
+  gradients are held to the step's end; reported beside the model, not in it.
 
 Pure: records in, model out. Raises FitError (one line) for records that cannot give a line.
 """
@@ -55,6 +57,24 @@ def queued_saving(burst: list[dict[str, Any]], tier, p: int) -> dict[str, Any]:
     saving = min(max(raw, 0.0), cap)
     return {"saving_us": saving, "raw_us": raw, "cap_us": cap, "points": pts, "jobs": len(burst),
             "clipped": saving != raw, "note": ""}
+
+
+def first_touch(recs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What re-faulting fresh gradients held to the step's end costs a CPU rank, from the first-touch phase's
+    records (:mod:`.firsttouchprobe`, one per job; rank 0's rows, every rank writing at once): the median held step
+    less the median dropped step, per byte of gradients. Returns ``{"refault_s_per_byte", "held_ms",
+    "dropped_ms", "faults_held", "bytes", "model", "ranks", "jobs", "malloc_env"}``, or None for no records. Not
+    part of the cost model: the simulator prices no page fault (docs/ddp.md, "An uncontended machine")."""
+    if not recs:
+        return None
+    rows = [r for rec in recs for r in rec["rows"]]
+    held = float(np.median([r["write_ms"] for r in rows if r["mode"] == "held"]))
+    dropped = float(np.median([r["write_ms"] for r in rows if r["mode"] == "dropped"]))
+    nbytes = int(recs[0]["bytes"])
+    return {"refault_s_per_byte": max(0.0, held - dropped) * 1e-3 / nbytes, "held_ms": held, "dropped_ms": dropped,
+            "faults_held": int(np.median([r["minor_faults"] for r in rows if r["mode"] == "held"])),
+            "bytes": nbytes, "model": recs[0]["model"], "ranks": int(recs[0]["ranks"]), "jobs": len(recs),
+            "malloc_env": recs[0].get("malloc_env") or {}}
 
 
 def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, cluster: Cluster,

@@ -23,19 +23,23 @@ from .knobs import DdpConfig
 def env_cost(folder: Path):
     """(cost model, fit info, sweep records) of the DDP env in ``folder``: its ``ddp-sweep.jsonl`` and, where
     measured, its ``ddp-burst.jsonl``, checked by their schemas and fitted
-    (:func:`autotuner.frameworks.ddp.fit.cost_model_from_sweep`). Raises RunsError (one line) for a missing, empty
+    (:func:`autotuner.frameworks.ddp.fit.cost_model_from_sweep`); the info's ``first_touch`` is its
+    ``ddp-first-touch.jsonl`` summed up (:func:`autotuner.frameworks.ddp.fit.first_touch`; None where not measured). Raises RunsError (one line) for a missing, empty
     or damaged file, FitError for records that give no line."""
-    from ...schemas.ddp import DdpBurstRecord, DdpSweepRecord
-    from .fit import cost_model_from_sweep
+    from ...schemas.ddp import DdpBurstRecord, DdpFirstTouchRecord, DdpSweepRecord
+    from .fit import cost_model_from_sweep, first_touch
 
     sweep = read_jsonl(folder / "ddp-sweep.jsonl", DdpSweepRecord)
     if not sweep:
         raise RunsError(f"{folder / 'ddp-sweep.jsonl'} holds no sweep job")
     burst_path = folder / "ddp-burst.jsonl"
     burst = read_jsonl(burst_path, DdpBurstRecord) if burst_path.exists() else []
+    touch_path = folder / "ddp-first-touch.jsonl"
+    touch = read_jsonl(touch_path, DdpFirstTouchRecord) if touch_path.exists() else []
     setup = sweep[0]["setup"]
     link = setup.get("link_gbit") or setup.get("bandwidth_gbit") or 10.0
     cost, info = cost_model_from_sweep(sweep, link_gbps=float(link), cluster=env_cluster(setup), burst=burst)
+    info["first_touch"] = first_touch(touch)
     return cost, info, sweep
 
 

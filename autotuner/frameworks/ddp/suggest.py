@@ -90,7 +90,7 @@ def _lists() -> list[tuple[int, ...]]:
 
 
 def suggest_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: CostModel, cluster: Cluster, *,
-                band: float, band_source: str, fp16: bool = True) -> DdpSuggestion:
+                band: float, band_source: str, fp16: bool = True, refault: tuple[float, str] | None = None) -> DdpSuggestion:
     """The grid (``CAPS_MIB`` and DDP's default x view x [allreduce, fp16_compress]) and the per-bucket lists
     (:data:`LIST_CAPS_MIB`, 2-3 non-decreasing caps) for one layout (arrays as
     :func:`~autotuner.frameworks.ddp.reducer.simulate_ddp_step`). ``band``: the env's error band (fraction of the
@@ -122,6 +122,10 @@ def suggest_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: C
     notes = []
     if fp is not None and fp.step_time_ms < best_plain.step_time_ms * (1 - band):
         notes.append(FP16_NOTE)
+    if refault is not None and refault[0] * 1e3 >= 0.5:
+        notes.append(f"without the view this env's CPU ranks fault the gradients' pages in again every step: about "
+                     f"{refault[0] * 1e3:.0f} ms a step for this layout ({refault[1]}), not in the step times above; "
+                     "gradient_as_bucket_view=True avoids it")
     notes.append("the first iteration runs one bucket of every gradient (the Reducer rebuilds its buckets after "
                  f"it): {default.first_step_ms:.1f} ms with DDP's defaults")
     return DdpSuggestion(default, default if keep else best, keep, knob_only, fp, best_list, per_bucket_proposed,
