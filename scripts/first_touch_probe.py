@@ -12,15 +12,15 @@ gradient becomes the bucket view), and the allocator reuses the pages. ``--procs
 (N ranks on one host). glibc's ``MALLOC_TRIM_THRESHOLD_`` and ``MALLOC_MMAP_THRESHOLD_`` (set in the environment,
 recorded as ``malloc_env``) decide whether freed pages go back to the kernel. Output: per process and mode, the
 median over steps 1..``--steps`` of the step's write time (ms), the copy-in part (ms) and the minor faults
-(``getrusage``); one JSON file. Exit status 2 and one line for bad arguments.
+(``getrusage``); one JSON file. Exit status 2 and one line for bad arguments. The timing is
+:func:`autotuner.frameworks.ddp.firsttouchprobe.time_mode`, what ``autotuner ddp measure``'s first-touch phase runs
+on every rank under torchrun; this script runs it in N plain processes (no process group).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import multiprocessing as mp
-import resource
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -32,36 +32,10 @@ sys.path.insert(0, str(ROOT))
 def _one(args):
     model, mode, steps = args
     import torch
+    from autotuner.frameworks.ddp.firsttouchprobe import time_mode
     from autotuner.readers.layouts import load_layout
     torch.set_num_threads(1)
-    lay = load_layout(model)
-    grads = [torch.randn(s) * 1e-3 for s in lay.shapes]
-    bucket = torch.empty(sum(g.numel() for g in grads))
-    views, o = [], 0
-    for g in grads:
-        views.append(bucket[o:o + g.numel()].view_as(g))
-        o += g.numel()
-    held = [None] * len(grads)
-    out = []
-    for _ in range(steps + 1):
-        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        t0 = time.perf_counter()
-        tc = 0.0
-        for i, g in enumerate(grads):
-            c = g.clone()
-            t1 = time.perf_counter()
-            views[i].copy_(c)
-            tc += time.perf_counter() - t1
-            held[i] = c if mode == "held" else None
-        t = time.perf_counter() - t0
-        f = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
-        held = [None] * len(grads)
-        out.append((t * 1e3, tc * 1e3, f))
-    out = out[1:]  # the first step touches everything once in both modes
-    return {"mode": mode, "write_ms": round(statistics.median(r[0] for r in out), 3),
-            "copy_in_ms": round(statistics.median(r[1] for r in out), 3),
-            "minor_faults": int(statistics.median(r[2] for r in out)),
-            "bytes": int(sum(g.numel() * 4 for g in grads))}
+    return time_mode(torch, load_layout(model).shapes, mode, steps)
 
 
 def main() -> int:
