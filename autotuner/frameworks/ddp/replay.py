@@ -10,17 +10,23 @@ The module's parameters are the layout's tensors, registered in forward order (t
 backward order), so DDP's ``parameters()`` order, its constructor's buckets and its rebuilt ones see the layout's
 real sizes, count and backward order. Compute is emulated with the Horovod replay's shares (forward ``compute_ms / 3``,
 backward ``2 compute_ms / 3``, tensor ``i``'s gradient produced when ``ready_fraction[i]`` of the backward has
-elapsed) in one of two ways (``--stages``):
+elapsed) in one of three ways (``--stages``):
 
-- ``duration`` (the default since 2026-11-27): each stage's backward computes for its own share of the backward,
-  ``(ready_fraction[i] - ready_fraction[i - 1]) * backward``, counted from the moment autograd enters it, writing
-  the gradient inside that time; the work DDP's hook does on the backward's thread between two stages (the copy
-  into the bucket, a compress hook's cast) therefore delays every later gradient, as on a CPU rank's real backward.
-- ``deadline`` (the records before 2026-11-27): each stage sleeps to the absolute deadline
-  ``backward start + ready_fraction[i] * backward``, so the hooks' work is absorbed by the slack before the next
-  deadline, as when the compute ran on another device (measured: ``runs/ddp-1x4-16core``, docs/ddp.md).
+- ``shifted`` (the default since 2026-11-27): each stage sleeps to its deadline
+  ``backward start + ready_fraction[i] * backward``, shifted later by all the time the backward's thread spent
+  *between* stages so far (autograd's ``AccumulateGrad`` and DDP's hook: the copy into the bucket, a compress hook's
+  cast). So the hooks' work delays every later gradient, as on a CPU rank's real backward, while a stage's own late
+  wake-up from its sleep is not carried into the next (absolute deadlines).
+- ``deadline`` (the records before 2026-11-27): absolute deadlines, unshifted: the hooks' work hides in the slack
+  before each next deadline, as if the compute ran on another device (measured: ``runs/ddp-1x4-16core``,
+  docs/ddp.md).
+- ``duration`` (the first try, 2026-11-27; its records say so): each stage sleeps for its own share
+  ``(ready_fraction[i] - ready_fraction[i - 1]) * backward`` from the moment autograd enters it. Every stage's late
+  wake-up (the sleep's overshoot, 0.05-0.3 ms, more on busy cores) then adds up over the layout's hundreds of
+  stages: the emulated backward runs longer than asked (docs/ddp.md).
 
-Either way a stage returns the parameter's gradient, gradient-like values (N(0, 1e-6), seeded by rank, as the
+In every kind a stage writes its gradient inside its compute time (a fresh ``clone()``, as a kernel writes it)
+and returns the parameter's gradient, gradient-like values (N(0, 1e-6), seeded by rank, as the
 Horovod replay's), so autograd's ``AccumulateGrad`` fires DDP's hook for it; where writing the gradient takes longer
 than its stage (a machine whose memory is slow beside the compute asked for), the stage overruns and the result's
 ``stage_overrun_ms`` says by how much. Each step runs ``optimizer.zero_grad()`` (``set_to_none=True``, the
@@ -35,9 +41,10 @@ rebuilt its buckets), ``buckets`` (the rebuilt buckets' sizes in bytes, from DDP
 ``_get_ddp_logging_data()["rebuilt_bucket_sizes"]``, when it has them), ``minor_faults_per_step`` (rank 0's minor
 page faults per measured step, the median of ``getrusage(RUSAGE_SELF).ru_minflt`` differences: the pages the
 step touched for the first time since glibc gave them back) and ``malloc_env`` (the ``MALLOC_*`` tunables the
-ranks ran with, glibc's mallopt(3) environment variables; {} when none), ``stages`` (``duration`` or ``deadline``)
-and ``stage_overrun_ms`` (rank 0, the median over measured steps of the total time the backward's stages ran past
-their share because writing their gradients took longer). Exit status 2 and one line on stderr for
+ranks ran with, glibc's mallopt(3) environment variables; {} when none), ``stages`` (one of :data:`STAGES`)
+and ``stage_overrun_ms`` (rank 0, the median over measured steps of how long the emulated backward ran past its
+compute because writing the gradients took longer: with ``duration`` stages the sum of every stage's overrun, with
+deadlines how late the last stage wrote its gradient). Exit status 2 and one line on stderr for
 a bad argument. The result line is printed before the process group is torn down, so a failed teardown (a rank
 aborting at exit) never hides a finished measurement.
 """
@@ -54,6 +61,8 @@ import time
 from .rankside import init_gloo_rank
 
 RESULT_TAG = "AUTOTUNER_RESULT"
+#: the emulated backward's kinds of stage (module docstring)
+STAGES = ("shifted", "deadline", "duration")
 FORWARD_SHARE = 1.0 / 3.0
 GRADIENT_STD = 1e-3  # as autotuner.frameworks.horovod.replay.GRADIENT_STD
 
@@ -77,8 +86,9 @@ def _args(argv):
     p.add_argument("--bucket-cap-mb-list", default=None, help="DDP's bucket_cap_mb_list, comma-separated MiB")
     p.add_argument("--gradient-as-bucket-view", action="store_true")
     p.add_argument("--static-graph", action="store_true")
-    p.add_argument("--stages", choices=("duration", "deadline"), default="duration",
-                   help="emulated backward: each stage computes for its share (duration) or sleeps to its deadline")
+    p.add_argument("--stages", choices=STAGES, default="shifted",
+                   help="emulated backward: deadlines shifted by the work between stages (shifted), absolute "
+                        "deadlines (deadline), or each stage's share from its entry (duration)")
     p.add_argument("--comm-hook", choices=[h for h in COMM_HOOKS if h != "powerSGD"], default="allreduce")
     return p.parse_args(argv)
 
@@ -121,10 +131,10 @@ def main(argv: list[str] | None = None) -> int:
     gen = torch.Generator().manual_seed(rank)
     grads = [(torch.randn(shape, generator=gen) * GRADIENT_STD).to(dtypes[dt])
              for shape, dt in zip(layout.shapes, layout.dtypes)]
-    clock = {"t0": 0.0, "overrun": 0.0}
+    clock = {"t0": 0.0, "overrun": 0.0, "shift": 0.0, "ret": None}
     # each stage's own share of the backward (s), in the order autograd runs them (index 0 first)
     share = [max(0.0, ready[i] - (ready[i - 1] if i else 0.0)) * bwd_s for i in range(T)]
-    by_duration = a.stages == "duration"
+    by_duration, shifted = a.stages == "duration", a.stages == "shifted"
 
     class Stage(torch.autograd.Function):
         """Identity on the activation; its backward waits until tensor ``index`` is ready and returns its gradient."""
@@ -140,13 +150,18 @@ def main(argv: list[str] | None = None) -> int:
             # the gradient is written inside the stage's compute time, as a real backward's kernel writes it; the
             # fresh tensor is autograd's alone, so AccumulateGrad takes it without a copy (as a computed one)
             start = time.perf_counter()
+            if shifted and clock["ret"] is not None:  # the hook's and autograd's work since the last stage
+                clock["shift"] += start - clock["ret"]
             out = grads[i].clone()
-            end = start + share[i] if by_duration else clock["t0"] + ready[i] * bwd_s
+            end = start + share[i] if by_duration else clock["t0"] + ready[i] * bwd_s + clock["shift"]
             late = time.perf_counter() - end
-            if late > 0:
-                clock["overrun"] += late
-            else:
+            if by_duration:  # each stage's overrun adds to the backward
+                clock["overrun"] += max(0.0, late)
+            else:  # a late stage is absorbed by the slack before a later deadline: what counts is the last one's
+                clock["overrun"] = max(0.0, late)
+            if late <= 0:
                 _sleep_to(end)
+            clock["ret"] = time.perf_counter()
             return g, out, None
 
     class Replay(torch.nn.Module):
@@ -185,10 +200,10 @@ def main(argv: list[str] | None = None) -> int:
         loss = model(x)
         _sleep_to(t + fwd_s)
         clock["t0"] = t + fwd_s
-        clock["overrun"] = 0.0
+        clock["overrun"], clock["shift"], clock["ret"] = 0.0, 0.0, None
         loss.backward()
         if not by_duration:
-            _sleep_to(clock["t0"] + bwd_s)
+            _sleep_to(clock["t0"] + bwd_s + clock["shift"])
         if a.update_ms > 0:
             time.sleep(a.update_ms / 1e3)
         dt = (time.perf_counter() - t) * 1e3
