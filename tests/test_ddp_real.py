@@ -159,8 +159,9 @@ def _env_rows(env):
 #: on this machine's 2 cores) ResNet-101 is predicted 10-24 % too fast in every setting and MobileNetV2's
 #: settings 2-8 % too fast. ddp-2x1-3gbit-b (sweep and replays in one sitting) misses too: 10 MiB -8.6 %, the fp16
 #: hook -14.9 %. ddp-1x4-16core (4 ranks on a lent machine's 16 cores, no contention) misses by 20-25 % in every
-#: setting without the view, by about what its first-touch probe gives for re-faulting held gradients
-#: (first-touch-x4.json; a hypothesis, not established, not modelled: docs/ddp.md, "An uncontended machine").
+#: setting without the view, by what re-faulting the held gradients' pages costs there (established on the same
+#: machine: glibc keeping the pages brings every setting within 1.8 %, ddp-experiments/; not modelled: docs/ddp.md,
+#: "An uncontended machine").
 #: ddp-2gbit (1 host x 2 ranks) meets every item.
 DDP_MISSED = {("ddp-2x1-3gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau", "first-bucket")} \
     | {("ddp-2x1-3gbit", "resnet101-long", k) for k in ("mape", "rows", "tau")} \
