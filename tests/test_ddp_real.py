@@ -413,11 +413,13 @@ def test_a_users_ddp_script_validated_against_its_profile():
 def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line(tmp_path):
     import shutil
 
-    from autotuner.schemas.ddp import DdpBurstRecord, DdpSweepRecord, DdpTrialRecord
+    from autotuner.schemas.ddp import DdpBurstRecord, DdpFirstTouchRecord, DdpSweepRecord, DdpTrialRecord
 
     for env in DDP_ENVS:
         assert len(read_jsonl(RUNS / env / "ddp-sweep.jsonl", DdpSweepRecord)) >= 3
         assert len(read_jsonl(RUNS / env / "ddp-burst.jsonl", DdpBurstRecord)) >= 3
+        if (RUNS / env / "ddp-first-touch.jsonl").exists():  # the phase since 2026-11-27 (not on ddp-1x4-16core)
+            assert read_jsonl(RUNS / env / "ddp-first-touch.jsonl", DdpFirstTouchRecord)
         for f in list((RUNS / env / "ddp-validation").glob("*.jsonl")) + list((RUNS / env / "ddp-tune").glob("*.jsonl")):
             assert read_jsonl(f, DdpTrialRecord)
     env = tmp_path / "ddp-2gbit"
@@ -426,6 +428,9 @@ def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line
                                  '"fp16_ms": [[1.0], [1.0]], "setup": {"np": 2}}'],
              "ddp-burst.jsonl": ['{"ranks": 2}', '{"ranks": 2, "sizes": [4], "count": 16, "lone_ms": [[1.0]], '
                                  '"burst_ms": [[-1.0]], "setup": {"np": 2}}'],
+             "ddp-first-touch.jsonl": ['{"ranks": 2}', '{"ranks": 2, "model": "resnet50", "bytes": 8, "rows": [{"mode": '
+                                       '"held", "write_ms": 1.0, "copy_in_ms": 0.1, "minor_faults": 2, "bytes": 8}], '
+                                       '"setup": {"np": 2}}'],
              "ddp-validation/resnet18.jsonl": ['{"label": "x"}', '{"label": "x", "ddp": {"bucket_size": 1}, '
                                                '"status": "ok", "measured_step_time_ms": 1.0, "setup": {"np": 2, '
                                                '"model": "resnet18", "compute_ms": 100, "steps": 5, "warmup": 3}}']}

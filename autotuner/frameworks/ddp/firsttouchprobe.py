@@ -33,7 +33,7 @@ import statistics
 import sys
 import time
 
-from .rankside import init_gloo_rank
+from .rankside import init_gloo_rank, load_rank_layout
 
 TAG = "AUTOTUNER_DDP_FIRST_TOUCH"
 MODES = ("held", "dropped")
@@ -83,11 +83,8 @@ def main(argv: list[str] | None = None) -> int:
     if a.steps < 1 or a.rounds < 1:
         print("error: --steps and --rounds must be >= 1", file=sys.stderr)
         return 2
-    from ...readers.layouts import load_layout
-    try:
-        layout = load_layout(a.model)
-    except ValueError as e:
-        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+    layout = load_rank_layout(a.model)
+    if layout is None:
         return 2
     started = init_gloo_rank()
     if started is None:

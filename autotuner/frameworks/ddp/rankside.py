@@ -1,5 +1,6 @@
-"""What every DDP program run under torchrun starts with (:mod:`.sweepprobe`, :mod:`.burstprobe`, :mod:`.replay`):
-the sizes argument read, and the rank's Gloo process group (one torch thread, as the replays run). Errors are one
+"""What every DDP program run under torchrun starts with (:mod:`.sweepprobe`, :mod:`.burstprobe`, :mod:`.replay`,
+:mod:`.firsttouchprobe`): the sizes or layout argument read, and the rank's Gloo process group (one torch thread,
+as the replays run). Errors are one
 line on stderr and ``None``, for the caller to exit with status 2."""
 from __future__ import annotations
 
@@ -17,6 +18,18 @@ def parse_sizes(text: str) -> list[int] | None:
         print(f"error: --sizes {text!r}: give whole numbers of bytes >= 4, comma-separated", file=sys.stderr)
         return None
     return sizes
+
+
+def load_rank_layout(name: str):
+    """``--model``: the layout (:func:`autotuner.readers.layouts.load_layout`: a shipped name, a .json path or
+    pkg.mod:factory), or None (and the error's first line on stderr)."""
+    from ...readers.layouts import load_layout
+
+    try:
+        return load_layout(name)
+    except ValueError as e:
+        print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return None
 
 
 def init_gloo_rank():

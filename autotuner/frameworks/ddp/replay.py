@@ -58,7 +58,7 @@ import statistics
 import sys
 import time
 
-from .rankside import init_gloo_rank
+from .rankside import init_gloo_rank, load_rank_layout
 
 RESULT_TAG = "AUTOTUNER_RESULT"
 #: the emulated backward's kinds of stage (module docstring)
@@ -108,11 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     except (KnobError, ValueError) as e:
         print(f"error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
-    from ...readers.layouts import load_layout
-    try:
-        layout = load_layout(a.model)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
+    layout = load_rank_layout(a.model)
+    if layout is None:
         return 2
     try:
         from torch.nn.parallel import DistributedDataParallel
