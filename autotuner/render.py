@@ -1,8 +1,10 @@
 """How the command line prints a table: never a number cut to ``1.73…`` (issue 21).
 
-- Output that is not a terminal (a pipe, a file, CI) gets plain aligned text at its full width:
-  the title, a header line, a rule, one line per row, columns two spaces apart. Nothing is cut or
-  wrapped, so ``grep``/``awk``/``column`` read it.
+- Output that is not a terminal (a pipe, a file, CI) gets plain aligned text: the title, a header
+  line, a rule, one line per row, columns two spaces apart, nothing cut, so ``grep``/``awk`` read it.
+  At its full width, unless the environment names a width (``COLUMNS=80 autotuner ... | cat``): then
+  text cells and headers wrap between words, each column no narrower than its longest word, so a
+  row may take several lines and a number is never split (:func:`plain_table`'s ``width``).
 - A terminal gets a rich table whose columns never go narrower than their longest word: a header
   such as ``hier. allreduce`` wraps between words, a number never. When even that does not fit
   the terminal, the table is as wide as it must be and the terminal wraps whole lines.
@@ -12,6 +14,9 @@ Pure rendering: no I/O besides the console it is given.
 from __future__ import annotations
 
 import math
+import os
+import textwrap
+from itertools import zip_longest
 
 from rich import box
 from rich.console import Console
@@ -42,26 +47,66 @@ def table_cells(table: Table) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def plain_table(table: Table) -> str:
-    """``table`` as plain aligned text (title, header, rule, rows; right-justified columns stay so)."""
+def _fitted_widths(headers: list[str], rows: list[list[str]], width: int | None) -> list[int]:
+    """Each column's width: its longest cell, narrowed until the columns and their two-space gaps fit ``width``
+    characters, or as far as the words allow: first by wrapping headers only (no row gets taller), then text cells
+    too; each time the column with the most room first, never under its longest word."""
+    cells = [[h] + [r[i] for r in rows] for i, h in enumerate(headers)]
+    widths = [max(len(c) for c in col) for col in cells]
+    if width is None:
+        return widths
+
+    def word(c):
+        return max((len(w) for w in c.split()), default=0)
+
+    header_only = [max([word(col[0])] + [len(c) for c in col[1:]]) for col in cells]
+    any_cell = [max(word(c) for c in col) for col in cells]
+    for floor in (header_only, any_cell):
+        while sum(widths) + 2 * (len(widths) - 1) > width:
+            room = [w - f for w, f in zip(widths, floor)]
+            k = max(range(len(widths)), key=lambda i: (room[i], widths[i]))
+            if room[k] <= 0:
+                break
+            widths[k] -= 1
+    return widths
+
+
+def plain_table(table: Table, width: int | None = None) -> str:
+    """``table`` as plain aligned text (title, header, rule, rows; right-justified columns stay so).
+
+    ``width``: None prints each row on one line at its full width; a number (characters, e.g. ``COLUMNS``) wraps
+    text cells and headers between words so the table fits it where the longest words allow (a number has no
+    space, so it never wraps); a wrapped row continues on the next lines in the same columns."""
     headers, rows = table_cells(table)
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    widths = _fitted_widths(headers, rows, width)
     right = [c.justify == "right" for c in table.columns]
 
-    def line(cells):
-        return "  ".join(c.rjust(w) if rj else c.ljust(w) for c, w, rj in zip(cells, widths, right)).rstrip()
+    def lines(cells):
+        parts = [textwrap.wrap(c, w, break_long_words=False, break_on_hyphens=False) or [""]
+                 for c, w in zip(cells, widths)]
+        return ["  ".join(c.rjust(w) if rj else c.ljust(w) for c, w, rj in zip(cs, widths, right)).rstrip()
+                for cs in zip_longest(*parts, fillvalue="")]
 
     out = []
     if table.title:
         out.append(_plain(table.title))
-    out += [line(headers), "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+    out += [*lines(headers), "  ".join("-" * w for w in widths), *(ln for r in rows for ln in lines(r))]
     return "\n".join(out)
+
+
+def _environ_width() -> int | None:
+    """The width the environment names (``COLUMNS``, a positive integer), or None."""
+    try:
+        w = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        return None
+    return w if w > 0 else None
 
 
 def render_table(console: Console, table: Table) -> None:
     """Print ``table`` on ``console`` without cutting a cell (module docstring)."""
     if not console.is_terminal:
-        console.print(plain_table(table), highlight=False, markup=False, soft_wrap=True)
+        console.print(plain_table(table, _environ_width()), highlight=False, markup=False, soft_wrap=True)
         return
     headers, rows = table_cells(table)
     for i, col in enumerate(table.columns):

@@ -1,6 +1,14 @@
+import os
 from pathlib import Path
 
 import pytest
+
+# GNU readline (which pytest imports, for pdb) exports the terminal's COLUMNS and LINES at the C level, unseen by
+# os.environ: every ``autotuner`` a test starts would inherit COLUMNS=80 and wrap its piped tables to it
+# (autotuner/render.py). A test that wants a width sets it in the child's environment itself.
+for _name in ("COLUMNS", "LINES"):
+    if _name not in os.environ:
+        os.unsetenv(_name)
 
 ROOT = Path(__file__).resolve().parents[1]
 

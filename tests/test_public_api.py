@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import io
+
 import pytest
 from rich.console import Console
 from rich.table import Table
@@ -140,6 +142,34 @@ def test_piped_tables_are_plain_full_width_text():
     lines = text.splitlines()
     assert lines[0] == "t" and "hier. allreduce" in lines[1] and set(lines[2]) <= {"-", " "}
     assert "123.456" in lines[4] and "1.739x" in lines[4] and "…" not in text
+
+
+@pytest.mark.parametrize("width", [30, 40, 60, 80])
+def test_piped_tables_fit_the_width_the_environment_names(width):
+    """``COLUMNS=80 autotuner ... | cat``: headers and text cells wrap between words so every line fits where the
+    longest words allow (here: 30 does not), numbers are never split, and each row's cells stay in their columns."""
+    t = _table()
+    t.add_row("a long label of several words", "7", "no", "0.990x", "1.5")
+    text = plain_table(t, width)
+    lines = text.splitlines()
+    fits = max(len(ln) for ln in lines) <= width
+    assert fits == (width >= 44), text  # the longest words: 7 + 7 + 9 + 8 + 5, and 4 gaps of 2
+    for number in ("123.456", "1.739x", "704.1", "1.000x", "0.990x"):
+        assert sum(number in ln for ln in lines) == 1, (number, text)
+    assert "…" not in text and "several" in text and "words" in text
+    assert plain_table(t, None) == plain_table(t)  # no width: every row on one line
+    assert len(plain_table(t).splitlines()) == 6
+
+
+def test_piped_tables_read_columns_from_the_environment(monkeypatch):
+    t = _table()
+    t.add_row("a long label of several words", "7", "no", "0.990x", "1.5")
+    for columns, widest in (("40", 40), ("", None), ("abc", None), ("-3", None)):
+        monkeypatch.setenv("COLUMNS", columns)
+        con = Console(file=io.StringIO(), force_terminal=False, width=200)
+        render_table(con, t)
+        out = con.file.getvalue()
+        assert out.rstrip("\n") == plain_table(t, widest), columns
 
 
 @pytest.mark.parametrize("width", [40, 60, 80, 120])
