@@ -965,13 +965,18 @@ def ddp_measure_cmd(env: str = typer.Option(..., "--env", help="environment name
                                                          "phase (fresh gradients held vs dropped, CPU ranks' page "
                                                          "faults; 0 skips it)",
                                                          callback=opt.checked(opt.Index, "--first-touch-jobs")),
+                    cpu_jobs: int = typer.Option(1, "--cpu-jobs", help="jobs of the cpu phase (compute beside a "
+                                                 "stream of allreduces and alone: the CPU a collective takes from "
+                                                 "the ranks' compute; 0 skips it)",
+                                                 callback=opt.checked(opt.Index, "--cpu-jobs")),
                     runs_dir: Optional[Path] = _runs_dir_opt("where the sweep goes (default: $AUTOTUNER_RUNS_DIR, "
                                                              "else ./runs when it holds environments, else the "
                                                              "user's runs folder)")) -> None:
     """Measure what DDP's buckets cost on this cluster: torch.distributed's Gloo allreduce of 4 KiB-128 MiB in
     float32 and float16 (what the fp16 hook sends), the copy into a bucket and the hook's casts, then the burst
-    phase (allreduces launched back to back, as DDP launches buckets, against lone ones) and the first-touch phase
-    (what re-faulting fresh gradients held to the step's end costs a CPU rank), under torchrun on --np
+    phase (allreduces launched back to back, as DDP launches buckets, against lone ones), the first-touch phase
+    (what re-faulting fresh gradients held to the step's end costs a CPU rank) and the cpu phase (the CPU a
+    collective in flight takes from the ranks' compute), under torchrun on --np
     ranks here, a shaped loopback (--bandwidth-gbit) or an emulated cluster (--testbed-hosts); resumable: run it
     again on a measured env to add a phase it lacks.
     NCCL with CUDA tensors is not measured here (no GPU): docs/ddp.md.
@@ -983,7 +988,8 @@ def ddp_measure_cmd(env: str = typer.Option(..., "--env", help="environment name
     """
     path = autotuner.ddp_measure(env, np=np_, bandwidth_gbit=bandwidth_gbit, testbed_hosts=testbed_hosts or 0,
                                  ranks_per_host=ranks_per_host or 1, link_gbit=link_gbit, jobs=jobs, repeats=repeats,
-                                 burst_jobs=burst_jobs, first_touch_jobs=first_touch_jobs, runs_dir=runs_dir,
+                                 burst_jobs=burst_jobs, first_touch_jobs=first_touch_jobs, cpu_jobs=cpu_jobs,
+                                 runs_dir=runs_dir,
                                  say=lambda m: err.print(m, highlight=False, soft_wrap=True))
     out.print(f"wrote {path}; next: autotuner ddp suggest --env {env} --model resnet50", highlight=False,
               soft_wrap=True)

@@ -513,6 +513,11 @@ class CostModel:
             (:func:`autotuner.frameworks.ddp.fit.queued_saving`), charged by DDP's Reducer simulator to a bucket
             that waits for the link. 0 where not measured; Horovod's simulator does not read it (its burst phase
             prices small responses through the tier's latency, docs/accuracy.md).
+        collective_cpu_s_per_byte: the CPU a rank's collective takes from its compute, per byte of the buffer it
+            allreduces (s/byte), where the ranks' compute fills the host's cores: measured by DDP's cpu phase
+            (:mod:`autotuner.frameworks.ddp.cpuprobe`, fitted by :func:`autotuner.frameworks.ddp.fit.cpu_share`) on
+            the env's own link; None where not measured. :meth:`collective_cpu_share` turns it into the share of a
+            core a collective in flight takes.
     """
 
     inter: Tier
@@ -526,6 +531,21 @@ class CostModel:
     compute_delay: ComputeDelay | None = None
     fp16: Fp16Cost | None = None
     queued_saving_s: float = 0.0
+    collective_cpu_s_per_byte: float | None = None
+
+    def collective_cpu_share(self, cluster: "Cluster", probe_bytes: float = 64 * 2**20) -> float:
+        """The share ``f`` of a core (0 to :data:`MAX_CYCLE_SHARE`) that a collective in flight takes from a rank's
+        compute on a host whose cores the ranks' compute fills: :attr:`collective_cpu_s_per_byte` x the buffer
+        bytes per second this model's allreduce of ``probe_bytes`` (bytes, bandwidth-bound) moves on ``cluster``.
+        A compute thread beside it runs at ``1 - f`` of its speed (processor sharing); capped at
+        :data:`MAX_CYCLE_SHARE`, the fair half of a core the scheduler gives two runnable threads. A latency-bound
+        collective moves fewer bytes per second, so this share overstates what it takes. 0.0 where not measured."""
+        if not self.collective_cpu_s_per_byte:
+            return 0.0
+        t = float(self.allreduce_s(probe_bytes, cluster, False))
+        if not t > 0:
+            return 0.0
+        return float(min(MAX_CYCLE_SHARE, self.collective_cpu_s_per_byte * probe_bytes / t))
 
     def for_fp16(self) -> "CostModel":
         """The tiers a float16 payload sees (:meth:`Fp16Cost.tier`); unchanged without :attr:`fp16`."""
@@ -630,6 +650,8 @@ class CostModel:
                                   "per_byte_ns": self.compute_delay.per_byte_s * 1e9}} if self.compute_delay else {}),
             **({"fp16": self.fp16.to_dict()} if self.fp16 else {}),
             **({"queued_saving_us": self.queued_saving_s * 1e6} if self.queued_saving_s else {}),
+            **({"collective_cpu_ns_per_byte": self.collective_cpu_s_per_byte * 1e9}
+               if self.collective_cpu_s_per_byte is not None else {}),
         }
 
     @classmethod
@@ -656,5 +678,7 @@ class CostModel:
                            if d.get("compute_delay") else None),
             fp16=Fp16Cost.from_dict(d["fp16"]) if d.get("fp16") else None,
             queued_saving_s=float(d.get("queued_saving_us", 0.0)) * 1e-6,
+            collective_cpu_s_per_byte=(None if d.get("collective_cpu_ns_per_byte") is None
+                                       else float(d["collective_cpu_ns_per_byte"]) * 1e-9),
         )
 

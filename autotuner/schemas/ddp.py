@@ -94,6 +94,33 @@ class DdpFirstTouchRecord(BaseModel):
         return self
 
 
+class DdpCpuRow(BaseModel):
+    """One round and stream size of the cpu phase: compute units alone and beside the stream (median ms), the
+    stream's allreduces alone and beside the compute (median ms), the buffer's bytes and the stream's length."""
+
+    model_config = ConfigDict(extra="allow")
+    round: Annotated[int, Field(ge=0)]
+    bytes: Annotated[int, Field(ge=4)]
+    count: Annotated[int, Field(ge=1)]
+    unit_ms_alone: Pos
+    unit_ms_beside: Pos | None = None
+    units_beside: Annotated[int, Field(ge=0)]
+    allreduce_ms_alone: Pos
+    allreduce_ms_beside: Pos
+
+
+class DdpCpuRecord(BaseModel):
+    """One job of the DDP cpu phase (``ddp-cpu.jsonl``, :mod:`autotuner.frameworks.ddp.cpuprobe`): rank 0's rows,
+    the cores one host's ranks share, what a compute unit is, and the setup."""
+
+    model_config = ConfigDict(extra="allow")
+    ranks: Annotated[int, Field(ge=1)]
+    cores_per_host: Annotated[int, Field(ge=1)]
+    unit: str = ""
+    rows: Annotated[list[DdpCpuRow], Field(min_length=1)]
+    setup: DdpSetup
+
+
 class DdpTrialSetup(DdpSetup):
     """A DDP trial's setup: the layout (a shipped name or a path), the emulated compute, the step counts."""
 

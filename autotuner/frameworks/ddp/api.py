@@ -4,7 +4,7 @@ pure parts (:mod:`.fit`, :mod:`.suggest`) and the real runs (:mod:`.realrun`).""
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...errors import RunsError, ScenarioError
@@ -52,7 +52,7 @@ def _asked(env: str, model: str, compute_ms: float | None, runs_dir: Path | None
     """Load env ``env`` (fitted from its sweep) and layout ``model``; ``compute_ms`` default: the layout's measured
     forward + backward, else ``default_ms``. Raises RunsError / ScenarioError (one line)."""
     from ...readers.layouts import load_layout
-    from .records import env_cluster, replay_workload
+    from .records import cpu_phase_cores, env_cluster, fills_cores, replay_workload
 
     if compute_ms is not None and not compute_ms > 0:
         raise ScenarioError(f"--compute-ms must be > 0 ms, got {compute_ms!r}")
@@ -64,8 +64,11 @@ def _asked(env: str, model: str, compute_ms: float | None, runs_dir: Path | None
         raise ScenarioError(str(e).splitlines()[0]) from None
     if compute_ms is None:
         compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else default_ms
-    return _Asked(folder, cost, info, sweep, env_cluster(sweep[0]["setup"]), L, compute_ms,
-                  replay_workload({"compute_ms": compute_ms}))
+    cluster = env_cluster(sweep[0]["setup"])
+    wl = replay_workload({"compute_ms": compute_ms})
+    if fills_cores(L, cluster.gpus_per_node, cpu_phase_cores(folder)):  # a CPU layout filling the host's cores
+        wl = replace(wl, cpu_bound=True)
+    return _Asked(folder, cost, info, sweep, cluster, L, compute_ms, wl)
 
 
 def ddp_env_folder(env: str, runs_dir: Path | None = None) -> Path:
@@ -148,20 +151,23 @@ def _fit_line(env: str, cluster, info: dict, sweep: list) -> str:
 
 def ddp_measure(env: str, *, np: int = 2, bandwidth_gbit: float | None = None, testbed_hosts: int = 0,
                 ranks_per_host: int = 1, link_gbit: float | None = None, jobs: int = 3, repeats: int = 7,
-                burst_jobs: int = 3, first_touch_jobs: int = 1, runs_dir: Path | None = None, say=print) -> Path:
-    """Measure DDP environment ``env``'s sweep, burst phase and first-touch phase
-    (:func:`autotuner.frameworks.ddp.realrun.measure_ddp`) into ``<runs>/<env>/ddp-sweep.jsonl``, ``ddp-burst.jsonl``
-    and ``ddp-first-touch.jsonl`` (``runs_dir``, else the runs output folder); resumable. Returns the sweep's file.
+                burst_jobs: int = 3, first_touch_jobs: int = 1, cpu_jobs: int = 1, runs_dir: Path | None = None,
+                say=print) -> Path:
+    """Measure DDP environment ``env``'s sweep, burst phase, first-touch phase and cpu phase
+    (:func:`autotuner.frameworks.ddp.realrun.measure_ddp`) into ``<runs>/<env>/ddp-sweep.jsonl``, ``ddp-burst.jsonl``,
+    ``ddp-first-touch.jsonl`` and ``ddp-cpu.jsonl`` (``runs_dir``, else the runs output folder); resumable. Returns
+    the sweep's file.
     Raises ValidationError / ScenarioError (one line) for a testbed that cannot be built or bad counts."""
     from ...paths import runs_output_dir
     from .realrun import measure_ddp
 
     if (np < 2 and not testbed_hosts or jobs < 1 or repeats < 1 or ranks_per_host < 1 or burst_jobs < 0
-            or first_touch_jobs < 0):
+            or first_touch_jobs < 0 or cpu_jobs < 0):
         raise ScenarioError("a DDP sweep needs >= 2 ranks, >= 1 job and >= 1 repeat")
     return measure_ddp(runs_output_dir(runs_dir) / env, np_=np, bandwidth_gbit=bandwidth_gbit,
                        testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, jobs=jobs,
-                       repeats=repeats, burst_jobs=burst_jobs, first_touch_jobs=first_touch_jobs, say=say)
+                       repeats=repeats, burst_jobs=burst_jobs, first_touch_jobs=first_touch_jobs, cpu_jobs=cpu_jobs,
+                       say=say)
 
 
 @dataclass(frozen=True)
@@ -425,7 +431,6 @@ def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_di
     (``ddp-explore-<env>-<layout>.png`` and ``.svg``). ``compute_ms`` default: the compute the env's replays of this
     layout ran, else the layout's measured forward + backward, else 300 ms. Raises RunsError / ScenarioError /
     ValidationError (one line)."""
-    from dataclasses import replace
 
     from ...writers.atomic import check_output_dir
     from .plots import explore_plot

@@ -14,7 +14,7 @@ from ...errors import ScenarioError
 from ...model.costmodel import Cluster, CostModel
 from ...model.workload import Workload, hand_over_times
 from .knobs import DdpConfig
-from .reducer import _checked, simulate_ddp_step
+from .reducer import _advance, _checked, simulate_ddp_step
 
 
 def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs, cost: CostModel, cluster: Cluster,
@@ -44,6 +44,8 @@ def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs,
     marked_t[order] = ready_t[order] + np.cumsum(copy[order])
     bwd_end = workload.forward_s + workload.backward_s
     T = sizes.size
+    share = cost.collective_cpu_share(cluster) if workload.cpu_bound else 0.0
+    walk = (ready_t, copy, share, bwd_end)
     for hook in dict.fromkeys(c.comm_hook for c in configs):
         idx = np.array([j for j, c in enumerate(configs) if c.comm_hook == hook])
         compressed = hook in ("fp16_compress", "bf16_compress")
@@ -63,23 +65,31 @@ def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs,
 
         cs = [configs[j] for j in idx]
         view = np.array([c.gradient_as_bucket_view for c in cs])
-        link_free, buckets = _lockstep(order, marked_t, s_t, [c.rebuild_limits() for c in cs], comm, casts,
-                                       cost.queued_saving_s)
-        step[idx] = np.maximum(bwd_end + copy_all, link_free) + np.where(view, 0.0, copy_all) + workload.update_s
+        link_free, buckets, b_end = _lockstep(order, marked_t, s_t, [c.rebuild_limits() for c in cs], comm, casts,
+                                              cost.queued_saving_s, walk)
+        step[idx] = np.maximum(b_end, link_free) + np.where(view, 0.0, copy_all) + workload.update_s
         count[idx] = buckets
-        # the first iteration: the constructor's buckets (tensors in layout order), no gradient a view yet
-        link1, _ = _lockstep(np.arange(T), marked_t, s_t, [c.first_iteration_limits() for c in cs], comm, casts,
-                             cost.queued_saving_s)
-        first[idx] = np.maximum(bwd_end + copy_all, link1) + copy_all + workload.update_s
+        # the first iteration: the constructor's buckets (tensors in layout order), no gradient a view yet, and no
+        # collective's CPU charged to its backward (its one-off costs are not modelled either)
+        link1, _, b1 = _lockstep(np.arange(T), marked_t, s_t, [c.first_iteration_limits() for c in cs], comm, casts,
+                                 cost.queued_saving_s)
+        first[idx] = np.maximum(bwd_end + copy_all + b1, link1) + copy_all + workload.update_s
     return step, first, count
 
 
-def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=0.0):
+def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=0.0, walk=None):
     """One bucket plan per setting, walked together: tensors taken in ``order``, setting j closing a bucket when
     its bytes reach its next cap (``limit_lists[j]``, the last repeating); a bucket is ready at the latest mark of
-    its tensors (``marked_t``: ready, plus the copies of every earlier hook, plus the casts down of every earlier bucket
-of that setting), launched in order, its collective after the
-    previous one, ``queued_saving_s`` cheaper when it had to wait for it. Returns (each setting's last collective end, its bucket count), arrays of shape (C,)."""
+    its tensors, launched in order, its collective after the previous one, ``queued_saving_s`` cheaper when it had
+    to wait for it.
+
+    Marks: without ``walk``, ``marked_t`` (ready, plus the copies of every earlier hook) plus the casts down of every
+    earlier bucket of that setting. With ``walk = (ready_t, copy, share, backward_end)`` (``order`` the ready order)
+    each setting's backward thread is walked as the reference does (:func:`.reducer._advance`): each gradient's
+    compute since the last and its hook's copy, then a closing bucket's cast, at ``1 - share`` of its speed while
+    that setting's link is busy. Returns (each setting's last collective end, its bucket count, its backward's end:
+    with ``walk`` the walked end, else ``backward_end``-free: the casts down alone, to which the caller adds the
+    backward and the copies), arrays of shape (C,)."""
     n = len(limit_lists)
     L = max(len(x) for x in limit_lists)
     lims = np.array([list(x) + [x[-1]] * (L - len(x)) for x in limit_lists], dtype=float)
@@ -90,21 +100,34 @@ of that setting), launched in order, its collective after the
     prev_launch = np.zeros(n)
     link_free = np.zeros(n)
     buckets = np.zeros(n, dtype=np.int64)
-    rows = np.arange(n)
+    w = np.zeros(n)
+    t_prev = 0.0
     last = len(order) - 1
     for k, i in enumerate(order):
         acc += sizes[i]
-        np.maximum(latest, marked_t[i] + shift, out=latest)
-        close = (acc >= lims[rows, np.minimum(pos, L - 1)]) if k < last else np.ones(n, dtype=bool)
+        if walk is None:
+            np.maximum(latest, marked_t[i] + shift, out=latest)
+        else:
+            ready_t, copy, share, _ = walk
+            w = _advance(w, (ready_t[i] - t_prev) + copy[i], link_free, share)
+            t_prev = ready_t[i]
+            np.maximum(latest, w, out=latest)
+        close = (acc >= lims[np.arange(n), np.minimum(pos, L - 1)]) if k < last else np.ones(n, dtype=bool)
         if not close.any():
             continue
         c = np.nonzero(close)[0]
         nb = acc[c]
         launch = np.maximum(latest[c], prev_launch[c])
         down, up = casts(nb)
-        shift[c] += down
-        queued = link_free[c] > launch + down
-        start = np.maximum(launch + down, link_free[c])
+        if walk is None:
+            cast_w = down
+        else:
+            w2 = _advance(w[c], down, link_free[c], walk[2])
+            cast_w = w2 - w[c]
+            w[c] = w2
+        shift[c] += cast_w
+        queued = link_free[c] > launch + cast_w
+        start = np.maximum(launch + cast_w, link_free[c])
         dur = comm(nb)
         if queued_saving_s:
             dur = np.where(queued, np.maximum(0.0, dur - queued_saving_s), dur)
@@ -114,4 +137,7 @@ of that setting), launched in order, its collective after the
         latest[c] = -np.inf
         pos[c] += 1
         buckets[c] += 1
-    return link_free, buckets
+    if walk is None:
+        return link_free, buckets, shift
+    ready_t, copy, share, bwd = walk
+    return link_free, buckets, _advance(w, max(0.0, bwd - t_prev), link_free, share)

@@ -12,6 +12,8 @@ prices each bucket by what ``torch.distributed``'s allreduce measured on this cl
   allreduce launched back to back to save against a lone one, in the same job.
 - The first-touch phase (:func:`first_touch`, :mod:`.firsttouchprobe`): what a CPU rank pays per byte when its fresh
   gradients are held to the step's end; reported beside the model, not in it.
+- The cpu phase (:func:`cpu_share`, :mod:`.cpuprobe`): the CPU a collective in flight takes from a rank's compute per
+  byte it allreduces, where the ranks' compute fills the cores (``CostModel.collective_cpu_s_per_byte``).
 
 Pure: records in, model out. Raises FitError (one line) for records that cannot give a line.
 """
@@ -77,12 +79,41 @@ def first_touch(recs: list[dict[str, Any]]) -> dict[str, Any] | None:
             "malloc_env": recs[0].get("malloc_env") or {}}
 
 
+def cpu_share(recs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The CPU a collective in flight takes from a rank's compute, from the cpu phase's records (:mod:`.cpuprobe`,
+    one per job; rank 0's rows, every rank computing and allreducing at once).
+
+    Per row (round and stream size): the compute's lost share ``f = 1 - unit_alone / unit_beside`` (processor
+    sharing: beside the stream the unit ran at ``1 - f`` of its speed; 0 where it ran no slower) and the bytes per
+    second the stream moved meanwhile, ``r = bytes / allreduce_beside``; their ratio ``f / r`` is the CPU time per
+    byte allreduced (s). ``cpu_s_per_byte`` is the median over rows. The collectives' own slowdown beside the
+    compute (``allreduce_beside / allreduce_alone``) is reported, not charged. Returns ``{"cpu_s_per_byte",
+    "points" ([bytes, f, bytes/s, allreduce ms alone, beside] per row), "slowdown" (median allreduce beside /
+    alone), "cores_per_host", "ranks", "jobs", "unit"}``, or None for no rows with units beside the stream."""
+    pts = []
+    for rec in recs:
+        for r in rec["rows"]:
+            if not r.get("unit_ms_beside") or not r["allreduce_ms_beside"] > 0:
+                continue
+            f = max(0.0, 1.0 - float(r["unit_ms_alone"]) / float(r["unit_ms_beside"]))
+            rate = float(r["bytes"]) / (float(r["allreduce_ms_beside"]) * 1e-3)
+            pts.append([int(r["bytes"]), f, rate, float(r["allreduce_ms_alone"]), float(r["allreduce_ms_beside"])])
+    if not pts:
+        return None
+    return {"cpu_s_per_byte": float(np.median([f / rate for _, f, rate, _, _ in pts])), "points": pts,
+            "slowdown": float(np.median([b / a for *_, a, b in pts if a > 0])),
+            "cores_per_host": int(recs[0]["cores_per_host"]), "ranks": int(recs[0]["ranks"]), "jobs": len(recs),
+            "unit": recs[0].get("unit", "")}
+
+
 def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, cluster: Cluster,
-                          burst: list[dict[str, Any]] | None = None) -> tuple[CostModel, dict]:
+                          burst: list[dict[str, Any]] | None = None,
+                          cpu: list[dict[str, Any]] | None = None) -> tuple[CostModel, dict]:
     """(cost model, fit info) of a DDP env from its sweep records (one per job). ``link_gbps``: the nominal link
     rate the sweep ran at (Gbit/s, for what-ifs); ``cluster``: the sweep's shape (its ranks are the ring's p);
     ``burst``: the env's burst-phase records (:func:`queued_saving`), None or empty: a queued bucket costs a lone
-    allreduce. Raises FitError for no records or fewer than 2 sizes."""
+    allreduce; ``cpu``: its cpu-phase records (:func:`cpu_share`), None or empty: no collective takes CPU from the
+    compute. Raises FitError for no records or fewer than 2 sizes."""
     from ...fit.collective import fit_collective_tier
     from ...fit.collective import fp16_cost
 
@@ -112,10 +143,13 @@ def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, clust
     fp = fp16_cost(pseudo) if pseudo[0]["sizes"] and pseudo[0]["casts"] else {"sum_extra_ns_per_elem": None}
     fp16 = Fp16Cost.from_fit(fp, "measured: the DDP sweep's float16 allreduces and the hook's casts")
     queued = queued_saving(burst or [], tier, p)
+    share = cpu_share(cpu or [])
     cost = CostModel(inter=tier, intra=None if cluster.nodes > 1 else tier, link_gbps=link_gbps, memcpy_Bps=copy_Bps,
-                     negotiation=Negotiation(), fp16=fp16, queued_saving_s=queued["saving_us"] * 1e-6)
+                     negotiation=Negotiation(), fp16=fp16, queued_saving_s=queued["saving_us"] * 1e-6,
+                     collective_cpu_s_per_byte=None if share is None else share["cpu_s_per_byte"])
     info = {"ranks": p, "sizes": [int(b) for b in sizes], "measured_ms": [round(t * 1e3, 4) for t in times],
             "predicted_ms": [round(float(q) * 1e3, 4) for q in pred], "alpha_us": lin.a_s * 1e6,
             "busbw_gbps": (2 * (p - 1) / p) / lin.b_s_per_byte * 8 / 1e9 if lin.b_s_per_byte > 0 else None,
-            "piecewise": piece, "copy_GBps": copy_Bps / 1e9, "fp16": fp, "queued": queued}
+            "piecewise": piece, "copy_GBps": copy_Bps / 1e9, "fp16": fp, "queued": queued,
+            "cpu": None if share is None else {**share, "share": cost.collective_cpu_share(cluster)}}
     return cost, info

@@ -31,6 +31,8 @@ SWEEP_SIZES = tuple(1 << k for k in range(12, 28))
 BURST_RECORDS, BURST_JOBS = "ddp-burst.jsonl", 3
 #: the first-touch phase's file and default job count (:mod:`.firsttouchprobe`)
 FIRST_TOUCH_RECORDS, FIRST_TOUCH_JOBS = "ddp-first-touch.jsonl", 1
+#: the cpu phase's file and default job count (:mod:`.cpuprobe`)
+CPU_RECORDS, CPU_JOBS = "ddp-cpu.jsonl", 1
 DEFAULT_SETTINGS = (DdpConfig(), DdpConfig(bucket_cap_mb=1), DdpConfig(bucket_cap_mb=4), DdpConfig(bucket_cap_mb=10),
                     DdpConfig(bucket_cap_mb=25), DdpConfig(bucket_cap_mb=50), DdpConfig(bucket_cap_mb=100),
                     DdpConfig(bucket_cap_mb=200), DdpConfig(bucket_cap_mb_list=(1, 4, 25)),
@@ -83,15 +85,16 @@ def replay_args(model: str, compute_ms: float, steps: int, warmup: int, cfg: Ddp
 
 def measure_ddp(env_dir: Path, *, np_: int = 2, bandwidth_gbit: float | None = None, testbed_hosts: int = 0,
                 ranks_per_host: int = 1, link_gbit: float | None = None, jobs: int = 3, repeats: int = 7,
-                burst_jobs: int = BURST_JOBS, first_touch_jobs: int = FIRST_TOUCH_JOBS, timeout_s: float = 600.0,
-                say: Callable[[str], None] = print) -> Path:
+                burst_jobs: int = BURST_JOBS, first_touch_jobs: int = FIRST_TOUCH_JOBS, cpu_jobs: int = CPU_JOBS,
+                timeout_s: float = 600.0, say: Callable[[str], None] = print) -> Path:
     """The DDP sweep of an environment: ``jobs`` sweep jobs (:mod:`.sweepprobe`, :data:`SWEEP_SIZES`, ``repeats``
     timed allreduces per size after 2 warm-ups) appended to ``env_dir/ddp-sweep.jsonl``, then ``burst_jobs`` jobs
     of the burst phase (:mod:`.burstprobe`: allreduces back to back against lone ones) appended to
     ``env_dir/ddp-burst.jsonl`` (0 skips it), then ``first_touch_jobs`` jobs of the first-touch phase
     (:mod:`.firsttouchprobe`: fresh gradients held to the step's end against dropped after their copy, every rank of a
-    host at once) appended to ``env_dir/ddp-first-touch.jsonl`` (0 skips it), each resuming after the jobs already
-    there. Returns the sweep's file.
+    host at once) appended to ``env_dir/ddp-first-touch.jsonl`` (0 skips it), then ``cpu_jobs`` jobs of the cpu phase
+    (:mod:`.cpuprobe`: compute beside a stream of allreduces and alone, every rank at once) appended to
+    ``env_dir/ddp-cpu.jsonl`` (0 skips it), each resuming after the jobs already there. Returns the sweep's file.
     Raises ValidationError (one line) when a job gives no result or the testbed cannot be built."""
     from ...realrun.launcher import testbed_for
     from .launch import run_ddp
@@ -104,8 +107,11 @@ def measure_ddp(env_dir: Path, *, np_: int = 2, bandwidth_gbit: float | None = N
     have_b = len(read_jsonl(burst)) if burst.exists() else 0
     touch = env_dir / FIRST_TOUCH_RECORDS
     have_f = len(read_jsonl(touch)) if touch.exists() else 0
-    if have >= jobs and have_b >= burst_jobs and have_f >= first_touch_jobs:
-        say(f"{out}: {have} sweep job(s) already there; {have_b} burst job(s); {have_f} first-touch job(s)")
+    cpu = env_dir / CPU_RECORDS
+    have_c = len(read_jsonl(cpu)) if cpu.exists() else 0
+    if have >= jobs and have_b >= burst_jobs and have_f >= first_touch_jobs and have_c >= cpu_jobs:
+        say(f"{out}: {have} sweep job(s) already there; {have_b} burst job(s); {have_f} first-touch job(s); "
+            f"{have_c} cpu job(s)")
         return out
     topo = (testbed_hosts, ranks_per_host) if testbed_hosts else None
     setup = _setup(np_, bandwidth_gbit, testbed_hosts, ranks_per_host, link_gbit)
@@ -122,7 +128,8 @@ def measure_ddp(env_dir: Path, *, np_: int = 2, bandwidth_gbit: float | None = N
         for module, args, tag, path, start, n, what in (
                 ("sweepprobe", sweep_args, "AUTOTUNER_DDP_SWEEP", out, have, jobs, "sweep"),
                 ("burstprobe", [], "AUTOTUNER_DDP_BURST", burst, have_b, burst_jobs, "burst"),
-                ("firsttouchprobe", [], "AUTOTUNER_DDP_FIRST_TOUCH", touch, have_f, first_touch_jobs, "first-touch")):
+                ("firsttouchprobe", [], "AUTOTUNER_DDP_FIRST_TOUCH", touch, have_f, first_touch_jobs, "first-touch"),
+                ("cpuprobe", ["--hosts", str(testbed_hosts or 1)], "AUTOTUNER_DDP_CPU", cpu, have_c, cpu_jobs, "cpu")):
             for k in range(start, n):
                 r = run_ddp(f"autotuner.frameworks.ddp.{module}", args, ranks_per_host=nproc, testbed=tb,
                             timeout_s=timeout_s)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ...errors import RunsError
@@ -24,9 +24,11 @@ def env_cost(folder: Path):
     """(cost model, fit info, sweep records) of the DDP env in ``folder``: its ``ddp-sweep.jsonl`` and, where
     measured, its ``ddp-burst.jsonl``, checked by their schemas and fitted
     (:func:`autotuner.frameworks.ddp.fit.cost_model_from_sweep`); the info's ``first_touch`` is its
-    ``ddp-first-touch.jsonl`` summed up (:func:`autotuner.frameworks.ddp.fit.first_touch`; None where not measured). Raises RunsError (one line) for a missing, empty
+    ``ddp-first-touch.jsonl`` summed up (:func:`autotuner.frameworks.ddp.fit.first_touch`; None where not measured);
+    its ``ddp-cpu.jsonl`` gives the model's ``collective_cpu_s_per_byte`` and the info's ``cpu``
+    (:func:`autotuner.frameworks.ddp.fit.cpu_share`). Raises RunsError (one line) for a missing, empty
     or damaged file, FitError for records that give no line."""
-    from ...schemas.ddp import DdpBurstRecord, DdpFirstTouchRecord, DdpSweepRecord
+    from ...schemas.ddp import DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord
     from .fit import cost_model_from_sweep, first_touch
 
     sweep = read_jsonl(folder / "ddp-sweep.jsonl", DdpSweepRecord)
@@ -36,9 +38,11 @@ def env_cost(folder: Path):
     burst = read_jsonl(burst_path, DdpBurstRecord) if burst_path.exists() else []
     touch_path = folder / "ddp-first-touch.jsonl"
     touch = read_jsonl(touch_path, DdpFirstTouchRecord) if touch_path.exists() else []
+    cpu_path = folder / "ddp-cpu.jsonl"
+    cpu = read_jsonl(cpu_path, DdpCpuRecord) if cpu_path.exists() else []
     setup = sweep[0]["setup"]
     link = setup.get("link_gbit") or setup.get("bandwidth_gbit") or 10.0
-    cost, info = cost_model_from_sweep(sweep, link_gbps=float(link), cluster=env_cluster(setup), burst=burst)
+    cost, info = cost_model_from_sweep(sweep, link_gbps=float(link), cluster=env_cluster(setup), burst=burst, cpu=cpu)
     info["first_touch"] = first_touch(touch)
     return cost, info, sweep
 
@@ -74,6 +78,25 @@ def env_cluster(setup: dict) -> Cluster:
     if setup.get("testbed_hosts"):
         return Cluster(int(setup["testbed_hosts"]), int(setup["ranks_per_host"]))
     return Cluster(1, int(setup["np"]))
+
+
+def cpu_phase_cores(env_dir: Path) -> int | None:
+    """The cores one host's ranks share, as the env's cpu phase recorded them (``ddp-cpu.jsonl``'s first job), or
+    None where the phase never ran (or its file is unreadable: :func:`env_cost` reports that)."""
+    try:
+        line = next((ln for ln in (env_dir / "ddp-cpu.jsonl").read_text().splitlines() if ln.strip()), "")
+        return int(json.loads(line)["cores_per_host"]) if line else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def fills_cores(layout, ranks_per_host: int, cores: int | None) -> bool:
+    """Whether a layout profiled on the CPU (``device`` "cpu...": ``autotuner profile --device cpu``) runs with at
+    least as many ranks per host as the host's ``cores``: its compute then fills them, and every collective in flight
+    takes CPU from it (``Workload.cpu_bound``). False for a layout with no device (written from published shapes)
+    or no core count."""
+    dev = getattr(layout, "device", None)
+    return bool(dev) and str(dev).lower().startswith("cpu") and bool(cores) and ranks_per_host >= int(cores)
 
 
 def replay_workload(setup: dict) -> Workload:
@@ -130,6 +153,7 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
     from ...schemas.ddp import DdpTrialRecord
 
     out = []
+    cores = cpu_phase_cores(env_dir)
     for f in files if files is not None else sorted((env_dir / "ddp-validation").glob("*.jsonl")):
         groups: dict[str, list[dict]] = {}
         for r in read_jsonl(f, DdpTrialRecord):
@@ -143,8 +167,11 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
                 cfg = DdpConfig.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in rs[0]["ddp"].items()})
             except (KnobError, TypeError) as e:
                 raise RunsError(f"{f}: {label}: ddp: {str(e).splitlines()[0]}") from None
-            sim = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, replay_workload(setup), cfg, cost,
-                                    model_file_cluster or env_cluster(setup), L.dtypes)
+            cluster = model_file_cluster or env_cluster(setup)
+            wl = replay_workload(setup)
+            if setup.get("command") and fills_cores(L, cluster.gpus_per_node, cores):  # a user's real CPU compute
+                wl = replace(wl, cpu_bound=True)
+            sim = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, wl, cfg, cost, cluster, L.dtypes)
             meds = [float(r["measured_step_time_ms"]) for r in rs]
             firsts = [float(r["first_step_ms"]) for r in rs if r.get("first_step_ms")]
             over = [float(r["stage_overrun_ms"]) for r in rs if r.get("stage_overrun_ms") is not None]

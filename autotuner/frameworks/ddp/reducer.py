@@ -139,57 +139,72 @@ def _checked(sizes_bytes, ready_fraction, dtypes):
     return sizes, ready, dt
 
 
+def _advance(w, d, link_free, share: float):
+    """The wall time (s) when ``d`` s of the backward thread's own work (compute, a hook's copy or cast), started at
+    ``w``, is done, while the link is busy until ``link_free`` and a collective in flight leaves the thread ``1 -
+    share`` of its core (:meth:`CostModel.collective_cpu_share`; 0: no collective takes CPU from it). Elementwise on
+    arrays."""
+    if not share:
+        return w + d
+    busy = np.maximum(0.0, link_free - w)
+    in_busy = busy * (1.0 - share)
+    return np.where(d <= in_busy, w + d / (1.0 - share), w + busy + (d - in_busy))
+
+
 def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostModel, cluster: Cluster,
-              workload: Workload):
-    """(result buckets, backward end, last collective end, copy-in total, cast total) for one bucket plan."""
+              workload: Workload, share: float = 0.0):
+    """(result buckets, backward end, copy-in total, cast total) for one bucket plan: the backward's thread walked
+    gradient by gradient in ready order (``order``), each hook's copy and each compress hook's cast on it, at ``1 -
+    share`` of its speed while a collective is in flight."""
     hook = cfg.comm_hook
     if hook == "powerSGD":
         raise ScenarioError("the powerSGD hook is lossy and not simulated (issue 30: show, never propose)")
     compressed = hook in ("fp16_compress", "bf16_compress")
     wire_cost = cost.for_fp16() if compressed else cost
-    fp16 = cost.fp16
-    # the hooks' copies delay the rest of the backward (they run on its thread): shift every later ready time
+    fp16 = cost.fp16 if compressed and cost.fp16 is not None else None
+    # the hooks' copies run on the backward's thread: every later gradient waits for them
     copy_in = np.asarray([cost.memcpy_s(float(s)) / 2 for s in sizes])
-    pos = np.empty(sizes.size, dtype=np.int64)
-    pos[np.asarray(order)] = np.arange(sizes.size)
-    # a compress hook casts its bucket down when the bucket's last gradient is marked, on the same thread
-    # (mark_bucket_ready -> run_comm_hook): every later gradient waits for it too
-    cast_after: dict[int, float] = {}
-    if compressed and fp16 is not None:
-        for b in buckets:
-            nb = sum(int(sizes[i]) for i in b)
-            cast_after[max(b, key=lambda i: pos[i])] = nb / 4 * fp16.cast_down_s_per_elem + fp16.cast_down_s_per_tensor
-    t_marked = np.empty(sizes.size)
-    shift = 0.0
+    nbytes = [int(sum(int(sizes[i]) for i in b)) for b in buckets]
+    left = [len(b) for b in buckets]
+    bucket_of = {int(i): k for k, b in enumerate(buckets) for i in b}
+    ready_w = [0.0] * len(buckets)
+    cast_w = [0.0] * len(buckets)
+    out: list[DdpBucket] = []
+    link_free = prev_launch = cast_total = 0.0
+    w = t_prev = 0.0  # the thread's wall clock, and the compute clock it has reached
     for i in order:
-        shift += copy_in[i]
-        t_marked[i] = ready_t[i] + shift
-        shift += cast_after.get(int(i), 0.0)
-    out = []
-    link_free = 0.0
-    prev_launch = 0.0
-    cast_total = 0.0
-    for b, cap in zip(buckets, caps):
-        nbytes = int(sum(int(sizes[i]) for i in b))
-        ready = float(max(t_marked[i] for i in b))
-        launch = max(ready, prev_launch)
-        cast_down = 0.0
-        if compressed and fp16 is not None:
-            cast_down = nbytes / 4 * fp16.cast_down_s_per_elem + fp16.cast_down_s_per_tensor
-        start = max(launch + cast_down, link_free)
-        wire = nbytes // 2 if compressed else nbytes
-        dur = float(wire_cost.allreduce_s(wire, cluster, False)) * workload.comm_scale
-        if link_free > launch + cast_down:  # queued behind the previous bucket's collective: back to back
-            dur = max(0.0, dur - cost.queued_saving_s)
-        cast_up = 0.0
-        if compressed and fp16 is not None:
-            cast_up = nbytes / 4 * fp16.cast_up_s_per_elem + fp16.cast_up_s_per_tensor
-        end = start + dur + cast_up  # the callback casts back on the collective's thread
-        link_free = end
-        prev_launch = launch
-        cast_total += cast_down + cast_up
-        out.append(DdpBucket(tuple(int(i) for i in b), nbytes, int(cap), ready, launch, start, end))
-    return out, float(copy_in.sum()), cast_total
+        i = int(i)
+        w = float(_advance(w, (ready_t[i] - t_prev) + copy_in[i], link_free, share))
+        t_prev = ready_t[i]
+        k = bucket_of[i]
+        left[k] -= 1
+        ready_w[k] = max(ready_w[k], w)
+        if left[k]:
+            continue
+        if fp16 is not None:  # mark_bucket_ready -> run_comm_hook casts the bucket down on this thread
+            down = nbytes[k] / 4 * fp16.cast_down_s_per_elem + fp16.cast_down_s_per_tensor
+            w2 = float(_advance(w, down, link_free, share))
+            cast_w[k], w = w2 - w, w2
+        while len(out) < len(buckets) and not left[len(out)]:  # launched in order (next_bucket_)
+            b = len(out)
+            launch = max(ready_w[b], prev_launch)
+            start = max(launch + cast_w[b], link_free)
+            wire = nbytes[b] // 2 if compressed else nbytes[b]
+            dur = float(wire_cost.allreduce_s(wire, cluster, False)) * workload.comm_scale
+            if link_free > launch + cast_w[b]:  # queued behind the previous bucket's collective: back to back
+                dur = max(0.0, dur - cost.queued_saving_s)
+            cast_up = 0.0
+            if fp16 is not None:
+                cast_up = nbytes[b] / 4 * fp16.cast_up_s_per_elem + fp16.cast_up_s_per_tensor
+            end = start + dur + cast_up  # the callback casts back on the collective's thread
+            link_free, prev_launch = end, launch
+            cast_total += cast_w[b] + cast_up
+            out.append(DdpBucket(tuple(int(x) for x in buckets[b]), nbytes[b], int(caps[b]), ready_w[b], launch,
+                                 start, end))
+    # the rest of the backward after its last gradient (none in a layout, whose last gradient ends it)
+    bwd = workload.forward_s + workload.backward_s
+    w = float(_advance(w, max(0.0, bwd - t_prev), link_free, share))
+    return out, w, float(copy_in.sum()), cast_total
 
 
 def simulate_ddp_step(sizes_bytes, ready_fraction, workload: Workload, cfg: DdpConfig, cost: CostModel,
@@ -207,11 +222,11 @@ def simulate_ddp_step(sizes_bytes, ready_fraction, workload: Workload, cfg: DdpC
     ready_t = hand_over_times(workload.forward_s + ready * workload.backward_s, workload.forward_s,
                               workload.host_backward_s)
     order = np.argsort(ready_t, kind="stable")
-    bwd_end = workload.forward_s + workload.backward_s
+    share = cost.collective_cpu_share(cluster) if workload.cpu_bound else 0.0
 
-    def one(buckets, caps, view_cfg):
-        bk, copy_in, cast = _timeline(sizes, ready_t, order, buckets, caps, view_cfg, cost, cluster, workload)
-        b_end = bwd_end + copy_in
+    def one(buckets, caps, view_cfg, share):
+        bk, b_end, copy_in, cast = _timeline(sizes, ready_t, order, buckets, caps, view_cfg, cost, cluster, workload,
+                                             share)
         c_end = max((b.end_s for b in bk), default=0.0)
         copy_out = 0.0 if view_cfg.gradient_as_bucket_view else sum(cost.memcpy_s(float(s)) / 2 for s in sizes)
         step = max(b_end, c_end) + copy_out + workload.update_s
@@ -223,10 +238,10 @@ def simulate_ddp_step(sizes_bytes, ready_fraction, workload: Workload, cfg: DdpC
         buckets, caps = assign_buckets(sizes, dt, cfg.first_iteration_limits())
         buckets_order = sorted(range(len(buckets)), key=lambda k: min(pos for pos in buckets[k]))
         buckets, caps = [buckets[k] for k in buckets_order], [caps[k] for k in buckets_order]
-    bk, b_end, c_end, copies, cast, step = one(buckets, caps, cfg)
+    bk, b_end, c_end, copies, cast, step = one(buckets, caps, cfg, share)
     # the first iteration: the constructor's buckets, and no gradient is yet a view of its bucket
     fb, fc = assign_buckets(sizes, dt, cfg.first_iteration_limits())
     first = one(fb, fc, DdpConfig(**{**cfg.to_dict(), "bucket_cap_mb_list": cfg.bucket_cap_mb_list,
-                                     "gradient_as_bucket_view": False}))[5]
+                                     "gradient_as_bucket_view": False}), 0.0)[5]
     # exposed: how long the last collective ends after the backward (copies in included) has
     return DdpStepResult(step, first, b_end, c_end, max(0.0, c_end - b_end), copies, cast, tuple(bk))
