@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from autotuner.errors import KnobError, ScenarioError
+from autotuner.errors import CostModelError, KnobError, ScenarioError
 from autotuner.frameworks.ddp.knobs import DDP_KNOBS, DdpConfig
 from autotuner.frameworks.ddp.reducer import assign_buckets, simulate_ddp_step
 from autotuner.model.costmodel import Cluster, CostModel, Tier
@@ -117,6 +117,36 @@ def test_a_compress_hooks_cast_delays_the_later_gradients():
     assert hooked.buckets[1].start_s == pytest.approx(0.15 + 2 * c + 2e-3)
 
 
+def test_a_collective_in_flight_slows_a_cpu_bound_backward():
+    """The cpu phase's law (``CollectiveCpu``): while a collective runs, a CPU-bound backward's thread gets ``1 - f``
+    of its core, ``f`` = the collective's CPU (per collective + per byte) over its duration, at most half a core.
+    Two 2 MiB tensors ready at 1/2 and 1 of a 100 ms backward after a 50 ms forward, 1 MiB caps, the hand-worked
+    step's link (bucket allreduce 18.777 ms) and copies (c = 2.097 ms): bucket 0 starts at 100 + c and takes
+    CPU 2 ms + 2 MiB x 1 ns = 4.097 ms over its 18.777 ms, f = 0.2182. The 50 ms of compute after it run 18.777 ms
+    at 1 - f and the rest at full speed: bucket 1 is marked (and, with the view, starts) at 100 + c + 18.777 +
+    (50 - 18.777 x (1 - f)) + c ms, 4.097 ms later than without the term; not cpu_bound, nothing changes."""
+    from dataclasses import replace
+
+    from autotuner.model.costmodel import CollectiveCpu
+
+    cost = replace(_cost(), collective_cpu=CollectiveCpu(2e-3, 1e-9))
+    cfg = DdpConfig(bucket_cap_mb=1, gradient_as_bucket_view=True)
+    plain = simulate_ddp_step([2 * MIB, 2 * MIB], [0.5, 1.0], Workload(forward_s=0.05, backward_s=0.1), cfg, cost,
+                              Cluster(1, 2))
+    bound = simulate_ddp_step([2 * MIB, 2 * MIB], [0.5, 1.0], Workload(forward_s=0.05, backward_s=0.1, cpu_bound=True),
+                              cfg, cost, Cluster(1, 2))
+    one, c = 2e-3 + 2 * MIB / 125e6, 2 * MIB / 1e9
+    f = (2e-3 + 2 * MIB * 1e-9) / one
+    assert cost.collective_cpu.share(2 * MIB, one) == pytest.approx(f)
+    assert bound.buckets[0].start_s == pytest.approx(0.1 + c)
+    assert bound.buckets[1].ready_s == pytest.approx(0.1 + c + one + (0.05 - one * (1 - f)) + c)
+    assert bound.buckets[1].ready_s - plain.buckets[1].ready_s == pytest.approx(f * one)
+    assert bound.step_time_s - plain.step_time_s == pytest.approx(f * one)
+    assert CollectiveCpu(1.0).share(MIB, 1e-3) == 0.5 and CollectiveCpu(1.0).share(MIB, 0.0) == 0.0  # capped; none
+    with pytest.raises(CostModelError):
+        CollectiveCpu(-1e-3)
+
+
 def test_a_hand_worked_step():
     """Two tensors of 2 MiB ready at 1/2 and 1 of a 100 ms backward (after a 50 ms forward), 1 MiB caps, 2 ranks on
     one host at 1 Gbit/s (125 MB/s) and 1 ms alpha: each bucket's allreduce = 2 x 1 ms + 2 MiB / 125 MB/s =
@@ -211,19 +241,21 @@ def _grid():
     return out + [DdpConfig(bucket_cap_mb_list=(1, 4, 25)), DdpConfig(bucket_cap_mb_list=(0.5, 64), comm_hook="bf16_compress")]
 
 
-@pytest.mark.parametrize("queued_saving_s", [0.0, 4e-4])
-def test_the_batch_version_is_the_reference(queued_saving_s):
+@pytest.mark.parametrize("queued_saving_s,cpu_bound", [(0.0, False), (4e-4, False), (4e-4, True)])
+def test_the_batch_version_is_the_reference(queued_saving_s, cpu_bound):
     """Contract: the batch simulator gives the reference's step, first step and bucket count on every setting of a
     grid (caps from 0.25 to 200 MiB, DDP's default, per-bucket lists, view and hooks), ResNet-50's 161 gradients on
-    a fitted env whose fp16 term is measured (fresh-poll-2gbit), with and without a queued bucket's saving; within
+    a fitted env whose fp16 term is measured (fresh-poll-2gbit), with and without a queued bucket's saving, and with
+    a CPU-bound backward that each collective in flight slows (``CollectiveCpu`` of 2 ms + 1 ns per byte); within
     1e-9 s (float summation order)."""
     from dataclasses import replace
 
     from autotuner.frameworks.ddp.fastsim import simulate_ddp_batch
+    from autotuner.model.costmodel import CollectiveCpu
 
     L, fenv = _layout_and_env()
-    cost = replace(fenv.cost, queued_saving_s=queued_saving_s)
-    w = Workload(forward_s=0.03, backward_s=0.06, update_s=0.002)
+    cost = replace(fenv.cost, queued_saving_s=queued_saving_s, collective_cpu=CollectiveCpu(2e-3, 1e-9))
+    w = Workload(forward_s=0.03, backward_s=0.06, update_s=0.002, cpu_bound=cpu_bound)
     cfgs = _grid()
     step, first, count = simulate_ddp_batch(L.sizes_bytes, L.ready_fraction, w, cfgs, cost, fenv.cluster, L.dtypes)
     for j, c in enumerate(cfgs):

@@ -242,6 +242,35 @@ class ComputeDelay:
 
 
 @dataclass(frozen=True)
+class CollectiveCpu:
+    """The CPU time a rank's collective takes from the compute beside it, on a host whose cores the ranks' compute
+    fills (CPU ranks, one compute thread per core): ``per_collective_s + per_byte_s · n`` seconds for a collective
+    of ``n`` bytes (its buffer as sent). Every collective wakes Gloo's worker and TCP device threads for each ring
+    step (``ProcessGroupGloo``, ``gloo/transport/tcp``) and the kernel's network work runs on the same cores; the
+    byte part is the copies and the reduction. Measured by DDP's cpu phase (:mod:`autotuner.frameworks.ddp.cpuprobe`:
+    compute units beside a stream of allreduces and alone; fitted by :func:`autotuner.frameworks.ddp.fit.cpu_share`
+    by non-negative least squares). Raises CostModelError for a negative or non-finite value."""
+
+    per_collective_s: float
+    per_byte_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (self.per_collective_s >= 0 and self.per_byte_s >= 0 and np.isfinite(self.per_collective_s)
+                and np.isfinite(self.per_byte_s)):
+            raise CostModelError(f"collective CPU needs finite values >= 0, got {self}")
+
+    def share(self, nbytes, duration_s):
+        """The share of a core (0 to :data:`MAX_CYCLE_SHARE`) a collective of ``nbytes`` lasting ``duration_s`` (s)
+        takes from a compute thread while it runs (scalar or arrays): its CPU time over its duration, the compute
+        running at ``1 - share`` of its speed (processor sharing); capped at :data:`MAX_CYCLE_SHARE`, the fair half
+        of a core the scheduler gives two runnable threads. 0 for a collective of no duration."""
+        d = np.asarray(duration_s, dtype=float)
+        cpu = self.per_collective_s + self.per_byte_s * np.asarray(nbytes, dtype=float)
+        out = np.where(d > 0, np.minimum(MAX_CYCLE_SHARE, cpu / np.where(d > 0, d, 1.0)), 0.0)
+        return float(out) if out.ndim == 0 else out
+
+
+@dataclass(frozen=True)
 class HostPasses:
     """Host (CPU) time around each response besides its collective, with a cache knee.
 
@@ -513,11 +542,9 @@ class CostModel:
             (:func:`autotuner.frameworks.ddp.fit.queued_saving`), charged by DDP's Reducer simulator to a bucket
             that waits for the link. 0 where not measured; Horovod's simulator does not read it (its burst phase
             prices small responses through the tier's latency, docs/accuracy.md).
-        collective_cpu_s_per_byte: the CPU a rank's collective takes from its compute, per byte of the buffer it
-            allreduces (s/byte), where the ranks' compute fills the host's cores: measured by DDP's cpu phase
-            (:mod:`autotuner.frameworks.ddp.cpuprobe`, fitted by :func:`autotuner.frameworks.ddp.fit.cpu_share`) on
-            the env's own link; None where not measured. :meth:`collective_cpu_share` turns it into the share of a
-            core a collective in flight takes.
+        collective_cpu: the CPU a rank's collective takes from its compute where the ranks' compute fills the
+            host's cores (:class:`CollectiveCpu`), measured by DDP's cpu phase on the env's own link; None where not
+            measured.
     """
 
     inter: Tier
@@ -531,21 +558,7 @@ class CostModel:
     compute_delay: ComputeDelay | None = None
     fp16: Fp16Cost | None = None
     queued_saving_s: float = 0.0
-    collective_cpu_s_per_byte: float | None = None
-
-    def collective_cpu_share(self, cluster: "Cluster", probe_bytes: float = 64 * 2**20) -> float:
-        """The share ``f`` of a core (0 to :data:`MAX_CYCLE_SHARE`) that a collective in flight takes from a rank's
-        compute on a host whose cores the ranks' compute fills: :attr:`collective_cpu_s_per_byte` x the buffer
-        bytes per second this model's allreduce of ``probe_bytes`` (bytes, bandwidth-bound) moves on ``cluster``.
-        A compute thread beside it runs at ``1 - f`` of its speed (processor sharing); capped at
-        :data:`MAX_CYCLE_SHARE`, the fair half of a core the scheduler gives two runnable threads. A latency-bound
-        collective moves fewer bytes per second, so this share overstates what it takes. 0.0 where not measured."""
-        if not self.collective_cpu_s_per_byte:
-            return 0.0
-        t = float(self.allreduce_s(probe_bytes, cluster, False))
-        if not t > 0:
-            return 0.0
-        return float(min(MAX_CYCLE_SHARE, self.collective_cpu_s_per_byte * probe_bytes / t))
+    collective_cpu: "CollectiveCpu | None" = None
 
     def for_fp16(self) -> "CostModel":
         """The tiers a float16 payload sees (:meth:`Fp16Cost.tier`); unchanged without :attr:`fp16`."""
@@ -650,8 +663,9 @@ class CostModel:
                                   "per_byte_ns": self.compute_delay.per_byte_s * 1e9}} if self.compute_delay else {}),
             **({"fp16": self.fp16.to_dict()} if self.fp16 else {}),
             **({"queued_saving_us": self.queued_saving_s * 1e6} if self.queued_saving_s else {}),
-            **({"collective_cpu_ns_per_byte": self.collective_cpu_s_per_byte * 1e9}
-               if self.collective_cpu_s_per_byte is not None else {}),
+            **({"collective_cpu": {"per_collective_us": self.collective_cpu.per_collective_s * 1e6,
+                                   "per_byte_ns": self.collective_cpu.per_byte_s * 1e9}}
+               if self.collective_cpu is not None else {}),
         }
 
     @classmethod
@@ -678,7 +692,8 @@ class CostModel:
                            if d.get("compute_delay") else None),
             fp16=Fp16Cost.from_dict(d["fp16"]) if d.get("fp16") else None,
             queued_saving_s=float(d.get("queued_saving_us", 0.0)) * 1e-6,
-            collective_cpu_s_per_byte=(None if d.get("collective_cpu_ns_per_byte") is None
-                                       else float(d["collective_cpu_ns_per_byte"]) * 1e-9),
+            collective_cpu=(CollectiveCpu(float(d["collective_cpu"]["per_collective_us"]) * 1e-6,
+                                          float(d["collective_cpu"].get("per_byte_ns", 0.0)) * 1e-9)
+                            if d.get("collective_cpu") else None),
         )
 

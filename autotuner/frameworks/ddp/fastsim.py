@@ -14,7 +14,7 @@ from ...errors import ScenarioError
 from ...model.costmodel import Cluster, CostModel
 from ...model.workload import Workload, hand_over_times
 from .knobs import DdpConfig
-from .reducer import _advance, _checked, simulate_ddp_step
+from .reducer import _checked, simulate_ddp_step
 
 
 def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs, cost: CostModel, cluster: Cluster,
@@ -44,17 +44,17 @@ def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs,
     marked_t[order] = ready_t[order] + np.cumsum(copy[order])
     bwd_end = workload.forward_s + workload.backward_s
     T = sizes.size
-    share = cost.collective_cpu_share(cluster) if workload.cpu_bound else 0.0
-    walk = (ready_t, copy, share, bwd_end)
+    cpu = cost.collective_cpu if workload.cpu_bound else None
+    walk = (ready_t, copy, cpu, bwd_end)
     for hook in dict.fromkeys(c.comm_hook for c in configs):
         idx = np.array([j for j, c in enumerate(configs) if c.comm_hook == hook])
         compressed = hook in ("fp16_compress", "bf16_compress")
         wire_cost = cost.for_fp16() if compressed else cost
         fp = cost.fp16 if compressed else None
 
-        def comm(nbytes: np.ndarray) -> np.ndarray:
+        def comm(nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             wire = np.floor(nbytes / 2) if compressed else nbytes
-            return np.asarray(wire_cost.allreduce_s(wire, cluster, False), dtype=float) * workload.comm_scale
+            return np.asarray(wire_cost.allreduce_s(wire, cluster, False), dtype=float) * workload.comm_scale, wire
 
         def casts(nbytes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             if fp is None:
@@ -77,6 +77,50 @@ def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs,
     return step, first, count
 
 
+class _InFlight:
+    """Each setting's collectives scheduled so far, ``[end, share]`` in launch order (arrays of shape (C, T)), and
+    the first one not yet over: the batch form of :func:`.reducer._advance`'s list."""
+
+    def __init__(self, n: int, cap: int):
+        self.end = np.zeros((n, cap))
+        self.share = np.zeros((n, cap))
+        self.count = np.zeros(n, dtype=np.int64)
+        self.head = np.zeros(n, dtype=np.int64)
+        self.rows = np.arange(n)
+
+    def add(self, c, end, share) -> None:
+        self.end[c, self.count[c]] = end
+        self.share[c, self.count[c]] = share
+        self.count[c] += 1
+
+    def advance(self, w, d, c=None):
+        """:func:`.reducer._advance` for every setting (or those in ``c``) at once: the wall times after ``d`` s of
+        the backward thread's work from ``w`` (arrays of the settings' shape)."""
+        rows = self.rows if c is None else c
+        w, d = np.array(w, dtype=float), np.array(d, dtype=float) * np.ones(len(rows))
+        h = self.head[rows].copy()
+        cnt = self.count[rows]
+        last = self.end.shape[1] - 1
+        while True:
+            m = (h < cnt) & (d > 0)
+            if not m.any():
+                break
+            e = self.end[rows, np.minimum(h, last)]
+            f = self.share[rows, np.minimum(h, last)]
+            over = m & (e <= w)
+            cur = m & ~over
+            room = (e - w) * (1.0 - f)
+            fin = cur & (d <= room)
+            part = cur & ~fin
+            w = np.where(fin, w + d / np.where(fin, 1.0 - f, 1.0), np.where(part, e, w))
+            d = np.where(fin, 0.0, np.where(part, d - room, d))
+            h = np.where(over | part, h + 1, h)
+        # collectives over before this point are never read again: start there next time (one before the one in
+        # flight, since w may sit exactly at its end)
+        self.head[rows] = np.maximum(self.head[rows], np.maximum(0, h - 1))
+        return w + d
+
+
 def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=0.0, walk=None):
     """One bucket plan per setting, walked together: tensors taken in ``order``, setting j closing a bucket when
     its bytes reach its next cap (``limit_lists[j]``, the last repeating); a bucket is ready at the latest mark of
@@ -84,12 +128,12 @@ def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=
     to wait for it.
 
     Marks: without ``walk``, ``marked_t`` (ready, plus the copies of every earlier hook) plus the casts down of every
-    earlier bucket of that setting. With ``walk = (ready_t, copy, share, backward_end)`` (``order`` the ready order)
+    earlier bucket of that setting. With ``walk = (ready_t, copy, cpu, backward_end)`` (``order`` the ready order)
     each setting's backward thread is walked as the reference does (:func:`.reducer._advance`): each gradient's
-    compute since the last and its hook's copy, then a closing bucket's cast, at ``1 - share`` of its speed while
-    that setting's link is busy. Returns (each setting's last collective end, its bucket count, its backward's end:
-    with ``walk`` the walked end, else ``backward_end``-free: the casts down alone, to which the caller adds the
-    backward and the copies), arrays of shape (C,)."""
+    compute since the last and its hook's copy, then a closing bucket's cast, slowed by that setting's collectives in
+    flight by their :class:`~autotuner.model.costmodel.CollectiveCpu` share (``cpu``; None: not slowed). Returns
+    (each setting's last collective end, its bucket count, its backward's end: with ``walk`` the walked end, else
+    the casts down alone, to which the caller adds the backward and the copies), arrays of shape (C,)."""
     n = len(limit_lists)
     L = max(len(x) for x in limit_lists)
     lims = np.array([list(x) + [x[-1]] * (L - len(x)) for x in limit_lists], dtype=float)
@@ -102,14 +146,16 @@ def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=
     buckets = np.zeros(n, dtype=np.int64)
     w = np.zeros(n)
     t_prev = 0.0
+    fly = _InFlight(n, len(order)) if walk is not None else None
+    cpu = walk[2] if walk is not None else None
     last = len(order) - 1
     for k, i in enumerate(order):
         acc += sizes[i]
         if walk is None:
             np.maximum(latest, marked_t[i] + shift, out=latest)
         else:
-            ready_t, copy, share, _ = walk
-            w = _advance(w, (ready_t[i] - t_prev) + copy[i], link_free, share)
+            ready_t, copy = walk[0], walk[1]
+            w = fly.advance(w, (ready_t[i] - t_prev) + copy[i])
             t_prev = ready_t[i]
             np.maximum(latest, w, out=latest)
         close = (acc >= lims[np.arange(n), np.minimum(pos, L - 1)]) if k < last else np.ones(n, dtype=bool)
@@ -122,16 +168,18 @@ def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=
         if walk is None:
             cast_w = down
         else:
-            w2 = _advance(w[c], down, link_free[c], walk[2])
+            w2 = fly.advance(w[c], down, c)
             cast_w = w2 - w[c]
             w[c] = w2
         shift[c] += cast_w
         queued = link_free[c] > launch + cast_w
         start = np.maximum(launch + cast_w, link_free[c])
-        dur = comm(nb)
+        dur, wire = comm(nb)
         if queued_saving_s:
             dur = np.where(queued, np.maximum(0.0, dur - queued_saving_s), dur)
         link_free[c] = start + dur + up
+        if fly is not None:
+            fly.add(c, link_free[c], 0.0 if cpu is None else cpu.share(wire, link_free[c] - start))
         prev_launch[c] = launch
         acc[c] = 0.0
         latest[c] = -np.inf
@@ -139,5 +187,4 @@ def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=
         buckets[c] += 1
     if walk is None:
         return link_free, buckets, shift
-    ready_t, copy, share, bwd = walk
-    return link_free, buckets, _advance(w, max(0.0, bwd - t_prev), link_free, share)
+    return link_free, buckets, fly.advance(w, max(0.0, walk[3] - t_prev))

@@ -12,8 +12,8 @@ prices each bucket by what ``torch.distributed``'s allreduce measured on this cl
   allreduce launched back to back to save against a lone one, in the same job.
 - The first-touch phase (:func:`first_touch`, :mod:`.firsttouchprobe`): what a CPU rank pays per byte when its fresh
   gradients are held to the step's end; reported beside the model, not in it.
-- The cpu phase (:func:`cpu_share`, :mod:`.cpuprobe`): the CPU a collective in flight takes from a rank's compute per
-  byte it allreduces, where the ranks' compute fills the cores (``CostModel.collective_cpu_s_per_byte``).
+- The cpu phase (:func:`cpu_share`, :mod:`.cpuprobe`): the CPU a collective in flight takes from a rank's compute,
+  per collective and per byte, where the ranks' compute fills the cores (``CostModel.collective_cpu``).
 
 Pure: records in, model out. Raises FitError (one line) for records that cannot give a line.
 """
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import FitError
-from ...model.costmodel import Cluster, CostModel, Fp16Cost, Negotiation
+from ...model.costmodel import Cluster, CollectiveCpu, CostModel, Fp16Cost, Negotiation
 from ...model.units import MIB
 
 
@@ -84,24 +84,29 @@ def cpu_share(recs: list[dict[str, Any]]) -> dict[str, Any] | None:
     one per job; rank 0's rows, every rank computing and allreducing at once).
 
     Per row (round and stream size): the compute's lost share ``f = 1 - unit_alone / unit_beside`` (processor
-    sharing: beside the stream the unit ran at ``1 - f`` of its speed; 0 where it ran no slower) and the bytes per
-    second the stream moved meanwhile, ``r = bytes / allreduce_beside``; their ratio ``f / r`` is the CPU time per
-    byte allreduced (s). ``cpu_s_per_byte`` is the median over rows. The collectives' own slowdown beside the
-    compute (``allreduce_beside / allreduce_alone``) is reported, not charged. Returns ``{"cpu_s_per_byte",
-    "points" ([bytes, f, bytes/s, allreduce ms alone, beside] per row), "slowdown" (median allreduce beside /
-    alone), "cores_per_host", "ranks", "jobs", "unit"}``, or None for no rows with units beside the stream."""
+    sharing: beside the stream a unit ran at ``1 - f`` of its speed; 0 where it ran no slower), so each collective of
+    the stream, lasting ``allreduce_beside``, took ``f x allreduce_beside`` of CPU from the compute. Over the rows,
+    ``cpu = per_collective + per_byte x bytes`` by non-negative least squares (``scipy.optimize.nnls``): the
+    :class:`~autotuner.model.costmodel.CollectiveCpu`. The collectives' own slowdown beside the compute
+    (``allreduce_beside / allreduce_alone``, median) is reported, not charged. Returns ``{"per_collective_us",
+    "per_byte_ns", "points" ([bytes, f, cpu ms, allreduce ms alone, beside] per row), "slowdown", "cores_per_host",
+    "ranks", "jobs", "unit"}``, or None for no rows with units beside the stream."""
+    from scipy.optimize import nnls
+
     pts = []
     for rec in recs:
         for r in rec["rows"]:
-            if not r.get("unit_ms_beside") or not r["allreduce_ms_beside"] > 0:
+            if not r.get("unit_ms_beside"):
                 continue
             f = max(0.0, 1.0 - float(r["unit_ms_alone"]) / float(r["unit_ms_beside"]))
-            rate = float(r["bytes"]) / (float(r["allreduce_ms_beside"]) * 1e-3)
-            pts.append([int(r["bytes"]), f, rate, float(r["allreduce_ms_alone"]), float(r["allreduce_ms_beside"])])
+            pts.append([int(r["bytes"]), f, f * float(r["allreduce_ms_beside"]), float(r["allreduce_ms_alone"]),
+                        float(r["allreduce_ms_beside"])])
     if not pts:
         return None
-    return {"cpu_s_per_byte": float(np.median([f / rate for _, f, rate, _, _ in pts])), "points": pts,
-            "slowdown": float(np.median([b / a for *_, a, b in pts if a > 0])),
+    a = np.array([[1.0, b] for b, *_ in pts])
+    (per_coll_ms, per_byte_ms), _ = nnls(a, np.array([p[2] for p in pts]))
+    return {"per_collective_us": float(per_coll_ms) * 1e3, "per_byte_ns": float(per_byte_ms) * 1e6, "points": pts,
+            "slowdown": float(np.median([b / a for *_, a, b in pts])),
             "cores_per_host": int(recs[0]["cores_per_host"]), "ranks": int(recs[0]["ranks"]), "jobs": len(recs),
             "unit": recs[0].get("unit", "")}
 
@@ -146,10 +151,11 @@ def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, clust
     share = cpu_share(cpu or [])
     cost = CostModel(inter=tier, intra=None if cluster.nodes > 1 else tier, link_gbps=link_gbps, memcpy_Bps=copy_Bps,
                      negotiation=Negotiation(), fp16=fp16, queued_saving_s=queued["saving_us"] * 1e-6,
-                     collective_cpu_s_per_byte=None if share is None else share["cpu_s_per_byte"])
+                     collective_cpu=None if share is None else CollectiveCpu(share["per_collective_us"] * 1e-6,
+                                                                              share["per_byte_ns"] * 1e-9))
     info = {"ranks": p, "sizes": [int(b) for b in sizes], "measured_ms": [round(t * 1e3, 4) for t in times],
             "predicted_ms": [round(float(q) * 1e3, 4) for q in pred], "alpha_us": lin.a_s * 1e6,
             "busbw_gbps": (2 * (p - 1) / p) / lin.b_s_per_byte * 8 / 1e9 if lin.b_s_per_byte > 0 else None,
             "piecewise": piece, "copy_GBps": copy_Bps / 1e9, "fp16": fp, "queued": queued,
-            "cpu": None if share is None else {**share, "share": cost.collective_cpu_share(cluster)}}
+            "cpu": share}
     return cost, info

@@ -25,7 +25,7 @@ def env_cost(folder: Path):
     measured, its ``ddp-burst.jsonl``, checked by their schemas and fitted
     (:func:`autotuner.frameworks.ddp.fit.cost_model_from_sweep`); the info's ``first_touch`` is its
     ``ddp-first-touch.jsonl`` summed up (:func:`autotuner.frameworks.ddp.fit.first_touch`; None where not measured);
-    its ``ddp-cpu.jsonl`` gives the model's ``collective_cpu_s_per_byte`` and the info's ``cpu``
+    its ``ddp-cpu.jsonl`` gives the model's ``collective_cpu`` and the info's ``cpu``
     (:func:`autotuner.frameworks.ddp.fit.cpu_share`). Raises RunsError (one line) for a missing, empty
     or damaged file, FitError for records that give no line."""
     from ...schemas.ddp import DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord

@@ -139,23 +139,28 @@ def _checked(sizes_bytes, ready_fraction, dtypes):
     return sizes, ready, dt
 
 
-def _advance(w, d, link_free, share: float):
+def _advance(w: float, d: float, inflight: list) -> float:
     """The wall time (s) when ``d`` s of the backward thread's own work (compute, a hook's copy or cast), started at
-    ``w``, is done, while the link is busy until ``link_free`` and a collective in flight leaves the thread ``1 -
-    share`` of its core (:meth:`CostModel.collective_cpu_share`; 0: no collective takes CPU from it). Elementwise on
-    arrays."""
-    if not share:
-        return w + d
-    busy = np.maximum(0.0, link_free - w)
-    in_busy = busy * (1.0 - share)
-    return np.where(d <= in_busy, w + d / (1.0 - share), w + busy + (d - in_busy))
+    ``w``, is done. ``inflight``: the collectives scheduled so far as ``[end_s, share]``, in launch order (FIFO, so
+    after ``w`` they run back to back); while one runs the thread has ``1 - share`` of its core
+    (:meth:`CollectiveCpu.share`), after the last one all of it."""
+    for end, share in inflight:
+        if end <= w:
+            continue
+        room = (end - w) * (1.0 - share)
+        if d <= room:
+            return w + d / (1.0 - share)
+        d -= room
+        w = end
+    return w + d
 
 
 def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostModel, cluster: Cluster,
-              workload: Workload, share: float = 0.0):
+              workload: Workload, cpu_bound: bool = False):
     """(result buckets, backward end, copy-in total, cast total) for one bucket plan: the backward's thread walked
-    gradient by gradient in ready order (``order``), each hook's copy and each compress hook's cast on it, at ``1 -
-    share`` of its speed while a collective is in flight."""
+    gradient by gradient in ready order (``order``), each hook's copy and each compress hook's cast on it; with
+    ``cpu_bound`` and the env's :attr:`CostModel.collective_cpu`, slowed by each collective in flight
+    (:func:`_advance`)."""
     hook = cfg.comm_hook
     if hook == "powerSGD":
         raise ScenarioError("the powerSGD hook is lossy and not simulated (issue 30: show, never propose)")
@@ -170,11 +175,13 @@ def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostMo
     ready_w = [0.0] * len(buckets)
     cast_w = [0.0] * len(buckets)
     out: list[DdpBucket] = []
+    cpu = cost.collective_cpu if cpu_bound else None
+    inflight: list = []  # [end, share] of every collective scheduled, in launch order
     link_free = prev_launch = cast_total = 0.0
     w = t_prev = 0.0  # the thread's wall clock, and the compute clock it has reached
     for i in order:
         i = int(i)
-        w = float(_advance(w, (ready_t[i] - t_prev) + copy_in[i], link_free, share))
+        w = _advance(w, (ready_t[i] - t_prev) + copy_in[i], inflight)
         t_prev = ready_t[i]
         k = bucket_of[i]
         left[k] -= 1
@@ -183,7 +190,7 @@ def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostMo
             continue
         if fp16 is not None:  # mark_bucket_ready -> run_comm_hook casts the bucket down on this thread
             down = nbytes[k] / 4 * fp16.cast_down_s_per_elem + fp16.cast_down_s_per_tensor
-            w2 = float(_advance(w, down, link_free, share))
+            w2 = _advance(w, down, inflight)
             cast_w[k], w = w2 - w, w2
         while len(out) < len(buckets) and not left[len(out)]:  # launched in order (next_bucket_)
             b = len(out)
@@ -198,12 +205,13 @@ def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostMo
                 cast_up = nbytes[b] / 4 * fp16.cast_up_s_per_elem + fp16.cast_up_s_per_tensor
             end = start + dur + cast_up  # the callback casts back on the collective's thread
             link_free, prev_launch = end, launch
+            inflight.append([end, 0.0 if cpu is None else cpu.share(wire, end - start)])
             cast_total += cast_w[b] + cast_up
             out.append(DdpBucket(tuple(int(x) for x in buckets[b]), nbytes[b], int(caps[b]), ready_w[b], launch,
                                  start, end))
     # the rest of the backward after its last gradient (none in a layout, whose last gradient ends it)
     bwd = workload.forward_s + workload.backward_s
-    w = float(_advance(w, max(0.0, bwd - t_prev), link_free, share))
+    w = _advance(w, max(0.0, bwd - t_prev), inflight)
     return out, w, float(copy_in.sum()), cast_total
 
 
@@ -222,11 +230,10 @@ def simulate_ddp_step(sizes_bytes, ready_fraction, workload: Workload, cfg: DdpC
     ready_t = hand_over_times(workload.forward_s + ready * workload.backward_s, workload.forward_s,
                               workload.host_backward_s)
     order = np.argsort(ready_t, kind="stable")
-    share = cost.collective_cpu_share(cluster) if workload.cpu_bound else 0.0
 
-    def one(buckets, caps, view_cfg, share):
+    def one(buckets, caps, view_cfg, cpu_bound):
         bk, b_end, copy_in, cast = _timeline(sizes, ready_t, order, buckets, caps, view_cfg, cost, cluster, workload,
-                                             share)
+                                             cpu_bound)
         c_end = max((b.end_s for b in bk), default=0.0)
         copy_out = 0.0 if view_cfg.gradient_as_bucket_view else sum(cost.memcpy_s(float(s)) / 2 for s in sizes)
         step = max(b_end, c_end) + copy_out + workload.update_s
@@ -238,10 +245,10 @@ def simulate_ddp_step(sizes_bytes, ready_fraction, workload: Workload, cfg: DdpC
         buckets, caps = assign_buckets(sizes, dt, cfg.first_iteration_limits())
         buckets_order = sorted(range(len(buckets)), key=lambda k: min(pos for pos in buckets[k]))
         buckets, caps = [buckets[k] for k in buckets_order], [caps[k] for k in buckets_order]
-    bk, b_end, c_end, copies, cast, step = one(buckets, caps, cfg, share)
+    bk, b_end, c_end, copies, cast, step = one(buckets, caps, cfg, workload.cpu_bound)
     # the first iteration: the constructor's buckets, and no gradient is yet a view of its bucket
     fb, fc = assign_buckets(sizes, dt, cfg.first_iteration_limits())
     first = one(fb, fc, DdpConfig(**{**cfg.to_dict(), "bucket_cap_mb_list": cfg.bucket_cap_mb_list,
-                                     "gradient_as_bucket_view": False}), 0.0)[5]
+                                     "gradient_as_bucket_view": False}), False)[5]
     # exposed: how long the last collective ends after the backward (copies in included) has
     return DdpStepResult(step, first, b_end, c_end, max(0.0, c_end - b_end), copies, cast, tuple(bk))
