@@ -12,7 +12,7 @@ Every rank (torchrun, Gloo, ``torch.set_num_threads(1)``) times, in interleaved 
 Prints per round: compute ms per iteration alone / beside the stream, allreduce ms alone / beside compute. Run as
 root on a shaped loopback (as ddp-2gbit was measured)::
 
-    python scripts/ddp_cpu_contention.py --bandwidth-gbit 2 --out runs/ddp-2gbit/ddp-experiments/cpu-contention.jsonl
+    python scripts/ddp_cpu_contention.py --bandwidth-gbit 2 --out runs/ddp-2gbit/experiments/ddp-cpu-contention.jsonl
 """
 from __future__ import annotations
 

@@ -123,12 +123,64 @@ def test_the_first_touch_fit_and_suggests_note():
     assert not any("pages in again" in n for n in without.notes)
 
 
+def test_a_real_cpu_job_under_torchrun_gives_a_record_the_fit_reads():
+    """The cpu phase (:mod:`autotuner.frameworks.ddp.cpuprobe`) on 2 ranks of this host, short (1 round, 2 units,
+    streams of about 0.15 s): a record its schema accepts, both stream sizes, units timed alone and beside the
+    stream, and a law the fit reads (what it charges is the committed records', not timed here)."""
+    from autotuner.frameworks.ddp.fit import cpu_share
+    from autotuner.schemas.core import check
+    from autotuner.schemas.ddp import DdpCpuRecord
+
+    r = run_ddp("autotuner.frameworks.ddp.cpuprobe", ["--rounds", "1", "--units", "2", "--stream-s", "0.15"],
+                ranks_per_host=2, timeout_s=120)
+    line = next(x for x in r.stdout.splitlines() if "AUTOTUNER_DDP_CPU " in x)
+    rec = {**json.loads(line.split("AUTOTUNER_DDP_CPU ", 1)[1]), "setup": {"np": 2}}
+    check(DdpCpuRecord, rec, "cpu")
+    assert rec["ranks"] == 2 and rec["cores_per_host"] >= 1 and [x["bytes"] for x in rec["rows"]] == [1 << 20, 16 << 20]
+    assert all(x["unit_ms_alone"] > 0 and x["allreduce_ms_alone"] > 0 and x["count"] >= 3 for x in rec["rows"])
+    fit = cpu_share([rec])
+    if fit is not None:  # None only where no unit ran while a stream was in flight
+        assert fit["per_collective_us"] >= 0 and fit["per_byte_ns"] >= 0 and fit["jobs"] == 1
+
+
+def test_the_cpu_fit_recovers_the_law_and_suggest_says_what_it_charges():
+    """The fit (:func:`autotuner.frameworks.ddp.fit.cpu_share`): rows made from a known law (each collective takes 3
+    ms + 0.5 ns per byte of CPU; a unit beside the stream runs at 1 - cpu / duration) give it back; a row whose unit
+    ran no slower counts as 0; no rows with units beside: None. ``ddp suggest`` of a CPU-profiled layout filling the
+    host's cores says what it charges (ddp-2gbit has the phase) or that the env never measured it (ddp-5gbit)."""
+    from autotuner.frameworks.ddp.fit import cpu_share
+
+    def row(nbytes, dur_ms):
+        f = (3.0 + 0.5e-6 * nbytes) / dur_ms
+        return {"round": 0, "bytes": nbytes, "count": 10, "unit_ms_alone": 30.0, "unit_ms_beside": 30.0 / (1 - f),
+                "units_beside": 5, "allreduce_ms_alone": dur_ms * 0.98, "allreduce_ms_beside": dur_ms}
+
+    rec = {"ranks": 2, "cores_per_host": 2, "unit": "u", "rows": [row(1 << 20, 10.0), row(16 << 20, 140.0)]}
+    fit = cpu_share([rec])
+    assert fit["per_collective_us"] == pytest.approx(3000.0) and fit["per_byte_ns"] == pytest.approx(0.5)
+    assert fit["slowdown"] == pytest.approx(1 / 0.98) and fit["cores_per_host"] == 2
+    slow = dict(row(1 << 20, 10.0), unit_ms_beside=29.0)
+    assert cpu_share([dict(rec, rows=[slow])])["points"][0][1] == 0.0
+    assert cpu_share([dict(rec, rows=[dict(slow, unit_ms_beside=None, units_beside=0)])]) is None
+    layout = str(ROOT / "docs" / "records" / "train-ddp-2gbit" / "layout.json")
+    for env, says in (("ddp-2gbit", "charged in the step times above"), ("ddp-5gbit", "never measured")):
+        p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", "--env", env, "--model", layout],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and says in p.stdout, (env, p.stdout, p.stderr)
+    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", "--env", "ddp-2gbit", "--model",
+                        "resnet50"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "cpu phase" not in p.stdout and "never measured" not in p.stdout  # no device
+
+
 @pytest.mark.parametrize("module, args, msg", [("burstprobe", ["--sizes", "x"], "--sizes"),
                                                ("burstprobe", ["--count", "1"], "--count"),
                                                ("burstprobe", [], "torchrun"),
                                                ("firsttouchprobe", ["--steps", "0"], "--steps"),
                                                ("firsttouchprobe", ["--model", "nope"], "unknown model"),
                                                ("firsttouchprobe", [], "torchrun"),
+                                               ("cpuprobe", ["--rounds", "0"], "--rounds"),
+                                               ("cpuprobe", ["--stream-s", "-1"], "--stream-s"),
+                                               ("cpuprobe", [], "torchrun"),
                                                ("sweepprobe", ["--sizes", "2"], "--sizes"),
                                                ("sweepprobe", ["--sizes", "8", "--backend", "nccl"], "nccl")])
 def test_the_probes_refuse_bad_arguments_in_one_line(module, args, msg):
@@ -413,13 +465,15 @@ def test_a_users_ddp_script_validated_against_its_profile():
 def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line(tmp_path):
     import shutil
 
-    from autotuner.schemas.ddp import DdpBurstRecord, DdpFirstTouchRecord, DdpSweepRecord, DdpTrialRecord
+    from autotuner.schemas.ddp import DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord, DdpTrialRecord
 
     for env in DDP_ENVS:
         assert len(read_jsonl(RUNS / env / "ddp-sweep.jsonl", DdpSweepRecord)) >= 3
         assert len(read_jsonl(RUNS / env / "ddp-burst.jsonl", DdpBurstRecord)) >= 3
         if (RUNS / env / "ddp-first-touch.jsonl").exists():  # the phase since 2026-11-27 (not on ddp-1x4-16core)
             assert read_jsonl(RUNS / env / "ddp-first-touch.jsonl", DdpFirstTouchRecord)
+        if (RUNS / env / "ddp-cpu.jsonl").exists():  # the cpu phase, since 2026-11-27's second session
+            assert read_jsonl(RUNS / env / "ddp-cpu.jsonl", DdpCpuRecord)
         for f in list((RUNS / env / "ddp-validation").glob("*.jsonl")) + list((RUNS / env / "ddp-tune").glob("*.jsonl")):
             assert read_jsonl(f, DdpTrialRecord)
     env = tmp_path / "ddp-2gbit"
@@ -431,6 +485,9 @@ def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line
              "ddp-first-touch.jsonl": ['{"ranks": 2}', '{"ranks": 2, "model": "resnet50", "bytes": 8, "rows": [{"mode": '
                                        '"held", "write_ms": 1.0, "copy_in_ms": 0.1, "minor_faults": 2, "bytes": 8}], '
                                        '"setup": {"np": 2}}'],
+             "ddp-cpu.jsonl": ['{"ranks": 2}', '{"ranks": 2, "cores_per_host": 0, "rows": [{"round": 0, "bytes": 8, '
+                               '"count": 3, "unit_ms_alone": 1.0, "units_beside": 0, "allreduce_ms_alone": 1.0, '
+                               '"allreduce_ms_beside": 1.0}], "setup": {"np": 2}}'],
              "ddp-validation/resnet18.jsonl": ['{"label": "x"}', '{"label": "x", "ddp": {"bucket_size": 1}, '
                                                '"status": "ok", "measured_step_time_ms": 1.0, "setup": {"np": 2, '
                                                '"model": "resnet18", "compute_ms": 100, "steps": 5, "warmup": 3}}']}

@@ -242,13 +242,15 @@ def test_committed_records_all_validate():
         if f.parent.name == "experiments":  # a script's own JSON lines (scripts/cpu_contention.py)
             assert all(isinstance(json.loads(line), dict) for line in f.read_text().splitlines()), f
             continue
-        if f.name in ("ddp-sweep.jsonl", "ddp-burst.jsonl", "ddp-first-touch.jsonl") \
+        if f.name in ("ddp-sweep.jsonl", "ddp-burst.jsonl", "ddp-first-touch.jsonl", "ddp-cpu.jsonl") \
                 or f.parent.name in ("ddp-validation", "ddp-tune", "ddp-experiments"):
             from autotuner.frameworks.ddp.records import read_jsonl  # DDP's (issue 30)
-            from autotuner.schemas.ddp import DdpBurstRecord, DdpFirstTouchRecord, DdpSweepRecord, DdpTrialRecord
+            from autotuner.schemas.ddp import (DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord,
+                                               DdpTrialRecord)
 
             schema = {"ddp-sweep.jsonl": DdpSweepRecord, "ddp-burst.jsonl": DdpBurstRecord,
-                      "ddp-first-touch.jsonl": DdpFirstTouchRecord}.get(f.name, DdpTrialRecord)
+                      "ddp-first-touch.jsonl": DdpFirstTouchRecord, "ddp-cpu.jsonl": DdpCpuRecord}.get(f.name,
+                                                                                                      DdpTrialRecord)
             assert read_jsonl(f, schema), f
             continue
         parse = {"sweep.jsonl": parse_sweep_records, "cpu.jsonl": parse_cpu_records,

@@ -135,8 +135,27 @@ def ddp_suggest(model: str, env: str, *, compute_ms: float | None = None, runs_d
         f"the env's first-touch phase, {ft['ranks']} rank(s) writing at once: held {ft['held_ms']:.1f} ms against "
         f"dropped {ft['dropped_ms']:.1f} ms for {ft['bytes'] / 1e6:.0f} MB")
     s = suggest_ddp(L.sizes_bytes, L.ready_fraction, L.dtypes, wl, cost, cluster, band=band, band_source=source,
-                    fp16=cost.fp16 is not None, refault=refault)
+                    fp16=cost.fp16 is not None, refault=refault, notes_before=cpu_notes(a))
     return DdpSuggestResult(env, L.name, compute_ms, fit, trust, s)
+
+
+def cpu_notes(a: "_Asked") -> tuple[str, ...]:
+    """What the step times charge for a CPU layout's compute beside the collectives (one note, or none for a layout
+    that does not fill the host's cores or has no device)."""
+    from .records import cpu_phase_cores
+
+    cpu, cores = a.info.get("cpu"), cpu_phase_cores(a.folder)
+    if a.workload.cpu_bound and cpu is not None:
+        return (f"this CPU layout's {a.cluster.gpus_per_node} rank(s) per host fill the host's {cores} core(s): each "
+                f"collective in flight takes {cpu['per_collective_us'] / 1e3:.2f} ms + {cpu['per_byte_ns']:.2f} ns "
+                f"per byte of CPU from the backward (the env's cpu phase, {cpu['jobs']} job(s)), charged in the step "
+                "times above",)
+    dev = getattr(a.layout, "device", None)
+    if cores is None and dev and str(dev).lower().startswith("cpu"):
+        return ("where this CPU layout's ranks fill their host's cores, the collectives take CPU from its compute: "
+                "this env never measured that (no ddp-cpu.jsonl: run autotuner ddp measure again to add the cpu "
+                "phase), so the step times above charge nothing for it",)
+    return ()
 
 
 def _fit_line(env: str, cluster, info: dict, sweep: list) -> str:

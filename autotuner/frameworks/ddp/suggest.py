@@ -90,7 +90,8 @@ def _lists() -> list[tuple[int, ...]]:
 
 
 def suggest_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: CostModel, cluster: Cluster, *,
-                band: float, band_source: str, fp16: bool = True, refault: tuple[float, str] | None = None) -> DdpSuggestion:
+                band: float, band_source: str, fp16: bool = True, refault: tuple[float, str] | None = None,
+                notes_before: tuple[str, ...] = ()) -> DdpSuggestion:
     """The grid (``CAPS_MIB`` and DDP's default x view x [allreduce, fp16_compress]) and the per-bucket lists
     (:data:`LIST_CAPS_MIB`, 2-3 non-decreasing caps) for one layout (arrays as
     :func:`~autotuner.frameworks.ddp.reducer.simulate_ddp_step`). ``band``: the env's error band (fraction of the
@@ -119,7 +120,7 @@ def suggest_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: C
     candidates = [best_plain] + ([fp] if fp is not None else [])
     best = min(candidates, key=lambda p: p.step_time_ms)
     keep = bool(best.step_time_ms >= default.step_time_ms * (1 - band))
-    notes = []
+    notes = list(notes_before)
     if fp is not None and fp.step_time_ms < best_plain.step_time_ms * (1 - band):
         notes.append(FP16_NOTE)
     if refault is not None and refault[0] * 1e3 >= 0.5:
