@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "runs"
 TINY = ROOT / "tests" / "data" / "tiny_layout.json"
 DDP_ENVS = sorted(p.parent.name for p in RUNS.glob("*/ddp-sweep.jsonl"))
+#: envs whose only validations ran a user's script (examples/train_ddp.py), not the replay: the cpu phase's check
+SCRIPT_ONLY_ENVS = {"ddp-3gbit"}
 
 
 def _rebuilt(layout, cfg: DdpConfig) -> list[int]:
@@ -198,12 +200,12 @@ def test_ddps_own_rebuilt_buckets_are_the_simulators(env):
     n = 0
     for f in sorted((RUNS / env / "ddp-validation").glob("*.jsonl")):
         for r in read_jsonl(f):
-            if r["status"] != "ok" or not r.get("buckets"):
+            if r["status"] != "ok" or r["setup"].get("command"):  # a user's script reports no buckets
                 continue
             cfg = DdpConfig.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in r["ddp"].items()})
             assert r["buckets"] == _rebuilt(load_layout(r["setup"]["model"]), cfg), (f.name, r["label"])
             n += 1
-    assert n >= 30
+    assert n >= 30 or env in SCRIPT_ONLY_ENVS
 
 
 def _env_rows(env):
@@ -375,6 +377,33 @@ def test_ddp_suggest_from_the_command_line(tmp_path):
         q = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", *sum(args.items(), ())],
                            capture_output=True, text=True, timeout=120)
         assert q.returncode == 2 and len(q.stderr.strip().splitlines()) == 1, q.stderr
+
+
+def test_the_cpu_phase_moves_a_users_script_toward_its_measurements():
+    """Held out (docs/ddp.md, "Compute beside the collectives"): examples/train_ddp.py's real CPU compute, predicted
+    from each env's phases alone with and without the cpu phase's law (``CostModel.collective_cpu``, charged to a
+    CPU-profiled layout whose ranks fill the cores). ddp-3gbit was measured in one sitting (scripts/ddp_cpu_env.sh:
+    every phase, the profile, 7 settings x 3); ddp-2gbit's script records are a day older than its cpu phase. With
+    the law the mean error is smaller on both, and every setting with collectives during the backward moves toward
+    its measurement (an explicit 25 MiB, one bucket after the backward, not at all). Every setting stays too fast
+    (ddp-3gbit: -6.7 to -9.3 %, its explicit 25 MiB -14.8 % with trials of 533-631 ms): the named residual."""
+    from dataclasses import replace
+
+    for env, n in (("ddp-3gbit", 7), ("ddp-2gbit", 4)):
+        cost = env_cost(RUNS / env)[0]
+        assert cost.collective_cpu is not None
+        files = [RUNS / env / "ddp-validation" / "train-ddp-script.jsonl"]
+        w = {r.label: r for r in rows(RUNS / env, cost, files=files)}
+        wo = {r.label: r for r in rows(RUNS / env, replace(cost, collective_cpu=None), files=files)}
+        assert len(w) == n and all(r.command and r.trials >= 3 for r in w.values())
+        mape = lambda rs: statistics.mean(abs(r.error_pct) for r in rs.values())  # noqa: E731
+        assert mape(w) < mape(wo), (env, mape(w), mape(wo))
+        for k in w:
+            assert w[k].error_pct < 0, (env, k, w[k].error_pct)
+            if k == "25 MiB":  # one bucket, launched when the backward has ended: nothing in flight beside it
+                assert w[k].predicted_ms == pytest.approx(wo[k].predicted_ms, abs=1e-6)
+            else:
+                assert w[k].predicted_ms > wo[k].predicted_ms, (env, k)
 
 
 def test_a_users_script_reads_its_setting_from_the_environment(tmp_path):

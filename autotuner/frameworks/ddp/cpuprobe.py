@@ -65,7 +65,7 @@ def _stream(dist, buf, count: int, out: list) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.ddp.cpuprobe", description=__doc__.split("\n")[0])
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5, help="rounds (each: every stream size alone and beside compute)")
     p.add_argument("--units", type=int, default=8, help="compute units timed alone per round and stream")
     p.add_argument("--stream-s", type=float, default=0.6, help="how long a stream lasts alone (s), about")
     p.add_argument("--hosts", type=int, default=1, help="emulated hosts sharing this machine's cores")
