@@ -37,9 +37,13 @@ What DDP does (torch 2.13.0; ``reducer.cpp`` is ``torch/csrc/distributed/c10d/re
 - **The step**: forward, backward (gradients ready at ``forward + ready_fraction * backward``, each hook's copy
   delaying the rest of the backward on CPU ranks), the wait for every collective, the copies back, the update.
 
+- **Compute beside the collectives** (``Workload.cpu_bound``: a CPU-profiled layout whose ranks fill the host's
+  cores): every collective in flight takes CPU from the backward's thread, which then runs at ``1 - share`` of its
+  speed (:class:`~autotuner.model.costmodel.CollectiveCpu`, measured by the env's cpu phase; :func:`_advance`). Not
+  in the first iteration.
+
 Not modelled: ``find_unused_parameters``' per-step graph traversal (never measured here), the rebuild's own
-one-off cost, and collectives slowed by compute on shared cores
-(:class:`~autotuner.model.costmodel.ComputeDelay`).
+one-off cost, and collectives slowed by compute on shared cores (measured by the cpu phase, not charged).
 """
 from __future__ import annotations
 
