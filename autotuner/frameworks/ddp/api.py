@@ -392,10 +392,14 @@ def _trust(folder: Path, cost, checked: list | None = None) -> tuple[str, float,
                 "this machine's run-to-run noise (no DDP replay on this env)")
     errs = [abs(r.error_pct) for r in checked]
     n_lay = len({r.model for r in checked})
-    line = (f"checked on {sum(r.trials for r in checked)} real DDP replays ({len(checked)} settings, "
-            f"{n_lay} layout{'s' if n_lay != 1 else ''}): mean error {statistics.mean(errs):.1f} %, worst "
+    scripts = sum(r.trials for r in checked if r.command)
+    total = sum(r.trials for r in checked)
+    what = "real DDP replays" if not scripts else "runs of a user's DDP script" if scripts == total else "real DDP runs"
+    mixed = f", {scripts} of them a user's script" if 0 < scripts < total else ""
+    line = (f"checked on {total} {what} ({len(checked)} settings, {n_lay} layout{'s' if n_lay != 1 else ''}{mixed}): "
+            f"mean error {statistics.mean(errs):.1f} %, worst "
             f"{max(checked, key=lambda r: abs(r.error_pct)).error_pct:+.1f} %")
-    return line, statistics.mean(errs) / 100, "the env's mean error on its DDP replays"
+    return line, statistics.mean(errs) / 100, "the env's mean error on its real DDP runs"
 
 
 def ddp_tune(env: str, model: str, *, name: str | None = None, compute_ms: float = 100.0, steps: int = 5,
