@@ -145,6 +145,30 @@ def test_a_real_cpu_job_under_torchrun_gives_a_record_the_fit_reads():
         assert fit["per_collective_us"] >= 0 and fit["per_byte_ns"] >= 0 and fit["jobs"] == 1
 
 
+@pytest.mark.parametrize("args", [["--cpu-jobs", "-1"], ["--cpu-jobs", "x"], ["--first-touch-jobs", "abc"],
+                                  ["--burst-jobs", "-2"], ["--jobs", "0"], ["--np", "1"]])
+def test_ddp_measure_refuses_bad_counts_in_one_line(tmp_path, args):
+    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "measure", "--env", "x", "--runs-dir",
+                        str(tmp_path), *args], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
+    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
+
+
+def test_ddp_measure_on_a_complete_env_runs_nothing_and_names_every_phase(tmp_path):
+    """A second ``ddp measure`` adds only the phases an env lacks: on ddp-2gbit (every phase, the cpu phase
+    included) it starts no job, appends nothing, and says what is there."""
+    import shutil
+
+    shutil.copytree(RUNS / "ddp-2gbit", tmp_path / "ddp-2gbit")
+    before = {f.name: f.read_bytes() for f in (tmp_path / "ddp-2gbit").glob("*.jsonl")}
+    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "measure", "--env", "ddp-2gbit", "--np", "2",
+                        "--bandwidth-gbit", "2", "--runs-dir", str(tmp_path)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "3 burst job(s); 1 first-touch job(s); 1 cpu job(s)" in p.stderr
+    assert {f.name: f.read_bytes() for f in (tmp_path / "ddp-2gbit").glob("*.jsonl")} == before
+
+
 def test_the_cpu_fit_recovers_the_law_and_suggest_says_what_it_charges():
     """The fit (:func:`autotuner.frameworks.ddp.fit.cpu_share`): rows made from a known law (each collective takes 3
     ms + 0.5 ns per byte of CPU; a unit beside the stream runs at 1 - cpu / duration) give it back; a row whose unit
