@@ -149,7 +149,8 @@ def cpu_notes(a: "_Asked") -> tuple[str, ...]:
         return (f"this CPU layout's {a.cluster.gpus_per_node} rank(s) per host fill the host's {cores} core(s): each "
                 f"collective in flight takes {cpu['per_collective_us'] / 1e3:.2f} ms + {cpu['per_byte_ns']:.2f} ns "
                 f"per byte of CPU from the backward (the env's cpu phase, {cpu['jobs']} job(s)), charged in the step "
-                "times above",)
+                f"times above; the collectives themselves ran {cpu['slowdown']:.2f}x longer beside the compute there, "
+                "which is not charged",)
     dev = getattr(a.layout, "device", None)
     if cores is None and dev and str(dev).lower().startswith("cpu"):
         return ("where this CPU layout's ranks fill their host's cores, the collectives take CPU from its compute: "
