@@ -143,6 +143,9 @@ def test_a_collective_in_flight_slows_a_cpu_bound_backward():
     assert bound.buckets[1].ready_s - plain.buckets[1].ready_s == pytest.approx(f * one)
     assert bound.step_time_s - plain.step_time_s == pytest.approx(f * one)
     assert CollectiveCpu(1.0).share(MIB, 1e-3) == 0.5 and CollectiveCpu(1.0).share(MIB, 0.0) == 0.0  # capped; none
+    back = CostModel.from_dict(cost.to_dict()).collective_cpu  # the model file's form: us and ns per byte
+    assert back.per_collective_s == pytest.approx(2e-3) and back.per_byte_s == pytest.approx(1e-9)
+    assert CostModel.from_dict(_cost().to_dict()).collective_cpu is None
     with pytest.raises(CostModelError):
         CollectiveCpu(-1e-3)
 

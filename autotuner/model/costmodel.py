@@ -212,6 +212,12 @@ class Negotiation:
         return t
 
 
+def _finite_non_negative(obj, what: str, *values: float) -> None:
+    """Raise CostModelError (naming ``what`` and ``obj``) unless every value is finite and >= 0."""
+    if not all(v >= 0 and np.isfinite(v) for v in values):
+        raise CostModelError(f"{what} needs finite values >= 0, got {obj}")
+
+
 @dataclass(frozen=True)
 class ComputeDelay:
     """How much longer a response's collective runs while the ranks' compute fills the host's
@@ -232,9 +238,7 @@ class ComputeDelay:
     per_byte_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (self.per_response_s >= 0 and self.per_byte_s >= 0 and np.isfinite(self.per_response_s)
-                and np.isfinite(self.per_byte_s)):
-            raise CostModelError(f"compute delay needs finite values >= 0, got {self}")
+        _finite_non_negative(self, "compute delay", self.per_response_s, self.per_byte_s)
 
     def extra_s(self, nbytes):
         """Added duration (s) of a response of ``nbytes`` wire bytes (scalar or array)."""
@@ -255,9 +259,7 @@ class CollectiveCpu:
     per_byte_s: float = 0.0
 
     def __post_init__(self) -> None:
-        if not (self.per_collective_s >= 0 and self.per_byte_s >= 0 and np.isfinite(self.per_collective_s)
-                and np.isfinite(self.per_byte_s)):
-            raise CostModelError(f"collective CPU needs finite values >= 0, got {self}")
+        _finite_non_negative(self, "collective CPU", self.per_collective_s, self.per_byte_s)
 
     def share(self, nbytes, duration_s):
         """The share of a core (0 to :data:`MAX_CYCLE_SHARE`) a collective of ``nbytes`` lasting ``duration_s`` (s)
