@@ -173,7 +173,7 @@ def test_the_cpu_fit_recovers_the_law_and_suggest_says_what_it_charges():
     """The fit (:func:`autotuner.frameworks.ddp.fit.cpu_share`): rows made from a known law (each collective takes 3
     ms + 0.5 ns per byte of CPU; a unit beside the stream runs at 1 - cpu / duration) give it back; a row whose unit
     ran no slower counts as 0; no rows with units beside: None. ``ddp suggest`` of a CPU-profiled layout filling the
-    host's cores says what it charges (ddp-2gbit has the phase) or that the env never measured it (ddp-5gbit)."""
+    host's cores says what it charges (ddp-2gbit has the phase) or that the env never measured it (ddp-1x4-16core)."""
     from autotuner.frameworks.ddp.fit import cpu_share
 
     def row(nbytes, dur_ms):
@@ -188,8 +188,11 @@ def test_the_cpu_fit_recovers_the_law_and_suggest_says_what_it_charges():
     slow = dict(row(1 << 20, 10.0), unit_ms_beside=29.0)
     assert cpu_share([dict(rec, rows=[slow])])["points"][0][1] == 0.0
     assert cpu_share([dict(rec, rows=[dict(slow, unit_ms_beside=None, units_beside=0)])]) is None
+    # every rank's view where the job has one: the mean share over the ranks that ran units beside the stream
+    two = dict(row(1 << 20, 10.0), by_rank=[[30.0, 37.5, 9.0, 10.0], [30.0, 50.0, 9.0, 10.0], [30.0, None, 9.0, 10.0]])
+    assert cpu_share([dict(rec, rows=[two])])["points"][0][1:3] == pytest.approx([0.3, 3.0])
     layout = str(ROOT / "docs" / "records" / "train-ddp-2gbit" / "layout.json")
-    for env, says in (("ddp-2gbit", "charged in the step times above"), ("ddp-5gbit", "never measured")):
+    for env, says in (("ddp-2gbit", "charged in the step times above"), ("ddp-1x4-16core", "never measured")):
         p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", "--env", env, "--model", layout],
                            capture_output=True, text=True, timeout=120)
         assert p.returncode == 0 and says in p.stdout, (env, p.stdout, p.stderr)

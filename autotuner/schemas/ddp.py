@@ -107,6 +107,8 @@ class DdpCpuRow(BaseModel):
     units_beside: Annotated[int, Field(ge=0)]
     allreduce_ms_alone: Pos
     allreduce_ms_beside: Pos
+    #: every rank's [unit alone, unit beside or None, allreduce alone, allreduce beside] (ms); older jobs: rank 0's
+    by_rank: list[Annotated[list[Pos | None], Field(min_length=4, max_length=4)]] | None = None
 
 
 class DdpCpuRecord(BaseModel):

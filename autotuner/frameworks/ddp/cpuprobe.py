@@ -18,13 +18,16 @@ rounds, for each stream size (:data:`STREAM_SIZES`), every rank together (a barr
 3. both: a helper thread runs the same ``count`` calls while the main thread runs compute units until it is done.
 
 ``count`` is set in round 0 so that the stream lasts about ``--stream-s`` alone (rank 0's time, taken by every
-rank). Per round and stream: the median unit alone and beside the stream (the unit in flight when the stream ended
-left out), the median allreduce alone and beside the compute.
+rank). Per round and stream, on every rank: the median unit alone and beside the stream (the unit in flight when the
+stream ended left out), the median allreduce alone and beside the compute; rank 0's in the row's own fields, every
+rank's in ``by_rank`` (where each rank's threads land on the cores changes from round to round, so one rank's view
+is noisy).
 
 Output (rank 0, stdout): one line ``AUTOTUNER_DDP_CPU {json}``: ``ranks``, ``cores_per_host`` (the cores this
 rank's host has: this process's CPU affinity, shared among ``--hosts`` emulated hosts), ``unit`` (what a unit is),
 ``rows`` (``round``, ``bytes``, ``count``, ``unit_ms_alone``, ``unit_ms_beside``, ``units_beside``,
-``allreduce_ms_alone``, ``allreduce_ms_beside``). Exit status 2 and one line on stderr for a bad argument or no
+``allreduce_ms_alone``, ``allreduce_ms_beside``, ``by_rank``: ``[unit alone, unit beside (None: no unit ran beside),
+allreduce alone, allreduce beside]`` per rank, ms). Exit status 2 and one line on stderr for a bad argument or no
 torchrun.
 """
 from __future__ import annotations
@@ -66,8 +69,8 @@ def _stream(dist, buf, count: int, out: list) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.ddp.cpuprobe", description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=5, help="rounds (each: every stream size alone and beside compute)")
-    p.add_argument("--units", type=int, default=8, help="compute units timed alone per round and stream")
-    p.add_argument("--stream-s", type=float, default=0.6, help="how long a stream lasts alone (s), about")
+    p.add_argument("--units", type=int, default=12, help="compute units timed alone per round and stream")
+    p.add_argument("--stream-s", type=float, default=1.0, help="how long a stream lasts alone (s), about")
     p.add_argument("--hosts", type=int, default=1, help="emulated hosts sharing this machine's cores")
     a = p.parse_args(argv)
     if a.rounds < 1 or a.units < 1 or a.hosts < 1 or not (0 < a.stream_s <= 60):
@@ -117,7 +120,12 @@ def main(argv: list[str] | None = None) -> int:
                 if helper.is_alive():  # the unit in flight when the stream ended ran partly alone: left out
                     beside_u.append((time.perf_counter() - t0) * 1e3)
             helper.join()
+            mine = [statistics.median(alone_u), statistics.median(beside_u) if beside_u else float("nan"),
+                    statistics.median(alone_a), statistics.median(beside_a)]
+            every = [torch.zeros(4, dtype=torch.float64) for _ in range(dist.get_world_size())]
+            dist.all_gather(every, torch.tensor(mine, dtype=torch.float64))
             rows.append({"round": rnd, "bytes": size, "count": count,
+                         "by_rank": [[None if v != v else round(float(v), 4) for v in t.tolist()] for t in every],
                          "unit_ms_alone": round(statistics.median(alone_u), 4),
                          "unit_ms_beside": round(statistics.median(beside_u), 4) if beside_u else None,
                          "units_beside": len(beside_u),

@@ -84,8 +84,9 @@ def cpu_share(recs: list[dict[str, Any]]) -> dict[str, Any] | None:
     one per job; rank 0's rows, every rank computing and allreducing at once).
 
     Per row (round and stream size): the compute's lost share ``f = 1 - unit_alone / unit_beside`` (processor
-    sharing: beside the stream a unit ran at ``1 - f`` of its speed; 0 where it ran no slower), so each collective of
-    the stream, lasting ``allreduce_beside``, took ``f x allreduce_beside`` of CPU from the compute. Over the rows,
+    sharing: beside the stream a unit ran at ``1 - f`` of its speed; 0 where it ran no slower), the mean over the
+    ranks that ran units beside the stream (``by_rank``; rank 0 alone in jobs without it), so each collective of the
+    stream, lasting ``allreduce_beside`` (the ranks' mean), took ``f x allreduce_beside`` of CPU from the compute. Over the rows,
     ``cpu = per_collective + per_byte x bytes`` by non-negative least squares (``scipy.optimize.nnls``): the
     :class:`~autotuner.model.costmodel.CollectiveCpu`. The collectives' own slowdown beside the compute
     (``allreduce_beside / allreduce_alone``, median) is reported, not charged. Returns ``{"per_collective_us",
@@ -96,11 +97,15 @@ def cpu_share(recs: list[dict[str, Any]]) -> dict[str, Any] | None:
     pts = []
     for rec in recs:
         for r in rec["rows"]:
-            if not r.get("unit_ms_beside"):
+            ranks = [x for x in (r.get("by_rank") or []) if x[1]] or (
+                [[r["unit_ms_alone"], r["unit_ms_beside"], r["allreduce_ms_alone"], r["allreduce_ms_beside"]]]
+                if r.get("unit_ms_beside") else [])
+            if not ranks:
                 continue
-            f = max(0.0, 1.0 - float(r["unit_ms_alone"]) / float(r["unit_ms_beside"]))
-            pts.append([int(r["bytes"]), f, f * float(r["allreduce_ms_beside"]), float(r["allreduce_ms_alone"]),
-                        float(r["allreduce_ms_beside"])])
+            f = float(np.mean([max(0.0, 1.0 - float(ua) / float(ub)) for ua, ub, _, _ in ranks]))
+            alone = float(np.mean([float(x[2]) for x in ranks]))
+            beside = float(np.mean([float(x[3]) for x in ranks]))
+            pts.append([int(r["bytes"]), f, f * beside, alone, beside])
     if not pts:
         return None
     a = np.array([[1.0, b] for b, *_ in pts])
