@@ -36,7 +36,6 @@ What DDP does (torch 2.13.0; ``reducer.cpp`` is ``torch/csrc/distributed/c10d/re
   casts at :class:`~autotuner.model.costmodel.Fp16Cost`'s rates. ``powerSGD`` is lossy and not simulated.
 - **The step**: forward, backward (gradients ready at ``forward + ready_fraction * backward``, each hook's copy
   delaying the rest of the backward on CPU ranks), the wait for every collective, the copies back, the update.
-
 - **Compute beside the collectives** (``Workload.cpu_bound``: a CPU-profiled layout whose ranks fill the host's
   cores): every collective in flight takes CPU from the backward's thread, which then runs at ``1 - share`` of its
   speed (:class:`~autotuner.model.costmodel.CollectiveCpu`, measured by the env's cpu phase; :func:`_advance`). Not
