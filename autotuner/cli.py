@@ -879,7 +879,7 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
             if s.get("held_out_other_job"):  # like with like: the production job's rows apart
                 pw = s.get("as_predicted_worst")
                 line += (f"; {s['held_out_other_job']} of them ran another job than the prediction's (Horovod's "
-                         "timeline, or fp16 over zero gradients)" + ("" if pw is None else
+                         "timeline, or fp16 over zero gradients or the same values on every rank)" + ("" if pw is None else
                                             f"; the rest: {s['held_out_as_predicted']}, mean |error| "
                                             f"{s['as_predicted_mape_percent']:.1f}%, worst "
                                             f"{pw['error_percent']:+.1f}% ({pw['quantity']})"))

@@ -37,7 +37,7 @@ def worker(model: str, compute_ms: float, compression: str, steps: int, warmup: 
     torch.set_num_threads(1)
     layout = load_layout(model)
     fwd_s, bwd_s = compute_ms * R.FORWARD_SHARE / 1e3, compute_ms * (1 - R.FORWARD_SHARE) / 1e3
-    params, forward, clock = R._build(layout, bwd_s, seed=hvd.rank())
+    params, forward, clock, values = R._build(layout, bwd_s, seed=hvd.rank())
 
     class Noop(torch.optim.Optimizer):
         def __init__(self, ps):
@@ -51,6 +51,7 @@ def worker(model: str, compute_ms: float, compression: str, steps: int, warmup: 
     nbytes = {p: int(p.numel() * p.element_size()) for p in params}
     x = torch.ones(1, requires_grad=True)
     for step in range(warmup + steps):
+        R.renew(params, values)  # each rank's own values, as the replay since issue 29's fourth pass
         t = time.perf_counter()
         loss = forward(x)
         R._sleep_to(t + fwd_s)

@@ -158,6 +158,27 @@ def zero_gradients(rec: dict[str, Any]) -> bool:
     return not setup.get("command")
 
 
+#: what a replay record's ``gradients`` holds when every rank's values were renewed between steps
+#: (:data:`autotuner.frameworks.horovod.replay.VALUES_RENEWED`; kept here so readers import no workload)
+VALUES_RENEWED = "per rank, renewed each step"
+
+
+def same_values_on_every_rank(rec: dict[str, Any]) -> bool:
+    """Whether the trial of validation record ``rec`` allreduced the *same* values on every rank: a Horovod replay
+    trial (``setup.command`` empty) with gradient-like values (``gradients`` set) recorded before the replay renewed
+    them between steps (``gradients`` without :data:`VALUES_RENEWED`, issue 29's fourth pass). Horovod writes the
+    average back into each gradient, so from the second step on those ranks held identical values; Gloo's software
+    float16 sum of ``x + x`` rounds exactly and ran 10-22 % faster than a sum of two ranks' own values
+    (``scripts/fp16_rank_values.py``; docs/compression.md, "Fourth pass"). Such an fp16 trial is another job than a
+    training job's; an uncompressed one is not (float32's sum measured the same either way). Zero-gradient records
+    (:func:`zero_gradients`) are not counted here."""
+    g = rec.get("gradients")
+    if g is None or g == "the script's own":
+        return False
+    setup = rec.get("setup") if isinstance(rec.get("setup"), dict) else {}
+    return not setup.get("command") and VALUES_RENEWED not in str(g)
+
+
 # --- proposals ------------------------------------------------------------------------------
 
 class ProposalEntry(_Schema):

@@ -24,7 +24,11 @@ in ``step()``'s synchronize (horovod/torch/optimizer.py ``_allreduce_grad_async`
 
 Gradients are never zeroed: a stage's backward returns no gradient for its parameter, so
 ``p.grad`` keeps its buffer and each step Horovod allreduces it in place (the buffer is allocated once, up front: horovod/torch/optimizer.py's hook asserts on
-``p.grad``). No per-step allocation or memory traffic is added to the step.
+``p.grad``). No per-step allocation or memory traffic is added to the step. Between steps, outside the timed step,
+every gradient gets its rank's own values back (:data:`VALUES_RENEWED`): Horovod writes the averaged result into
+``p.grad`` (in place, or ``p.grad.set_`` the decompressed output with fp16), so without it every rank would allreduce
+the *same* values from the second step on, which no training job does and which Gloo's software float16 sum runs
+far faster (``x + x`` rounds exactly; ``scripts/fp16_rank_values.py``, docs/compression.md).
 
 Output (rank 0, stdout): one ``step N time_ms X`` line per step, then one line
 ``AUTOTUNER_RESULT {json}`` that :func:`autotuner.readers.replay_output.parse_output` reads. Its keys:
@@ -41,6 +45,11 @@ import argparse
 import json
 import sys
 import time
+
+# the result's ``gradients`` ends with it: each rank's own values in every step (renewed between steps), since issue
+# 29's fourth pass; a record without it held the ranks' identical averages from its second step on
+# (:func:`autotuner.schemas.records.same_values_on_every_rank`)
+from ...schemas.records import VALUES_RENEWED
 
 RESULT_TAG = "AUTOTUNER_RESULT"
 #: ``--compression`` values: Horovod 0.28.1's lossless-enough compressors (horovod/torch/compression.py
@@ -65,8 +74,10 @@ def _build(layout, backward_s: float, seed: int = 0):
     params = [torch.nn.Parameter(torch.zeros(shape, dtype=dtypes[dt]))
               for shape, dt in zip(layout.shapes, layout.dtypes)]
     gen = torch.Generator().manual_seed(seed)
-    for prm in params:  # the gradient buffer Horovod allreduces in place every step: gradient-like values
-        prm.grad = (torch.randn(prm.shape, generator=gen) * GRADIENT_STD).to(prm.dtype)
+    # each rank's own gradient-like values, copied into the gradients before every step (:func:`renew`)
+    values = [(torch.randn(prm.shape, generator=gen) * GRADIENT_STD).to(prm.dtype) for prm in params]
+    for prm, v in zip(params, values):  # the gradient buffer Horovod allreduces in place every step
+        prm.grad = v.clone()
     ready = list(layout.ready_fraction)
     clock = {"t0": 0.0, "first": 0.0}  # backward's start (the caller sets it), its first stage's start
 
@@ -93,7 +104,14 @@ def _build(layout, backward_s: float, seed: int = 0):
             x = Stage.apply(x, params[i], i)
         return x.sum()
 
-    return params, forward, clock
+    return params, forward, clock, values
+
+
+def renew(params, values) -> None:
+    """Copy each rank's own values (:func:`_build`'s ``values``) back into the gradients, between steps: Horovod
+    left the ranks' average there (:data:`VALUES_RENEWED`)."""
+    for prm, v in zip(params, values):
+        prm.grad.copy_(v)
 
 
 #: where a replay step's time goes (``phases_ms`` in the result, medians over the measured steps, ms):
@@ -179,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
         forward_s = args.compute_ms * FORWARD_SHARE / 1e3
         backward_s = args.compute_ms * (1 - FORWARD_SHARE) / 1e3
     update_s = args.update_ms / 1e3
-    params, forward, clock = _build(layout, backward_s, seed=hvd.rank())
+    params, forward, clock, values = _build(layout, backward_s, seed=hvd.rank())
 
     class EmulatedUpdate(torch.optim.Optimizer):
         """An optimizer whose step only waits ``update_ms`` (the update is emulated, not run)."""
@@ -198,6 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     times_ms: list[float] = []
     phases: dict[str, list[float]] = {k: [] for k in PHASES}
     for step in range(args.warmup + args.steps):
+        renew(params, values)  # outside the timed step: a training step's backward writes fresh gradients
         t = time.perf_counter()
         # The forward lasts forward_s, host work included: a GPU job's host builds its graph (launches
         # kernels) while the device computes, so building the emulated graph (~55 µs per stage here,
@@ -232,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         result = {"model": layout.name, "ranks": hvd.size(), "steps": args.steps,
                   "warmup": args.warmup, "compute_ms": args.compute_ms, "update_ms": args.update_ms,
                   "wait": args.wait, "compression": args.compression,
-                  "gradients": f"normal(0, {GRADIENT_STD:g})",
+                  "gradients": f"normal(0, {GRADIENT_STD:g}), {VALUES_RENEWED}",
                   "bytes_per_step": layout.total_bytes, "step_times_ms": [round(v, 3) for v in times_ms],
                   "median_step_time_ms": round(median, 3),
                   "phases_ms": {k: round(sorted(v)[n // 2], 3) for k, v in phases.items()}}

@@ -21,7 +21,7 @@ from ....model.costmodel import Cluster
 from ..simulator import simulate_step
 from ....readers.layouts import load_recorded_layout
 from ....readers.runs import read_runs
-from ....schemas.records import timeline_recorded, zero_gradients
+from ....schemas.records import same_values_on_every_rank, timeline_recorded, zero_gradients
 
 
 #: what a validation row's quantity says when its trials ran Horovod's timeline (not the predicted job)
@@ -29,8 +29,12 @@ TIMELINE_RAN = "timeline ran"
 #: what an fp16 validation row's quantity says when its replay allreduced zeros (records before issue 29's second
 #: pass, :func:`autotuner.schemas.records.zero_gradients`): a CPU sums float16 zeros far faster than gradients
 ZERO_GRADIENTS = "zero gradients"
+#: what an fp16 validation row's quantity says when its replay's ranks held the same values from the second step on
+#: (records before issue 29's fourth pass, :func:`autotuner.schemas.records.same_values_on_every_rank`): Gloo's
+#: float16 sum of ``x + x`` runs 10-22 % faster than a training job's sum of two ranks' own values
+SAME_VALUES = "same values on every rank"
 #: the tags of rows whose trials ran another job than the one predicted
-OTHER_JOB = (TIMELINE_RAN, ZERO_GRADIENTS)
+OTHER_JOB = (TIMELINE_RAN, ZERO_GRADIENTS, SAME_VALUES)
 
 
 @dataclass(frozen=True)
@@ -233,7 +237,9 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
     Horovod's timeline (:func:`autotuner.schemas.records.timeline_recorded`) are their own rows, named
     "timeline ran": the prediction is for a job without the timeline, whose writer costs such a step 3-30 %
     (docs/validation.md), so those rows are not like with like and say so. So are fp16 trials whose replay
-    allreduced zeros (:func:`autotuner.schemas.records.zero_gradients`), named "zero gradients".
+    allreduced zeros (:func:`autotuner.schemas.records.zero_gradients`), named "zero gradients", and those whose
+    replay's ranks allreduced the same values from the second step on
+    (:func:`autotuner.schemas.records.same_values_on_every_rank`), named "same values on every rank".
     """
     from ....readers.runs import read_validation_files
 
@@ -246,9 +252,11 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
                 shape = (r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
                 groups.setdefault((r["setup"]["model"], r.get("label"), json.dumps(r["config"], sort_keys=True),
                                    shape, r.get("compression", "none"), timeline_recorded(r),
-                                   r.get("compression", "none") == "fp16" and zero_gradients(r)), []).append(r)
+                                   r.get("compression", "none") == "fp16" and zero_gradients(r),
+                                   r.get("compression", "none") == "fp16" and same_values_on_every_rank(r)),
+                                  []).append(r)
         backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
-        for (model, label, _, shape, comp, tl, zeros), rs in groups.items():
+        for (model, label, _, shape, comp, tl, zeros, same), rs in groups.items():
             cfg = Config.from_dict(rs[0]["config"])
             if transfer or held_out_only:
                 if "compute_ms" not in rs[0]["setup"]:
@@ -268,7 +276,8 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
                    + (", cache off" if cfg.cache_capacity == 0 else "")
                    + (", hierarchical" if cfg.hierarchical_allreduce else "")
                    + ("" if comp == "none" else f", {comp}")
-                   + (f", {TIMELINE_RAN}" if tl else "") + (f", {ZERO_GRADIENTS}" if zeros else "") + ")"
+                   + (f", {TIMELINE_RAN}" if tl else "") + (f", {ZERO_GRADIENTS}" if zeros else "")
+                   + (f", {SAME_VALUES}" if same else "") + ")"
                    + ("" if shape[0] is None else f" on {shape[0]}x{shape[1]}"))
             src = f"{env.path.name}/validation/{f.name} ({len(rs)} trials)"
             name = f"{env.name} (cost model: {fenv.name})" if transfer else env.name
@@ -298,7 +307,7 @@ def summary(cs: list[Case]) -> list[dict]:
     the held-out ones (not used by the fit: the honest test) the mean absolute error and the
     worst case, in percent. ``None`` where there is no held-out step time. ``held_out_other_job`` counts the
     held-out rows whose trials ran another job than the prediction's (tagged :data:`OTHER_JOB`: Horovod's
-    timeline, fp16 over zero gradients); ``held_out_as_predicted``, ``as_predicted_mape_percent`` and
+    timeline, fp16 over zero gradients or over the same values on every rank); ``held_out_as_predicted``, ``as_predicted_mape_percent`` and
     ``as_predicted_worst`` are the rest's."""
     out = []
     for env in dict.fromkeys(c.env for c in cs):
