@@ -253,7 +253,9 @@ def _env_rows(env):
 #: 1 MiB cap is +7.0 % (outside its repeats) and tau 0.79; ddp-2x1-4gbit (2 hosts x 1 at 4 Gbit/s) shows the
 #: 2-host pattern again: small caps +4.5 to +6.3 %, the large ones -2 to -5 %, the fp16 hook -7.3 / -13.4 %.
 #: ddp-2x2-5gbit's MobileNetV2 with shifted stages (the hooks' work on 4 ranks' 2 cores delays the later gradients):
-#: every setting 7-15 % too fast, against 1-8 % with deadline stages.
+#: every setting 7-15 % too fast, against 1-8 % with deadline stages. ddp-4gbit (1 host x 2 at 4 Gbit/s, fresh, one
+#: sitting, 2026-11-27 13:38-13:57): ResNet-18 and ResNet-101 meet every item; ResNet-50 every item but the fp16
+#: hook, -5.6 % (279.4 ms measured, 269.1-282.4; 263.9 predicted).
 DDP_MISSED = {("ddp-2x1-3gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau", "first-bucket")} \
     | {("ddp-2x1-3gbit", "resnet101-long", k) for k in ("mape", "rows", "tau")} \
     | {("ddp-2x1-3gbit", "resnet50", k) for k in ("mape", "rows", "tau")} \
@@ -264,7 +266,8 @@ DDP_MISSED = {("ddp-2x1-3gbit", "resnet101", k) for k in ("mape", "rows", "fp16"
     | {("ddp-2x2-5gbit", "mobilenet_v2-shifted", k) for k in ("mape", "rows", "fp16")} \
     | {("ddp-5gbit", "resnet101", k) for k in ("rows", "tau")} \
     | {("ddp-2x1-4gbit", "resnet101", k) for k in ("mape", "rows", "fp16")} \
-    | {("ddp-2x1-4gbit", "resnet50", k) for k in ("mape", "fp16", "tau")}
+    | {("ddp-2x1-4gbit", "resnet50", k) for k in ("mape", "fp16", "tau")} \
+    | {("ddp-4gbit", "resnet50", "fp16")}
 
 
 def _acceptance(env):
