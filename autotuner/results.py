@@ -25,7 +25,9 @@ class Proposal:
     step time / this one's; ``score_bytes_per_us``: Horovod autotune's score (bytes allreduced per
     µs of collective time, horovod/common/parameter_manager.cc); ``compression``: the gradient
     compression (``none``, ``fp16``), set in the training script by ``compression_code``, not by a
-    flag; ``horovodrun_flags`` and ``env_vars`` set the knobs."""
+    flag; ``horovodrun_flags`` and ``env_vars`` set the knobs; ``step_time_range_ms``: (low, high) ms, for an fp16
+    proposal on CPU ranks the step at the quartiles of the fp16 phase's figures for the float16 sum
+    (:attr:`autotuner.model.costmodel.Fp16Cost.sum_extra_range_s_per_elem`), else None."""
 
     config: Config
     compression: str
@@ -35,18 +37,22 @@ class Proposal:
     horovodrun_flags: tuple[str, ...]
     env_vars: Mapping[str, str]
     compression_code: str | None = None
+    step_time_range_ms: tuple[float, float] | None = None
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Proposal":
+        rng = d.get("step_time_range_ms")
         return cls(Config.from_dict(d["config"]), str(d["compression"]), float(d["step_time_ms"]),
                    float(d["speedup_vs_default"]), float(d["score_bytes_per_us"]), tuple(d["horovodrun_flags"]),
-                   _frozen(d["env_vars"]), d.get("compression_code"))
+                   _frozen(d["env_vars"]), d.get("compression_code"),
+                   None if rng is None else (float(rng[0]), float(rng[1])))
 
     def to_dict(self) -> dict[str, Any]:
         return {"config": self.config.to_dict(), "compression": self.compression,
                 "compression_code": self.compression_code, "step_time_ms": self.step_time_ms,
                 "speedup_vs_default": self.speedup_vs_default, "score_bytes_per_us": self.score_bytes_per_us,
-                "horovodrun_flags": list(self.horovodrun_flags), "env_vars": dict(self.env_vars)}
+                "horovodrun_flags": list(self.horovodrun_flags), "env_vars": dict(self.env_vars),
+                **({} if self.step_time_range_ms is None else {"step_time_range_ms": list(self.step_time_range_ms)})}
 
 
 @dataclass(frozen=True)

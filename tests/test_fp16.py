@@ -323,6 +323,32 @@ def test_suggest_proposes_fp16_on_the_v100_clusters_beside_the_knob_only_answer(
     assert "98.27 %" in text.stdout and "report 004" in text.stdout  # what fp16 changes, and what 004 measured
 
 
+def test_the_fit_keeps_how_far_the_phase_pins_the_sum_and_suggest_predicts_both_ends():
+    """``fit.fp16.sum_extra_range_ns_per_elem``: the quartiles of the phase's per-point figures (numpy's linear
+    quartiles), carried by the cost model through its file; an fp16 proposal on CPU ranks is predicted at both ends
+    (``step_time_range_ms``, around its own prediction) and a note says so; a GPU's datasheet figure has no range."""
+    from autotuner.fit.collective import fp16_cost
+
+    for e in FP16_ENVS:
+        info = fp16_cost(_phase(e))
+        lo, hi = info["sum_extra_range_ns_per_elem"]
+        pts = info["per_point_ns_per_elem"]
+        assert lo == pytest.approx(np.percentile(pts, 25), abs=0.01) and hi == pytest.approx(np.percentile(pts, 75), abs=0.01)
+        f = load_env(MODELS, e).cost.fp16
+        assert [v * 1e9 for v in f.sum_extra_range_s_per_elem] == pytest.approx([lo, hi], rel=1e-6)
+        back = Fp16Cost.from_dict(f.to_dict())  # through the file (ns and back: the last bits may move)
+        assert back.sum_extra_range_s_per_elem == pytest.approx(f.sum_extra_range_s_per_elem, rel=1e-12)
+    p = run("suggest", "--model", "resnet18", "--env", "fresh-poll-1.25gbit", "--compute-ms", "60", "--json")
+    assert p.returncode == 0, p.stderr
+    best = json.loads(p.stdout)["proposals"][0]
+    assert best["compression"] == "fp16"
+    lo_ms, hi_ms = best["step_time_range_ms"]
+    assert lo_ms < best["step_time_ms"] < hi_ms and hi_ms / lo_ms > 1.05  # the 1.25 Gbit/s phase pins it loosely
+    assert "fp16 on CPU ranks" in p.stderr and "quartiles" in p.stderr
+    gpu = json.loads(run("suggest", "--model", "vgg16", "--env", "v100-5gbit", "--json").stdout)["proposals"][0]
+    assert gpu["compression"] == "fp16" and "step_time_range_ms" not in gpu
+
+
 def test_a_gpu_not_in_the_table_keeps_fp16_unproposed_and_says_why(tmp_path):
     d = json.loads((MODELS / "v100-5gbit.json").read_text())
     d["cluster"]["gpu"] = "RTX 9090"

@@ -79,7 +79,8 @@ def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
     reduce-scatter and allgather move ``k`` segments each, per rank) and, solved for ``s``
     (:func:`_segment_sum_s`), the sum per float16 element ``2 s / segment``; ``sum_extra_ns_per_elem`` is their
     median (a median: one job of three may sample a slow regime; a negative one is reported and clipped to 0).
-    ``per_point_ns_per_elem`` lists them, ``predicted_fp16_ms`` what the median gives back for each point, and
+    ``per_point_ns_per_elem`` lists them, ``sum_extra_range_ns_per_elem`` gives their quartiles (how far the phase
+    pins the figure: ``suggest`` predicts an fp16 proposal at both), ``predicted_fp16_ms`` what the median gives back for each point, and
     ``per_element_law_ns_per_elem`` the median of the earlier law (every element's sum exposed,
     ``(T16 - T32) / ((p - 1) / p · B / 2)``) for comparison. The casts per element and per tensor:
     :func:`_cast_fit`. With no record: ``{"jobs": 0, "sum_extra_ns_per_elem": None, "note": ...}``.
@@ -111,6 +112,8 @@ def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
             "segment_bytes": GLOO_SEGMENT_BYTES,
             "sum_extra_ns_per_elem": x * 1e9,
             "per_point_ns_per_elem": [round(float(v) * 1e9, 2) for v in xs],
+            # how far the points pin it: their quartiles (docs/compression.md, "How well the phase pins the sum")
+            "sum_extra_range_ns_per_elem": [max(0.0, float(np.percentile(xs, q)) * 1e9) for q in (25, 75)],
             "predicted_fp16_ms": [[b, round(t16 * 1e3, 3), round(q * 1e3, 3)]
                                   for (b, _, t16, *_), q in zip(pts, pred)],
             "per_element_law_ns_per_elem": float(np.median([q[7] for q in pts])) * 1e9,

@@ -456,6 +456,11 @@ class Fp16Cost:
         device: the GPU whose datasheet gave the figures (:data:`autotuner.specs.GPUS`), or None: measured on
             the env's own CPU ranks.
         source: one line: where the figures come from (printed where fp16 is proposed).
+        sum_extra_range_s_per_elem: (low, high), the quartiles of the fp16 phase's per-point figures for the
+            float16 sum (s per element; :func:`autotuner.fit.collective.fp16_cost`'s ``per_point_ns_per_elem``):
+            how far the phase pins :attr:`sum_extra_s_per_elem` (where the wire hides the sum, its points spread
+            up to 3.4x, docs/compression.md "How well the phase pins the sum"); None: not known (a GPU's
+            datasheet, a DDP sweep, or an older fit).
     """
 
     sum_extra_s_per_elem: float
@@ -466,6 +471,12 @@ class Fp16Cost:
     segment_bytes: float | None = None
     device: str | None = None
     source: str | None = None
+    sum_extra_range_s_per_elem: tuple[float, float] | None = None
+
+    def with_sum(self, sum_extra_s_per_elem: float) -> "Fp16Cost":
+        """This cost with another float16 sum per element (s): for a prediction at an end of
+        :attr:`sum_extra_range_s_per_elem`."""
+        return replace(self, sum_extra_s_per_elem=float(sum_extra_s_per_elem))
 
     def tier(self, t: "Tier") -> "Tier":
         """``t`` for float16 payloads. With :attr:`segment_bytes`: an :class:`Fp16Tier` (the pipelined ring's
@@ -497,7 +508,9 @@ class Fp16Cost:
                 "cast_down_us_per_tensor": self.cast_down_s_per_tensor * 1e6,
                 **({} if self.segment_bytes is None else {"segment_bytes": self.segment_bytes}),
                 **({} if self.device is None else {"device": self.device}),
-                **({} if self.source is None else {"source": self.source})}
+                **({} if self.source is None else {"source": self.source}),
+                **({} if self.sum_extra_range_s_per_elem is None else
+                   {"sum_extra_range_ns_per_elem": [v * 1e9 for v in self.sum_extra_range_s_per_elem]})}
 
     @classmethod
     def from_fit(cls, info: dict[str, Any], source: str) -> "Fp16Cost | None":
@@ -505,9 +518,11 @@ class Fp16Cost:
         ``segment_bytes``), or None where it found no float16 sum (no records)."""
         if info.get("sum_extra_ns_per_elem") is None:
             return None
+        rng = info.get("sum_extra_range_ns_per_elem")
         return cls(info["sum_extra_ns_per_elem"] * 1e-9, info["cast_up_ns_per_elem"] * 1e-9,
                    info["cast_up_us_per_tensor"] * 1e-6, info["cast_down_ns_per_elem"] * 1e-9,
-                   info["cast_down_us_per_tensor"] * 1e-6, segment_bytes=info["segment_bytes"], source=source)
+                   info["cast_down_us_per_tensor"] * 1e-6, segment_bytes=info["segment_bytes"], source=source,
+                   sum_extra_range_s_per_elem=None if rng is None else (rng[0] * 1e-9, rng[1] * 1e-9))
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Fp16Cost":
@@ -515,7 +530,9 @@ class Fp16Cost:
                    float(d.get("cast_up_us_per_tensor", 0.0)) * 1e-6, float(d.get("cast_down_ns_per_elem", 0.0)) * 1e-9,
                    float(d.get("cast_down_us_per_tensor", 0.0)) * 1e-6,
                    None if d.get("segment_bytes") is None else float(d["segment_bytes"]),
-                   d.get("device"), d.get("source"))
+                   d.get("device"), d.get("source"),
+                   None if d.get("sum_extra_range_ns_per_elem") is None else
+                   tuple(float(v) * 1e-9 for v in d["sum_extra_range_ns_per_elem"]))
 
 
 @dataclass(frozen=True)

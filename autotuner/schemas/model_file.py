@@ -91,6 +91,10 @@ class Fp16Entry(_Schema):
     device: str | None = None
     #: where the figures come from, one line
     source: str | None = None
+    #: the quartiles of the fp16 phase's per-point figures for the float16 sum (ns per element): how far the phase
+    #: pins ``sum_extra_ns_per_elem``; absent: not known (a GPU's datasheet, a DDP sweep, an older fit)
+    sum_extra_range_ns_per_elem: Annotated[list[Annotated[float, Field(ge=0, allow_inf_nan=False)]],
+                                           Field(min_length=2, max_length=2)] | None = None
 
 
 class CostModelEntry(_Schema):

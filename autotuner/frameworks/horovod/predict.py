@@ -388,9 +388,19 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
                 "step_time_ms": r.step_time_ms, "speedup_vs_default": base.step_time_s / r.step_time_s,
                 "score_bytes_per_us": r.score_bytes_per_us, "horovodrun_flags": horovodrun_flags(c),
                 "env_vars": horovod_env(c)}
+    def with_range(e: dict, c: Config, comp: Compression) -> dict:
+        # a measured float16 sum the fp16 phase pins only to its points' quartiles: the step at both ends
+        f = scs[comp].cost.fp16 if comp != Compression.none else None
+        if f is not None and f.device is None and f.sum_extra_range_s_per_elem is not None:
+            lo, hi = (replace(scs[comp], cost=replace(scs[comp].cost, fp16=f.with_sum(x))).simulate(c).step_time_ms
+                      for x in f.sum_extra_range_s_per_elem)
+            e["step_time_range_ms"] = [min(lo, hi), max(lo, hi)]
+        return e
+
     res = {"env": sc.env, "model": sc.model, "layout": sc.layout.name,
            "nodes": sc.cluster.nodes, "gpus_per_node": sc.cluster.gpus_per_node,
-           "default": entry(ref, refc, base), "proposals": [entry(t.config, c) for t, c in picked],
+           "default": entry(ref, refc, base),
+           "proposals": [with_range(entry(t.config, c), t.config, c) for t, c in picked],
            "evaluations": n_trials, "search_seconds": wall}
     res["keep_defaults"] = kp.keep_defaults and not winners
     res["knob_only"] = entry(kp.config, refc)
@@ -402,6 +412,15 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
                      and scs[c].cost.fp16 is not None and scs[c].cost.fp16.source), None)
     if fp16_src:
         res["trust"] = (res["trust"] + "; " if res["trust"] else "") + f"fp16 term {fp16_src}"
+    ranged = [(i, e) for i, e in enumerate(res["proposals"], 1) if "step_time_range_ms" in e]
+    if ranged:
+        f = scs[Compression.fp16].cost.fp16
+        lo_ns, hi_ns = (v * 1e9 for v in f.sum_extra_range_s_per_elem)
+        notes.append(f"fp16 on CPU ranks: the fp16 phase's points put Gloo's float16 sum at {lo_ns:.1f}-{hi_ns:.1f} ns "
+                     f"per element (quartiles; fitted {f.sum_extra_s_per_elem * 1e9:.1f}), so "
+                     + ", ".join(f"#{i} is {e['step_time_ms']:.1f} ms within {e['step_time_range_ms'][0]:.1f}-"
+                                 f"{e['step_time_range_ms'][1]:.1f}" for i, e in ranged)
+                     + " (docs/compression.md, \"How well the phase pins the sum\")")
     res["reference_version"] = reference_version or LAST_RELEASE
     res["strategy"] = "grid" if strategy is None else type(strategy).__name__
     res["backend"] = sc.backend  # the --backend what-if simulated (None: the env's own)
