@@ -3,8 +3,9 @@
 - Output that is not a terminal (a pipe, a file, CI) gets plain aligned text: the title, a header
   line, a rule, one line per row, columns two spaces apart, nothing cut, so ``grep``/``awk`` read it.
   At its full width, unless the environment names a width (``COLUMNS=80 autotuner ... | cat``): then
-  text cells and headers wrap between words, each column no narrower than its longest word, so a
-  row may take several lines and a number is never split (:func:`plain_table`'s ``width``).
+  text cells and headers wrap between words (and a left-justified cell's path after a ``/``), each column no
+  narrower than its longest word, so a row may take several lines and a number is never split
+  (:func:`plain_table`'s ``width``).
 - A terminal gets a rich table whose columns never go narrower than their longest word: a header
   such as ``hier. allreduce`` wraps between words, a number never. When even that does not fit
   the terminal, the table is as wide as it must be and the terminal wraps whole lines.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import textwrap
 from itertools import zip_longest
 
@@ -47,20 +49,49 @@ def table_cells(table: Table) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def _fitted_widths(headers: list[str], rows: list[list[str]], width: int | None) -> list[int]:
+#: a left-justified cell's unbreakable pieces: a path segment with its ``/``, a word, or the space between
+_PIECE = re.compile(r"[^\s/]*/+|[^\s/]+|\s+")
+
+
+def _pieces(cell: str, paths: bool) -> list[str]:
+    """``cell``'s words, and with ``paths`` each path segment ending in ``/`` a piece of its own."""
+    return [t for t in (_PIECE.findall(cell) if paths else cell.split()) if not t.isspace()]
+
+
+def _wrap(cell: str, width: int, paths: bool) -> list[str]:
+    """``cell`` in lines of at most ``width`` characters, broken between words (and, with ``paths``, after a
+    ``/``), never inside one; a piece longer than ``width`` stands on its own line."""
+    if not paths:
+        return textwrap.wrap(cell, width, break_long_words=False, break_on_hyphens=False) or [""]
+    out, cur = [], ""
+    for tok in _PIECE.findall(cell):
+        if tok.isspace():
+            cur += " " if cur else ""
+        elif not cur or len(cur + tok) <= width:
+            cur += tok
+        else:
+            out.append(cur.rstrip())
+            cur = tok
+    return out + [cur.rstrip()] if cur.strip() else (out or [""])
+
+
+def _fitted_widths(headers: list[str], rows: list[list[str]], width: int | None,
+                   paths: list[bool] | None = None) -> list[int]:
     """Each column's width: its longest cell, narrowed until the columns and their two-space gaps fit ``width``
     characters, or as far as the words allow: first by wrapping headers only (no row gets taller), then text cells
-    too; each time the column with the most room first, never under its longest word."""
+    too; each time the column with the most room first, never under its longest word (in a ``paths`` column, its
+    longest path segment)."""
     cells = [[h] + [r[i] for r in rows] for i, h in enumerate(headers)]
     widths = [max(len(c) for c in col) for col in cells]
     if width is None:
         return widths
+    paths = paths or [False] * len(headers)
 
-    def word(c):
-        return max((len(w) for w in c.split()), default=0)
+    def word(c, i):
+        return max((len(w) for w in _pieces(c, paths[i])), default=0)
 
-    header_only = [max([word(col[0])] + [len(c) for c in col[1:]]) for col in cells]
-    any_cell = [max(word(c) for c in col) for col in cells]
+    header_only = [max([word(col[0], i)] + [len(c) for c in col[1:]]) for i, col in enumerate(cells)]
+    any_cell = [max(word(c, i) for c in col) for i, col in enumerate(cells)]
     for floor in (header_only, any_cell):
         while sum(widths) + 2 * (len(widths) - 1) > width:
             room = [w - f for w, f in zip(widths, floor)]
@@ -75,15 +106,16 @@ def plain_table(table: Table, width: int | None = None) -> str:
     """``table`` as plain aligned text (title, header, rule, rows; right-justified columns stay so).
 
     ``width``: None prints each row on one line at its full width; a number (characters, e.g. ``COLUMNS``) wraps
-    text cells and headers between words so the table fits it where the longest words allow (a number has no
-    space, so it never wraps); a wrapped row continues on the next lines in the same columns."""
+    text cells and headers between words (a left-justified column's paths also after a ``/``) so the table fits it
+    where the longest words allow (a number has no space, so it never wraps); a wrapped row continues on the next
+    lines in the same columns."""
     headers, rows = table_cells(table)
-    widths = _fitted_widths(headers, rows, width)
     right = [c.justify == "right" for c in table.columns]
+    paths = [not r for r in right]  # a text column's paths may break after a "/"; a number column never
+    widths = _fitted_widths(headers, rows, width, paths)
 
     def lines(cells):
-        parts = [textwrap.wrap(c, w, break_long_words=False, break_on_hyphens=False) or [""]
-                 for c, w in zip(cells, widths)]
+        parts = [_wrap(c, w, pt) for c, w, pt in zip(cells, widths, paths)]
         return ["  ".join(c.rjust(w) if rj else c.ljust(w) for c, w, rj in zip(cs, widths, right)).rstrip()
                 for cs in zip_longest(*parts, fillvalue="")]
 

@@ -161,6 +161,22 @@ def test_piped_tables_fit_the_width_the_environment_names(width):
     assert len(plain_table(t).splitlines()) == 6
 
 
+def test_piped_tables_break_a_text_columns_path_after_a_slash_and_never_a_number():
+    """A left-justified column's path wraps after a ``/`` (never inside a segment); a right-justified column's
+    cell with a ``/`` (``1013.9 / 897.5``) breaks only at its spaces."""
+    t = Table(title=None)
+    t.add_column("source")
+    t.add_column("first: measured / predicted", justify="right")
+    t.add_row("fresh-poll-2gbit/validation/fp16-mobilenet_v2-gradients-3.jsonl (3 trials)", "1013.9/897.5")
+    text = plain_table(t, 50)
+    lines = text.splitlines()
+    assert max(len(ln) for ln in lines) <= 50, text
+    assert any(ln.startswith("fresh-poll-2gbit/validation/  ") for ln in lines), text  # broken after the "/"
+    assert any(ln.startswith("fp16-mobilenet_v2-gradients-3.jsonl") for ln in lines), text
+    assert sum("1013.9/897.5" in ln for ln in lines) == 1 and "(3 trials)" in text
+    assert "fresh-poll-2gbit/validation/fp16-mobilenet_v2" in plain_table(t, None)  # no width: one line
+
+
 def test_piped_tables_read_columns_from_the_environment(monkeypatch):
     t = _table()
     t.add_row("a long label of several words", "7", "no", "0.990x", "1.5")
