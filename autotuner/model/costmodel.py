@@ -473,11 +473,6 @@ class Fp16Cost:
     source: str | None = None
     sum_extra_range_s_per_elem: tuple[float, float] | None = None
 
-    def with_sum(self, sum_extra_s_per_elem: float) -> "Fp16Cost":
-        """This cost with another float16 sum per element (s): for a prediction at an end of
-        :attr:`sum_extra_range_s_per_elem`."""
-        return replace(self, sum_extra_s_per_elem=float(sum_extra_s_per_elem))
-
     def tier(self, t: "Tier") -> "Tier":
         """``t`` for float16 payloads. With :attr:`segment_bytes`: an :class:`Fp16Tier` (the pipelined ring's
         exposed sum, :meth:`Fp16Tier.sum_exposed_s`). Without: per wire byte ``sum_extra / 4`` more in the

@@ -392,7 +392,7 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
         # a measured float16 sum the fp16 phase pins only to its points' quartiles: the step at both ends
         f = scs[comp].cost.fp16 if comp != Compression.none else None
         if f is not None and f.device is None and f.sum_extra_range_s_per_elem is not None:
-            lo, hi = (replace(scs[comp], cost=replace(scs[comp].cost, fp16=f.with_sum(x))).simulate(c).step_time_ms
+            lo, hi = (replace(scs[comp], cost=replace(scs[comp].cost, fp16=replace(f, sum_extra_s_per_elem=x))).simulate(c).step_time_ms
                       for x in f.sum_extra_range_s_per_elem)
             e["step_time_range_ms"] = [min(lo, hi), max(lo, hi)]
         return e
