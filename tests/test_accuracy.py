@@ -165,3 +165,49 @@ def test_the_summary_sets_the_production_jobs_rows_apart():
     assert s["held_out_other_job"] == len(held) - len(prod) > 0 and s["held_out_as_predicted"] == len(prod) > 0
     assert s["as_predicted_mape_percent"] == pytest.approx(sum(abs(c.error_pct) for c in prod) / len(prod))
     assert TIMELINE_RAN not in s["as_predicted_worst"]["quantity"]
+
+
+def test_the_trust_block_judges_the_production_job_alone():
+    """Like with like in ``fit``'s trust block (issue 29), which sets the error band ``suggest`` holds a gain
+    against and the trust line every prediction prints: on fresh-3gbit, replayed with and without Horovod's
+    timeline, the block's configurations, mean and worst error are those of the held-out rows that ran the
+    predicted job (no timeline), and the rows that ran another job are counted, not pooled. The shipped model's
+    block is what a refit gives (relative 1e-6: a refit's floats move in their 8th digit between machines)."""
+    import json
+    import numpy as np
+    from autotuner.frameworks.horovod.views.accuracy import OTHER_JOB, trust_of
+
+    t = trust_of(ROOT / "runs", ROOT / "autotuner" / "models", "fresh-3gbit")
+    held = [c for c in cases(ROOT / "runs", ROOT / "autotuner" / "models", "fresh-3gbit")  # no other shape there
+            if not c.calibrated and c.what.endswith("step time (ms)")]
+    prod = [c for c in held if not any(x in c.what for x in OTHER_JOB)]
+    assert 0 < len(prod) < len(held)
+    assert t["configurations"] == len(prod) and t["other_job_configurations"] == len(held) - len(prod)
+    assert "only_other_job" not in t
+    assert t["mean_error_pct"] == pytest.approx(float(np.mean([abs(c.error_pct) for c in prod])), rel=1e-9)
+    worst = max(prod, key=lambda c: abs(c.error_pct))
+    assert t["worst_pct"] == pytest.approx(worst.error_pct, rel=1e-9)
+    shipped = json.loads((ROOT / "autotuner" / "models" / "fresh-3gbit.json").read_text())["trust"]
+    assert shipped.keys() == t.keys()
+    assert shipped == {k: pytest.approx(v, rel=1e-6) for k, v in t.items()}
+
+
+def test_an_env_checked_only_against_another_job_says_so():
+    """Where every held-out row ran another job than predicted (an env replayed only with the timeline), the trust
+    block keeps those rows' figures, marks them ``only_other_job``, and the trust line says so."""
+    from autotuner.frameworks.horovod.environments import error_band
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.views.accuracy import OTHER_JOB, trust_of
+
+    models = ROOT / "autotuner" / "models"
+    only = []
+    every = cases(ROOT / "runs", models)
+    for env in sorted({c.env for c in every}):
+        held = [c for c in every if c.env == env and not c.calibrated and c.what.endswith("step time (ms)")]
+        if held and all(any(x in c.what for x in OTHER_JOB) for c in held):
+            only.append(env)
+    assert only, "no env checked only against another job"
+    t = trust_of(ROOT / "runs", models, only[0])
+    assert t["only_other_job"] is True and t["configurations"] > 0 and "other_job_configurations" not in t
+    fenv = load_env(models, only[0])
+    assert "every one ran another job than predicted" in error_band(models, fenv)["line"]

@@ -287,7 +287,11 @@ def test_simulate_prints_the_device_warning_and_the_trust_line(tmp_path):
     # 33 replays on the sweep's day, 30 more (fresh-vit_s16-nt) the day after, 12 fp16 validations (issue 22),
     # 9 fixed-knob trials of the head-to-head with Horovod's autotune, 12 fp16 validations with gradient-like values
     # (issue 29's second pass), 12 more (its third pass, beside the fused fp16 phase), 12 more (its fourth pass: each
-    # rank's own values every step) and 6 on a layout no fp16 replay had used (fp16-resnet50-new)
-    assert trials == 126
+    # rank's own values every step) and 6 on a layout no fp16 replay had used (fp16-resnet50-new): 126, less the
+    # trials of another job than predicted, which the trust block leaves out (issue 29, like with like): the 33
+    # first-day replays (Horovod's timeline ran), the 6 fp16 trials of issue 22 over zero gradients and the 12 fp16
+    # trials of the second and third passes over the same values on every rank (their files' uncompressed
+    # defaults stay): 126 - 51 = 75
+    assert trials == 75
     assert d["trust"].startswith(f"checked on {trials} real trials") and d["warnings"]
     assert "warning: layout" in p.stderr and "Traceback" not in p.stderr

@@ -168,7 +168,9 @@ def _all_finite(v: Any) -> Any:
 class TrustEntry(_Schema):
     """A model file's ``trust``: held-out step times compared (``configurations``, from
     ``trials`` real trials), their mean absolute and worst signed error (%), the median range of
-    repeated trials of one configuration (% of its median), and the error band (a fraction)."""
+    repeated trials of one configuration (% of its median), and the error band (a fraction); rows whose
+    trials ran another job than predicted (Horovod's timeline, fp16 over zeros or the same values) are left
+    out and counted, unless they are all there is (``only_other_job``)."""
 
     trials: Annotated[int, Field(ge=0)]
     configurations: Annotated[int, Field(ge=0)]
@@ -176,6 +178,10 @@ class TrustEntry(_Schema):
     worst_pct: Annotated[float, Field(allow_inf_nan=False)] | None = None
     repeat_spread_pct: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     band: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    #: held-out configurations whose trials ran another job than predicted (timeline, ...), left out
+    other_job_configurations: Annotated[int, Field(ge=0)] | None = None
+    #: every held-out configuration ran another job: the figures are theirs
+    only_other_job: bool | None = None
 
 
 class ModelFile(_Schema):

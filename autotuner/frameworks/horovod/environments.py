@@ -85,7 +85,9 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
     ``model_dir`` (every folder searched), or of all checked environments when none shares the
     backend, and ``source`` gives their range. Returns ``band`` (a fraction, >= :data:`autotuner.frameworks.horovod.search.ranking.MIN_GAIN`),
     ``source`` (one line: whose band and why), ``line`` (the trust line: "checked on N real
-    trials, mean error X %, worst Y %" or "never checked against a real run") and ``trust``."""
+    trials, mean error X %, worst Y %", saying how many configurations that ran another job than predicted
+    were left out, or that every one did: :func:`autotuner.frameworks.horovod.views.accuracy.trust_of`; or
+    "never checked against a real run") and ``trust``."""
     from .fit.store import find_models, model_dirs
     from ...readers.files import read_json
     from .search.ranking import MIN_GAIN
@@ -94,6 +96,12 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
     if t.get("configurations"):
         line = (f"checked on {t['trials']} real trials ({t['configurations']} configurations): mean error "
                 f"{t['mean_error_pct']:.1f} %, worst {t['worst_pct']:+.1f} %")
+        if t.get("only_other_job"):
+            line += (" (every one ran another job than predicted: Horovod's timeline, or fp16 over zeros or the "
+                     "same values on every rank)")
+        elif t.get("other_job_configurations"):
+            n = int(t["other_job_configurations"])
+            line += f"; {n} configuration{'s' * (n != 1)} that ran another job (timeline, ...) left out"
         spread = t.get("repeat_spread_pct")
         src = (f"its own: mean error {t['mean_error_pct']:.1f} %"
                + (f", repeat spread {spread:.1f} %" if spread is not None else ""))

@@ -330,6 +330,13 @@ def summary(cs: list[Case]) -> list[dict]:
     return out
 
 
+def _other_job(r: dict) -> bool:
+    """Whether validation record ``r``'s trial ran another job than the one predicted (the rows
+    :func:`_validation_cases` tags with :data:`OTHER_JOB`)."""
+    fp16 = r.get("compression", "none") == "fp16"
+    return bool(timeline_recorded(r) or (fp16 and (zero_gradients(r) or same_values_on_every_rank(r))))
+
+
 #: the suffix of a validation case run on another emulated shape (``... on 1x4: step time (ms)``)
 _SHAPE = re.compile(r"\) on (\d+)x(\d+): ")
 
@@ -345,7 +352,11 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     each); trials on another shape than the env's (``validate --testbed-hosts``) are what-ifs and
     left out; ``repeat_spread_pct``: median over configurations run >= 2 times of (max - min) / median
     of their trials' step times (%); ``band``: the larger of the mean error and the repeat spread,
-    as a fraction: predicted differences inside it are not evidence. An env with no held-out step
+    as a fraction: predicted differences inside it are not evidence. Like with like (issue 29): rows whose
+    trials ran another job than the prediction's (:data:`OTHER_JOB`: Horovod's timeline, fp16 over zero
+    gradients or over the same values on every rank) are left out of every figure, their trials too, and
+    counted in ``other_job_configurations``; where every held-out row ran another job, the figures are
+    those rows' and ``only_other_job`` is true (the trust line says so). An env with no held-out step
     time gives ``{"trials": 0, "configurations": 0}`` (never checked). Never raises for a missing
     runs folder or env, nor for records the fit left out (never checked)."""
     from ....readers.runs import read_validation_records
@@ -362,9 +373,17 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
               and not other_shape(c.what)]
     except (AutotunerError, StopIteration, KeyError, ValueError, TypeError):  # a row the fit left out
         cs, own = [], None
+    prod = [c for c in cs if not any(t in c.what for t in OTHER_JOB)]  # the rows that ran the predicted job
+    only_other = bool(cs) and not prod
+    other_job = len(cs) - len(prod)
+    cs = prod or cs
     out: dict = {"trials": 0, "configurations": len(cs)}
     if not cs:
         return out
+    if only_other:
+        out["only_other_job"] = True
+    elif other_job:
+        out["other_job_configurations"] = other_job
     err = np.array([c.error_pct for c in cs])
     spreads, trials = [], 0
     dirs = [Path(runs_dir)] if isinstance(runs_dir, (str, Path)) else [Path(d) for d in runs_dir]
@@ -373,7 +392,8 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     for stem, r in read_validation_records(first, env) if first is not None else []:
         if (r.get("status") == "ok" and r.get("config") and not r["setup"].get("command")
                 and (r["setup"].get("testbed_hosts") is None
-                     or (r["setup"]["testbed_hosts"], r["setup"].get("ranks_per_host")) == own)):
+                     or (r["setup"]["testbed_hosts"], r["setup"].get("ranks_per_host")) == own)
+                and (only_other or not _other_job(r))):
             key = (stem, r["setup"].get("model"), json.dumps(r["config"], sort_keys=True),
                    r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
             groups.setdefault(key, []).append(float(r["measured_step_time_ms"]))
