@@ -182,6 +182,8 @@ class TrustEntry(_Schema):
     other_job_configurations: Annotated[int, Field(ge=0)] | None = None
     #: every held-out configuration ran another job: the figures are theirs
     only_other_job: bool | None = None
+    #: which other jobs those rows ran (the accuracy table's tags: "timeline ran", "zero gradients", ...)
+    other_jobs: list[Text] | None = None
 
 
 class ModelFile(_Schema):

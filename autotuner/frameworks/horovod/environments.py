@@ -96,12 +96,12 @@ def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
     if t.get("configurations"):
         line = (f"checked on {t['trials']} real trials ({t['configurations']} configurations): mean error "
                 f"{t['mean_error_pct']:.1f} %, worst {t['worst_pct']:+.1f} %")
+        kinds = ", ".join(t.get("other_jobs") or []) or "another job"
         if t.get("only_other_job"):
-            line += (" (every one ran another job than predicted: Horovod's timeline, or fp16 over zeros or the "
-                     "same values on every rank)")
+            line += f" (every one ran another job than predicted: {kinds})"
         elif t.get("other_job_configurations"):
             n = int(t["other_job_configurations"])
-            line += f"; {n} configuration{'s' * (n != 1)} that ran another job (timeline, ...) left out"
+            line += f"; {n} configuration{'s' * (n != 1)} of another job left out ({kinds})"
         spread = t.get("repeat_spread_pct")
         src = (f"its own: mean error {t['mean_error_pct']:.1f} %"
                + (f", repeat spread {spread:.1f} %" if spread is not None else ""))

@@ -355,8 +355,8 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     as a fraction: predicted differences inside it are not evidence. Like with like (issue 29): rows whose
     trials ran another job than the prediction's (:data:`OTHER_JOB`: Horovod's timeline, fp16 over zero
     gradients or over the same values on every rank) are left out of every figure, their trials too, and
-    counted in ``other_job_configurations``; where every held-out row ran another job, the figures are
-    those rows' and ``only_other_job`` is true (the trust line says so). An env with no held-out step
+    counted in ``other_job_configurations`` (``other_jobs``: which, as the rows' tags); where every held-out
+    row ran another job, the figures are those rows' and ``only_other_job`` is true (the trust line says so). An env with no held-out step
     time gives ``{"trials": 0, "configurations": 0}`` (never checked). Never raises for a missing
     runs folder or env, nor for records the fit left out (never checked)."""
     from ....readers.runs import read_validation_records
@@ -376,6 +376,7 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     prod = [c for c in cs if not any(t in c.what for t in OTHER_JOB)]  # the rows that ran the predicted job
     only_other = bool(cs) and not prod
     other_job = len(cs) - len(prod)
+    kinds = [t for t in OTHER_JOB if any(t in c.what for c in cs)]  # which other jobs, in OTHER_JOB's order
     cs = prod or cs
     out: dict = {"trials": 0, "configurations": len(cs)}
     if not cs:
@@ -384,6 +385,8 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
         out["only_other_job"] = True
     elif other_job:
         out["other_job_configurations"] = other_job
+    if kinds:
+        out["other_jobs"] = kinds
     err = np.array([c.error_pct for c in cs])
     spreads, trials = [], 0
     dirs = [Path(runs_dir)] if isinstance(runs_dir, (str, Path)) else [Path(d) for d in runs_dir]
