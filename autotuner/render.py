@@ -49,13 +49,22 @@ def table_cells(table: Table) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-#: a left-justified cell's unbreakable pieces: a path segment with its ``/``, a word, or the space between
-_PIECE = re.compile(r"[^\s/]*/+|[^\s/]+|\s+")
+#: a left-justified cell's unbreakable pieces: a path segment with its ``/``, a word, or the space between (ASCII
+#: whitespace only: the no-break space :func:`_glue` puts between a number and its unit is part of a word)
+_PIECE = re.compile(r"[^ \t\n/]*/+|[^ \t\n/]+|[ \t\n]+")
+#: a number and the unit after it, kept on one line of a piped table ("1.2 %", never "1.2" then "%")
+_UNIT = re.compile(r"(\d) (%|ms\b|µs\b|us\b|ns\b|s\b|MiB\b|KiB\b|GiB\b|MB\b|GB\b)")
+_NBSP = "\u00a0"
+
+
+def _glue(cell: str) -> str:
+    """``cell`` with a no-break space between each number and its unit (:data:`_UNIT`)."""
+    return _UNIT.sub("\\1" + _NBSP + "\\2", cell)
 
 
 def _pieces(cell: str, paths: bool) -> list[str]:
     """``cell``'s words, and with ``paths`` each path segment ending in ``/`` a piece of its own."""
-    return [t for t in (_PIECE.findall(cell) if paths else cell.split()) if not t.isspace()]
+    return [t for t in (_PIECE.findall(cell) if paths else re.split(r"[ \t\n]+", cell)) if t and not t.isspace()]
 
 
 def _wrap(cell: str, width: int, paths: bool) -> list[str]:
@@ -107,9 +116,10 @@ def plain_table(table: Table, width: int | None = None) -> str:
 
     ``width``: None prints each row on one line at its full width; a number (characters, e.g. ``COLUMNS``) wraps
     text cells and headers between words (a left-justified column's paths also after a ``/``) so the table fits it
-    where the longest words allow (a number has no space, so it never wraps); a wrapped row continues on the next
-    lines in the same columns."""
+    where the longest words allow (a number has no space, so it never wraps, nor is it parted from its unit:
+    ``1.2 %``); a wrapped row continues on the next lines in the same columns."""
     headers, rows = table_cells(table)
+    headers, rows = [_glue(h) for h in headers], [[_glue(c) for c in r] for r in rows]
     right = [c.justify == "right" for c in table.columns]
     paths = [not r for r in right]  # a text column's paths may break after a "/"; a number column never
     widths = _fitted_widths(headers, rows, width, paths)
@@ -123,7 +133,7 @@ def plain_table(table: Table, width: int | None = None) -> str:
     if table.title:
         out.append(_plain(table.title))
     out += [*lines(headers), "  ".join("-" * w for w in widths), *(ln for r in rows for ln in lines(r))]
-    return "\n".join(out)
+    return "\n".join(out).replace(_NBSP, " ")
 
 
 def _environ_width() -> int | None:
