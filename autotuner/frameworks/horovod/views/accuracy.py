@@ -356,9 +356,9 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     trials ran another job than the prediction's (:data:`OTHER_JOB`: Horovod's timeline, fp16 over zero
     gradients or over the same values on every rank) are left out of every figure, their trials too, and
     counted in ``other_job_configurations`` (``other_jobs``: which, as the rows' tags); where every held-out
-    row ran another job, the figures are those rows' and ``only_other_job`` is true (the trust line says so). An env with no held-out step
-    time gives ``{"trials": 0, "configurations": 0}`` (never checked). Never raises for a missing
-    runs folder or env, nor for records the fit left out (never checked)."""
+    row ran another job, the figures are those rows' and ``only_other_job`` is true (the trust line says
+    so). An env with no held-out step time gives ``{"trials": 0, "configurations": 0}`` (never checked).
+    Never raises for a missing runs folder or env, nor for records the fit left out (never checked)."""
     from ....readers.runs import read_validation_records
     from ....errors import AutotunerError
 
