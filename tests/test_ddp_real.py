@@ -257,7 +257,8 @@ def _env_rows(env):
 #: sitting, 2026-11-27 13:38-13:57): ResNet-18 and ResNet-101 meet every item; ResNet-50 every item but the fp16
 #: hook, -5.6 % (279.4 ms measured, 269.1-282.4; 263.9 predicted). ddp-1.5gbit (1 host x 2 at 1.5 Gbit/s, fresh,
 #: one sitting, 2026-11-27 16:12-16:53): ResNet-18, ResNet-101 and DistilBERT meet every item; so do ResNet-50 and
-#: ResNet-101 on ddp-2x1-1.5gbit (2 hosts x 1 at 1.5 Gbit/s, 16:55-17:21).
+#: ResNet-101 on ddp-2x1-1.5gbit (2 hosts x 1 at 1.5 Gbit/s, 16:55-17:21). ddp-2x1-2.5gbit (the same shape at 2.5
+#: Gbit/s, 17:55-18:12) shows the 2-host pattern again: every setting but the small caps 2-9 % too fast, tau 0.5.
 DDP_MISSED = {("ddp-2x1-3gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau", "first-bucket")} \
     | {("ddp-2x1-3gbit", "resnet101-long", k) for k in ("mape", "rows", "tau")} \
     | {("ddp-2x1-3gbit", "resnet50", k) for k in ("mape", "rows", "tau")} \
@@ -269,7 +270,8 @@ DDP_MISSED = {("ddp-2x1-3gbit", "resnet101", k) for k in ("mape", "rows", "fp16"
     | {("ddp-5gbit", "resnet101", k) for k in ("rows", "tau")} \
     | {("ddp-2x1-4gbit", "resnet101", k) for k in ("mape", "rows", "fp16")} \
     | {("ddp-2x1-4gbit", "resnet50", k) for k in ("mape", "fp16", "tau")} \
-    | {("ddp-4gbit", "resnet50", "fp16")}
+    | {("ddp-4gbit", "resnet50", "fp16")} \
+    | {("ddp-2x1-2.5gbit", m, k) for m in ("resnet50", "resnet101") for k in ("mape", "rows", "fp16", "tau")}
 
 
 def _acceptance(env):
