@@ -251,9 +251,7 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
             if r.get("status") == "ok" and r.get("config") and not r["setup"].get("command"):
                 shape = (r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
                 groups.setdefault((r["setup"]["model"], r.get("label"), json.dumps(r["config"], sort_keys=True),
-                                   shape, r.get("compression", "none"), timeline_recorded(r),
-                                   r.get("compression", "none") == "fp16" and zero_gradients(r),
-                                   r.get("compression", "none") == "fp16" and same_values_on_every_rank(r)),
+                                   shape, r.get("compression", "none"), *_other_jobs(r)),
                                   []).append(r)
         backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
         for (model, label, _, shape, comp, tl, zeros, same), rs in groups.items():
@@ -330,11 +328,12 @@ def summary(cs: list[Case]) -> list[dict]:
     return out
 
 
-def _other_job(r: dict) -> bool:
-    """Whether validation record ``r``'s trial ran another job than the one predicted (the rows
-    :func:`_validation_cases` tags with :data:`OTHER_JOB`)."""
+def _other_jobs(r: dict) -> tuple[bool, bool, bool]:
+    """Which other job than the one predicted validation record ``r``'s trial ran, as flags in
+    :data:`OTHER_JOB`'s order (timeline ran, fp16 over zero gradients, fp16 over the same values on every
+    rank): the tags of :func:`_validation_cases`' rows and what :func:`trust_of` leaves out."""
     fp16 = r.get("compression", "none") == "fp16"
-    return bool(timeline_recorded(r) or (fp16 and (zero_gradients(r) or same_values_on_every_rank(r))))
+    return (bool(timeline_recorded(r)), fp16 and bool(zero_gradients(r)), fp16 and bool(same_values_on_every_rank(r)))
 
 
 #: the suffix of a validation case run on another emulated shape (``... on 1x4: step time (ms)``)
@@ -396,7 +395,7 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
         if (r.get("status") == "ok" and r.get("config") and not r["setup"].get("command")
                 and (r["setup"].get("testbed_hosts") is None
                      or (r["setup"]["testbed_hosts"], r["setup"].get("ranks_per_host")) == own)
-                and (only_other or not _other_job(r))):
+                and (only_other or not any(_other_jobs(r)))):
             key = (stem, r["setup"].get("model"), json.dumps(r["config"], sort_keys=True),
                    r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
             groups.setdefault(key, []).append(float(r["measured_step_time_ms"]))
