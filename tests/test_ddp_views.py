@@ -110,3 +110,13 @@ def test_ddp_validates_verdict_and_report_from_the_committed_replays(tmp_path):
     md = report_markdown(ENV, "resnet50", rs, v, RUNS / ENV / "ddp-validation" / "resnet50.jsonl")
     assert md.count("\n| ") == len(rs) + 1 and f"**Verdict:** {v}" in md
     assert verdict([]) == "no setting measured"
+
+
+def test_explore_plots_keep_an_env_name_with_a_dot(tmp_path):
+    """``ddp explore --env ddp-2x1-1.5gbit`` wrote ``ddp-explore-ddp-2x1-1.png``: the figure writer replaced the text
+    after the name's dot as if it were a suffix (two envs, 1.5 and 1.25 Gbit/s, would overwrite each other's plot).
+    The writer appends ``.png`` and ``.svg`` to the whole stem."""
+    r = autotuner.ddp_explore(MODEL, "ddp-2x1-1.5gbit", out_dir=tmp_path)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["ddp-explore-ddp-2x1-1.5gbit-resnet101.png", "ddp-explore-ddp-2x1-1.5gbit-resnet101.svg"], names
+    assert sorted(Path(f).name for f in r.files) == names

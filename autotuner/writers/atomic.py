@@ -89,10 +89,11 @@ def save_figure(fig, path: Path, **savefig_kw) -> Path:
 
 def save_png_svg(fig, stem: Path, dpi: int = 110) -> list[Path]:
     """Write ``fig`` as ``<stem>.png`` (``dpi``) and ``<stem>.svg``, each rendered in memory and written atomically,
-    then close the figure. Returns both paths."""
+    then close the figure. Returns both paths. The suffixes are appended, so a stem with a dot (an env named
+    ``ddp-2x1-1.5gbit``) keeps its whole name."""
     import matplotlib.pyplot as plt
 
-    paths = [Path(stem).with_suffix(".png"), Path(stem).with_suffix(".svg")]
+    paths = [Path(f"{stem}.png"), Path(f"{stem}.svg")]
     try:
         for path, kw in zip(paths, ({"format": "png", "dpi": dpi}, {"format": "svg"})):
             buf = io.BytesIO()
