@@ -195,7 +195,16 @@ def fit_regime_lines(d: dict) -> list[str]:
     counts = ", ".join(f"{k.replace('_', ' ')} {v.get('n', 0)}" for k, v in ph.items())
     lines = []
     burst = small.get("burst") or {}
-    if burst.get("alpha_us") is not None and burst.get("charged", True):
+    step = small.get("step") or {}
+    if step.get("charged"):
+        lo, hi = step["fixed_range_ms"]
+        lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response ({lo:.2f}-{hi:.2f} over the rounds), "
+                     f"from the step phase: a replay of many small gradients, fusion off against the defaults, wall "
+                     f"clock, no timeline ({len(step['rounds'])} round(s), {step['delta_ms']:.1f} ms more per step; "
+                     f"the timelines' back-to-back spans said "
+                     + ("-" if small.get("fixed_ms") is None else f"{small['fixed_ms']:.2f} ms")
+                     + f"; the sweep line's own intercept was {small['line_a_ms']:.2f} ms)")
+    elif burst.get("alpha_us") is not None and burst.get("charged", True):
         lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response, from the burst phase: 1 and 32 "
                      f"responses at once, wall clock, no timeline ({burst['jobs']} job(s), {len(burst['points'])} "
                      f"point(s); the timelines' back-to-back spans said "
@@ -209,6 +218,12 @@ def fit_regime_lines(d: dict) -> list[str]:
         lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response, the sweep line's intercept "
                      f"({small.get('note', 'no back-to-back phase')}"
                      + ("" if small.get("fixed_ms") is None else f"; back to back: {small['fixed_ms']:.2f} ms") + ")")
+    if step.get("fixed_ms") is not None and not step.get("charged"):
+        lines.append(f"  step phase (recorded, not charged: it ran {len(step['rounds'])} round(s) on fewer ranks than the "
+                     f"cluster's): {step['fixed_ms']:.2f} ms per small response")
+    if step.get("cache_off_delta_ms") is not None:
+        lines.append(f"  cache off in the step phase (recorded, not charged): {step['cache_off_delta_ms']:+.1f} ms per "
+                     "step against the defaults (128 tensors negotiated every step)")
     if burst.get("alpha_us") is not None and not burst.get("charged", True):
         lines.append(f"  burst phase (recorded, not charged): {burst['fixed_ms']:.2f} ms per small response back to back "
                      "in a busy cycle, wall clock without the timeline; a step's small responses also run while the "

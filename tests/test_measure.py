@@ -17,14 +17,14 @@ import pytest
 from autotuner.errors import ValidationError
 from autotuner.frameworks.horovod import measure as M
 from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
-                                     parse_sweep_records, parse_trickle_records)
+                                     parse_step_records, parse_sweep_records, parse_trickle_records)
 from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
 
 SHORT = dict(sizes=(1024, 4096, 65536), fusion_sizes=(65536, 262144), tiny_counts=(1, 8), unfused_sizes=(1024, 16384),
-             cpu_repeats=1, trickle_repeats=1, idle_repeats=1, fp16_repeats=1, burst_repeats=1)
+             cpu_repeats=1, trickle_repeats=1, idle_repeats=1, fp16_repeats=1, burst_repeats=1, step_repeats=1)
 #: the two-host plumbing test: no probe phase (each is checked on one host above)
 SHORT_SWEEP = {**SHORT, "cpu_repeats": 0, "trickle_repeats": 0, "idle_repeats": 0, "fp16_repeats": 0,
-               "burst_repeats": 0}
+               "burst_repeats": 0, "step_repeats": 0}
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -170,6 +170,12 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     assert problems == [] and len(brecs) == 1 == s1["burst"]["jobs_new"] and "timeline" not in brecs[0]
     assert {(b, c) for b, c, _ in brecs[0]["wall_ms"]} == {(b, c) for b in (4096, 16384, 65536) for c in (1, 32)}
     assert not (env_dir / "burst-timelines").exists()
+    # the step phase: one round of replay jobs of its synthetic layout, defaults, fusion off, cache off, no timeline
+    srecs, problems = parse_step_records((env_dir / "step.jsonl").read_text(), "step.jsonl")
+    assert problems == [] and [r["job"] for r in srecs] == ["defaults", "fusion-off", "cache-off"]
+    assert s1["step"]["jobs_new"] == 3 and all("timeline" not in r and r["ranks"] == 2 for r in srecs)
+    assert all(r["layout"] == "step-probe/1" and r["compute_ms"] == 100.0 and len(r["step_times_ms"]) == 8 for r in srecs)
+    assert srecs[1]["config"]["fusion_threshold_bytes"] == 0 and srecs[2]["config"]["cache_capacity"] == 0
     # the fp16 phase: one job, float32 and float16 allreduces of the same bytes and the casts
     frecs, problems = parse_fp16_records((env_dir / "fp16.jsonl").read_text(), "fp16.jsonl")
     assert problems == [] and len(frecs) == 1 == s1["fp16"]["jobs_new"] and frecs[0]["ranks"] == 2
@@ -178,7 +184,7 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     s2 = M.run_measure(env_dir, setup, timeout_s=300, **SHORT)
     assert s2["items_new"] == 0 and s2["items_recorded"] == want and s2["cpu"]["jobs_new"] == 0
     assert s2["trickle"]["jobs_new"] == 0 and s2["idle"]["jobs_new"] == 0 and s2["fp16"]["jobs_new"] == 0
-    assert s2["burst"]["jobs_new"] == 0
+    assert s2["burst"]["jobs_new"] == 0 and s2["step"]["jobs_new"] == 0
     # another setup in the same environment is refused
     with pytest.raises(ValidationError, match="another setup"):
         M.run_measure(env_dir, M.SweepSetup(np=2, hosts="", bandwidth_gbit=None, repeats=3, warmup=1), **SHORT)
@@ -196,6 +202,10 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     burst = d["fit"]["small_responses"]["burst"]
     assert burst["jobs"] == 1 and len(burst["points"]) == 3 and burst["charged"] is False
     assert burst["alpha_us"] is not None and burst["alpha_us"] >= 0
+    # the step phase's one round is fewer than the fit charges: recorded, said, the timelines' price kept
+    step = d["fit"]["small_responses"]["step"]
+    assert step["fixed_ms"] is None and "fewer than 3" in step["note"] and step["charged"] is False
+    assert len(step["rounds"]) == 1 and step["cache_off_delta_ms"] is not None
     idle = d["fit"]["idle_response"]
     assert idle["up_to_bytes"] == 65536 and idle["per_response_us"] > 0 and idle["jobs"] == 1
     assert "idle_response" not in d["cost_model"]
@@ -210,7 +220,7 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "autotuner.cli", "measure", "--env", "k", "--runs-dir", str(runs),
             "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0", "--trickle-repeats", "0", "--idle-repeats", "0",
-            "--fp16-repeats", "0"]
+            "--fp16-repeats", "0", "--step-repeats", "0"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     rec = runs / "k" / "sweep.jsonl"

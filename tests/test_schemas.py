@@ -234,7 +234,7 @@ def test_bad_records_are_skipped_and_named(change, needle):
 
 def test_committed_records_all_validate():
     from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
-                                         parse_sweep_records, parse_trickle_records)
+                                         parse_step_records, parse_sweep_records, parse_trickle_records)
 
     files = sorted((ROOT / "runs").rglob("*.jsonl"))
     assert len(files) >= 6
@@ -255,7 +255,8 @@ def test_committed_records_all_validate():
             continue
         parse = {"sweep.jsonl": parse_sweep_records, "cpu.jsonl": parse_cpu_records,
                  "trickle.jsonl": parse_trickle_records, "idle.jsonl": parse_idle_records,
-                 "fp16.jsonl": parse_fp16_records, "burst.jsonl": parse_burst_records}.get(f.name, parse_records)
+                 "fp16.jsonl": parse_fp16_records, "burst.jsonl": parse_burst_records,
+                 "step.jsonl": parse_step_records}.get(f.name, parse_records)
         if f.parent.parent.name == "runs" and f.name.startswith(("fp16-", "burst-")):  # a phase's kept records
             parse = parse_fp16_records if f.name.startswith("fp16-") else parse_burst_records
         recs, problems = parse(f.read_text(), f.name)

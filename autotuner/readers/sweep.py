@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunsError, SchemaError
-from ..schemas import BurstRecord, CpuProbeRecord, Fp16Record, IdleRecord, SweepRecord, TrickleRecord, check
+from ..schemas import BurstRecord, CpuProbeRecord, Fp16Record, IdleRecord, StepRecord, SweepRecord, TrickleRecord, check
 from .files import read_text
 
 
@@ -59,6 +59,11 @@ def parse_idle_records(text: str, source: str) -> tuple[list[dict[str, Any]], li
 def parse_burst_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
     """(records, problems) of a ``burst.jsonl`` (the ``burst`` phase of ``autotuner measure``)."""
     return parse_sweep_records(text, source, BurstRecord)
+
+
+def parse_step_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(records, problems) of a ``step.jsonl`` (the ``step`` phase of ``autotuner measure``)."""
+    return parse_sweep_records(text, source, StepRecord)
 
 
 def parse_fp16_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:

@@ -377,6 +377,25 @@ class BurstRecord(BaseModel):
         return self
 
 
+class StepRecord(BaseModel):
+    """One line of ``step.jsonl``, the ``step`` phase of ``autotuner measure``
+    (:mod:`autotuner.frameworks.horovod.stepprobe`): one replay job of the phase's synthetic layout (``layout``,
+    :data:`autotuner.frameworks.horovod.stepprobe.LAYOUT_NAME`), ``job`` (``defaults``, ``fusion-off`` or
+    ``cache-off``) of ``repeat``, no timeline; ``step_times_ms`` and ``compute_ms`` as the replay printed them
+    (ms). Unknown keys are kept."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    phase: Literal["step"]
+    tier: Literal["intra", "inter", "single"]
+    repeat: Annotated[int, Field(ge=0)]
+    job: Literal["defaults", "fusion-off", "cache-off"]
+    layout: Annotated[str, Field(min_length=1)]
+    ranks: Annotated[int, Field(ge=2)]
+    compute_ms: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    wait: Literal["spin", "sleep"]
+    step_times_ms: Annotated[list[Annotated[float, Field(gt=0, allow_inf_nan=False)]], Field(min_length=1)]
+
+
 class Fp16Record(BaseModel):
     """One line of ``fp16.jsonl``, the ``fp16`` phase of ``autotuner measure``
     (:mod:`autotuner.frameworks.horovod.fp16probe`): one job's float32 and float16 allreduces of the same bytes

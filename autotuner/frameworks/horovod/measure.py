@@ -40,7 +40,7 @@ import numpy as np
 from ...errors import ValidationError
 from .knobs import DEFAULTS_0_28, MIB
 from ...readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
-                             parse_sweep_records,
+                             parse_step_records, parse_sweep_records,
                              parse_trickle_records)
 from .sweepprobe import FUSION_SPLIT
 from .validation import TrialStore
@@ -63,6 +63,11 @@ _IDLE_LINE = re.compile(rb"AUTOTUNER_IDLE (\{.*\})")
 #: no timeline), jobs of it
 BURST_RECORDS, BURST_REPEATS = "burst.jsonl", 3
 _BURST_LINE = re.compile(rb"AUTOTUNER_BURST (\{.*\})")
+#: the ``step`` phase's records (:mod:`autotuner.frameworks.horovod.stepprobe`: replay jobs of a synthetic layout,
+#: no timeline) and its rounds (each: Horovod's defaults, fusion off, cache off)
+STEP_RECORDS, STEP_REPEATS = "step.jsonl", 5
+#: the line the replay prints its result on (:data:`autotuner.frameworks.horovod.replay.RESULT_TAG`)
+_STEP_LINE = re.compile(rb"AUTOTUNER_RESULT (\{.*\})")
 #: the ``fp16`` phase's records (:mod:`autotuner.frameworks.horovod.fp16probe`) and its jobs (each a full size sweep)
 FP16_RECORDS, FP16_REPEATS = "fp16.jsonl", 3
 _FP16_LINE = re.compile(rb"AUTOTUNER_FP16 (\{.*\})")
@@ -302,7 +307,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 tiny_counts=DEFAULT_TINY_COUNTS, unfused_sizes=DEFAULT_UNFUSED_SIZES, timeout_s: float = 900.0,
                 cpu_repeats: int = CPU_REPEATS, trickle_repeats: int = TRICKLE_REPEATS,
                 idle_repeats: int = IDLE_REPEATS, fp16_repeats: int = FP16_REPEATS,
-                burst_repeats: int = BURST_REPEATS,
+                burst_repeats: int = BURST_REPEATS, step_repeats: int = STEP_REPEATS,
                 on_total: Callable[[int, int], None] | None = None,
                 on_item: Callable[[dict[str, Any]], None] | None = None,
                 on_event: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -312,7 +317,8 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
     jobs; 0 skips it); ``trickle_repeats``: rounds of the ``trickle`` phase
     (:func:`run_trickle_phase`; 0 skips it); ``idle_repeats``: jobs of the ``idle`` phase
     (:func:`run_idle_phase`; 0 skips it); ``burst_repeats``: jobs of the ``burst`` phase (:func:`run_burst_phase`,
-    no timeline; 0 skips it); ``fp16_repeats``: jobs of the ``fp16`` phase (:func:`run_fp16_phase`,
+    no timeline; 0 skips it); ``step_repeats``: rounds of the ``step`` phase (:func:`run_step_phase`, no
+    timeline; 0 skips it); ``fp16_repeats``: jobs of the ``fp16`` phase (:func:`run_fp16_phase`,
     last; 0 skips it). ``on_total(done, total)`` is called once with the item counts,
     ``on_item(record)`` per item recorded, ``on_event(line)`` per job started or finished.
     Returns a JSON-ready summary.
@@ -435,6 +441,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
         trickle = run_trickle_phase(env_dir, setup, plan[-1], tb, trickle_repeats, timeout_s, say)
         idle = run_idle_phase(env_dir, setup, plan[-1], tb, idle_repeats, timeout_s, say)
         burst = run_burst_phase(env_dir, setup, plan[-1], tb, burst_repeats, timeout_s, say)
+        step = run_step_phase(env_dir, setup, plan[-1], tb, step_repeats, timeout_s, say)
         fp16 = run_fp16_phase(env_dir, setup, plan[-1], tb, fp16_repeats, timeout_s, say)
     shutil.rmtree(scratch, ignore_errors=True)
     recs = store.records()
@@ -446,7 +453,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 "mib": top["bytes"] / MIB, "median_ms": top["median_ms"],
                 "algbw_gbit_s": round(top["bytes"] * 8 / (top["median_ms"] * 1e-3) / 1e9, 3)},
             "timelines": sorted(str(p.relative_to(env_dir)) for p in (env_dir / "timelines").glob("*.json.gz")),
-            "cpu": cpu, "trickle": trickle, "idle": idle, "burst": burst, "fp16": fp16,
+            "cpu": cpu, "trickle": trickle, "idle": idle, "burst": burst, "step": step, "fp16": fp16,
             "dropped": store.dropped}
 
 
@@ -585,6 +592,35 @@ def run_burst_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: i
     return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="burst", records=BURST_RECORDS,
                            parse=parse_burst_records, timelines="burst-timelines", line=_BURST_LINE, jobs=jobs,
                            key_of=lambda r: (r["tier"], int(r["repeat"])))
+
+
+def run_step_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
+                   say: Callable[[str], None]) -> dict[str, Any]:
+    """The ``step`` phase (:mod:`autotuner.frameworks.horovod.stepprobe`): ``repeats`` rounds on ``tier``'s ranks, each
+    round one replay job (:mod:`autotuner.frameworks.horovod.replay`) of the phase's synthetic layout per job of
+    :data:`autotuner.frameworks.horovod.stepprobe.JOBS` (Horovod's defaults, fusion off, cache off), waiting as the
+    env's ranks wait (``setup.wait``), no timeline; one :class:`autotuner.schemas.StepRecord` per job in
+    ``step.jsonl`` (resumable). Returns and raises as :func:`run_cpu_phase`."""
+    from ...writers.atomic import atomic_write_text
+    from .stepprobe import COMPUTE_MS, JOBS, LAYOUT, LAYOUT_NAME, STEPS, WARMUP
+
+    if repeats <= 0:
+        return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="step", records=STEP_RECORDS,
+                               parse=parse_step_records, timelines="step-timelines", line=_STEP_LINE, jobs=[],
+                               key_of=lambda r: (r["tier"], r["job"], int(r["repeat"])))
+    (env_dir / ".scratch").mkdir(parents=True, exist_ok=True)
+    path = env_dir / ".scratch" / "step-probe-layout.json"  # the replay reads the layout from a file
+    atomic_write_text(path, json.dumps(LAYOUT))
+    args = ("--model", str(path.resolve()), "--compute-ms", f"{COMPUTE_MS:g}", "--steps", str(STEPS),
+            "--warmup", str(WARMUP), "--wait", setup.wait)
+    jobs = [ProbeJob((tier.name, name, k), {"repeat": k, "job": name, "layout": LAYOUT_NAME,
+                                            "config": cfg.to_dict()},
+                     "autotuner.frameworks.horovod.replay", args, cfg, False,
+                     f"a replay step of many small gradients, {name}, no timeline (round {k + 1} of {repeats})")
+            for k in range(repeats) for name, cfg in JOBS.items()]
+    return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="step", records=STEP_RECORDS,
+                           parse=parse_step_records, timelines="step-timelines", line=_STEP_LINE, jobs=jobs,
+                           key_of=lambda r: (r["tier"], r["job"], int(r["repeat"])))
 
 
 def run_fp16_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,

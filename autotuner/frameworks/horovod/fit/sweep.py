@@ -38,6 +38,7 @@ from ..knobs import MIB
 from ....model.costmodel import Cluster, ComputeDelay, Fp16Cost
 from ....readers.runs import EnvData
 from ....readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
+                             parse_step_records,
                              parse_trickle_records, read_phase_records, read_sweep_records)
 from ....readers.timeline import read_timeline, samples
 from ....readers.timeline_steps import response_host_samples
@@ -154,7 +155,23 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     # the 12 sweep envs) under-prices a step's small responses on the polling envs, which run partly while the
     # ranks sleep through an emulated backward (docs/accuracy.md, "The burst phase")
     small_info["burst"] = burst_small_response([r for r in brecs if r.get("tier", first) == first], cost, ranks[first])
-    if small_info["charged"]:
+    # charged where measured on the cluster's own ranks: a step's small responses timed as a step (a replay of many
+    # small gradients, defaults against fusion off, no timeline), in place of the timelines' back-to-back price,
+    # which carries the timeline writer's CPU (docs/accuracy.md, "The step phase")
+    srecs, sproblems = read_phase_records(src.parent / STEP_RECORDS, parse_step_records,
+                                          f"{env.path.name}/{STEP_RECORDS}")
+    env.problems += sproblems
+    step_cluster = cluster if ranks[first] == cluster.size else Cluster(ranks[first], 1)
+    step_info = step_small_response([r for r in srecs if r.get("tier", first) == first], cost, step_cluster,
+                                    meta.get("backend"))
+    step_info["charged"] = step_info["fixed_ms"] is not None and ranks[first] == cluster.size
+    small_info["step"] = step_info
+    if step_info["charged"]:
+        cost = replace(cost, inter=replace(cost.inter, alpha_s=step_info["alpha_us"] * 1e-6))
+        if small_info["charged"]:
+            small_info["charged"] = False
+            small_info["note"] = "measured, not charged: the step phase's price is (a step's regime, no timeline)"
+    elif small_info["charged"]:
         cost = replace(cost, inter=replace(cost.inter, alpha_s=small_info["fixed_ms"] * 1e-3 / (2 * (ranks[first] - 1))))
     elif small_info["fixed_ms"] is not None:
         small_info["note"] = (f"measured, not charged: the phases ran {ranks[first]} rank(s) of the {first} tier, the "
@@ -432,6 +449,8 @@ def busy_small_response(unfused_tls: list, trecs: list[dict[str, Any]], env_dir,
 
 #: the burst phase's records beside ``source`` (:data:`autotuner.frameworks.horovod.measure.BURST_RECORDS`)
 BURST_RECORDS = "burst.jsonl"
+#: the step phase's records beside ``source`` (:data:`autotuner.frameworks.horovod.measure.STEP_RECORDS`)
+STEP_RECORDS = "step.jsonl"
 #: fewest (size, job) marginal costs for the burst phase's price of a small response
 MIN_BURST_POINTS = 3
 
@@ -497,6 +516,98 @@ def burst_small_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, 
     out["alpha_us"] = a * 1e6
     out["fixed_ms"] = 2 * (p - 1) * a * 1e3
     out["charged"] = False  # recorded, not a term: see the comment where fit_sweep_env calls this
+    return out
+
+
+#: fewest rounds of the step phase with both a defaults and a fusion-off job for its price to be charged
+MIN_STEP_ROUNDS = 3
+#: the small-response latency searched (ms per small response, ``2(p-1)·alpha``): 0 to this
+MAX_STEP_FIXED_MS = 20.0
+
+
+def _step_delta_sim_ms(cost, cluster: Cluster, fixed_ms: float, job: str, backend: str | None) -> float:
+    """The simulator's step-time difference (ms) ``job`` - defaults of the ``step`` phase's replay
+    (:mod:`autotuner.frameworks.horovod.stepprobe`: its layout, its emulated compute split forward 1/3 and backward 2/3
+    as the replay sleeps it) on ``cost`` with the tier's small-message latency set to ``fixed_ms /
+    (2(p-1))``, ``cluster``: the phase's ranks."""
+    from ..simulator import simulate_step
+    from ..stepprobe import COMPUTE_MS, JOBS, layout
+    from .fitters import workload_for
+
+    p = cluster.size
+    c = replace(cost, inter=replace(cost.inter, alpha_s=fixed_ms * 1e-3 / (2 * (p - 1))))
+    L = layout()
+    wl = workload_for(COMPUTE_MS * 1e-3)
+
+    def t(name: str) -> float:
+        return simulate_step(L.sizes_bytes, L.ready_fraction, wl, JOBS[name], c, cluster, backend=backend).step_time_s
+
+    return (t(job) - t("defaults")) * 1e3
+
+
+def step_small_response(recs: list[dict[str, Any]], cost, cluster: Cluster, backend: str | None) -> dict[str, Any]:
+    """The price of a training step's small response, from the ``step`` phase (:mod:`autotuner.frameworks.horovod.stepprobe`):
+    replay jobs of a synthetic layout of 32 x (one 256 KiB weight + three 1 KiB vectors), Horovod's defaults
+    and fusion off interleaved per round, wall clock, no timeline, the ranks waiting and sleeping through an
+    emulated backward as a step's do.
+
+    Per round, the measured difference ``d = median step (fusion off) - median step (defaults)`` (ms); ``D``:
+    the median over rounds. The simulator runs both jobs on ``cost`` (:func:`_step_delta_sim_ms`; everything
+    fitted except the tier's latency) and ``brentq`` (scipy) finds the small-message latency ``a = 2(p-1)·alpha``
+    (ms per small response) at which its difference equals ``D``; the rounds' smallest and largest ``d`` give
+    the range. The difference cancels what both jobs share (the compute, the defaults' few fused responses, a
+    testbed's offset). ``cluster``: the ranks the phase ran (the records' ``ranks`` must match). Returns the
+    model file's ``fit.small_responses.step``: ``fixed_ms`` (``a``; None with a ``note`` below
+    :data:`MIN_STEP_ROUNDS` rounds, or where no ``a`` in 0..:data:`MAX_STEP_FIXED_MS` ms gives ``D``),
+    ``fixed_range_ms``, ``alpha_us``, ``delta_ms``, ``delta_range_ms``, ``rounds`` (``[repeat, defaults ms,
+    fusion off ms, cache off ms or None]``, medians), ``cache_off_delta_ms`` (recorded: cache off - defaults,
+    median over rounds), ``layout``, ``regime``, ``form``."""
+    from scipy.optimize import brentq
+
+    from ..stepprobe import LAYOUT_NAME
+
+    out: dict[str, Any] = {"regime": "a training step's small responses, wall clock without the timeline (step phase: "
+                                     "a replay of many small gradients, defaults against fusion off)",
+                           "form": "a = 2(p-1)·alpha at which the simulated step-time difference fusion off - "
+                                   "defaults equals the median measured one (scipy brentq)",
+                           "layout": LAYOUT_NAME, "fixed_ms": None, "fixed_range_ms": None, "alpha_us": None,
+                           "delta_ms": None, "delta_range_ms": None, "cache_off_delta_ms": None, "rounds": []}
+    p = cluster.size
+    recs = [r for r in recs if r.get("layout") == LAYOUT_NAME and int(r["ranks"]) == p]
+    if not recs:
+        out["note"] = (f"no step phase of {LAYOUT_NAME} on {p} ranks measured "
+                       "(autotuner measure --step-repeats; scripts/probe_phase.py --phase step)")
+        return out
+    by: dict[int, dict[str, float]] = {}
+    for r in recs:
+        by.setdefault(int(r["repeat"]), {})[r["job"]] = float(np.median(r["step_times_ms"]))
+    rounds = sorted((k, j) for k, j in by.items() if "defaults" in j and "fusion-off" in j)
+    out["rounds"] = [[k, j["defaults"], j["fusion-off"], j.get("cache-off")] for k, j in sorted(by.items())
+                     if "defaults" in j]
+    cache = [j["cache-off"] - j["defaults"] for _, j in rounds if "cache-off" in j]
+    out["cache_off_delta_ms"] = float(np.median(cache)) if cache else None
+    if len(rounds) < MIN_STEP_ROUNDS:
+        out["note"] = f"{len(rounds)} round(s) with defaults and fusion off, fewer than {MIN_STEP_ROUNDS}: not used"
+        return out
+    d = [j["fusion-off"] - j["defaults"] for _, j in rounds]
+    D = float(np.median(d))
+    out["delta_ms"], out["delta_range_ms"] = D, [float(min(d)), float(max(d))]
+
+    def solve(target: float) -> float | None:
+        f = lambda a: _step_delta_sim_ms(cost, cluster, a, "fusion-off", backend) - target  # noqa: E731
+        lo, hi = f(0.0), f(MAX_STEP_FIXED_MS)
+        if lo > 0 or hi < 0:
+            return None
+        return float(brentq(f, 0.0, MAX_STEP_FIXED_MS, xtol=1e-4))
+
+    a = solve(D)
+    if a is None:
+        out["note"] = (f"no latency in 0-{MAX_STEP_FIXED_MS:g} ms per small response gives the measured difference "
+                       f"{D:.1f} ms: not used")
+        return out
+    out["fixed_ms"], out["alpha_us"] = a, a * 1e3 / (2 * (p - 1))
+    ends = [solve(x) for x in out["delta_range_ms"]]
+    out["fixed_range_ms"] = [0.0 if ends[0] is None else ends[0], MAX_STEP_FIXED_MS if ends[1] is None else ends[1]]
     return out
 
 
