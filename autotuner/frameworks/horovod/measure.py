@@ -604,13 +604,10 @@ def run_step_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: in
     from ...writers.atomic import atomic_write_text
     from .stepprobe import COMPUTE_MS, JOBS, LAYOUT, LAYOUT_NAME, STEPS, WARMUP
 
-    if repeats <= 0:
-        return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="step", records=STEP_RECORDS,
-                               parse=parse_step_records, timelines="step-timelines", line=_STEP_LINE, jobs=[],
-                               key_of=lambda r: (r["tier"], r["job"], int(r["repeat"])))
-    (env_dir / ".scratch").mkdir(parents=True, exist_ok=True)
     path = env_dir / ".scratch" / "step-probe-layout.json"  # the replay reads the layout from a file
-    atomic_write_text(path, json.dumps(LAYOUT))
+    if repeats > 0:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(LAYOUT))
     args = ("--model", str(path.resolve()), "--compute-ms", f"{COMPUTE_MS:g}", "--steps", str(STEPS),
             "--warmup", str(WARMUP), "--wait", setup.wait)
     jobs = [ProbeJob((tier.name, name, k), {"repeat": k, "job": name, "layout": LAYOUT_NAME,

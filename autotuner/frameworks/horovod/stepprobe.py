@@ -17,8 +17,8 @@ share (compute, the defaults' few fused responses, the env's offset).
 The layout is no user's model: :data:`BLOCKS` blocks, each a 256 x 256 float32 weight (256 KiB) and three
 256-element float32 vectors (1 KiB each: bias, norm weight, norm bias), backward order, one equal share of
 backward per block on its weight. The jobs' knobs: Horovod 0.28.1's defaults (``horovod/common/common.h``:
-128 MiB, 1 ms, cache 1024), the same with ``HOROVOD_FUSION_THRESHOLD=0``, and with
-``HOROVOD_CACHE_CAPACITY=0``. Pure: no I/O here; :func:`autotuner.frameworks.horovod.measure.run_step_phase` runs it.
+128 MiB, 1 ms, cache 1024), the same with a fusion threshold of 0, and with a response cache capacity of 0
+(:data:`JOBS`; :class:`autotuner.frameworks.horovod.knobs.Config` names the flags). Pure: no I/O here; :func:`autotuner.frameworks.horovod.measure.run_step_phase` runs it.
 """
 from __future__ import annotations
 
