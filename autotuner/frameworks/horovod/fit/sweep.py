@@ -525,11 +525,12 @@ MIN_STEP_ROUNDS = 3
 MAX_STEP_FIXED_MS = 20.0
 
 
-def _step_delta_sim_ms(cost, cluster: Cluster, fixed_ms: float, job: str, backend: str | None) -> float:
+def _step_delta_sim_ms(cost, cluster: Cluster, fixed_ms: float, job: str, backend: str | None,
+                       compute_ms: float | None = None) -> float:
     """The simulator's step-time difference (ms) ``job`` - defaults of the ``step`` phase's replay
-    (:mod:`autotuner.frameworks.horovod.stepprobe`: its layout, its emulated compute split forward 1/3 and backward 2/3
-    as the replay sleeps it) on ``cost`` with the tier's small-message latency set to ``fixed_ms /
-    (2(p-1))``, ``cluster``: the phase's ranks."""
+    (:mod:`autotuner.frameworks.horovod.stepprobe`: its layout, its emulated compute, ``compute_ms`` or the phase's,
+    split forward 1/3 and backward 2/3 as the replay sleeps it) on ``cost`` with the tier's small-message latency set
+    to ``fixed_ms / (2(p-1))``, ``cluster``: the phase's ranks."""
     from ..simulator import simulate_step
     from ..stepprobe import COMPUTE_MS, JOBS, layout
     from .fitters import workload_for
@@ -537,7 +538,7 @@ def _step_delta_sim_ms(cost, cluster: Cluster, fixed_ms: float, job: str, backen
     p = cluster.size
     c = replace(cost, inter=replace(cost.inter, alpha_s=fixed_ms * 1e-3 / (2 * (p - 1))))
     L = layout()
-    wl = workload_for(COMPUTE_MS * 1e-3)
+    wl = workload_for((COMPUTE_MS if compute_ms is None else compute_ms) * 1e-3)
 
     def t(name: str) -> float:
         return simulate_step(L.sizes_bytes, L.ready_fraction, wl, JOBS[name], c, cluster, backend=backend).step_time_s
