@@ -23,6 +23,7 @@ backward per block on its weight. The jobs' knobs: Horovod 0.28.1's defaults (``
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 
 from ...model.layout import Layout
 from .knobs import DEFAULTS_0_28, Config
@@ -60,8 +61,10 @@ def layout_dict() -> dict:
             "order": "backward", "tensors": tensors}
 
 
+@lru_cache(maxsize=1)
 def layout() -> Layout:
-    """The phase's layout (:data:`BLOCKS` x 4 tensors: 256 KiB, 1 KiB, 1 KiB, 1 KiB per block)."""
+    """The phase's layout (:data:`BLOCKS` x 4 tensors: 256 KiB, 1 KiB, 1 KiB, 1 KiB per block); built once (the fit
+    simulates it at every step of its root search)."""
     from ...readers.layouts import layout_from_dict
 
     return layout_from_dict(layout_dict(), LAYOUT_NAME)

@@ -594,12 +594,15 @@ def step_small_response(recs: list[dict[str, Any]], cost, cluster: Cluster, back
     D = float(np.median(d))
     out["delta_ms"], out["delta_range_ms"] = D, [float(min(d)), float(max(d))]
 
+    def g(a: float) -> float:
+        return _step_delta_sim_ms(cost, cluster, a, "fusion-off", backend)
+
+    g_lo, g_hi = g(0.0), g(MAX_STEP_FIXED_MS)  # the bracket's ends, the same for every target
+
     def solve(target: float) -> float | None:
-        f = lambda a: _step_delta_sim_ms(cost, cluster, a, "fusion-off", backend) - target  # noqa: E731
-        lo, hi = f(0.0), f(MAX_STEP_FIXED_MS)
-        if lo > 0 or hi < 0:
+        if g_lo > target or g_hi < target:
             return None
-        return float(brentq(f, 0.0, MAX_STEP_FIXED_MS, xtol=1e-4))
+        return float(brentq(lambda a: g(a) - target, 0.0, MAX_STEP_FIXED_MS, xtol=1e-4))
 
     a = solve(D)
     if a is None:
