@@ -204,6 +204,19 @@ def fit_regime_lines(d: dict) -> list[str]:
                      f"the timelines' back-to-back spans said "
                      + ("-" if small.get("fixed_ms") is None else f"{small['fixed_ms']:.2f} ms")
                      + f"; the sweep line's own intercept was {small['line_a_ms']:.2f} ms)")
+        long = step.get("long") or {}
+        if long.get("one_latency_delta_ms") is not None:
+            lines.append(f"  the step phase at {long['compute_ms']:g} ms of compute (recorded, not charged): fusion off "
+                         f"{long['delta_ms']:.1f} ms more per step ({long['delta_range_ms'][0]:.1f}-"
+                         f"{long['delta_range_ms'][1]:.1f} over {len(long['rounds'])} round(s)), the price above "
+                         f"simulates {long['one_latency_delta_ms']:.1f} ms: small responses during a long backward "
+                         "cost less"
+                         + ("" if long.get("after_ms") is None else
+                            f" ({long['during_ms']:.2f} ms during it, {long['after_ms']:.2f} ms after it would meet "
+                            "both computes)")
+                         + "; docs/accuracy.md, \"The step phase at 300 ms of compute\"")
+        elif long.get("note"):
+            lines.append(f"  the step phase at {long['compute_ms']:g} ms of compute: {long['note']}")
     elif burst.get("alpha_us") is not None and burst.get("charged", True):
         lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response, from the burst phase: 1 and 32 "
                      f"responses at once, wall clock, no timeline ({burst['jobs']} job(s), {len(burst['points'])} "

@@ -59,7 +59,8 @@ def costs(draw):
                       nocache_ops=draw(st.integers(0, 5)), per_tensor_s=draw(st.floats(0.0, 1e-5)))
     return CostModel(inter=tier(), intra=tier() if draw(st.booleans()) else None,
                      memcpy_Bps=draw(st.floats(1e9, 5e11)), host_copy_Bps=draw(st.floats(1e9, 5e10)),
-                     negotiation=neg, host=host)
+                     negotiation=neg, host=host,
+                     after_backward_s=draw(st.sampled_from([0.0, draw(st.floats(-5e-4, 2e-3))])))
 
 
 @st.composite

@@ -170,11 +170,16 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     assert problems == [] and len(brecs) == 1 == s1["burst"]["jobs_new"] and "timeline" not in brecs[0]
     assert {(b, c) for b, c, _ in brecs[0]["wall_ms"]} == {(b, c) for b in (4096, 16384, 65536) for c in (1, 32)}
     assert not (env_dir / "burst-timelines").exists()
-    # the step phase: one round of replay jobs of its synthetic layout, defaults, fusion off, cache off, no timeline
+    # the step phase: one round of replay jobs of its synthetic layout, defaults, fusion off, cache off at 100 ms of
+    # compute, then defaults and fusion off at 300 ms, no timeline
     srecs, problems = parse_step_records((env_dir / "step.jsonl").read_text(), "step.jsonl")
-    assert problems == [] and [r["job"] for r in srecs] == ["defaults", "fusion-off", "cache-off"]
-    assert s1["step"]["jobs_new"] == 3 and all("timeline" not in r and r["ranks"] == 2 for r in srecs)
-    assert all(r["layout"] == "step-probe/1" and r["compute_ms"] == 100.0 and len(r["step_times_ms"]) == 8 for r in srecs)
+    assert problems == [] and [r["job"] for r in srecs] == ["defaults", "fusion-off", "cache-off", "defaults",
+                                                            "fusion-off"]
+    assert s1["step"]["jobs_new"] == 5 and all("timeline" not in r and r["ranks"] == 2 for r in srecs)
+    assert all(r["layout"] == "step-probe/1" and len(r["step_times_ms"]) == 8 for r in srecs)
+    assert sorted((r["compute_ms"], r["job"]) for r in srecs) == [(100.0, "cache-off"), (100.0, "defaults"),
+                                                                  (100.0, "fusion-off"), (300.0, "defaults"),
+                                                                  (300.0, "fusion-off")]
     assert srecs[1]["config"]["fusion_threshold_bytes"] == 0 and srecs[2]["config"]["cache_capacity"] == 0
     # the fp16 phase: one job, float32 and float16 allreduces of the same bytes and the casts
     frecs, problems = parse_fp16_records((env_dir / "fp16.jsonl").read_text(), "fp16.jsonl")
@@ -206,6 +211,7 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     step = d["fit"]["small_responses"]["step"]
     assert step["fixed_ms"] is None and "fewer than 3" in step["note"] and step["charged"] is False
     assert len(step["rounds"]) == 1 and step["cache_off_delta_ms"] is not None
+    assert "long" not in step and "after_backward_us" not in d["cost_model"]
     idle = d["fit"]["idle_response"]
     assert idle["up_to_bytes"] == 65536 and idle["per_response_us"] > 0 and idle["jobs"] == 1
     assert "idle_response" not in d["cost_model"]

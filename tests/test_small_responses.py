@@ -256,19 +256,24 @@ def test_the_committed_burst_phases_are_recorded_not_charged():
 
 # --------------------------------------------------------------------------- the step phase (no timeline)
 
-def _step_records(cost, cluster, fixed_ms: float, offset_ms: float = 7.0, rounds: int = 3) -> list[dict]:
+def _step_records(cost, cluster, fixed_ms: float, offset_ms: float = 7.0, rounds: int = 3,
+                  after_ms: float | None = None, long_rounds: int = 0) -> list[dict]:
     """step.jsonl records whose step times are the simulator's for a small-response latency ``fixed_ms`` (ms per
-    response), plus an ``offset_ms`` both jobs pay (a testbed's offset): what the fit must see through."""
+    response; ``after_ms`` after the backward, None: the same), plus an ``offset_ms`` both jobs pay (a testbed's
+    offset): what the fit must see through. ``long_rounds`` rounds of defaults and fusion off at 300 ms of compute."""
     from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms
-    from autotuner.frameworks.horovod.stepprobe import LAYOUT_NAME
+    from autotuner.frameworks.horovod.stepprobe import LAYOUT_NAME, LONG_COMPUTE_MS
 
-    d = _step_delta_sim_ms(cost, cluster, fixed_ms, "fusion-off", "gloo")
-    base = 100.0 + offset_ms
     out = []
-    for k in range(rounds):
-        for job, t in (("defaults", base), ("fusion-off", base + d), ("cache-off", base + 3.0)):
-            out.append({"phase": "step", "tier": "single", "repeat": k, "job": job, "layout": LAYOUT_NAME,
-                        "ranks": cluster.size, "compute_ms": 100.0, "wait": "sleep", "step_times_ms": [t] * 4})
+    for compute, n, jobs in ((100.0, rounds, ("defaults", "fusion-off", "cache-off")),
+                             (LONG_COMPUTE_MS, long_rounds, ("defaults", "fusion-off"))):
+        d = _step_delta_sim_ms(cost, cluster, fixed_ms, "fusion-off", "gloo", compute, after_ms=after_ms)
+        base = compute + offset_ms
+        for k in range(n):
+            for job in jobs:
+                t = {"defaults": base, "fusion-off": base + d, "cache-off": base + 3.0}[job]
+                out.append({"phase": "step", "tier": "single", "repeat": k, "job": job, "layout": LAYOUT_NAME,
+                            "ranks": cluster.size, "compute_ms": compute, "wait": "sleep", "step_times_ms": [t] * 4})
     return out
 
 
@@ -293,6 +298,35 @@ def test_step_phase_recovers_the_latency_it_was_simulated_with():
         assert out["fixed_range_ms"] == pytest.approx([out["fixed_ms"]] * 2, abs=1e-9)
         assert out["cache_off_delta_ms"] == pytest.approx(3.0) and len(out["rounds"]) == 3
         assert "without the timeline" in out["regime"]
+
+
+def test_step_phase_at_two_computes_records_the_latencies_during_and_after_the_backward():
+    """Step times simulated with one latency during the backward and another after it, at 100 and 300 ms of
+    compute: the fit records (``long``, not charged) latencies that meet the 100 ms difference exactly and the 300 ms
+    one to within 2 ms (the simulated 300 ms difference is a step function of the latency: responses cross 1 ms
+    cycles), near those it was simulated with; the charged price stays the one latency that meets 100 ms alone.
+    Without 300 ms rounds, ``long`` says so."""
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms, step_small_response
+
+    fenv = load_env(MODELS, "fresh-poll-1.25gbit")
+    for a, b in ((0.8, 1.6), (1.2, 1.2), (1.4, 1.0)):
+        recs = _step_records(fenv.cost, fenv.cluster, a, after_ms=b, long_rounds=3)
+        out = step_small_response(recs, fenv.cost, fenv.cluster, "gloo")
+        long = out["long"]
+        one = _step_delta_sim_ms(fenv.cost, fenv.cluster, out["fixed_ms"], "fusion-off", "gloo")
+        assert one == pytest.approx(out["delta_ms"], abs=0.05) and long["charged"] is False
+        assert long["during_ms"] == pytest.approx(a, abs=0.21) and long["after_ms"] == pytest.approx(b, abs=0.3), long
+        got = _step_delta_sim_ms(fenv.cost, fenv.cluster, long["during_ms"], "fusion-off", "gloo",
+                                 after_ms=long["after_ms"])
+        assert got == pytest.approx(out["delta_ms"], abs=0.05) and abs(long["miss_ms"]) < 2.0, long
+        assert long["during_range_ms"][0] <= long["during_ms"] <= long["during_range_ms"][1]
+        assert long["after_backward_us"] == pytest.approx((long["after_ms"] - long["during_ms"]) * 1e3)
+        assert len(long["rounds"]) == 3 and long["compute_ms"] == 300.0
+    one = step_small_response(_step_records(fenv.cost, fenv.cluster, 1.0, long_rounds=2), fenv.cost, fenv.cluster,
+                              "gloo")
+    assert one["long"]["after_ms"] is None and "fewer than 3" in one["long"]["note"]
+    assert one["fixed_ms"] == pytest.approx(1.0, abs=0.03)
 
 
 def test_step_phase_refuses_too_few_rounds_other_layouts_and_impossible_differences():
@@ -397,3 +431,60 @@ def test_at_300_ms_of_compute_the_step_layout_costs_less_than_the_100_ms_price_s
         price = fenv.raw["fit"]["small_responses"]["step"]["fixed_ms"]
         sim = _step_delta_sim_ms(fenv.cost, fenv.cluster, price, "fusion-off", "gloo", compute_ms=300.0)
         assert len(by) == 3 and d < 0.8 * sim, (env, d, sim)
+
+
+#: the sweep envs whose step phase ran 300 ms rounds and where fusion off's measured difference at 300 ms is not
+#: well under what the charged one latency simulates there (docs/accuracy.md, "The step phase at 300 ms of compute")
+LONG_NOT_UNDER = {"fresh-poll-2gbit": "18.1 ms measured against 13.5 simulated (rounds 17.6-29.1)",
+                  "fresh-poll-0.75gbit": "80.9 ms against 91.4 (rounds 68.6-127.2): the link, not the responses, "
+                                         "holds fusion off at 0.75 Gbit/s",
+                  "fresh-poll-2x1-3gbit": "37.5 ms against 41.0 (rounds 33.7-38.6)",
+                  "fresh-0.5gbit": "157.0 ms against 191.8 (rounds 145.3-173.3): the link holds fusion off"}
+
+
+def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price_is_dear_there():
+    """Every sweep env whose step phase ran 3 rounds at 300 ms records them in ``fit.small_responses.step.long``
+    (not charged: no model file carries ``after_backward_us``), and on the others than :data:`LONG_NOT_UNDER` the
+    measured fusion off - defaults difference at 300 ms is under 0.75x what the charged one latency simulates there:
+    small responses handed over through a long backward cost less than the 100 ms phase's price."""
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms
+
+    seen = []
+    for f in sorted(MODELS.glob("*.json")):
+        d = json.loads(f.read_text())
+        assert "after_backward_us" not in d["cost_model"], f.name
+        long = ((d.get("fit") or {}).get("small_responses") or {}).get("step", {}).get("long") or {}
+        if long.get("delta_ms") is None:
+            continue
+        env = f.stem
+        seen.append(env)
+        recs = [json.loads(x) for x in (RUNS / env / "step.jsonl").read_text().splitlines()]
+        assert sum(1 for r in recs if r["compute_ms"] == 300.0) == 2 * len(long["rounds"]) >= 6
+        assert long["charged"] is False and long["during_ms"] is not None
+        fenv = load_env(MODELS, env)
+        price = d["fit"]["small_responses"]["step"]["fixed_ms"]
+        sim = _step_delta_sim_ms(fenv.cost, fenv.cluster, price, "fusion-off", "gloo", compute_ms=300.0)
+        assert sim == pytest.approx(long["one_latency_delta_ms"], abs=0.05)
+        if env not in LONG_NOT_UNDER:
+            assert long["delta_ms"] < 0.75 * sim, (env, long["delta_ms"], sim)
+    assert len(seen) == 10 and set(LONG_NOT_UNDER) <= set(seen)
+
+
+def test_the_300_ms_lead_holds_inside_one_sitting():
+    """The 300 ms rounds were measured a day after the 100 ms ones; the same phase run again with both computes
+    interleaved in one sitting (``experiments/step-two-computes-same-sitting.jsonl``, 3 rounds, four envs) gives the
+    same lead: fusion off's difference at 300 ms under 0.55x what the latency that meets that sitting's own 100 ms
+    difference simulates."""
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.sweep import step_small_response
+
+    for env in ("fresh-3gbit", "fresh-1.5gbit", "local-gloo-1gbit-sweep", "fresh-2x1-5gbit"):
+        recs = [json.loads(x) for x in
+                (RUNS / env / "experiments" / "step-two-computes-same-sitting.jsonl").read_text().splitlines()]
+        assert len(recs) == 15 and len({r["finished_at"][:13] for r in recs}) <= 2
+        fenv = load_env(MODELS, env)
+        out = step_small_response(recs, fenv.cost, fenv.cluster, "gloo")
+        long = out["long"]
+        assert len(out["rounds"]) == 3 == len(long["rounds"])
+        assert long["delta_ms"] < 0.55 * long["one_latency_delta_ms"], (env, long)

@@ -559,6 +559,13 @@ class CostModel:
         collective_cpu: the CPU a rank's collective takes from its compute where the ranks' compute fills the
             host's cores (:class:`CollectiveCpu`), measured by DDP's cpu phase on the env's own link; None where not
             measured.
+        after_backward_s: what a response that starts after the backward has ended costs more than one during it
+            (s per response, may be negative): the ranks' main threads then wait for it (``synchronize``) on the
+            cores the background thread runs on, where during the backward they sleep through the emulated compute
+            or run it. Horovod's simulators add it where set; DDP's do not read it. The fit sets it only to identify
+            it from the ``step`` phase at two computes (:func:`autotuner.frameworks.horovod.fit.sweep._long_compute`):
+            recorded, not charged, so 0 in every model file the fit writes (docs/accuracy.md, "The step phase at 300
+            ms of compute").
     """
 
     inter: Tier
@@ -573,6 +580,7 @@ class CostModel:
     fp16: Fp16Cost | None = None
     queued_saving_s: float = 0.0
     collective_cpu: "CollectiveCpu | None" = None
+    after_backward_s: float = 0.0
 
     def for_fp16(self) -> "CostModel":
         """The tiers a float16 payload sees (:meth:`Fp16Cost.tier`); unchanged without :attr:`fp16`."""
@@ -680,6 +688,7 @@ class CostModel:
             **({"collective_cpu": {"per_collective_us": self.collective_cpu.per_collective_s * 1e6,
                                    "per_byte_ns": self.collective_cpu.per_byte_s * 1e9}}
                if self.collective_cpu is not None else {}),
+            **({"after_backward_us": self.after_backward_s * 1e6} if self.after_backward_s else {}),
         }
 
     @classmethod
@@ -709,5 +718,6 @@ class CostModel:
             collective_cpu=(CollectiveCpu(float(d["collective_cpu"]["per_collective_us"]) * 1e-6,
                                           float(d["collective_cpu"].get("per_byte_ns", 0.0)) * 1e-9)
                             if d.get("collective_cpu") else None),
+            after_backward_s=float(d.get("after_backward_us", 0.0)) * 1e-6,
         )
 

@@ -111,6 +111,9 @@ class CostModelEntry(_Schema):
     compute_delay: ComputeDelayEntry | None = None
     #: what fp16 compression costs besides halving the bytes (measure's fp16 phase)
     fp16: Fp16Entry | None = None
+    #: what a response that starts after the backward costs more than one during it, µs (may be negative; measure's
+    #: step phase at two computes)
+    after_backward_us: Annotated[float, Field(ge=-1e6, le=1e6, allow_inf_nan=False)] | None = None
 
 
 class ClusterEntry(_Schema):

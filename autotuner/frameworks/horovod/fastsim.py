@@ -215,6 +215,7 @@ class _Tables:
         self.frac, self.host_bwd = frac, workload.host_backward_s
         self.stall = 1.0 - min(max(workload.overlap, 0.0), 1.0)
         self.delay = cost.compute_delay if workload.cpu_bound else None
+        self.after = cost.after_backward_s
         self.asyn = workload.async_collectives
         cum = np.concatenate(([0], np.cumsum(wire)))
         self.cum = cum
@@ -337,6 +338,8 @@ class _Tables:
                 if self.delay is not None:  # as the reference: responses starting before the backward ends
                     nb = (self.cum[b] - self.cum[aa]).astype(float)
                     dur = np.where(start < be[sl], dur + self.delay.extra_s(nb), dur)
+                if self.after:  # as the reference: responses starting after the backward has ended
+                    dur = np.where(start >= be[sl], dur + self.after, dur)
                 if stall > 0:
                     self._slip(R, be, np.arange(ids.size)[sl], start, dur, b, cols, stall, rate)
                 sf[sl] = start + dur

@@ -598,26 +598,29 @@ def run_step_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: in
                    say: Callable[[str], None]) -> dict[str, Any]:
     """The ``step`` phase (:mod:`autotuner.frameworks.horovod.stepprobe`): ``repeats`` rounds on ``tier``'s ranks, each
     round one replay job (:mod:`autotuner.frameworks.horovod.replay`) of the phase's synthetic layout per job of
-    :data:`autotuner.frameworks.horovod.stepprobe.JOBS` (Horovod's defaults, fusion off, cache off), waiting as the
+    :data:`autotuner.frameworks.horovod.stepprobe.JOBS` (Horovod's defaults, fusion off, cache off) at
+    ``COMPUTE_MS``, then defaults and fusion off at ``LONG_COMPUTE_MS`` (100 and 300 ms), waiting as the
     env's ranks wait (``setup.wait``), no timeline; one :class:`autotuner.schemas.StepRecord` per job in
     ``step.jsonl`` (resumable). Returns and raises as :func:`run_cpu_phase`."""
     from ...writers.atomic import atomic_write_text
-    from .stepprobe import COMPUTE_MS, JOBS, LAYOUT, LAYOUT_NAME, STEPS, WARMUP
+    from .stepprobe import COMPUTE_MS, JOBS, LAYOUT, LAYOUT_NAME, LONG_COMPUTE_MS, LONG_JOBS, STEPS, WARMUP
 
     path = env_dir / ".scratch" / "step-probe-layout.json"  # the replay reads the layout from a file
     if repeats > 0:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps(LAYOUT))
-    args = ("--model", str(path.resolve()), "--compute-ms", f"{COMPUTE_MS:g}", "--steps", str(STEPS),
-            "--warmup", str(WARMUP), "--wait", setup.wait)
-    jobs = [ProbeJob((tier.name, name, k), {"repeat": k, "job": name, "layout": LAYOUT_NAME,
-                                            "config": cfg.to_dict()},
-                     "autotuner.frameworks.horovod.replay", args, cfg, False,
-                     f"a replay step of many small gradients, {name}, no timeline (round {k + 1} of {repeats})")
-            for k in range(repeats) for name, cfg in JOBS.items()]
+    runs = [(COMPUTE_MS, name) for name in JOBS] + [(LONG_COMPUTE_MS, name) for name in LONG_JOBS]
+    jobs = [ProbeJob((tier.name, name, k, c), {"repeat": k, "job": name, "layout": LAYOUT_NAME,
+                                               "config": JOBS[name].to_dict()},
+                     "autotuner.frameworks.horovod.replay",
+                     ("--model", str(path.resolve()), "--compute-ms", f"{c:g}", "--steps", str(STEPS),
+                      "--warmup", str(WARMUP), "--wait", setup.wait), JOBS[name], False,
+                     f"a replay step of many small gradients, {name}, {c:g} ms of compute, no timeline "
+                     f"(round {k + 1} of {repeats})")
+            for k in range(repeats) for c, name in runs]
     return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="step", records=STEP_RECORDS,
                            parse=parse_step_records, timelines="step-timelines", line=_STEP_LINE, jobs=jobs,
-                           key_of=lambda r: (r["tier"], r["job"], int(r["repeat"])))
+                           key_of=lambda r: (r["tier"], r["job"], int(r["repeat"]), float(r["compute_ms"])))
 
 
 def run_fp16_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,

@@ -36,7 +36,8 @@ Semantics, each from Horovod's source (read at v0.28.1 and v0.20.3; cited, not c
   bandwidth, or the size-dependent host passes where fitted) plus its collective, costed by the
   :class:`~autotuner.model.costmodel.CostModel` and multiplied by the workload's ``comm_scale``; every
   response also pays :meth:`~autotuner.model.costmodel.CostModel.host_gap_s` (the untimed host work
-  between responses, 0 unless fitted; :class:`~autotuner.model.costmodel.HostPasses`).
+  between responses, 0 unless fitted; :class:`~autotuner.model.costmodel.HostPasses`), and one that starts
+  after the backward has ended :attr:`~autotuner.model.costmodel.CostModel.after_backward_s` (0 unless fitted).
 - **Overlap** (:attr:`Workload.overlap`): with time-shared compute and communication, a
   collective running during backward pauses backward, delaying the gradients not yet ready.
 - **Step** = forward + max(backward end, last allreduce end) + update (``synchronize`` waits
@@ -372,6 +373,8 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
                 start = max(t, stream_free)
                 if delay is not None and start < bwd_end:  # the compute holds the cores meanwhile
                     dur += delay.extra_s(float(nbytes))
+                if start >= bwd_end:  # the main threads wait for it beside the loop
+                    dur += cost.after_backward_s
                 if tracing:
                     t_resps.append(TracedResponse(i + a, i + b, nbytes, len(t_cycles) - 1, t_loop, t, start, dur,
                                                   mem))

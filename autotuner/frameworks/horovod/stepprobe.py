@@ -8,7 +8,8 @@ price), the ``burst`` phase enqueues 32 at once from a busy loop (no wake-ups), 
 time from a sleeping one (docs/accuracy.md, "The small-response regime"). This phase runs the replay
 workload (:mod:`autotuner.frameworks.horovod.replay`, the same harness ``validate`` runs) on a synthetic
 layout, :data:`LAYOUT`, without the timeline, as jobs of Horovod's defaults, fusion off and cache off,
-interleaved per repeat, and records each job's step times. The fit reads the step-time difference
+interleaved per repeat, at :data:`COMPUTE_MS` and (defaults, fusion off) at :data:`LONG_COMPUTE_MS`, and records
+each job's step times. The fit reads the step-time difference
 fusion off - defaults (about :data:`BLOCKS` x 4 - 1 more responses) and solves for the small-response latency
 that makes the simulator give the same difference
 (:func:`autotuner.frameworks.horovod.fit.sweep.step_small_response`); the difference cancels what both jobs
@@ -36,6 +37,13 @@ BLOCKS = 32
 WEIGHT_SHAPE, VECTOR_SHAPE = (256, 256), (256,)
 #: emulated forward + backward compute per step, ms (forward 1/3, backward 2/3, as the replay sleeps them)
 COMPUTE_MS = 100.0
+#: the same jobs' second compute, ms: a backward long enough that most of fusion off's small responses run during
+#: it, where 100 ms leaves most of them after it; the fit records what the two differences say a small response costs
+#: during the backward and after it, and what the one charged price simulates at this compute
+#: (:func:`autotuner.frameworks.horovod.fit.sweep._long_compute`; recorded, not charged)
+LONG_COMPUTE_MS = 300.0
+#: the jobs run at :data:`LONG_COMPUTE_MS` too (cache off only at :data:`COMPUTE_MS`)
+LONG_JOBS = ("defaults", "fusion-off")
 #: measured and warm-up steps per job
 STEPS, WARMUP = 8, 2
 #: the jobs, in the order each repeat runs them: name -> Horovod knobs
