@@ -1453,8 +1453,9 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                                                   "1 and 32 at once, timed without the timeline; 0 skips it)",
                                                   callback=opt.checked(opt.Index, "--burst-repeats")),
                 step_repeats: int = typer.Option(5, "--step-repeats", help="rounds of the step phase (a replay of many "
-                                                 "small gradients: defaults, fusion off, cache off; no timeline; 0 "
-                                                 "skips it)", callback=opt.checked(opt.Index, "--step-repeats")),
+                                                 "small gradients: defaults, fusion off, cache off at 100 ms of "
+                                                 "compute, defaults and fusion off at 300 ms; no timeline; 0 skips "
+                                                 "it)", callback=opt.checked(opt.Index, "--step-repeats")),
                 fp16_repeats: int = typer.Option(3, "--fp16-repeats", help="jobs of the fp16 phase (float16 against "
                                                  "float32 allreduces, the casts; 0 skips it)",
                                                  callback=opt.checked(opt.Index, "--fp16-repeats")),

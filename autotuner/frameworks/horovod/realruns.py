@@ -494,7 +494,7 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
     rounds, :mod:`autotuner.frameworks.horovod.cpuprobe`) and its ``trickle`` phase (``trickle_repeats``
     rounds, :mod:`autotuner.frameworks.horovod.trickleprobe`), its ``idle`` phase (``idle_repeats`` jobs,
     :mod:`autotuner.frameworks.horovod.idleprobe`), its ``burst`` phase (``burst_repeats`` jobs, no timeline,
-    :mod:`autotuner.frameworks.horovod.burstprobe`), its ``step`` phase (``step_repeats`` rounds of 3 replay jobs, no
+    :mod:`autotuner.frameworks.horovod.burstprobe`), its ``step`` phase (``step_repeats`` rounds of 5 replay jobs, no
     timeline, :mod:`autotuner.frameworks.horovod.stepprobe`) and its ``fp16`` phase (``fp16_repeats`` jobs,
     :mod:`autotuner.frameworks.horovod.fp16probe`; 0 skips any of them). ``sizes``: ``LO:HI`` or a comma list (bytes,
     ``K``/``M``/``G`` binary units), default 1K:512M. ``runs_dir`` None: ``$AUTOTUNER_RUNS_DIR``, else
