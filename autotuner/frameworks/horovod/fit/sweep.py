@@ -655,8 +655,8 @@ def step_small_response(recs: list[dict[str, Any]], cost, cluster: Cluster, back
     out["fixed_ms"], out["alpha_us"] = a, a * 1e3 / (2 * (p - 1))
     ends = [solve(x) for x in out["delta_range_ms"]]
     out["fixed_range_ms"] = [0.0 if ends[0] is None else ends[0], MAX_STEP_FIXED_MS if ends[1] is None else ends[1]]
-    # recorded, not charged: the two latencies it identifies moved apart between two sittings (fresh-3gbit 0.95 /
-    # 2.04 ms, then 0.30 / 3.92 ms) and made the held-out rows worse on the whole (docs/accuracy.md, "The step phase
+    # recorded, not charged: the two latencies it identifies moved apart between two sittings (fresh-3gbit 0.80 /
+    # 2.21 ms, then 0.30 / 3.92 ms) and made the held-out rows worse on the whole (docs/accuracy.md, "The step phase
     # at 300 ms of compute")
     out["long"] = _long_compute(long_by, cost, cluster, backend, D, a)
     return out
