@@ -284,6 +284,46 @@ FP16_MISSED = {("fresh-poll-1.25gbit", "fp16-resnet18-gradients-4.jsonl", 128.0)
                ("fresh-poll-2x1-3gbit", "fp16-resnet18-2x1-gradients-4.jsonl", 128.0)}
 
 
+def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_of_their_step():
+    """Like with like for the fp16 term: in each fp16 file of the training job's values (predicted as
+    :func:`_fp16_rows` does), the saving defaults - fp16 (medians, interleaved in one sitting) predicted against
+    measured, as a share of the defaults' measured step:
+    within 2.5 % on every 1-host env, within 8 % on two emulated hosts. The named misses of :data:`FP16_MISSED` are
+    the env's own error carried into a halved step: fresh-poll-1.25gbit's ResNet-18 at 128 MiB saves 289.1 ms
+    measured, 284.6 predicted (0.7 % of the defaults' 651 ms), while its defaults are predicted +3.5 %, and the same
+    ~25 ms over an fp16 step of 362 ms reads +7.5 %."""
+    seen = set()
+    for f in sorted(RUNS.glob("*/validation/fp16-*.jsonl")):
+        env = f.parts[-3]
+        phase = next((v for k, v in PHASE_OF.items() if f.name.endswith(k)), None)
+        recs = [json.loads(x) for x in f.read_text().splitlines()]
+        recs = [r for r in recs if r["status"] == "ok"]
+        fp16 = [r for r in recs if r["compression"] == "fp16"]
+        if not fp16 or _other_job(fp16[0]) is not None:
+            continue
+        fenv = load_env(MODELS, env) if phase is None else _with_phase(load_env(MODELS, env), env, phase)
+        dft = [r for r in recs if r["label"] == "default" and r["compression"] == "none"]
+        assert len(dft) >= 3, f
+        md = statistics.median(r["measured_step_time_ms"] for r in dft)
+        pd = simulate_trial(fenv, RUNS / env, Config.from_dict(dft[0]["config"]), dft[0]["setup"]).step_time_ms
+        two_hosts = (dft[0]["setup"].get("testbed_hosts") or 1) > 1
+        for label in sorted({r["label"] for r in fp16}):
+            rs = [r for r in fp16 if r["label"] == label]
+            mf = statistics.median(r["measured_step_time_ms"] for r in rs)
+            pf = simulate_trial(fenv, RUNS / env, Config.from_dict(rs[0]["config"]), rs[0]["setup"],
+                                compression="fp16").step_time_ms
+            off = abs((pd - pf) - (md - mf)) / md
+            assert off < (0.08 if two_hosts else 0.025), (env, f.name, label, md - mf, pd - pf, md)
+            seen.add((env, two_hosts))
+    assert len(seen) == 4 and sum(1 for _, t in seen if t) == 1
+
+
+def _other_job(r: dict) -> str | None:
+    from autotuner.schemas.records import same_values_on_every_rank, zero_gradients
+
+    return "zeros" if zero_gradients(r) else "same values" if same_values_on_every_rank(r) else None
+
+
 # --- GPU envs: from the datasheet ------------------------------------------------------------------------------
 
 def test_the_device_term_is_the_datasheet_arithmetic():
