@@ -488,3 +488,17 @@ def test_the_300_ms_lead_holds_inside_one_sitting():
         long = out["long"]
         assert len(out["rounds"]) == 3 == len(long["rounds"])
         assert long["delta_ms"] < 0.55 * long["one_latency_delta_ms"], (env, long)
+
+
+def test_the_bandwidth_plot_names_where_its_small_message_latency_comes_from():
+    """``fit``'s plot draws the charged curve; its legend says which regime priced the small responses (the step
+    phase on the charged sweep envs, the pooled line where nothing else was charged, as on the 2x2 envs)."""
+    from autotuner.model.costmodel import CostModel
+    from autotuner.views.plots import _curve_label
+
+    m = json.loads((MODELS / "fresh-3gbit.json").read_text())
+    a_ms = m["fit"]["small_responses"]["step"]["fixed_ms"]
+    assert _curve_label(m, CostModel.from_dict(m["cost_model"]), 2).endswith(
+        f"small responses {a_ms:.2f} ms (a step's, from the step phase)")
+    m = json.loads((MODELS / "local-gloo-2x2.json").read_text())
+    assert _curve_label(m, CostModel.from_dict(m["cost_model"]), 2) == "fitted alpha-beta (pooled)"

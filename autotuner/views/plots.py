@@ -15,6 +15,23 @@ from ..model.units import MIB  # noqa: E402
 from ..writers.atomic import save_figure  # noqa: E402
 
 
+def _curve_label(model: dict[str, Any], cost: CostModel, p: int) -> str:
+    """The fitted curve's legend: where its small-message latency (``2(p-1)·alpha``, ms) comes from
+    (``fit.small_responses``: the step phase, the timelines' back-to-back spans, the burst phase, or the sweep's
+    pooled line)."""
+    small = (model.get("fit") or {}).get("small_responses") or {}
+    a_ms = 2 * (p - 1) * cost.inter.alpha_s * 1e3
+    if (small.get("step") or {}).get("charged"):
+        src = "a step's, from the step phase"
+    elif (small.get("burst") or {}).get("charged"):
+        src = "from the burst phase"
+    elif small.get("fixed_ms") is not None and small.get("charged", True):
+        src = "back to back, from the timelines"
+    else:
+        return "fitted alpha-beta (pooled)"
+    return f"fitted alpha-beta; small responses {a_ms:.2f} ms ({src})"
+
+
 def bandwidth_plot(model: dict[str, Any], path: Path) -> Path | None:
     """Measured (size, time) samples vs the fitted allreduce curve, log-log. None if no samples."""
     samples = model["fit"].get("samples")
@@ -27,7 +44,7 @@ def bandwidth_plot(model: dict[str, Any], path: Path) -> Path | None:
         pts = [s for s in samples if s.get("model", "") == m]
         ax.scatter([max(s["bytes"], 1) / MIB for s in pts], [s["time_ms"] for s in pts], label=f"measured ({m})" if m else "measured", s=18)
     n = np.logspace(np.log10(256), np.log10(1024 * MIB), 200)
-    ax.plot(n / MIB, [cost.inter.allreduce_s(x, p) * 1e3 for x in n], "k-", label="fitted alpha-beta (pooled)")
+    ax.plot(n / MIB, [cost.inter.allreduce_s(x, p) * 1e3 for x in n], "k-", label=_curve_label(model, cost, p))
     for m, w in model["workloads"].items():
         if w.get("comm_scale", 1.0) != 1.0:
             ax.plot(n / MIB, [cost.inter.allreduce_s(x, p) * 1e3 * w["comm_scale"] for x in n], "--",
