@@ -182,8 +182,6 @@ def _fp16_rows():
     (:func:`~autotuner.schemas.records.same_values_on_every_rank`). Predicted from the shipped model with its fp16
     term from the phase measured beside the replays (:data:`PHASE_OF`; the zero-gradient replays of the first pass:
     the shipped model's); no replay enters a fit."""
-    from autotuner.schemas.records import same_values_on_every_rank, zero_gradients
-
     rows = []
     for f in sorted(RUNS.glob("*/validation/fp16-*.jsonl")):
         env = f.parts[-3]
@@ -201,8 +199,7 @@ def _fp16_rows():
             cfg = Config.from_dict(rs[0]["config"])
             meas = statistics.median(r["measured_step_time_ms"] for r in rs)
             pred = simulate_trial(fenv, RUNS / env, cfg, rs[0]["setup"], compression="fp16").step_time_ms
-            other = "zeros" if zero_gradients(rs[0]) else "same values" if same_values_on_every_rank(rs[0]) else None
-            rows.append((env, f.name, cfg.fusion_threshold_mb, other, meas, pred))
+            rows.append((env, f.name, cfg.fusion_threshold_mb, _other_job(rs[0]), meas, pred))
     return rows
 
 
@@ -319,6 +316,7 @@ def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_o
 
 
 def _other_job(r: dict) -> str | None:
+    """None where a replay's ranks allreduced their own values every step (the training job), else why not."""
     from autotuner.schemas.records import same_values_on_every_rank, zero_gradients
 
     return "zeros" if zero_gradients(r) else "same values" if same_values_on_every_rank(r) else None

@@ -328,6 +328,7 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
 
     stall = 1.0 - min(max(workload.overlap, 0.0), 1.0)
     delay = cost.compute_delay if workload.cpu_bound else None
+    after = cost.after_backward_s
     hook_rel = hand_over_times(ready_rel, fwd, workload.host_backward_s)
     asyn = workload.async_collectives
     step_start = 0.0
@@ -373,8 +374,8 @@ def simulate_step(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, workload:
                 start = max(t, stream_free)
                 if delay is not None and start < bwd_end:  # the compute holds the cores meanwhile
                     dur += delay.extra_s(float(nbytes))
-                if start >= bwd_end:  # the main threads wait for it beside the loop
-                    dur += cost.after_backward_s
+                if after and start >= bwd_end:  # the main threads wait for it beside the loop
+                    dur += after
                 if tracing:
                     t_resps.append(TracedResponse(i + a, i + b, nbytes, len(t_cycles) - 1, t_loop, t, start, dur,
                                                   mem))

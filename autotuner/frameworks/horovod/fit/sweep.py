@@ -586,6 +586,19 @@ def _nearest(curve: list[tuple[float, float, float]], d_long: float) -> tuple[fl
     return a, b, d - d_long
 
 
+def _paired_rounds(by: dict[int, dict[str, float]]) -> list[tuple[int, dict[str, float]]]:
+    """The step phase's rounds (repeat -> job -> median step, ms) that ran both the defaults and fusion off, by
+    repeat."""
+    return sorted((k, j) for k, j in by.items() if "defaults" in j and "fusion-off" in j)
+
+
+def _deltas(rounds: list[tuple[int, dict[str, float]]]) -> tuple[float, list[float]]:
+    """``(D, [min, max])``: the median over ``rounds`` (:func:`_paired_rounds`) of fusion off - defaults (ms) and
+    the rounds' extremes."""
+    d = [j["fusion-off"] - j["defaults"] for _, j in rounds]
+    return float(np.median(d)), [float(min(d)), float(max(d))]
+
+
 def step_small_response(recs: list[dict[str, Any]], cost, cluster: Cluster, backend: str | None) -> dict[str, Any]:
     """The price of a training step's small response, from the ``step`` phase (:mod:`autotuner.frameworks.horovod.stepprobe`):
     replay jobs of a synthetic layout of 32 x (one 256 KiB weight + three 1 KiB vectors), Horovod's defaults
@@ -620,12 +633,12 @@ def step_small_response(recs: list[dict[str, Any]], cost, cluster: Cluster, back
         out["note"] = (f"no step phase of {LAYOUT_NAME} on {p} ranks measured "
                        "(autotuner measure --step-repeats; scripts/probe_phase.py --phase step)")
         return out
-    by: dict[int, dict[str, float]] = {}
-    long_by: dict[int, dict[str, float]] = {}
+    at: dict[float, dict[int, dict[str, float]]] = {COMPUTE_MS: {}, LONG_COMPUTE_MS: {}}  # compute -> repeat -> job
     for r in recs:
-        at = by if float(r["compute_ms"]) == COMPUTE_MS else long_by if float(r["compute_ms"]) == LONG_COMPUTE_MS else {}
-        at.setdefault(int(r["repeat"]), {})[r["job"]] = float(np.median(r["step_times_ms"]))
-    rounds = sorted((k, j) for k, j in by.items() if "defaults" in j and "fusion-off" in j)
+        if float(r["compute_ms"]) in at:
+            at[float(r["compute_ms"])].setdefault(int(r["repeat"]), {})[r["job"]] = float(np.median(r["step_times_ms"]))
+    by, long_by = at[COMPUTE_MS], at[LONG_COMPUTE_MS]
+    rounds = _paired_rounds(by)
     out["rounds"] = [[k, j["defaults"], j["fusion-off"], j.get("cache-off")] for k, j in sorted(by.items())
                      if "defaults" in j]
     cache = [j["cache-off"] - j["defaults"] for _, j in rounds if "cache-off" in j]
@@ -633,9 +646,8 @@ def step_small_response(recs: list[dict[str, Any]], cost, cluster: Cluster, back
     if len(rounds) < MIN_STEP_ROUNDS:
         out["note"] = f"{len(rounds)} round(s) with defaults and fusion off, fewer than {MIN_STEP_ROUNDS}: not used"
         return out
-    d = [j["fusion-off"] - j["defaults"] for _, j in rounds]
-    D = float(np.median(d))
-    out["delta_ms"], out["delta_range_ms"] = D, [float(min(d)), float(max(d))]
+    D, out["delta_range_ms"] = _deltas(rounds)
+    out["delta_ms"] = D
 
     def g(a: float) -> float:
         return _step_delta_sim_ms(cost, cluster, a, "fusion-off", backend)
@@ -680,14 +692,13 @@ def _long_compute(long_by: dict[int, dict[str, float]], cost, cluster: Cluster, 
                            "during_ms": None, "after_ms": None, "after_backward_us": None, "miss_ms": None,
                            "during_range_ms": None, "after_range_ms": None, "one_latency_delta_ms": None,
                            "charged": False}
-    rounds = sorted((k, j) for k, j in long_by.items() if "defaults" in j and "fusion-off" in j)
+    rounds = _paired_rounds(long_by)
     out["rounds"] = [[k, j["defaults"], j["fusion-off"]] for k, j in rounds]
     if len(rounds) < MIN_STEP_ROUNDS:
         out["note"] = f"{len(rounds)} round(s) at {LONG_COMPUTE_MS:g} ms of compute, fewer than {MIN_STEP_ROUNDS}"
         return out
-    d = [j["fusion-off"] - j["defaults"] for _, j in rounds]
-    D = float(np.median(d))
-    out["delta_ms"], out["delta_range_ms"] = D, [float(min(d)), float(max(d))]
+    D, out["delta_range_ms"] = _deltas(rounds)
+    out["delta_ms"] = D
     out["one_latency_delta_ms"] = _step_delta_sim_ms(cost, cluster, one_ms, "fusion-off", backend, LONG_COMPUTE_MS)
     curve = _long_curve(cost, cluster, backend, d_short, 2.0 * one_ms)
     if not curve:
