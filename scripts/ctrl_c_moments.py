@@ -12,7 +12,7 @@ when the process ends with 130 and exactly one non-empty stderr line, without "T
 that ended before its signal (exit 0) is counted as "finished first", not as a pass.
 
     python scripts/ctrl_c_moments.py --moments 30              # fit, suggest, explore
-    python scripts/ctrl_c_moments.py --commands fit --moments 10 --json
+    python scripts/ctrl_c_moments.py --commands fit --moments 10 --copies 3 --json   # the test's (~30 s)
 
 Used by tests/test_reproducers.py (fewer moments) and for the figures in the issue's note.
 """
@@ -49,9 +49,9 @@ def slow_runs(where: Path, copies: int = 8) -> Path:
     return runs
 
 
-def commands(where: Path) -> dict[str, callable]:
-    """name -> f(k) giving the k-th run's argv (its own output folder)."""
-    runs = slow_runs(where)
+def commands(where: Path, copies: int = 8) -> dict[str, callable]:
+    """name -> f(k) giving the k-th run's argv (its own output folder); ``fit`` fits ``copies`` copies of an env."""
+    runs = slow_runs(where, copies)
     return {
         "fit": lambda k: ["fit", str(runs), "--out", str(where / f"fit-{k}")],
         "suggest": lambda k: ["suggest", "--model", "vgg16", "--json", "--strategy", "bayes"],
@@ -134,10 +134,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--moments", type=int, default=30)
     ap.add_argument("--commands", default="fit,suggest,explore")
+    ap.add_argument("--copies", type=int, default=8,
+                    help="copies of runs/local-gloo-1gbit that fit reads (default 8: a fit of several seconds)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    if a.copies < 1:
+        print("error: --copies >= 1", file=sys.stderr)
+        return 2
     with tempfile.TemporaryDirectory() as tmp:
-        cmds = commands(Path(tmp))
+        cmds = commands(Path(tmp), a.copies)
         names = [c for c in a.commands.split(",") if c]
         bad = [c for c in names if c not in cmds]
         if bad or a.moments < 1:

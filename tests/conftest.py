@@ -28,3 +28,17 @@ def _no_user_model_or_runs_folders(tmp_path_factory):
         mp.delenv("AUTOTUNER_MODEL_DIR", raising=False)
         mp.delenv("AUTOTUNER_RUNS_DIR", raising=False)
         yield
+
+
+@pytest.fixture(scope="session")
+def refit_all(tmp_path_factory):
+    """``autotuner fit runs/ --out DIR`` as a user runs it (README command 1), once per test session: the
+    ``(CompletedProcess, DIR)`` every test that needs a refit of the whole committed runs folder shares (each such
+    fit takes 25-40 s on this machine's kind; the tests only read what it wrote)."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("refit-all")
+    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "fit", str(ROOT / "runs"), "--out", str(out)], cwd=ROOT,
+                       capture_output=True, text=True, timeout=600)
+    return p, out

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from cli_helpers import assert_one_line_error, run  # noqa: E402
-from refit import assert_refit_close  # noqa: E402
+from refit import assert_refit_close, refit_mismatches  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -38,18 +38,18 @@ def test_suggest_json_shape_and_controls():
     assert "--fusion-threshold-mb" in best["horovodrun_flags"]
 
 
-def test_fit_writes_models(tmp_path):
-    p = run("fit", str(ROOT / "runs"), "--out", str(tmp_path))
+def test_fit_writes_models(refit_all):
+    p, out = refit_all
     assert p.returncode == 0, p.stderr
-    assert (tmp_path / "v100-16gbit.json").exists() and (tmp_path / "v100-16gbit-bandwidth.png").exists()
+    assert (out / "v100-16gbit.json").exists() and (out / "v100-16gbit-bandwidth.png").exists()
     committed = json.loads((ROOT / "autotuner" / "models" / "v100-16gbit.json").read_text())
-    fresh = json.loads((tmp_path / "v100-16gbit.json").read_text())
+    fresh = json.loads((out / "v100-16gbit.json").read_text())
     # fitting again reproduces the committed model
     # (tests/refit.py: a refit is compared with a stated tolerance, 1e-4 relative, never ==)
     assert_refit_close(fresh["cost_model"]["inter"], committed["cost_model"]["inter"])
     assert_refit_close(fresh["workloads"]["resnet50"]["forward_ms"], committed["workloads"]["resnet50"]["forward_ms"])
     # the environment measured here is fitted from its trials' timelines, and reproduced too
-    local = json.loads((tmp_path / "local-gloo-1gbit.json").read_text())
+    local = json.loads((out / "local-gloo-1gbit.json").read_text())
     committed_local = json.loads((ROOT / "autotuner" / "models" / "local-gloo-1gbit.json").read_text())["cost_model"]
     assert_refit_close(local["cost_model"]["inter"], committed_local["inter"])
     assert_refit_close(local["cost_model"]["memcpy_gbytes_per_s"], committed_local["memcpy_gbytes_per_s"])
@@ -57,6 +57,22 @@ def test_fit_writes_models(tmp_path):
     # size-dependent latency and host passes come from the kept timelines of the fit sweep
     assert_refit_close(local["cost_model"]["host_passes"], committed_local["host_passes"])
     assert local["fit"]["piecewise"]["knee_bytes"] > 0 and len(local["fit"]["host_passes"]["timelines"]) == 6
+
+
+def test_a_refit_of_the_committed_runs_gives_every_shipped_cost_model(refit_all):
+    """Every model file ``fit runs/`` writes charges what the shipped one does (its ``cost_model``), within the
+    stated refit tolerance (tests/refit.py): a change to the fit that moves a charged term shows here until the
+    shipped models are refitted."""
+    p, out = refit_all
+    assert p.returncode == 0, p.stderr
+    written = sorted(f.name for f in out.glob("*.json"))
+    assert len(written) >= 18, written
+    for name in written:
+        shipped = ROOT / "autotuner" / "models" / name
+        assert shipped.is_file(), f"{name}: fitted from runs/ but not shipped"
+        got, want = json.loads((out / name).read_text()), json.loads(shipped.read_text())
+        bad = refit_mismatches(got.get("cost_model"), want.get("cost_model"))
+        assert not bad, (name, bad[:10])
 
 
 def test_missing_runs_dir(tmp_path):

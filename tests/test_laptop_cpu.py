@@ -201,12 +201,12 @@ def test_make_scenario_default_ranks_and_knee(model_dir):
     assert t[1] > t[2] > t[4] and t[4] <= t[8] < t[4] * 1.001 and t[8] <= t[16] < t[8] * 1.001, t
 
 
-def test_cli_fit_then_simulate(tmp_path):
-    p = run("fit", str(ROOT / "runs"), "--out", str(tmp_path))
+def test_cli_fit_then_simulate(refit_all):
+    p, out = refit_all
     assert p.returncode == 0, p.stderr
-    assert (tmp_path / "laptop-cpu.json").is_file()
+    assert (out / "laptop-cpu.json").is_file()
     p = run("simulate", "--env", "laptop-cpu", "--model", "resnet18", "--gpus-per-node", "8",
-            "--model-dir", str(tmp_path), "--json")
+            "--model-dir", str(out), "--json")
     assert p.returncode == 0, p.stderr
     import json
     d = json.loads(p.stdout)

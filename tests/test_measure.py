@@ -226,7 +226,7 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "autotuner.cli", "measure", "--env", "k", "--runs-dir", str(runs),
             "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0", "--trickle-repeats", "0", "--idle-repeats", "0",
-            "--fp16-repeats", "0", "--step-repeats", "0"]
+            "--fp16-repeats", "0", "--burst-repeats", "0", "--step-repeats", "0"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     rec = runs / "k" / "sweep.jsonl"

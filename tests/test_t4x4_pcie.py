@@ -26,9 +26,9 @@ def fitted():
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory):
-    out = tmp_path_factory.mktemp("models")
-    fit_runs(ROOT / "runs", out)
+def model_dir(refit_all):
+    p, out = refit_all
+    assert p.returncode == 0, p.stderr
     return out
 
 

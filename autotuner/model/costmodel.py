@@ -67,7 +67,7 @@ class Tier:
     def _pick(self, nbytes, small, large):
         if self.large_from_bytes is None:
             return small
-        if np.ndim(nbytes) == 0:
+        if isinstance(nbytes, (int, float, np.number)) or np.ndim(nbytes) == 0:
             return large if nbytes >= self.large_from_bytes else small
         return np.where(np.asarray(nbytes) >= self.large_from_bytes, large, small)
 
@@ -310,13 +310,15 @@ class HostPasses:
 
     def memcpy_s(self, nbytes):
         """MEMCPY_IN + MEMCPY_OUT time (s) of a fused response of ``nbytes`` (scalar or array)."""
-        return (self.memcpy_s_per_byte * nbytes
-                + self.memcpy_spill_s_per_byte * np.maximum(nbytes - self.knee_bytes, 0.0))
+        spill = max(nbytes - self.knee_bytes, 0.0) if isinstance(nbytes, (int, float)) else \
+            np.maximum(nbytes - self.knee_bytes, 0.0)
+        return self.memcpy_s_per_byte * nbytes + self.memcpy_spill_s_per_byte * spill
 
     def gap_s(self, nbytes):
         """Untimed host time (s) charged to a response of ``nbytes`` (scalar or array)."""
-        return (self.gap_fixed_s + self.gap_s_per_byte * nbytes
-                + self.gap_spill_s_per_byte * np.maximum(nbytes - self.knee_bytes, 0.0))
+        spill = max(nbytes - self.knee_bytes, 0.0) if isinstance(nbytes, (int, float)) else \
+            np.maximum(nbytes - self.knee_bytes, 0.0)
+        return self.gap_fixed_s + self.gap_s_per_byte * nbytes + self.gap_spill_s_per_byte * spill
 
     def to_dict(self) -> dict[str, float]:
         return {"knee_mib": self.knee_bytes / 2**20,

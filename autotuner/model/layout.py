@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from numbers import Integral, Real
 
 import numpy as np
@@ -18,6 +19,12 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64":
 #: the most bytes a layout may hold in all (8 PiB): byte counts stay exact in float64, which the
 #: simulator sums them in, and far from int64's overflow
 MAX_LAYOUT_BYTES = 2**53
+
+
+def _frozen(a: np.ndarray) -> np.ndarray:
+    """``a``, made read-only: a layout's arrays are computed once and shared by every caller."""
+    a.flags.writeable = False
+    return a
 
 
 @dataclass(frozen=True)
@@ -124,15 +131,15 @@ class Layout:
     def n_tensors(self) -> int:
         return len(self.names)
 
-    @property
+    @cached_property
     def numels(self) -> np.ndarray:
-        """Elements per tensor, shape (T,), int64."""
-        return np.array([int(np.prod(s, dtype=np.int64)) for s in self.shapes], dtype=np.int64)
+        """Elements per tensor, shape (T,), int64; computed once per layout, read-only."""
+        return _frozen(np.array([math.prod(int(d) for d in s) for s in self.shapes], dtype=np.int64))
 
-    @property
+    @cached_property
     def sizes_bytes(self) -> np.ndarray:
-        """Bytes per tensor, shape (T,), int64."""
-        return self.numels * np.array([DTYPE_BYTES[d] for d in self.dtypes], dtype=np.int64)
+        """Bytes per tensor, shape (T,), int64; computed once per layout, read-only."""
+        return _frozen(self.numels * np.array([DTYPE_BYTES[d] for d in self.dtypes], dtype=np.int64))
 
     @property
     def n_params(self) -> int:
@@ -142,12 +149,13 @@ class Layout:
     def total_bytes(self) -> int:
         return int(self.sizes_bytes.sum())
 
-    @property
+    @cached_property
     def ready_fraction(self) -> np.ndarray:
         """Fraction of backward elapsed when each tensor is ready, shape (T,), in [0, 1]:
-        ``ready_ms / backward_ms`` when measured, else the cumulative compute shares."""
+        ``ready_ms / backward_ms`` when measured, else the cumulative compute shares; computed once per layout,
+        read-only."""
         if self.ready_ms is not None and self.backward_ms is not None:
-            return np.minimum(np.asarray(self.ready_ms, dtype=float) / self.backward_ms, 1.0)
+            return _frozen(np.minimum(np.asarray(self.ready_ms, dtype=float) / self.backward_ms, 1.0))
         s = np.asarray(self.compute_share, dtype=float)
         c = np.cumsum(s) / s.sum()
-        return np.minimum(c, 1.0)
+        return _frozen(np.minimum(c, 1.0))
