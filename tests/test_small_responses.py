@@ -502,3 +502,16 @@ def test_the_bandwidth_plot_names_where_its_small_message_latency_comes_from():
         f"small responses {a_ms:.2f} ms (a step's, from the step phase)")
     m = json.loads((MODELS / "local-gloo-2x2.json").read_text())
     assert _curve_label(m, CostModel.from_dict(m["cost_model"]), 2) == "fitted alpha-beta (pooled)"
+
+
+@pytest.mark.parametrize("args, needle", [(["--sizes", "x"], "--sizes"), (["--sizes", "6"], "multiple of 4"),
+                                          (["--counts", "8"], "at least two"), (["--counts", "8,1"], "increasing"),
+                                          (["--counts", "0,4"], "from 1 up"), (["--rounds", "1"], "--rounds")])
+def test_the_burst_probe_refuses_bad_sizes_and_counts_in_one_line(capsys, args, needle):
+    """The burst probe's ``--sizes`` / ``--counts`` (scripts/burst_midsize.py's mid-size bursts): a bad one is one
+    line on stderr and status 2, before Horovod is imported."""
+    from autotuner.frameworks.horovod import burstprobe
+
+    assert burstprobe.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0], err

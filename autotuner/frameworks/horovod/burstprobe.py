@@ -10,8 +10,8 @@ response with the timeline and 0.49 ms without (docs/accuracy.md, "The small-res
 production job runs without it, so this phase measures without it.
 
 This module runs under horovodrun with a fusion threshold of 0 (each tensor a response of its own), a
-1 ms cycle and the response cache on, and no timeline. For each of :data:`SIZES` and each count of
-:data:`COUNTS` it runs ``--rounds`` rounds: enqueue that many float32 tensors at once
+1 ms cycle and the response cache on, and no timeline. For each of :data:`SIZES` (``--sizes``) and each count of
+:data:`COUNTS` (``--counts``) it runs ``--rounds`` rounds: enqueue that many float32 tensors at once
 (``burst.<bytes>.<k>``), wait for them as the env's ranks wait (``--wait spin``: ``hvd.synchronize`` on
 each; ``--wait sleep``: poll in :data:`POLL_S` sleeps first, as the replay's ``--wait sleep``), and
 record the wall time from the first enqueue to the last completion on this rank; then sleep 10 ms (the
@@ -46,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m autotuner.frameworks.horovod.burstprobe", description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=ROUNDS, help="rounds per size and count (the first is a warm-up)")
     p.add_argument("--wait", default="spin", help="spin (hvd.synchronize) or sleep (poll, then synchronize)")
+    p.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                   help="tensor sizes, bytes, comma-separated (multiples of 4; default: %(default)s)")
+    p.add_argument("--counts", default=",".join(map(str, COUNTS)),
+                   help="tensors enqueued at once, comma-separated, at least two, increasing (default: %(default)s)")
     a = p.parse_args(argv)
     if a.rounds < 2:
         print("error: --rounds must be >= 2 (the first round of each size and count is left out)", file=sys.stderr)
@@ -53,14 +57,26 @@ def main(argv: list[str] | None = None) -> int:
     if a.wait not in ("spin", "sleep"):
         print(f"error: --wait {a.wait!r}: use spin or sleep", file=sys.stderr)
         return 2
+    try:
+        sizes = tuple(int(x) for x in a.sizes.split(","))
+        counts = tuple(int(x) for x in a.counts.split(","))
+    except ValueError:
+        print(f"error: --sizes {a.sizes!r} / --counts {a.counts!r}: comma-separated whole numbers", file=sys.stderr)
+        return 2
+    if not sizes or any(b < 4 or b % 4 for b in sizes):
+        print(f"error: --sizes {a.sizes!r}: each a multiple of 4 bytes, at least 4", file=sys.stderr)
+        return 2
+    if len(counts) < 2 or counts[0] < 1 or any(y <= x for x, y in zip(counts, counts[1:])):
+        print(f"error: --counts {a.counts!r}: at least two, increasing, from 1 up", file=sys.stderr)
+        return 2
     import horovod.torch as hvd
     import torch
 
     hvd.init()
     torch.set_num_threads(1)
     walls = []
-    for size in SIZES:
-        for count in COUNTS:
+    for size in sizes:
+        for count in counts:
             ts = [torch.zeros(size // 4) for _ in range(count)]
             got = []
             for r in range(a.rounds):
@@ -76,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(0.01)
             walls.append([size, count, got])
     if hvd.rank() == 0:
-        print(f"{TAG} " + json.dumps({"sizes": list(SIZES), "counts": list(COUNTS), "rounds": a.rounds,
+        print(f"{TAG} " + json.dumps({"sizes": list(sizes), "counts": list(counts), "rounds": a.rounds,
                                       "wait": a.wait, "ranks": hvd.size(), "wall_ms": walls}), flush=True)
     hvd.shutdown()
     return 0

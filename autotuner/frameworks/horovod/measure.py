@@ -579,19 +579,29 @@ def run_idle_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: in
 
 
 def run_burst_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
-                    say: Callable[[str], None]) -> dict[str, Any]:
+                    say: Callable[[str], None], *, sizes: tuple[int, ...] | None = None,
+                    counts: tuple[int, ...] | None = None, timelines: tuple[bool, ...] = (False,),
+                    records: str = BURST_RECORDS) -> dict[str, Any]:
     """The ``burst`` phase (:mod:`autotuner.frameworks.horovod.burstprobe`): ``repeats`` jobs on ``tier``'s ranks,
     fusion off, 1 ms cycle, no timeline: rounds of 1 and of 32 small tensors enqueued at once, waited for
     as the env's ranks wait (``setup.wait``), timed by the wall clock; one
-    :class:`autotuner.schemas.BurstRecord` per job in ``burst.jsonl`` (resumable). Returns and raises as
-    :func:`run_cpu_phase`."""
-    jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.frameworks.horovod.burstprobe", ("--wait", setup.wait),
-                     replace(DEFAULTS_0_28, fusion_threshold_bytes=0), False,
-                     f"small responses in bursts, no timeline (job {k + 1} of {repeats})")
-            for k in range(repeats)]
-    return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="burst", records=BURST_RECORDS,
-                           parse=parse_burst_records, timelines="burst-timelines", line=_BURST_LINE, jobs=jobs,
-                           key_of=lambda r: (r["tier"], int(r["repeat"])))
+    :class:`autotuner.schemas.BurstRecord` per job in ``burst.jsonl`` (resumable). ``sizes`` (bytes) and ``counts``:
+    the probe's others (None: its own); ``timelines``: per round, one job per entry, with Horovod's timeline where
+    True (kept gzipped in ``burst-timelines/``, or beside another ``records`` file as ``<its stem>-timelines/``; the
+    record's ``timeline_recorded``); ``records``: the file under ``env_dir`` (an experiment's, e.g.
+    ``experiments/burst-midsize.jsonl``). Returns and raises as :func:`run_cpu_phase`."""
+    args = ("--wait", setup.wait, *(("--sizes", ",".join(map(str, sizes))) if sizes else ()),
+            *(("--counts", ",".join(map(str, counts))) if counts else ()))
+    jobs = [ProbeJob((tier.name, k, tl), {"repeat": k, **({"timeline_recorded": tl} if len(timelines) > 1 else {})},
+                     "autotuner.frameworks.horovod.burstprobe", args,
+                     replace(DEFAULTS_0_28, fusion_threshold_bytes=0), tl,
+                     f"{'' if sizes else 'small '}responses in bursts, {'with' if tl else 'no'} timeline "
+                     f"(job {k + 1} of {repeats})")
+            for k in range(repeats) for tl in timelines]
+    kept = "burst-timelines" if records == BURST_RECORDS else records.removesuffix(".jsonl") + "-timelines"
+    return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="burst", records=records,
+                           parse=parse_burst_records, timelines=kept, line=_BURST_LINE, jobs=jobs,
+                           key_of=lambda r: (r["tier"], int(r["repeat"]), bool(r.get("timeline_recorded", False))))
 
 
 def run_step_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
