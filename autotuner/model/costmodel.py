@@ -308,17 +308,20 @@ class HostPasses:
         if not all(v >= 0 for v in vals):
             raise CostModelError(f"host passes need non-negative terms, got {self}")
 
+    def _spill(self, nbytes):
+        """Bytes of ``nbytes`` (scalar or array) past the cache knee, at least 0 (a plain float for a scalar:
+        the simulator calls this per response)."""
+        if isinstance(nbytes, (int, float)):
+            return max(nbytes - self.knee_bytes, 0.0)
+        return np.maximum(nbytes - self.knee_bytes, 0.0)
+
     def memcpy_s(self, nbytes):
         """MEMCPY_IN + MEMCPY_OUT time (s) of a fused response of ``nbytes`` (scalar or array)."""
-        spill = max(nbytes - self.knee_bytes, 0.0) if isinstance(nbytes, (int, float)) else \
-            np.maximum(nbytes - self.knee_bytes, 0.0)
-        return self.memcpy_s_per_byte * nbytes + self.memcpy_spill_s_per_byte * spill
+        return self.memcpy_s_per_byte * nbytes + self.memcpy_spill_s_per_byte * self._spill(nbytes)
 
     def gap_s(self, nbytes):
         """Untimed host time (s) charged to a response of ``nbytes`` (scalar or array)."""
-        spill = max(nbytes - self.knee_bytes, 0.0) if isinstance(nbytes, (int, float)) else \
-            np.maximum(nbytes - self.knee_bytes, 0.0)
-        return self.gap_fixed_s + self.gap_s_per_byte * nbytes + self.gap_spill_s_per_byte * spill
+        return self.gap_fixed_s + self.gap_s_per_byte * nbytes + self.gap_spill_s_per_byte * self._spill(nbytes)
 
     def to_dict(self) -> dict[str, float]:
         return {"knee_mib": self.knee_bytes / 2**20,
