@@ -50,7 +50,7 @@ def report(envs: list[str]) -> list[dict]:
     """Per env and size: the marginal wall time of a response back to back ((T(8) - T(1)) / 7, ms, median over
     jobs), without and with the timeline, and what the shipped model's simulator charges for the same marginal
     (:func:`autotuner.frameworks.horovod.fit.sweep._burst_marginal_sim_s`) and for one lone response."""
-    from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s
+    from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s, burst_marginals_ms
     from autotuner.frameworks.horovod.fit.store import load_env
     from autotuner.model.costmodel import Cluster
 
@@ -69,10 +69,10 @@ def report(envs: list[str]) -> list[dict]:
                 for r in recs:
                     if bool(r.get("timeline_recorded")) != tl:
                         continue
-                    w = {(x[0], x[1]): float(np.median(x[2])) for x in r["wall_ms"]}
-                    if (b, 1) in w and (b, 8) in w:
-                        m.append((w[(b, 8)] - w[(b, 1)]) / 7)
-                        lone.append(w[(b, 1)])
+                    got = [x for size, count, x in burst_marginals_ms(r) if size == b and count == COUNTS[-1]]
+                    if got:
+                        m.append(got[0])
+                        lone.append(float(np.median(next(x[2] for x in r["wall_ms"] if x[:2] == [b, 1]))))
                 key = "timeline" if tl else "no_timeline"
                 row[key] = {"marginal_ms": float(np.median(m)) if m else None,
                             "marginal_range_ms": [min(m), max(m)] if m else None,

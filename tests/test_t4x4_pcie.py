@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from autotuner.frameworks.horovod.environments import fit_runs
 from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.errors import ScenarioError
 from autotuner.frameworks.horovod.fit.fitters import fit_env

@@ -473,6 +473,14 @@ def _burst_marginal_sim_s(cost, nbytes: int, count: int, p: int) -> float:
     return (t(count) - t(1)) / (count - 1)
 
 
+def burst_marginals_ms(rec: dict[str, Any]) -> list[tuple[int, int, float]]:
+    """One burst record's (:class:`autotuner.schemas.BurstRecord`) marginal wall time of a response back to back:
+    ``[(bytes, count, (median T(count) - median T(1)) / (count - 1) ms), ...]`` for every count above 1 whose size
+    also ran alone, sorted by size and count (the rounds' medians; the probe left each first round out)."""
+    by = {(int(b), int(c)): float(np.median(v)) for b, c, v in rec["wall_ms"] if v}
+    return [(b, c, (tc - by[(b, 1)]) / (c - 1)) for (b, c), tc in sorted(by.items()) if c != 1 and (b, 1) in by]
+
+
 def burst_small_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     """The price of a small response back to back in a busy cycle, from the ``burst`` phase
     (:mod:`autotuner.frameworks.horovod.burstprobe`): wall-clock times without Horovod's timeline, whose writer takes
@@ -500,11 +508,8 @@ def burst_small_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, 
     m0_cache: dict[int, float] = {}
     alphas = []
     for r in recs:
-        by = {(int(b), int(c)): float(np.median(v)) for b, c, v in r["wall_ms"] if v}
-        for (b, c), tc in sorted(by.items()):
-            if c == 1 or (b, 1) not in by:
-                continue
-            m = (tc - by[(b, 1)]) / (c - 1) * 1e-3
+        for b, c, m_ms in burst_marginals_ms(r):
+            m = m_ms * 1e-3
             if b not in m0_cache:
                 m0_cache[b] = _burst_marginal_sim_s(zero, b, c, p)
             alphas.append((m - m0_cache[b]) / (2 * (p - 1)))
