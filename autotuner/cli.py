@@ -1452,6 +1452,10 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                 burst_repeats: int = typer.Option(3, "--burst-repeats", help="jobs of the burst phase (small responses "
                                                   "1 and 32 at once, timed without the timeline; 0 skips it)",
                                                   callback=opt.checked(opt.Index, "--burst-repeats")),
+                mid_repeats: int = typer.Option(3, "--mid-repeats", help="jobs of the mid-size burst phase "
+                                                "(responses of 256 KiB-4 MiB, 1 and 8 at once, timed without the "
+                                                "timeline; 0 skips it)",
+                                                callback=opt.checked(opt.Index, "--mid-repeats")),
                 step_repeats: int = typer.Option(5, "--step-repeats", help="rounds of the step phase (a replay of many "
                                                  "small gradients: defaults, fusion off, cache off at 100 ms of "
                                                  "compute, defaults and fusion off at 300 ms; no timeline; 0 skips "
@@ -1480,7 +1484,8 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                           repeats=repeats, warmup=warmup, timeout_s=timeout_s, testbed_hosts=testbed_hosts,
                           ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait, cpu_repeats=cpu_repeats,
                           trickle_repeats=trickle_repeats, idle_repeats=idle_repeats, fp16_repeats=fp16_repeats,
-                          burst_repeats=burst_repeats, step_repeats=step_repeats, on_total=lambda done, total: bar.update(task, completed=done, total=total),
+                          burst_repeats=burst_repeats, step_repeats=step_repeats, mid_repeats=mid_repeats,
+                          on_total=lambda done, total: bar.update(task, completed=done, total=total),
                           on_item=lambda r: bar.update(task, advance=1,
                                                        description=f"{r['phase']} {r['bytes']} B: {r['median_ms']:.2f} ms"),
                           on_event=None if as_json else (lambda line: err.print(line, highlight=False, markup=False)))
@@ -1493,10 +1498,10 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
     if big:
         out.print(f"largest allreduce: {big['mib']:g} MiB in {big['median_ms']:.1f} ms (algbw {big['algbw_gbit_s']:.3f} Gbit/s)",
                   highlight=False)
-    for name in ("cpu", "trickle", "idle", "burst", "step", "fp16"):
+    for name in ("cpu", "trickle", "idle", "burst", "mid", "step", "fp16"):
         ph = summary.get(name)
         if ph:
-            out.print(f"{name} phase: {ph['jobs_new']} job(s) run, {ph['jobs_recorded']} recorded in {ph['records']}",
+            out.print(f"{'mid-size burst' if name == 'mid' else name} phase: {ph['jobs_new']} job(s) run, {ph['jobs_recorded']} recorded in {ph['records']}",
                       highlight=False)
     out.print(f"network: {summary['network']}", highlight=False)
     out.print(f"next: autotuner fit {summary['runs_dir']}", highlight=False)

@@ -246,6 +246,19 @@ def fit_regime_lines(d: dict) -> list[str]:
     if knee and piece:
         lines.append(f"  large responses (>= {knee / MIB:g} MiB): {piece['large']['a_ms']:.2f} ms + "
                      f"{piece['large']['b_ms_per_mib']:.2f} ms/MiB, the sweep's pooled collective spans from the knee")
+    mid = small.get("mid") or {}
+    if mid.get("jobs") and mid.get("shift_ms") is not None:
+        sizes = ", ".join(f"{r[0] / MIB:g}" for r in mid["sizes"])
+        if mid.get("charged"):
+            lines.append(f"  large responses queued back to back: {mid['shift_ms']:+.2f} ms each against the line "
+                         f"above (moved by it), from the mid-size burst phase: 1 and 8 responses of {sizes} MiB at "
+                         f"once, wall clock, no timeline ({mid['jobs']} job(s), every size's jobs on one side of "
+                         "the line)")
+        else:
+            lines.append(f"  mid-size burst phase (recorded, not charged): {mid['shift_ms']:+.2f} ms per queued "
+                         f"response of {sizes} MiB against the line above; {mid.get('note', '')}")
+    elif mid.get("jobs") and mid.get("note"):
+        lines.append(f"  mid-size burst phase (recorded, not charged): {mid['note']}")
     cyc = ((f.get("negotiation") or {}).get("per_cycle") or {})
     if cyc.get("cache_on_ms") is not None:
         off = cyc.get("cache_off_ms")

@@ -7,12 +7,12 @@ sweep's timelines, so this measures what a response of 256 KiB to 4 MiB costs by
 and back to back (count 8) in a busy cycle, in jobs without the timeline and with it, interleaved per round, on
 each env's own recorded setup (link rate, emulated hosts, wait mode): the burst probe
 (:mod:`autotuner.frameworks.horovod.burstprobe`) with ``--sizes``/``--counts``. Records go to
-``runs/<env>/experiments/burst-midsize.jsonl`` (a killed run resumes); no fit reads them.
+``runs/<env>/burst-mid.jsonl``, the file of ``autotuner measure``'s mid-size burst phase (a killed run resumes;
+the phase runs only the jobs without the timeline, and the fit reads only those:
+:func:`autotuner.frameworks.horovod.fit.sweep.mid_response`).
 
     python scripts/burst_midsize.py fresh-poll-2x1-3gbit fresh-3gbit --rounds 3
     python scripts/burst_midsize.py --report            # what the records say, beside the shipped models
-    python scripts/burst_midsize.py --trial-out /tmp/mid   # model copies charging it (the trial in docs/accuracy.md)
-    autotuner accuracy --model-dir /tmp/mid --json > /tmp/after.json
 
 As root, on a quiet machine (nothing else measuring), one env at a time.
 """
@@ -27,9 +27,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "autotuner" / "runs"
-RECORDS = "experiments/burst-midsize.jsonl"
-SIZES = (262144, 1048576, 2359296, 4194304)
-COUNTS = (1, 8)
+from autotuner.frameworks.horovod.measure import MID_COUNTS as COUNTS, MID_RECORDS as RECORDS, MID_SIZES as SIZES  # noqa: E402
 
 
 def measure(env: str, rounds: int) -> None:
@@ -83,55 +81,18 @@ def report(envs: list[str]) -> list[dict]:
     return out
 
 
-def trial(envs: list[str], out: Path) -> list[str]:
-    """Copies of the shipped models whose tier's large-message latency is shifted by what the no-timeline bursts
-    say (the trial in docs/accuracy.md, "Mid-size responses back to back"): ``shift`` = the median over the record
-    sizes at or above the tier's knee (``large_from_bytes``) of (measured no-timeline marginal - simulated
-    marginal), ms per response; ``large_alpha_us += shift / (2(p-1))``, floored at 0. An env with no record size
-    at or above its knee is left out. Returns one line per env."""
-    import shutil
-
-    rows = report(envs)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
-    lines = []
-    for env in envs:
-        d = json.loads((ROOT / "autotuner" / "models" / f"{env}.json").read_text())
-        t, p = d["cost_model"]["inter"], int(d["fit"]["p"])
-        knee = t.get("large_from_bytes")
-        diffs = {r["bytes"]: r["no_timeline"]["marginal_ms"] - r["sim_marginal_ms"] for r in rows if r["env"] == env}
-        above = [v for b, v in diffs.items() if knee is not None and b >= knee]
-        if not above:
-            lines.append(f"{env}: no record size at or above the knee ({knee}): left out")
-            continue
-        shift, old = float(np.median(above)), t["large_alpha_us"]
-        t["large_alpha_us"] = max(0.0, old + shift * 1e3 / (2 * (p - 1)))
-        (out / f"{env}.json").write_text(json.dumps(d, indent=1))
-        lines.append(f"{env}: knee {knee / 1024:g} KiB, shift {shift:+.2f} ms, large-message latency {old:.0f} -> "
-                     f"{t['large_alpha_us']:.0f} us")
-    return lines
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("envs", nargs="*")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--trial-out", type=Path, help="write the trial's model copies here (the folder is replaced)")
     a = ap.parse_args()
     envs = a.envs or sorted(p.parent.parent.name for p in RUNS.glob(f"*/{RECORDS}"))
     bad = [e for e in envs if not (RUNS / e / "sweep.jsonl").exists()]
     if bad or a.rounds < 1:
         print(f"error: {', '.join(bad) or '--rounds'}: not a sweep env under runs/ (or --rounds < 1)", file=sys.stderr)
         return 2
-    if a.trial_out is not None:
-        if a.trial_out.resolve() in ((ROOT / "autotuner" / "models").resolve(), ROOT.resolve()):
-            print(f"error: --trial-out {a.trial_out} would overwrite the shipped models", file=sys.stderr)
-            return 2
-        print("\n".join(trial(envs, a.trial_out)))
-        return 0
     if not a.report:
         for e in envs:
             measure(e, a.rounds)

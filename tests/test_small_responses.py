@@ -122,7 +122,13 @@ def _repeat_range(env: str, fname: str, label: str) -> tuple[float, float]:
 #: like with like (no timeline), the rows the step phase's price brought within 10 % (docs/accuracy.md, "The step
 #: phase"): fusion off on fresh-poll-1.25gbit +24.9 -> +0.9 %, on fresh-2x1-5gbit (its rerun) -12.6 -> -9.6 %
 FIXED = [("fresh-poll-1.25gbit", "fresh-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)"),
-         ("fresh-2x1-5gbit", "small-distilbert-rerun.jsonl", "distilbert proposal-2 (0 MiB, 1 ms) on 2x1")]
+         ("fresh-2x1-5gbit", "small-distilbert-rerun.jsonl", "distilbert proposal-2 (0 MiB, 1 ms) on 2x1"),
+         # and those the mid-size burst phase's shift of the line above the knee brought within 10 % (docs/accuracy.md,
+         # "Mid-size responses back to back"): +14.8 -> +4.7, +16.2 -> +6.0, +17.6 -> +8.8, +16.3 -> +8.6 %
+         ("fresh-poll-2x1-3gbit", "fresh-vit_s16-nt.jsonl", "vit_s16 proposal-2 (1 MiB, 1 ms) on 2x1"),
+         ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-1 (1 MiB, 1 ms) on 2x1"),
+         ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-2 (0 MiB, 1 ms) on 2x1"),
+         ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1")]
 
 
 @pytest.mark.parametrize("key", FIXED, ids=[k[0] for k in FIXED])
@@ -130,15 +136,9 @@ def test_small_response_rows_that_missed_are_within_10_percent(small_rows, key):
     assert abs(small_rows[key].error_pct) <= 10.0, small_rows[key]
 
 
-#: the like-with-like rows (no timeline) the model misses, all on two emulated hosts: fresh-poll-2x1-3gbit's small
-#: responses are predicted 15-18 % too slow (its defaults +7.5 % in the same sitting; fusion off measured 1.30x the
-#: defaults, predicted 1.41x), and fresh-2x1-5gbit's cache off -14.4 % (its defaults spread 834-1122 ms across two
-#: sittings)
-MISSED = {("fresh-poll-2x1-3gbit", "fresh-vit_s16-nt.jsonl", "vit_s16 proposal-2 (1 MiB, 1 ms) on 2x1"),
-          ("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-3 (128 MiB, 1 ms, cache off) on 2x1"),
-          ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-1 (1 MiB, 1 ms) on 2x1"),
-          ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-2 (0 MiB, 1 ms) on 2x1"),
-          ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1")}
+#: the like-with-like row (no timeline) the model misses: fresh-2x1-5gbit's cache off -14.4 % (its defaults spread
+#: 834-1122 ms across two sittings; the same configuration in the other sitting -9.8 %)
+MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-3 (128 MiB, 1 ms, cache off) on 2x1")}
 
 
 def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_rows):
@@ -517,7 +517,7 @@ def test_the_burst_probe_refuses_bad_sizes_and_counts_in_one_line(capsys, args, 
     assert len(err) == 1 and needle in err[0], err
 
 
-# --------------------------------------------------------------------------- mid-size bursts (recorded, not charged)
+# --------------------------------------------------------------------------- mid-size bursts (the line above the knee)
 
 def _burst_midsize():
     import importlib.util
@@ -528,24 +528,80 @@ def _burst_midsize():
     return mod
 
 
-def test_mid_size_bursts_are_recorded_and_say_where_the_large_segment_misprices_a_queued_response():
-    """scripts/burst_midsize.py's committed records (docs/accuracy.md, "Mid-size responses back to back"): every
-    charged sweep env has jobs with and without the timeline; on fresh-poll-2x1-3gbit the shipped model prices a
-    response of 1 MiB and more back to back 0.8-1.6 ms above the no-timeline wall clock (what its vit_s16 1 MiB rows
-    miss by), and right at 256 KiB; on fresh-2x1-5gbit it prices 4 MiB responses far below it (a difference that
-    grows with the size, so no one latency can take it up: why nothing is charged)."""
+def _mid_record(cost, shift_ms: float, repeat: int, p: int = 2, jitter_ms: float = 0.0, offset_ms: float = 3.0) -> dict:
+    """A burst-mid.jsonl record whose wall times are the simulator's on ``cost`` with every response at or above the
+    knee ``shift_ms`` dearer back to back (``jitter_ms`` added to each marginal), plus a start offset every round
+    pays."""
+    from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s
+    from autotuner.frameworks.horovod.measure import MID_SIZES
+
+    walls = []
+    for b in MID_SIZES:
+        m = _burst_marginal_sim_s(cost, b, 8, p) * 1e3 + (shift_ms if b >= cost.inter.large_from_bytes else 0.0)
+        walls += [[b, 1, [offset_ms] * 4], [b, 8, [offset_ms + 7 * (m + jitter_ms)] * 4]]
+    return {"phase": "burst", "tier": "inter", "repeat": repeat, "sizes": list(MID_SIZES), "counts": [1, 8],
+            "rounds": 5, "wait": "sleep", "ranks": p, "wall_ms": walls}
+
+
+def test_the_mid_size_phase_recovers_the_shift_it_was_simulated_with():
+    """Wall times simulated with the line above the knee moved by a known latency give that shift back, and it is
+    charged: every size's jobs on one side of the line's price."""
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.sweep import mid_response
+
+    cost = load_env(MODELS, "fresh-poll-2x1-2gbit").cost
+    assert cost.inter.large_from_bytes == 512 * 1024
+    for shift in (-1.2, 0.6):
+        out = mid_response([_mid_record(cost, shift, k) for k in range(3)], cost, 2)
+        assert out["shift_ms"] == pytest.approx(shift, abs=1e-6) and out["charged"], out
+        assert [r[0] for r in out["sizes"]] == [1048576, 2359296, 4194304] and out["jobs"] == 3
+
+
+def test_the_mid_size_phase_charges_nothing_inside_its_own_scatter_or_on_too_few_jobs():
+    from dataclasses import replace as _replace
+
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.sweep import mid_response
+
+    cost = load_env(MODELS, "fresh-poll-2x1-2gbit").cost
+    # jobs at -0.5, +0.1 and +1.5 ms around a shift of +0.3: the simulated price sits inside their range
+    recs = [_mid_record(cost, 0.3, k, jitter_ms=j) for k, j in enumerate((-0.8, -0.2, 1.2))]
+    out = mid_response(recs, cost, 2)
+    assert not out["charged"] and out["shift_ms"] == pytest.approx(0.1, abs=1e-6) and "scatter" in out["note"]
+    out = mid_response([_mid_record(cost, 1.0, k) for k in range(2)], cost, 2)
+    assert not out["charged"] and "fewer than 3" in out["note"]
+    assert mid_response([], cost, 2)["note"].startswith("no mid-size burst phase")
+    one_line = _replace(cost, inter=_replace(cost.inter, large_from_bytes=None))
+    assert "one line" in mid_response([_mid_record(cost, 1.0, k) for k in range(3)], one_line, 2)["note"]
+    tl = [{**_mid_record(cost, 1.0, k), "timeline_recorded": True} for k in range(3)]
+    assert mid_response(tl, cost, 2)["jobs"] == 0  # jobs with the timeline are another job: never read
+
+
+def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resolve_it():
+    """The committed mid-size records (measure's mid-size burst phase, or scripts/burst_midsize.py's rounds with and
+    without the timeline; docs/accuracy.md, "Mid-size responses back to back"): the shipped models charge the
+    shift on fresh-poll-2x1-3gbit (a line 0.8-1.6 ms dear per queued response of 1 MiB and more) and
+    fresh-poll-2gbit (0.2-0.8 ms cheap), and nowhere else; fresh-2x1-5gbit's differences grow with the size inside
+    a 2-3x scatter of its jobs, and stay recorded. After the shift the simulator prices the queued responses of
+    both charged envs within 0.5 ms of the no-timeline wall clock at every size at or above the knee."""
     from autotuner.readers.sweep import parse_burst_records
 
     mod = _burst_midsize()
-    envs = sorted(p.parent.parent.name for p in RUNS.glob(f"*/{mod.RECORDS}"))
+    envs = sorted(p.parent.name for p in RUNS.glob(f"*/{mod.RECORDS}"))
     assert set(FRESH) | {"local-gloo-1gbit-sweep"} <= set(envs), envs
+    charged = {}
     for e in envs:
         recs, problems = parse_burst_records((RUNS / e / mod.RECORDS).read_text(), mod.RECORDS)
-        assert not problems and {r["timeline_recorded"] for r in recs} == {False, True}, (e, problems)
+        assert not problems and sum(not r.get("timeline_recorded") for r in recs) >= 3, (e, problems)
         assert all(r["sizes"] == list(mod.SIZES) and r["counts"] == list(mod.COUNTS) for r in recs)
-    rows = {(r["env"], r["bytes"]): r for r in mod.report(["fresh-poll-2x1-3gbit", "fresh-2x1-5gbit"])}
-    over = {b: rows[("fresh-poll-2x1-3gbit", b)]["sim_marginal_ms"] - rows[("fresh-poll-2x1-3gbit", b)]["no_timeline"]
-            ["marginal_ms"] for b in mod.SIZES}
-    assert all(0.8 <= over[b] <= 1.6 for b in mod.SIZES if b >= 2**20) and abs(over[262144]) < 0.5, over
-    under = rows[("fresh-2x1-5gbit", 4194304)]
-    assert under["no_timeline"]["marginal_ms"] - under["sim_marginal_ms"] > 5.0, under
+        mid = json.loads((MODELS / f"{e}.json").read_text())["fit"]["small_responses"]["mid"]
+        if mid["charged"]:
+            charged[e] = mid["shift_ms"]
+    assert set(charged) == {"fresh-poll-2x1-3gbit", "fresh-poll-2gbit"}, charged
+    assert -1.6 <= charged["fresh-poll-2x1-3gbit"] <= -0.8 and 0.2 <= charged["fresh-poll-2gbit"] <= 0.8, charged
+    five = json.loads((MODELS / "fresh-2x1-5gbit.json").read_text())["fit"]["small_responses"]["mid"]
+    assert five["shift_ms"] > 5.0 and "scatter" in five["note"], five
+    for r in mod.report(sorted(charged)):
+        knee = json.loads((MODELS / f"{r['env']}.json").read_text())["cost_model"]["inter"]["large_from_bytes"]
+        if r["bytes"] >= knee:
+            assert abs(r["no_timeline"]["marginal_ms"] - r["sim_marginal_ms"]) < 0.5, r

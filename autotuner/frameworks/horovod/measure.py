@@ -62,6 +62,12 @@ _IDLE_LINE = re.compile(rb"AUTOTUNER_IDLE (\{.*\})")
 #: the ``burst`` phase's records (:mod:`autotuner.frameworks.horovod.burstprobe`: small responses timed by the wall clock,
 #: no timeline), jobs of it
 BURST_RECORDS, BURST_REPEATS = "burst.jsonl", 3
+#: the mid-size burst phase (the same probe, :func:`run_burst_phase`): responses of 256 KiB, 1 MiB, 2.25 MiB and
+#: 4 MiB (bytes), 1 and 8 at once, no timeline; records and jobs of it. Read by the fit
+#: (:func:`autotuner.frameworks.horovod.fit.sweep.mid_response`: what the line above the tier's knee charges for a
+#: queued response, against the wall clock; docs/accuracy.md, "Mid-size responses back to back")
+MID_RECORDS, MID_REPEATS = "burst-mid.jsonl", 3
+MID_SIZES, MID_COUNTS = (262144, 1048576, 2359296, 4194304), (1, 8)
 _BURST_LINE = re.compile(rb"AUTOTUNER_BURST (\{.*\})")
 #: the ``step`` phase's records (:mod:`autotuner.frameworks.horovod.stepprobe`: replay jobs of a synthetic layout,
 #: no timeline) and its rounds (each: Horovod's defaults, fusion off, cache off)
@@ -308,6 +314,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 cpu_repeats: int = CPU_REPEATS, trickle_repeats: int = TRICKLE_REPEATS,
                 idle_repeats: int = IDLE_REPEATS, fp16_repeats: int = FP16_REPEATS,
                 burst_repeats: int = BURST_REPEATS, step_repeats: int = STEP_REPEATS,
+                mid_repeats: int = MID_REPEATS,
                 on_total: Callable[[int, int], None] | None = None,
                 on_item: Callable[[dict[str, Any]], None] | None = None,
                 on_event: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -317,7 +324,9 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
     jobs; 0 skips it); ``trickle_repeats``: rounds of the ``trickle`` phase
     (:func:`run_trickle_phase`; 0 skips it); ``idle_repeats``: jobs of the ``idle`` phase
     (:func:`run_idle_phase`; 0 skips it); ``burst_repeats``: jobs of the ``burst`` phase (:func:`run_burst_phase`,
-    no timeline; 0 skips it); ``step_repeats``: rounds of the ``step`` phase (:func:`run_step_phase`, no
+    no timeline; 0 skips it); ``mid_repeats``: jobs of the mid-size burst phase (:func:`run_burst_phase` with
+    :data:`MID_SIZES` and :data:`MID_COUNTS`, records :data:`MID_RECORDS`, no timeline; 0 skips it);
+    ``step_repeats``: rounds of the ``step`` phase (:func:`run_step_phase`, no
     timeline; 0 skips it); ``fp16_repeats``: jobs of the ``fp16`` phase (:func:`run_fp16_phase`,
     last; 0 skips it). ``on_total(done, total)`` is called once with the item counts,
     ``on_item(record)`` per item recorded, ``on_event(line)`` per job started or finished.
@@ -441,6 +450,8 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
         trickle = run_trickle_phase(env_dir, setup, plan[-1], tb, trickle_repeats, timeout_s, say)
         idle = run_idle_phase(env_dir, setup, plan[-1], tb, idle_repeats, timeout_s, say)
         burst = run_burst_phase(env_dir, setup, plan[-1], tb, burst_repeats, timeout_s, say)
+        mid = run_burst_phase(env_dir, setup, plan[-1], tb, mid_repeats, timeout_s, say, sizes=MID_SIZES,
+                              counts=MID_COUNTS, records=MID_RECORDS)
         step = run_step_phase(env_dir, setup, plan[-1], tb, step_repeats, timeout_s, say)
         fp16 = run_fp16_phase(env_dir, setup, plan[-1], tb, fp16_repeats, timeout_s, say)
     shutil.rmtree(scratch, ignore_errors=True)
@@ -453,8 +464,8 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 "mib": top["bytes"] / MIB, "median_ms": top["median_ms"],
                 "algbw_gbit_s": round(top["bytes"] * 8 / (top["median_ms"] * 1e-3) / 1e9, 3)},
             "timelines": sorted(str(p.relative_to(env_dir)) for p in (env_dir / "timelines").glob("*.json.gz")),
-            "cpu": cpu, "trickle": trickle, "idle": idle, "burst": burst, "step": step, "fp16": fp16,
-            "dropped": store.dropped}
+            "cpu": cpu, "trickle": trickle, "idle": idle, "burst": burst, "mid": mid, "step": step,
+            "fp16": fp16, "dropped": store.dropped}
 
 
 @dataclass(frozen=True)
@@ -589,13 +600,13 @@ def run_burst_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: i
     the probe's others (None: its own); ``timelines``: per round, one job per entry, with Horovod's timeline where
     True (kept gzipped in ``burst-timelines/``, or beside another ``records`` file as ``<its stem>-timelines/``; the
     record's ``timeline_recorded``); ``records``: the file under ``env_dir`` (an experiment's, e.g.
-    ``experiments/burst-midsize.jsonl``). Returns and raises as :func:`run_cpu_phase`."""
+    :data:`MID_RECORDS`). Returns and raises as :func:`run_cpu_phase`."""
     args = ("--wait", setup.wait, *(("--sizes", ",".join(map(str, sizes))) if sizes else ()),
             *(("--counts", ",".join(map(str, counts))) if counts else ()))
     jobs = [ProbeJob((tier.name, k, tl), {"repeat": k, **({"timeline_recorded": tl} if len(timelines) > 1 else {})},
                      "autotuner.frameworks.horovod.burstprobe", args,
                      replace(DEFAULTS_0_28, fusion_threshold_bytes=0), tl,
-                     f"{'' if sizes else 'small '}responses in bursts, {'with' if tl else 'no'} timeline "
+                     f"{'mid-size ' if sizes == MID_SIZES else '' if sizes else 'small '}responses in bursts, {'with' if tl else 'no'} timeline "
                      f"(job {k + 1} of {repeats})")
             for k in range(repeats) for tl in timelines]
     kept = "burst-timelines" if records == BURST_RECORDS else records.removesuffix(".jsonl") + "-timelines"
