@@ -250,8 +250,10 @@ def fit_regime_lines(d: dict) -> list[str]:
     if mid.get("jobs") and mid.get("shift_ms") is not None:
         sizes = ", ".join(f"{r[0] / MIB:g}" for r in mid["sizes"])
         if mid.get("charged"):
+            was = (piece or {}).get("large", {}).get("a_ms")
+            moved = "" if was is None else f": its {was:.2f} ms becomes {max(0.0, was + mid['shift_ms']):.2f} ms"
             lines.append(f"  large responses queued back to back: {mid['shift_ms']:+.2f} ms each against the line "
-                         f"above (moved by it), from the mid-size burst phase: 1 and 8 responses of {sizes} MiB at "
+                         f"above{moved}, from the mid-size burst phase: 1 and 8 responses of {sizes} MiB at "
                          f"once, wall clock, no timeline ({mid['jobs']} job(s), every size's jobs on one side of "
                          "the line)")
         else:

@@ -21,10 +21,11 @@ from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, par
 from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
 
 SHORT = dict(sizes=(1024, 4096, 65536), fusion_sizes=(65536, 262144), tiny_counts=(1, 8), unfused_sizes=(1024, 16384),
-             cpu_repeats=1, trickle_repeats=1, idle_repeats=1, fp16_repeats=1, burst_repeats=1, step_repeats=1)
+             cpu_repeats=1, trickle_repeats=1, idle_repeats=1, fp16_repeats=1, burst_repeats=1, step_repeats=1,
+             mid_repeats=1)
 #: the two-host plumbing test: no probe phase (each is checked on one host above)
 SHORT_SWEEP = {**SHORT, "cpu_repeats": 0, "trickle_repeats": 0, "idle_repeats": 0, "fp16_repeats": 0,
-               "burst_repeats": 0, "step_repeats": 0}
+               "burst_repeats": 0, "step_repeats": 0, "mid_repeats": 0}
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -109,6 +110,7 @@ def test_bad_records_are_named_and_skipped():
     (["--trickle-repeats", "-2"], "--trickle-repeats"),
     (["--idle-repeats", "-1"], "--idle-repeats"),
     (["--fp16-repeats", "-1"], "--fp16-repeats"),
+    (["--mid-repeats", "-1"], "--mid-repeats"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, args, needle):
     base = {"--env": "e", "--runs-dir": str(tmp_path)}
@@ -170,6 +172,10 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     assert problems == [] and len(brecs) == 1 == s1["burst"]["jobs_new"] and "timeline" not in brecs[0]
     assert {(b, c) for b, c, _ in brecs[0]["wall_ms"]} == {(b, c) for b in (4096, 16384, 65536) for c in (1, 32)}
     assert not (env_dir / "burst-timelines").exists()
+    # the mid-size burst phase: one job of the same probe at 256 KiB-4 MiB, 1 and 8 at once, no timeline
+    mrecs, problems = parse_burst_records((env_dir / M.MID_RECORDS).read_text(), M.MID_RECORDS)
+    assert problems == [] and len(mrecs) == 1 == s1["mid"]["jobs_new"] and "timeline" not in mrecs[0]
+    assert {(b, c) for b, c, _ in mrecs[0]["wall_ms"]} == {(b, c) for b in M.MID_SIZES for c in M.MID_COUNTS}
     # the step phase: one round of replay jobs of its synthetic layout, defaults, fusion off, cache off at 100 ms of
     # compute, then defaults and fusion off at 300 ms, no timeline
     srecs, problems = parse_step_records((env_dir / "step.jsonl").read_text(), "step.jsonl")
@@ -189,7 +195,7 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     s2 = M.run_measure(env_dir, setup, timeout_s=300, **SHORT)
     assert s2["items_new"] == 0 and s2["items_recorded"] == want and s2["cpu"]["jobs_new"] == 0
     assert s2["trickle"]["jobs_new"] == 0 and s2["idle"]["jobs_new"] == 0 and s2["fp16"]["jobs_new"] == 0
-    assert s2["burst"]["jobs_new"] == 0 and s2["step"]["jobs_new"] == 0
+    assert s2["burst"]["jobs_new"] == 0 and s2["step"]["jobs_new"] == 0 and s2["mid"]["jobs_new"] == 0
     # another setup in the same environment is refused
     with pytest.raises(ValidationError, match="another setup"):
         M.run_measure(env_dir, M.SweepSetup(np=2, hosts="", bandwidth_gbit=None, repeats=3, warmup=1), **SHORT)
@@ -207,6 +213,9 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     burst = d["fit"]["small_responses"]["burst"]
     assert burst["jobs"] == 1 and len(burst["points"]) == 3 and burst["charged"] is False
     assert burst["alpha_us"] is not None and burst["alpha_us"] >= 0
+    # the mid-size phase's one job is read, never charged (fewer than 3 jobs, or no knee in so short a sweep)
+    mid = d["fit"]["small_responses"]["mid"]
+    assert mid["jobs"] == 1 and mid["charged"] is False and mid["note"], mid
     # the step phase's one round is fewer than the fit charges: recorded, said, the timelines' price kept
     step = d["fit"]["small_responses"]["step"]
     assert step["fixed_ms"] is None and "fewer than 3" in step["note"] and step["charged"] is False
@@ -226,7 +235,7 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "autotuner.cli", "measure", "--env", "k", "--runs-dir", str(runs),
             "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0", "--trickle-repeats", "0", "--idle-repeats", "0",
-            "--fp16-repeats", "0", "--burst-repeats", "0", "--step-repeats", "0"]
+            "--fp16-repeats", "0", "--burst-repeats", "0", "--step-repeats", "0", "--mid-repeats", "0"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     rec = runs / "k" / "sweep.jsonl"

@@ -136,9 +136,18 @@ def test_small_response_rows_that_missed_are_within_10_percent(small_rows, key):
     assert abs(small_rows[key].error_pct) <= 10.0, small_rows[key]
 
 
-#: the like-with-like row (no timeline) the model misses: fresh-2x1-5gbit's cache off -14.4 % (its defaults spread
-#: 834-1122 ms across two sittings; the same configuration in the other sitting -9.8 %)
-MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-3 (128 MiB, 1 ms, cache off) on 2x1")}
+#: the like-with-like rows (no timeline) the model misses: fresh-2x1-5gbit's cache off -14.4 % (its defaults spread
+#: 834-1122 ms across two sittings; the same configuration in the other sitting -9.8 %); and on fresh-poll-2x1-4gbit,
+#: the env measured to judge the mid-size rule (docs/accuracy.md, "Mid-size responses back to back", held out),
+#: vit_s16's small responses predicted 11-15 % too slow in both sittings of replays (fusion off +14.7 / +13.9 %, 1 MiB
+#: +10.6 %, 4 MiB / 5 ms / cache off +12.1 / +11.0 %; its defaults -1.3 / -4.9 %): the mid-size rule moves only the
+#: line at or above the knee (4 MiB there), and vit_s16's tensors are at most 2.25 MiB
+MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-3 (128 MiB, 1 ms, cache off) on 2x1"),
+          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
+          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
+          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-2 (1 MiB, 1 ms) on 2x1"),
+          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
+          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1")}
 
 
 def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_rows):
@@ -240,7 +249,7 @@ def test_the_committed_burst_phases_are_recorded_not_charged():
     from autotuner.frameworks.horovod.fit.sweep import BURST_RECORDS
 
     envs = sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
-    assert len(envs) == 12
+    assert len(envs) == 13
     for env in envs:
         assert (RUNS / env / BURST_RECORDS).exists(), env
         d = json.loads((MODELS / f"{env}.json").read_text())
@@ -601,6 +610,11 @@ def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resol
     assert -1.6 <= charged["fresh-poll-2x1-3gbit"] <= -0.8 and 0.2 <= charged["fresh-poll-2gbit"] <= 0.8, charged
     five = json.loads((MODELS / "fresh-2x1-5gbit.json").read_text())["fit"]["small_responses"]["mid"]
     assert five["shift_ms"] > 5.0 and "scatter" in five["note"], five
+    # fit's output says which: the moved line, or the shift recorded and why not
+    three = fit_regime_lines(json.loads((MODELS / "fresh-poll-2x1-3gbit.json").read_text()))
+    assert any(ln.startswith("  large responses queued back to back: -1.") and "becomes" in ln for ln in three), three
+    lines = fit_regime_lines(json.loads((MODELS / "fresh-2x1-5gbit.json").read_text()))
+    assert any("mid-size burst phase (recorded, not charged): +" in ln and "scatter" in ln for ln in lines), lines
     for r in mod.report(sorted(charged)):
         knee = json.loads((MODELS / f"{r['env']}.json").read_text())["cost_model"]["inter"]["large_from_bytes"]
         if r["bytes"] >= knee:

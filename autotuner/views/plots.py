@@ -18,7 +18,7 @@ from ..writers.atomic import save_figure  # noqa: E402
 def _curve_label(model: dict[str, Any], cost: CostModel, p: int) -> str:
     """The fitted curve's legend: where its small-message latency (``2(p-1)·alpha``, ms) comes from
     (``fit.small_responses``: the step phase, the timelines' back-to-back spans, the burst phase, or the sweep's
-    pooled line)."""
+    pooled line), and the shift of the line above the knee where the mid-size burst phase moved it."""
     small = (model.get("fit") or {}).get("small_responses") or {}
     a_ms = 2 * (p - 1) * cost.inter.alpha_s * 1e3
     if (small.get("step") or {}).get("charged"):
@@ -29,7 +29,11 @@ def _curve_label(model: dict[str, Any], cost: CostModel, p: int) -> str:
         src = "back to back, from the timelines"
     else:
         return "fitted alpha-beta (pooled)"
-    return f"fitted alpha-beta; small responses {a_ms:.2f} ms ({src})"
+    mid = small.get("mid") or {}
+    knee = cost.inter.large_from_bytes
+    moved = (f";\nfrom {knee / MIB:g} MiB moved {mid['shift_ms']:+.2f} ms (queued responses, mid-size burst phase)"
+             if mid.get("charged") and knee else "")
+    return f"fitted alpha-beta; small responses {a_ms:.2f} ms ({src}){moved}"
 
 
 def bandwidth_plot(model: dict[str, Any], path: Path) -> Path | None:

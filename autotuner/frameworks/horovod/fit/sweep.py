@@ -155,6 +155,22 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     # the 12 sweep envs) under-prices a step's small responses on the polling envs, which run partly while the
     # ranks sleep through an emulated backward (docs/accuracy.md, "The burst phase")
     small_info["burst"] = burst_small_response([r for r in brecs if r.get("tier", first) == first], cost, ranks[first])
+    # charged where the records resolve it, on the cluster's own ranks: what a queued mid-size response costs by the
+    # wall clock against the line above the knee, fitted on timeline spans (docs/accuracy.md, "Mid-size responses
+    # back to back"); before the step phase, whose replay's fused responses are priced on that line
+    mrecs, mproblems = read_phase_records(src.parent / MID_RECORDS, parse_burst_records,
+                                          f"{env.path.name}/{MID_RECORDS}")
+    env.problems += mproblems
+    mid_info = mid_response([r for r in mrecs if r.get("tier", first) == first], cost, ranks[first])
+    if mid_info["charged"] and ranks[first] != cluster.size:
+        mid_info["charged"] = False
+        mid_info["note"] = (f"measured, not charged: the phase ran {ranks[first]} rank(s) of the {first} tier, the "
+                            f"cluster has {cluster.size}")
+    if mid_info["charged"]:
+        t = cost.inter
+        cost = replace(cost, inter=replace(t, large_alpha_s=max(
+            0.0, t.large_alpha_s + mid_info["shift_ms"] * 1e-3 / (2 * (ranks[first] - 1)))))
+    small_info["mid"] = mid_info
     # charged where measured on the cluster's own ranks: a step's small responses timed as a step (a replay of many
     # small gradients, defaults against fusion off, no timeline), in place of the timelines' back-to-back price,
     # which carries the timeline writer's CPU (docs/accuracy.md, "The step phase")
@@ -176,22 +192,6 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     elif small_info["fixed_ms"] is not None:
         small_info["note"] = (f"measured, not charged: the phases ran {ranks[first]} rank(s) of the {first} tier, the "
                               f"cluster has {cluster.size}; small responses cost what the sweep line says")
-    # charged where the records resolve it, on the cluster's own ranks: what a queued mid-size response costs by the
-    # wall clock against the line above the knee, fitted on timeline spans (docs/accuracy.md, "Mid-size responses
-    # back to back")
-    mrecs, mproblems = read_phase_records(src.parent / MID_RECORDS, parse_burst_records,
-                                          f"{env.path.name}/{MID_RECORDS}")
-    env.problems += mproblems
-    mid_info = mid_response([r for r in mrecs if r.get("tier", first) == first], cost, ranks[first])
-    if mid_info["charged"] and ranks[first] != cluster.size:
-        mid_info["charged"] = False
-        mid_info["note"] = (f"measured, not charged: the phase ran {ranks[first]} rank(s) of the {first} tier, the "
-                            f"cluster has {cluster.size}")
-    if mid_info["charged"]:
-        t = cost.inter
-        cost = replace(cost, inter=replace(t, large_alpha_s=max(
-            0.0, t.large_alpha_s + mid_info["shift_ms"] * 1e-3 / (2 * (ranks[first] - 1)))))
-    small_info["mid"] = mid_info
     frecs, fproblems = read_phase_records(src.parent / FP16_RECORDS, parse_fp16_records, f"{env.path.name}/{FP16_RECORDS}")
     env.problems += fproblems
     fp16_info = fp16_cost(frecs)
