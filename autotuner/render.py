@@ -254,7 +254,7 @@ def fit_regime_lines(d: dict) -> list[str]:
             moved = "" if was is None else f": its {was:.2f} ms becomes {max(0.0, was + mid['shift_ms']):.2f} ms"
             lines.append(f"  large responses queued back to back: {mid['shift_ms']:+.2f} ms each against the line "
                          f"above{moved}, from the mid-size burst phase: 1 and 8 responses of {sizes} MiB at "
-                         f"once, wall clock, no timeline ({mid['jobs']} job(s), every size's jobs on one side of "
+                         f"once, wall clock, no timeline ({mid['jobs']} job(s), every size's jobs below "
                          "the line)")
         else:
             lines.append(f"  mid-size burst phase (recorded, not charged): {mid['shift_ms']:+.2f} ms per queued "

@@ -10,8 +10,11 @@
 # step phases), are kept in runs/fresh-poll-2x1-4gbit/experiments/first-sitting/; its replays in validation/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ENV=fresh-poll-2x1-4gbit
-TB="--testbed-hosts 2 --ranks-per-host 1 --link-gbit 4"
+# ENV, TB (the testbed options measure and validate share) and MODELS ("layout:compute-ms ...") name another env:
+#   ENV=fresh-poll-2.5gbit TB="--bandwidth-gbit 2.5" MODELS="vit_s16:300 mobilenet_v2:150" bash scripts/mid_heldout.sh
+ENV=${ENV:-fresh-poll-2x1-4gbit}
+TB=${TB:-"--testbed-hosts 2 --ranks-per-host 1 --link-gbit 4"}
+MODELS=${MODELS:-"vit_s16:300 distilbert:300"}
 autotuner measure --env "$ENV" $TB --wait sleep --runs-dir runs
 python -c "import sys; sys.path.insert(0, 'scripts'); import fresh_env; fresh_env.fit_alone('$ENV')"
 P=$(mktemp)
@@ -19,6 +22,7 @@ trap 'rm -f "$P"' EXIT
 echo '[{"fusion_threshold_mb": 0, "cycle_time_ms": 1}, {"fusion_threshold_mb": 1, "cycle_time_ms": 1},
  {"fusion_threshold_mb": 4, "cycle_time_ms": 5, "cache_capacity": 0}, {"fusion_threshold_mb": 128, "cycle_time_ms": 1, "cache_capacity": 0},
  {"fusion_threshold_mb": 8, "cycle_time_ms": 2}]' > "$P"
-V="autotuner validate --no-autotune --repeats 5 --compute-ms 300 --steps 6 --warmup 2 --replay-wait sleep $TB --runs-dir runs"
-$V --proposals "$P" --env "$ENV" --model vit_s16 --name "small-vit_s16-nt${1:-}"
-$V --proposals "$P" --env "$ENV" --model distilbert --name "small-distilbert-nt${1:-}"
+V="autotuner validate --no-autotune --repeats 5 --steps 6 --warmup 2 --replay-wait sleep $TB --runs-dir runs"
+for mc in $MODELS; do
+  $V --proposals "$P" --env "$ENV" --model "${mc%%:*}" --compute-ms "${mc##*:}" --name "small-${mc%%:*}-nt${1:-}"
+done

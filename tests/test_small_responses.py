@@ -410,7 +410,9 @@ def test_the_step_phase_price_holds_in_a_second_sitting():
     first = json.loads((RUNS / "fresh-3gbit" / "experiments" / "step-layout-first-sitting.jsonl").open().readline())
     assert first["setup"]["compute_ms"] == COMPUTE_MS and first["setup"]["steps"] == 8
     apart = set()
-    for env in FRESH:
+    sat = [e for e in FRESH if (RUNS / e / "experiments" / "step-layout-first-sitting.jsonl").exists()]
+    assert len(sat) == 9  # every fresh env measured before the phase existed (not fresh-poll-2x1-4gbit, measured after)
+    for env in sat:
         fenv = load_env(MODELS, env)
         recs = _first_sitting_records(env)
         assert len(recs) == 8 and len(LAYOUT["tensors"]) == 128
@@ -448,6 +450,7 @@ LONG_NOT_UNDER = {"fresh-poll-2gbit": "18.1 ms measured against 13.5 simulated (
                   "fresh-poll-0.75gbit": "80.9 ms against 91.4 (rounds 68.6-127.2): the link, not the responses, "
                                          "holds fusion off at 0.75 Gbit/s",
                   "fresh-poll-2x1-3gbit": "37.5 ms against 41.0 (rounds 33.7-38.6)",
+                  "fresh-poll-2x1-4gbit": "26.3 ms against 22.9 (rounds 21.1-43.5)",
                   "fresh-0.5gbit": "157.0 ms against 191.8 (rounds 145.3-173.3): the link holds fusion off"}
 
 
@@ -477,7 +480,7 @@ def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price
         assert sim == pytest.approx(long["one_latency_delta_ms"], abs=0.05)
         if env not in LONG_NOT_UNDER:
             assert long["delta_ms"] < 0.75 * sim, (env, long["delta_ms"], sim)
-    assert len(seen) == 10 and set(LONG_NOT_UNDER) <= set(seen)
+    assert len(seen) == 11 and set(LONG_NOT_UNDER) <= set(seen)
 
 
 def test_the_300_ms_lead_holds_inside_one_sitting():
@@ -553,17 +556,21 @@ def _mid_record(cost, shift_ms: float, repeat: int, p: int = 2, jitter_ms: float
 
 
 def test_the_mid_size_phase_recovers_the_shift_it_was_simulated_with():
-    """Wall times simulated with the line above the knee moved by a known latency give that shift back, and it is
-    charged: every size's jobs on one side of the line's price."""
+    """Wall times simulated with the line above the knee moved down by a known latency give that shift back, and it
+    is charged: every size's jobs below the line's price."""
     from autotuner.frameworks.horovod.fit.store import load_env
     from autotuner.frameworks.horovod.fit.sweep import mid_response
 
     cost = load_env(MODELS, "fresh-poll-2x1-2gbit").cost
     assert cost.inter.large_from_bytes == 512 * 1024
-    for shift in (-1.2, 0.6):
+    for shift in (-1.2, -0.4):
         out = mid_response([_mid_record(cost, shift, k) for k in range(3)], cost, 2)
         assert out["shift_ms"] == pytest.approx(shift, abs=1e-6) and out["charged"], out
         assert [r[0] for r in out["sizes"]] == [1048576, 2359296, 4194304] and out["jobs"] == 3
+    # a wall clock above the line is resolved just as well, and recorded, not charged (only the timeline writer's
+    # cost is taken out of a line fitted on timeline spans; docs/accuracy.md)
+    out = mid_response([_mid_record(cost, 0.6, k) for k in range(3)], cost, 2)
+    assert out["shift_ms"] == pytest.approx(0.6, abs=1e-6) and not out["charged"] and "above the line" in out["note"]
 
 
 def test_the_mid_size_phase_charges_nothing_inside_its_own_scatter_or_on_too_few_jobs():
@@ -588,11 +595,12 @@ def test_the_mid_size_phase_charges_nothing_inside_its_own_scatter_or_on_too_few
 
 def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resolve_it():
     """The committed mid-size records (measure's mid-size burst phase, or scripts/burst_midsize.py's rounds with and
-    without the timeline; docs/accuracy.md, "Mid-size responses back to back"): the shipped models charge the
-    shift on fresh-poll-2x1-3gbit (a line 0.8-1.6 ms dear per queued response of 1 MiB and more) and
-    fresh-poll-2gbit (0.2-0.8 ms cheap), and nowhere else; fresh-2x1-5gbit's differences grow with the size inside
-    a 2-3x scatter of its jobs, and stay recorded. After the shift the simulator prices the queued responses of
-    both charged envs within 0.5 ms of the no-timeline wall clock at every size at or above the knee."""
+    without the timeline; docs/accuracy.md, "Mid-size responses back to back"): the shipped models move the line
+    down on fresh-poll-2x1-3gbit (0.8-1.6 ms per queued response of 1 MiB and more) and on the held-out
+    fresh-poll-2x1-4gbit (1.2-1.8 ms at 4 MiB), and nowhere else: fresh-poll-2gbit's wall clock sits 0.2-0.8 ms above
+    its line at every size, recorded, not charged; fresh-2x1-5gbit's differences grow with the size inside a 2-3x
+    scatter of its jobs. After the shift the simulator prices the queued responses of the charged envs within 0.6 ms
+    of the no-timeline wall clock at every size at or above the knee."""
     from autotuner.readers.sweep import parse_burst_records
 
     mod = _burst_midsize()
@@ -606,8 +614,11 @@ def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resol
         mid = json.loads((MODELS / f"{e}.json").read_text())["fit"]["small_responses"]["mid"]
         if mid["charged"]:
             charged[e] = mid["shift_ms"]
-    assert set(charged) == {"fresh-poll-2x1-3gbit", "fresh-poll-2gbit"}, charged
-    assert -1.6 <= charged["fresh-poll-2x1-3gbit"] <= -0.8 and 0.2 <= charged["fresh-poll-2gbit"] <= 0.8, charged
+    assert set(charged) == {"fresh-poll-2x1-3gbit", "fresh-poll-2x1-4gbit"}, charged
+    assert -1.6 <= charged["fresh-poll-2x1-3gbit"] <= -0.8, charged
+    assert -1.8 <= charged["fresh-poll-2x1-4gbit"] <= -1.2, charged  # the held-out env, from its 4 MiB jobs alone
+    two = json.loads((MODELS / "fresh-poll-2gbit.json").read_text())["fit"]["small_responses"]["mid"]
+    assert 0.2 <= two["shift_ms"] <= 0.8 and not two["charged"] and "above the line" in two["note"], two
     five = json.loads((MODELS / "fresh-2x1-5gbit.json").read_text())["fit"]["small_responses"]["mid"]
     assert five["shift_ms"] > 5.0 and "scatter" in five["note"], five
     # fit's output says which: the moved line, or the shift recorded and why not
@@ -615,7 +626,7 @@ def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resol
     assert any(ln.startswith("  large responses queued back to back: -1.") and "becomes" in ln for ln in three), three
     lines = fit_regime_lines(json.loads((MODELS / "fresh-2x1-5gbit.json").read_text()))
     assert any("mid-size burst phase (recorded, not charged): +" in ln and "scatter" in ln for ln in lines), lines
-    for r in mod.report(sorted(charged)):
+    for r in mod.report(sorted(charged)):  # the three charged envs
         knee = json.loads((MODELS / f"{r['env']}.json").read_text())["cost_model"]["inter"]["large_from_bytes"]
         if r["bytes"] >= knee:
-            assert abs(r["no_timeline"]["marginal_ms"] - r["sim_marginal_ms"]) < 0.5, r
+            assert abs(r["no_timeline"]["marginal_ms"] - r["sim_marginal_ms"]) < 0.6, r

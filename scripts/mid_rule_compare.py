@@ -1,0 +1,66 @@
+"""The mid-size rule's effect, env by env (issue 29; docs/accuracy.md, "Mid-size responses back to back"): each env
+fitted on its measured files without ``burst-mid.jsonl`` (the rule not applied) against the shipped model, on every
+replay file of the env with at least 4 configurations: MAPE (the report's, over configurations) and Kendall tau over
+the pairs more than 2 % apart.
+
+    python scripts/mid_rule_compare.py fresh-poll-2x1-4gbit fresh-poll-2x1-3gbit fresh-poll-2gbit
+
+Reads only; fits into a temporary folder.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "autotuner" / "runs"
+MODELS = ROOT / "autotuner" / "models"
+
+
+def main() -> int:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from fresh_env import measured_files
+
+    from autotuner.frameworks.horovod.fit.store import env_from_dict
+    from autotuner.frameworks.horovod.measure import MID_RECORDS
+    from autotuner.frameworks.horovod.views.accuracy import simulate_trial
+    from autotuner.frameworks.horovod.views.protocol import rows_from_records, summary
+    from autotuner.readers.runs import parse_records
+
+    envs = sys.argv[1:]
+    bad = [e for e in envs if not (RUNS / e / "sweep.jsonl").exists()]
+    if not envs or bad:
+        print(f"error: name sweep envs under autotuner/runs/ ({', '.join(bad) or 'none given'})", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        runs, out = Path(tmp) / "runs", Path(tmp) / "models"
+        for e in envs:
+            (runs / e).mkdir(parents=True)
+            for name in measured_files():
+                if name != MID_RECORDS and (RUNS / e / name).exists():
+                    (runs / e / name).symlink_to(RUNS / e / name)
+        subprocess.run([sys.executable, "-m", "autotuner.cli", "fit", str(runs), "--out", str(out)], check=True,
+                       capture_output=True)
+        print(f"{'env':22} {'replays':32} {'MAPE % without -> with':>24} {'tau > 2 % without -> with':>27}")
+        for e in envs:
+            fenvs = [env_from_dict(json.loads(p.read_text())) for p in (out / f"{e}.json", MODELS / f"{e}.json")]
+            for f in sorted((RUNS / e / "validation").glob("*.jsonl")):
+                recs, _ = parse_records(f.read_text(), f.name)
+                if len({r["label"] for r in recs}) < 4:
+                    continue
+                try:
+                    s = [summary(rows_from_records(recs, lambda cfg, setup, fe=fe: simulate_trial(
+                        fe, RUNS / e, cfg, dict(setup)).step_time_ms), "default") for fe in fenvs]
+                except Exception as err:  # a replay of a layout this folder does not hold
+                    print(f"{e:22} {f.name:32} skipped: {' '.join(str(err).split())[:60]}")
+                    continue
+                print(f"{e:22} {f.name:32} {s[0]['mape_pct']:>10.2f} -> {s[1]['mape_pct']:<10.2f} "
+                      f"{s[0]['kendall_tau_gap']:>8.2f} -> {s[1]['kendall_tau_gap']:.2f} ({s[1]['pairs_gap']} pairs)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
