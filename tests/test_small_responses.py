@@ -141,8 +141,12 @@ def test_small_response_rows_that_missed_are_within_10_percent(small_rows, key):
 #: the env measured to judge the mid-size rule (docs/accuracy.md, "Mid-size responses back to back", held out),
 #: vit_s16's small responses predicted 11-15 % too slow in both sittings of replays (fusion off +14.7 / +13.9 %, 1 MiB
 #: +10.6 %, 4 MiB / 5 ms / cache off +12.1 / +11.0 %; its defaults -1.3 / -4.9 %): the mid-size rule moves only the
-#: line at or above the knee (4 MiB there), and vit_s16's tensors are at most 2.25 MiB
-MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-3 (128 MiB, 1 ms, cache off) on 2x1"),
+#: line at or above the knee (4 MiB there), and vit_s16's tensors are at most 2.25 MiB; the same on the second
+#: held-out env, fresh-poll-2x1-3.5gbit (fusion off +12.5 %, 4 MiB / 5 ms / cache off +16.0 %; its 1 MiB +9.9 %,
+#: cache off +10.0 %, defaults +2.7 %)
+MISSED = {("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
+          ("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
+          ("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-3 (128 MiB, 1 ms, cache off) on 2x1"),
           ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
           ("fresh-poll-2x1-4gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
           ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-2 (1 MiB, 1 ms) on 2x1"),
@@ -249,7 +253,7 @@ def test_the_committed_burst_phases_are_recorded_not_charged():
     from autotuner.frameworks.horovod.fit.sweep import BURST_RECORDS
 
     envs = sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
-    assert len(envs) == 13
+    assert len(envs) == 14
     for env in envs:
         assert (RUNS / env / BURST_RECORDS).exists(), env
         d = json.loads((MODELS / f"{env}.json").read_text())
@@ -451,6 +455,7 @@ LONG_NOT_UNDER = {"fresh-poll-2gbit": "18.1 ms measured against 13.5 simulated (
                                          "holds fusion off at 0.75 Gbit/s",
                   "fresh-poll-2x1-3gbit": "37.5 ms against 41.0 (rounds 33.7-38.6)",
                   "fresh-poll-2x1-4gbit": "26.3 ms against 22.9 (rounds 21.1-43.5)",
+                  "fresh-poll-2x1-3.5gbit": "33.2 ms against 32.2 (rounds 18.9-55.0)",
                   "fresh-0.5gbit": "157.0 ms against 191.8 (rounds 145.3-173.3): the link holds fusion off"}
 
 
@@ -480,7 +485,7 @@ def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price
         assert sim == pytest.approx(long["one_latency_delta_ms"], abs=0.05)
         if env not in LONG_NOT_UNDER:
             assert long["delta_ms"] < 0.75 * sim, (env, long["delta_ms"], sim)
-    assert len(seen) == 11 and set(LONG_NOT_UNDER) <= set(seen)
+    assert len(seen) == 12 and set(LONG_NOT_UNDER) <= set(seen)
 
 
 def test_the_300_ms_lead_holds_inside_one_sitting():
@@ -597,7 +602,7 @@ def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resol
     """The committed mid-size records (measure's mid-size burst phase, or scripts/burst_midsize.py's rounds with and
     without the timeline; docs/accuracy.md, "Mid-size responses back to back"): the shipped models move the line
     down on fresh-poll-2x1-3gbit (0.8-1.6 ms per queued response of 1 MiB and more) and on the held-out
-    fresh-poll-2x1-4gbit (1.2-1.8 ms at 4 MiB), and nowhere else: fresh-poll-2gbit's wall clock sits 0.2-0.8 ms above
+    fresh-poll-2x1-4gbit and fresh-poll-2x1-3.5gbit (1.0-1.8 ms at 4 MiB), and nowhere else: fresh-poll-2gbit's wall clock sits 0.2-0.8 ms above
     its line at every size, recorded, not charged; fresh-2x1-5gbit's differences grow with the size inside a 2-3x
     scatter of its jobs. After the shift the simulator prices the queued responses of the charged envs within 0.6 ms
     of the no-timeline wall clock at every size at or above the knee."""
@@ -614,9 +619,10 @@ def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resol
         mid = json.loads((MODELS / f"{e}.json").read_text())["fit"]["small_responses"]["mid"]
         if mid["charged"]:
             charged[e] = mid["shift_ms"]
-    assert set(charged) == {"fresh-poll-2x1-3gbit", "fresh-poll-2x1-4gbit"}, charged
+    assert set(charged) == {"fresh-poll-2x1-3gbit", "fresh-poll-2x1-4gbit", "fresh-poll-2x1-3.5gbit"}, charged
     assert -1.6 <= charged["fresh-poll-2x1-3gbit"] <= -0.8, charged
-    assert -1.8 <= charged["fresh-poll-2x1-4gbit"] <= -1.2, charged  # the held-out env, from its 4 MiB jobs alone
+    # the held-out envs, each from its 4 MiB jobs alone (the knee at 4 MiB)
+    assert -1.8 <= charged["fresh-poll-2x1-4gbit"] <= -1.2 and -1.8 <= charged["fresh-poll-2x1-3.5gbit"] <= -1.0, charged
     two = json.loads((MODELS / "fresh-poll-2gbit.json").read_text())["fit"]["small_responses"]["mid"]
     assert 0.2 <= two["shift_ms"] <= 0.8 and not two["charged"] and "above the line" in two["note"], two
     five = json.loads((MODELS / "fresh-2x1-5gbit.json").read_text())["fit"]["small_responses"]["mid"]
