@@ -554,10 +554,11 @@ def mid_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     "Mid-size responses back to back"). That line is fitted on spans read off the sweep's timelines, whose
     writer takes the ranks' CPU.
 
-    Per job and record size at or above the knee, the measured marginal ``(median T(8) - median T(1)) / 7`` (ms,
-    :func:`burst_marginals_ms`); the simulator's for the same pattern on ``cost`` (:func:`_burst_marginal_sim_s`).
-    The rule, declared before it was judged on a fresh env (issue 29): the shift is the median over those sizes of
-    (median over jobs of the measured - simulated), charged only where the records resolve it: at least
+    Per job, record size at or above the knee and count ``c`` above 1, the measured marginal ``(median T(c) -
+    median T(1)) / (c - 1)`` (ms, :func:`burst_marginals_ms`; ``c`` = 8 in ``measure``'s phase); the simulator's for
+    the same pattern on ``cost`` (:func:`_burst_marginal_sim_s`). The rule, declared before it was judged on a
+    fresh env (issue 29): the shift is the median over those sizes of (median over jobs of the measured -
+    simulated), charged only where the records resolve it: at least
     :data:`MIN_MID_JOBS` jobs, and at every such size the jobs' whole range on the same side of the simulated
     marginal. Where the differences are inside the jobs' own scatter the line stands. Narrowed after the replays of
     the committed envs were read: only a shift down is charged (the timeline writer's cost taken out of a line
@@ -581,17 +582,17 @@ def mid_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     if knee is None:
         out["note"] = "the tier has one line for all sizes: nothing above a knee to shift"
         return out
-    by: dict[int, list[float]] = {}
+    by: dict[tuple[int, int], list[float]] = {}
     for r in recs:
         for b, c, m_ms in burst_marginals_ms(r):
-            if b >= knee and c > 1:
-                by.setdefault(b, []).append(m_ms)
+            if b >= knee:
+                by.setdefault((b, c), []).append(m_ms)
     if not by:
         out["note"] = f"no record size at or above the knee ({knee / MIB:g} MiB)"
         return out
     sides, diffs = set(), []
-    for b in sorted(by):
-        m, sim = by[b], _burst_marginal_sim_s(cost, b, 8, p) * 1e3
+    for b, c in sorted(by):
+        m, sim = by[(b, c)], _burst_marginal_sim_s(cost, b, c, p) * 1e3
         out["sizes"].append([b, len(m), min(m), float(np.median(m)), max(m), sim])
         diffs.append(float(np.median(m)) - sim)
         sides.add(1 if min(m) > sim else -1 if max(m) < sim else 0)
