@@ -25,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from autotuner.frameworks.horovod.measure import MID_COUNTS as COUNTS, MID_RECORDS as RECORDS, MID_SIZES as SIZES
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "autotuner" / "runs"
-from autotuner.frameworks.horovod.measure import MID_COUNTS as COUNTS, MID_RECORDS as RECORDS, MID_SIZES as SIZES  # noqa: E402
 
 
 def measure(env: str, rounds: int) -> None:
