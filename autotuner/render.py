@@ -180,7 +180,7 @@ def fit_regime_lines(d: dict) -> list[str]:
     """Where each figure of a ``sweep`` env's fitted model (``d``: the model dict, schema ``autotuner.model/1``)
     comes from, one regime per line (``autotuner fit``'s output; docs/accuracy.md, "The small-response
     regime"): the small responses' fixed cost (back to back in a busy cycle) and per-MiB cost, the large
-    responses' line, the busy cycle's negotiation, and what the printed R² and MAPE describe. Empty for
+    responses' line, what the mid-size burst phase moved (above the knee, below it), the busy cycle's negotiation, and what the printed R² and MAPE describe. Empty for
     other formats."""
     f, inter = d.get("fit") or {}, (d.get("cost_model") or {}).get("inter") or {}
     if "small_responses" not in f:
@@ -241,8 +241,10 @@ def fit_regime_lines(d: dict) -> list[str]:
         lines.append(f"  burst phase (recorded, not charged): {burst['fixed_ms']:.2f} ms per small response back to back "
                      "in a busy cycle, wall clock without the timeline; a step's small responses also run while the "
                      "ranks sleep (docs/accuracy.md, \"The burst phase\")")
-    lines.append(f"  per byte{below}: {b_ms:.2f} ms/MiB, the sweep's pooled collective spans"
-                 + (" below the knee" if knee else ""))
+    moved = ((small.get("mid") or {}).get("below") or {}).get("charged")
+    lines.append(f"  per byte{below}: {b_ms:.2f} ms/MiB, "
+                 + ("the mid-size burst phase's (below)" if moved else
+                    "the sweep's pooled collective spans" + (" below the knee" if knee else "")))
     if knee and piece:
         lines.append(f"  large responses (>= {knee / MIB:g} MiB): {piece['large']['a_ms']:.2f} ms + "
                      f"{piece['large']['b_ms_per_mib']:.2f} ms/MiB, the sweep's pooled collective spans from the knee")
@@ -261,6 +263,21 @@ def fit_regime_lines(d: dict) -> list[str]:
                          f"response of {sizes} MiB against the line above; {mid.get('note', '')}")
     elif mid.get("jobs") and mid.get("note"):
         lines.append(f"  mid-size burst phase (recorded, not charged): {mid['note']}")
+    low = mid.get("below") or {}
+    if low.get("k_ms_per_mib") is not None:
+        sizes = ", ".join(f"{r[0] / MIB:g}" for r in low["sizes"])
+        b0, b1 = low["bandwidth_gbps"]
+        if low.get("charged"):
+            step_again = low.get("step_fixed_ms") or []
+            lines.append(f"  mid-size responses{below} queued back to back: {low['k_ms_per_mib']:+.2f} ms per MiB "
+                         f"against the line, its bandwidth {b0:.2f} -> {b1:.2f} Gbit/s, from the mid-size burst phase "
+                         f"({sizes} MiB, {low['jobs']} job(s), every size's jobs on one side, the difference growing "
+                         "with the size)"
+                         + (f"; the step phase solved again: {step_again[0]:.2f} -> {step_again[1]:.2f} ms per small "
+                            "response" if len(step_again) == 2 and None not in step_again else ""))
+        else:
+            lines.append(f"  mid-size responses{below} (recorded, not charged): {low['k_ms_per_mib']:+.2f} ms per MiB "
+                         f"at {sizes} MiB against the line; {low.get('note', '')}")
     cyc = ((f.get("negotiation") or {}).get("per_cycle") or {})
     if cyc.get("cache_on_ms") is not None:
         off = cyc.get("cache_off_ms")

@@ -4,6 +4,7 @@ replay file of the env with at least 4 configurations: MAPE (the report's, over 
 the pairs more than 2 % apart.
 
     python scripts/mid_rule_compare.py fresh-poll-2x1-4gbit fresh-poll-2x1-3gbit fresh-poll-2gbit
+    python scripts/mid_rule_compare.py --rows fresh-poll-2x1-4.5gbit   # and each configuration's error
 
 Reads only; fits into a temporary folder.
 """
@@ -14,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "autotuner" / "runs"
@@ -30,7 +33,8 @@ def main() -> int:
     from autotuner.frameworks.horovod.views.protocol import rows_from_records, summary
     from autotuner.readers.runs import parse_records
 
-    envs = sys.argv[1:]
+    rows = "--rows" in sys.argv[1:]
+    envs = [a for a in sys.argv[1:] if a != "--rows"]
     bad = [e for e in envs if not (RUNS / e / "sweep.jsonl").exists()]
     if not envs or bad:
         print(f"error: name sweep envs under autotuner/runs/ ({', '.join(bad) or 'none given'})", file=sys.stderr)
@@ -52,13 +56,18 @@ def main() -> int:
                 if len({r["label"] for r in recs}) < 4:
                     continue
                 try:
-                    s = [summary(rows_from_records(recs, lambda cfg, setup, fe=fe: simulate_trial(
-                        fe, RUNS / e, cfg, dict(setup)).step_time_ms), "default") for fe in fenvs]
+                    got = [rows_from_records(recs, lambda cfg, setup, fe=fe: simulate_trial(
+                        fe, RUNS / e, cfg, dict(setup)).step_time_ms) for fe in fenvs]
+                    s = [summary(g, "default") for g in got]
                 except Exception as err:  # a replay of a layout this folder does not hold
                     print(f"{e:22} {f.name:32} skipped: {' '.join(str(err).split())[:60]}")
                     continue
                 print(f"{e:22} {f.name:32} {s[0]['mape_pct']:>10.2f} -> {s[1]['mape_pct']:<10.2f} "
                       f"{s[0]['kendall_tau_gap']:>8.2f} -> {s[1]['kendall_tau_gap']:.2f} ({s[1]['pairs_gap']} pairs)")
+                for r0, r1 in zip(*got) if rows else ():
+                    m = float(np.median(r1.measured_ms))
+                    print(f"{'':22} {r1.label:12} {m:8.1f} ms measured ({min(r1.measured_ms):.1f}-{max(r1.measured_ms):.1f}): "
+                          f"{100 * (r0.predicted_ms / m - 1):+6.1f} % -> {100 * (r1.predicted_ms / m - 1):+6.1f} %")
     return 0
 
 

@@ -128,7 +128,18 @@ FIXED = [("fresh-poll-1.25gbit", "fresh-mobilenet_v2-nt.jsonl", "mobilenet_v2 pr
          ("fresh-poll-2x1-3gbit", "fresh-vit_s16-nt.jsonl", "vit_s16 proposal-2 (1 MiB, 1 ms) on 2x1"),
          ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-1 (1 MiB, 1 ms) on 2x1"),
          ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-2 (0 MiB, 1 ms) on 2x1"),
-         ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1")]
+         ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
+         # and those the bandwidth below the knee from the same phase brought within 10 % (docs/accuracy.md, "Mid-size
+         # responses below the knee"; the two envs it was written from): fusion off +14.7 -> +8.5 and +13.9 -> +7.7 %,
+         # 1 MiB +10.6 -> +3.4 %, 4 MiB / 5 ms / cache off +12.1 -> +4.1 and +11.0 -> +3.0 % on fresh-poll-2x1-4gbit;
+         # fusion off +12.5 -> +6.3 %, 4 MiB / 5 ms / cache off +16.0 -> +7.8 % on fresh-poll-2x1-3.5gbit
+         ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
+         ("fresh-poll-2x1-4gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
+         ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-2 (1 MiB, 1 ms) on 2x1"),
+         ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
+         ("fresh-poll-2x1-4gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
+         ("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
+         ("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1")]
 
 
 @pytest.mark.parametrize("key", FIXED, ids=[k[0] for k in FIXED])
@@ -136,22 +147,10 @@ def test_small_response_rows_that_missed_are_within_10_percent(small_rows, key):
     assert abs(small_rows[key].error_pct) <= 10.0, small_rows[key]
 
 
-#: the like-with-like rows (no timeline) the model misses: fresh-2x1-5gbit's cache off -14.4 % (its defaults spread
-#: 834-1122 ms across two sittings; the same configuration in the other sitting -9.8 %); and on fresh-poll-2x1-4gbit,
-#: the env measured to judge the mid-size rule (docs/accuracy.md, "Mid-size responses back to back", held out),
-#: vit_s16's small responses predicted 11-15 % too slow in both sittings of replays (fusion off +14.7 / +13.9 %, 1 MiB
-#: +10.6 %, 4 MiB / 5 ms / cache off +12.1 / +11.0 %; its defaults -1.3 / -4.9 %): the mid-size rule moves only the
-#: line at or above the knee (4 MiB there), and vit_s16's tensors are at most 2.25 MiB; the same on the second
-#: held-out env, fresh-poll-2x1-3.5gbit (fusion off +12.5 %, 4 MiB / 5 ms / cache off +16.0 %; its 1 MiB +9.9 %,
-#: cache off +10.0 %, defaults +2.7 %)
-MISSED = {("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
-          ("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
-          ("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-3 (128 MiB, 1 ms, cache off) on 2x1"),
-          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
-          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
-          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-2 (1 MiB, 1 ms) on 2x1"),
-          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
-          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1")}
+#: the like-with-like row (no timeline) the model misses: fresh-2x1-5gbit's cache off -14.4 % (its defaults spread
+#: 834-1122 ms across two sittings; the same configuration in the other sitting -9.8 %); its knee at 2 MiB leaves one
+#: mid-size record size under it, too few for the rule below the knee
+MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-3 (128 MiB, 1 ms, cache off) on 2x1")}
 
 
 def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_rows):
@@ -253,7 +252,7 @@ def test_the_committed_burst_phases_are_recorded_not_charged():
     from autotuner.frameworks.horovod.fit.sweep import BURST_RECORDS
 
     envs = sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
-    assert len(envs) == 14
+    assert len(envs) == 15
     for env in envs:
         assert (RUNS / env / BURST_RECORDS).exists(), env
         d = json.loads((MODELS / f"{env}.json").read_text())
@@ -485,7 +484,7 @@ def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price
         assert sim == pytest.approx(long["one_latency_delta_ms"], abs=0.05)
         if env not in LONG_NOT_UNDER:
             assert long["delta_ms"] < 0.75 * sim, (env, long["delta_ms"], sim)
-    assert len(seen) == 12 and set(LONG_NOT_UNDER) <= set(seen)
+    assert len(seen) == 13 and set(LONG_NOT_UNDER) <= set(seen)
 
 
 def test_the_300_ms_lead_holds_inside_one_sitting():
@@ -545,16 +544,19 @@ def _burst_midsize():
     return mod
 
 
-def _mid_record(cost, shift_ms: float, repeat: int, p: int = 2, jitter_ms: float = 0.0, offset_ms: float = 3.0) -> dict:
+def _mid_record(cost, shift_ms: float, repeat: int, p: int = 2, jitter_ms: float = 0.0, offset_ms: float = 3.0,
+                below_ms_per_mib: float = 0.0, below_fixed_ms: float = 0.0) -> dict:
     """A burst-mid.jsonl record whose wall times are the simulator's on ``cost`` with every response at or above the
-    knee ``shift_ms`` dearer back to back (``jitter_ms`` added to each marginal), plus a start offset every round
-    pays."""
+    knee ``shift_ms`` dearer back to back, every one below it ``below_fixed_ms + below_ms_per_mib * MiB`` dearer
+    (``jitter_ms`` added to each marginal), plus a start offset every round pays."""
     from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s
     from autotuner.frameworks.horovod.measure import MID_SIZES
 
     walls = []
     for b in MID_SIZES:
-        m = _burst_marginal_sim_s(cost, b, 8, p) * 1e3 + (shift_ms if b >= cost.inter.large_from_bytes else 0.0)
+        above = cost.inter.large_from_bytes is not None and b >= cost.inter.large_from_bytes
+        m = _burst_marginal_sim_s(cost, b, 8, p) * 1e3 + (
+            shift_ms if above else below_fixed_ms + below_ms_per_mib * b / (1 << 20))
         walls += [[b, 1, [offset_ms] * 4], [b, 8, [offset_ms + 7 * (m + jitter_ms)] * 4]]
     return {"phase": "burst", "tier": "inter", "repeat": repeat, "sizes": list(MID_SIZES), "counts": [1, 8],
             "rounds": 5, "wait": "sleep", "ranks": p, "wall_ms": walls}
@@ -636,3 +638,100 @@ def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resol
         knee = json.loads((MODELS / f"{r['env']}.json").read_text())["cost_model"]["inter"]["large_from_bytes"]
         if r["bytes"] >= knee:
             assert abs(r["no_timeline"]["marginal_ms"] - r["sim_marginal_ms"]) < 0.6, r
+
+
+def _knee_4mib_cost():
+    from dataclasses import replace as _replace
+
+    from autotuner.frameworks.horovod.fit.store import load_env
+
+    cost = load_env(MODELS, "fresh-poll-2x1-2gbit").cost
+    return _replace(cost, inter=_replace(cost.inter, large_from_bytes=4.0 * (1 << 20)))
+
+
+def test_the_below_knee_rule_recovers_the_bandwidth_it_was_simulated_with():
+    """Wall times simulated with every response below a 4 MiB knee ``k`` ms per MiB off the line give ``k`` back,
+    charged in either direction; the bandwidth it sets makes the simulator charge exactly the measured marginals at
+    the sizes it read (the simulated marginal is linear in the line's time per byte), and leaves the fixed part."""
+    from dataclasses import replace as _replace
+
+    from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s, mid_bandwidth
+
+    cost = _knee_4mib_cost()
+    for k in (-0.45, 0.3):
+        recs = [_mid_record(cost, 0.0, j, below_ms_per_mib=k) for j in range(3)]
+        out = mid_bandwidth(recs, cost, 2)
+        assert out["charged"] and out["k_ms_per_mib"] == pytest.approx(k, abs=1e-6), out
+        assert [r[0] for r in out["sizes"]] == [1048576, 2359296] and out["jobs"] == 3
+        moved = _replace(cost, inter=_replace(cost.inter, bandwidth_Bps=out["bandwidth_gbps"][1] / 8e-9))
+        for b, _, _, med, _, _ in out["sizes"]:
+            assert _burst_marginal_sim_s(moved, b, 8, 2) * 1e3 == pytest.approx(med, abs=1e-6)
+        assert moved.inter.alpha_s == cost.inter.alpha_s
+        assert (out["bandwidth_gbps"][1] > out["bandwidth_gbps"][0]) == (k < 0)
+
+
+def test_the_below_knee_rule_charges_nothing_a_bandwidth_does_not_explain():
+    """A difference that does not grow with the size (a fixed part), jobs on both sides, too few jobs or sizes, no knee, jobs with the
+    timeline: recorded with the reason, the line stands."""
+    from dataclasses import replace as _replace
+
+    from autotuner.frameworks.horovod.fit.sweep import mid_bandwidth
+
+    cost = _knee_4mib_cost()
+    # -0.55 ms at 1 MiB, -0.49 ms at 2.25 MiB: below the line at both, shrinking with the size
+    flat = mid_bandwidth([_mid_record(cost, 0.0, j, below_fixed_ms=-0.6, below_ms_per_mib=0.05) for j in range(3)],
+                         cost, 2)
+    assert not flat["charged"] and "does not grow" in flat["note"], flat
+    spread = [_mid_record(cost, 0.0, j, below_ms_per_mib=-0.3, jitter_ms=x) for j, x in enumerate((-0.5, 0.0, 1.2))]
+    out = mid_bandwidth(spread, cost, 2)
+    assert not out["charged"] and "scatter" in out["note"], out
+    out = mid_bandwidth([_mid_record(cost, 0.0, j, below_ms_per_mib=-0.4) for j in range(2)], cost, 2)
+    assert not out["charged"] and "fewer than 3" in out["note"], out
+    low_knee = _replace(cost, inter=_replace(cost.inter, large_from_bytes=2.0 * (1 << 20)))
+    out = mid_bandwidth([_mid_record(low_knee, 0.0, j, below_ms_per_mib=-0.4) for j in range(3)], low_knee, 2)
+    assert not out["charged"] and "1 record size(s)" in out["note"] and out["k_ms_per_mib"] is None, out
+    one_line = _replace(cost, inter=_replace(cost.inter, large_from_bytes=None))
+    out = mid_bandwidth([_mid_record(one_line, 0.0, j, below_ms_per_mib=-0.4) for j in range(3)], one_line, 2)
+    assert not out["charged"] and "one line" in out["note"], out
+    tl = [{**_mid_record(cost, 0.0, j, below_ms_per_mib=-0.4), "timeline_recorded": True} for j in range(3)]
+    assert mid_bandwidth(tl, cost, 2)["jobs"] == 0
+    # the rule needs the time per byte to stay positive
+    out = mid_bandwidth([_mid_record(cost, 0.0, j, below_ms_per_mib=-50.0) for j in range(3)], cost, 2)
+    assert not out["charged"] and "no time per byte" in out["note"], out
+
+
+def test_the_committed_mid_size_phases_move_the_bandwidth_below_the_knee_only_where_they_resolve_it():
+    """The below-knee rule on the committed records (docs/accuracy.md, "Mid-size responses below the knee"): charged
+    on the two envs it was written from (fresh-poll-2x1-4gbit, -3.5gbit) and on the env measured after it was
+    committed to judge it (fresh-poll-2x1-4.5gbit, knee 16 MiB: 1, 2.25 and 4 MiB read), nowhere else; the moved line
+    prices those sizes' queued responses within 0.35 ms of the wall clock (the least-squares residuals), the step
+    phase was solved again on it, and fit's output says which."""
+    from autotuner.frameworks.horovod.fit.sweep import MID_RECORDS, _burst_marginal_sim_s
+    from autotuner.frameworks.horovod.fit.store import load_env
+
+    charged = {}
+    for e in sorted(p.parent.name for p in RUNS.glob(f"*/{MID_RECORDS}")):
+        low = json.loads((MODELS / f"{e}.json").read_text())["fit"]["small_responses"]["mid"]["below"]
+        if low["charged"]:
+            charged[e] = low
+        else:
+            assert low.get("note"), (e, low)
+    assert set(charged) == {"fresh-poll-2x1-4gbit", "fresh-poll-2x1-3.5gbit", "fresh-poll-2x1-4.5gbit"}, sorted(charged)
+    for e, low in charged.items():
+        assert -0.9 <= low["k_ms_per_mib"] <= -0.3, (e, low)
+        b0, b1 = low["bandwidth_gbps"]
+        assert b1 > b0 and load_env(MODELS, e).cost.inter.bandwidth_Bps * 8e-9 == pytest.approx(b1, rel=1e-9)
+        lo, hi = low["step_fixed_ms"]
+        assert 0 < hi - lo < 0.1, (e, low["step_fixed_ms"])  # the 256 KiB gradients a little cheaper: a little more fixed
+        cost = load_env(MODELS, e).cost
+        for b, _, _, med, _, _ in low["sizes"]:
+            assert abs(_burst_marginal_sim_s(cost, b, 8, 2) * 1e3 - med) < 0.35, (e, b)
+    # the held-out env: its line below the knee lands at its link's own TCP rate (3.59 Gbit/s measured host to host
+    # when measure built the testbed, env.toml; 3.63 when validate did), from the sweep's 2.76
+    assert charged["fresh-poll-2x1-4.5gbit"]["bandwidth_gbps"][1] == pytest.approx(3.62, abs=0.05)
+    lines = fit_regime_lines(json.loads((MODELS / "fresh-poll-2x1-4.5gbit.json").read_text()))
+    assert any(ln.startswith("  mid-size responses (< 16 MiB) queued back to back: -0.7") and "2.76 -> 3.62 Gbit/s" in ln
+               for ln in lines), lines
+    assert any(ln.startswith("  per byte (< 16 MiB): 2.31 ms/MiB, the mid-size burst phase's") for ln in lines), lines
+    three = fit_regime_lines(json.loads((MODELS / "fresh-0.5gbit.json").read_text()))
+    assert any("mid-size responses (< 16 MiB) (recorded, not charged)" in ln and "scatter" in ln for ln in three), three

@@ -18,7 +18,8 @@ from ..writers.atomic import save_figure  # noqa: E402
 def _curve_label(model: dict[str, Any], cost: CostModel, p: int) -> str:
     """The fitted curve's legend: where its small-message latency (``2(p-1)·alpha``, ms) comes from
     (``fit.small_responses``: the step phase, the timelines' back-to-back spans, the burst phase, or the sweep's
-    pooled line), and the shift of the line above the knee where the mid-size burst phase moved it."""
+    pooled line), the shift of the line above the knee and the bandwidth below it where the mid-size burst phase
+    moved them."""
     small = (model.get("fit") or {}).get("small_responses") or {}
     a_ms = 2 * (p - 1) * cost.inter.alpha_s * 1e3
     if (small.get("step") or {}).get("charged"):
@@ -33,6 +34,11 @@ def _curve_label(model: dict[str, Any], cost: CostModel, p: int) -> str:
     knee = cost.inter.large_from_bytes
     moved = (f";\nfrom {knee / MIB:g} MiB moved {mid['shift_ms']:+.2f} ms (queued responses, mid-size burst phase)"
              if mid.get("charged") and knee else "")
+    low = mid.get("below") or {}
+    if low.get("charged") and knee:
+        b0, b1 = low["bandwidth_gbps"]
+        moved += (f";\nbelow {knee / MIB:g} MiB {b0:.2f} -> {b1:.2f} Gbit/s (queued responses, mid-size burst "
+                  "phase)")
     return f"fitted alpha-beta; small responses {a_ms:.2f} ms ({src}){moved}"
 
 
