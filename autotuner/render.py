@@ -241,9 +241,9 @@ def fit_regime_lines(d: dict) -> list[str]:
         lines.append(f"  burst phase (recorded, not charged): {burst['fixed_ms']:.2f} ms per small response back to back "
                      "in a busy cycle, wall clock without the timeline; a step's small responses also run while the "
                      "ranks sleep (docs/accuracy.md, \"The burst phase\")")
-    moved = ((small.get("mid") or {}).get("below") or {}).get("charged")
+    bw_moved = ((small.get("mid") or {}).get("below") or {}).get("charged")
     lines.append(f"  per byte{below}: {b_ms:.2f} ms/MiB, "
-                 + ("the mid-size burst phase's (below)" if moved else
+                 + ("the mid-size burst phase's (below)" if bw_moved else
                     "the sweep's pooled collective spans" + (" below the knee" if knee else "")))
     if knee and piece:
         lines.append(f"  large responses (>= {knee / MIB:g} MiB): {piece['large']['a_ms']:.2f} ms + "

@@ -161,11 +161,8 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     mrecs, mproblems = read_phase_records(src.parent / MID_RECORDS, parse_burst_records,
                                           f"{env.path.name}/{MID_RECORDS}")
     env.problems += mproblems
-    mid_info = mid_response([r for r in mrecs if r.get("tier", first) == first], cost, ranks[first])
-    if mid_info["charged"] and ranks[first] != cluster.size:
-        mid_info["charged"] = False
-        mid_info["note"] = (f"measured, not charged: the phase ran {ranks[first]} rank(s) of the {first} tier, the "
-                            f"cluster has {cluster.size}")
+    mrecs = [r for r in mrecs if r.get("tier", first) == first]
+    mid_info = _on_cluster_ranks(mid_response(mrecs, cost, ranks[first]), ranks[first], first, cluster)
     if mid_info["charged"]:
         t = cost.inter
         cost = replace(cost, inter=replace(t, large_alpha_s=max(
@@ -178,8 +175,8 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
                                           f"{env.path.name}/{STEP_RECORDS}")
     env.problems += sproblems
     step_cluster = cluster if ranks[first] == cluster.size else Cluster(ranks[first], 1)
-    step_info = step_small_response([r for r in srecs if r.get("tier", first) == first], cost, step_cluster,
-                                    meta.get("backend"))
+    srecs = [r for r in srecs if r.get("tier", first) == first]
+    step_info = step_small_response(srecs, cost, step_cluster, meta.get("backend"))
     step_info["charged"] = step_info["fixed_ms"] is not None and ranks[first] == cluster.size
     small_info["step"] = step_info
     if step_info["charged"]:
@@ -196,17 +193,12 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     # the same mid-size phase, after the small responses' price is set (its fixed part); the step phase, whose
     # replay's 256 KiB gradients are priced on that line, is then solved again (docs/accuracy.md, "Mid-size
     # responses below the knee")
-    below = mid_bandwidth([r for r in mrecs if r.get("tier", first) == first], cost, ranks[first])
-    if below["charged"] and ranks[first] != cluster.size:
-        below["charged"] = False
-        below["note"] = (f"measured, not charged: the phase ran {ranks[first]} rank(s) of the {first} tier, the "
-                         f"cluster has {cluster.size}")
-    mid_info["below"] = below
+    below = mid_info["below"] = _on_cluster_ranks(mid_bandwidth(mrecs, cost, ranks[first]), ranks[first], first,
+                                                  cluster)
     if below["charged"]:
         cost = replace(cost, inter=replace(cost.inter, bandwidth_Bps=below["bandwidth_gbps"][1] / 8e-9))
         if step_info["charged"]:
-            again = step_small_response([r for r in srecs if r.get("tier", first) == first], cost, step_cluster,
-                                        meta.get("backend"))
+            again = step_small_response(srecs, cost, step_cluster, meta.get("backend"))
             below["step_fixed_ms"] = [step_info["fixed_ms"], again["fixed_ms"]]
             if again["fixed_ms"] is not None:
                 again["charged"] = True
@@ -228,6 +220,16 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
                 "samples": [{"bytes": float(n), "time_ms": float(t * 1e3), "count": int(c), "pred_ms": float(q * 1e3)}
                             for n, t, c, q in zip(sizes, times, counts, pred)]}
     return _model_dict(env, cluster, cost, fit_info, {}, run_config(meta, {}))
+
+
+def _on_cluster_ranks(info: dict[str, Any], ranks: int, tier: str, cluster: Cluster) -> dict[str, Any]:
+    """``info`` (a mid-size rule's result, :func:`mid_response` or :func:`mid_bandwidth`) with its charge withdrawn,
+    and a note saying why, where the phase ran ``ranks`` ranks of ``tier`` and the cluster has more or fewer."""
+    if info["charged"] and ranks != cluster.size:
+        info["charged"] = False
+        info["note"] = (f"measured, not charged: the phase ran {ranks} rank(s) of the {tier} tier, the cluster has "
+                        f"{cluster.size}")
+    return info
 
 
 def _tier(by_size: dict[int, list[float]], p: int):
@@ -566,6 +568,27 @@ MID_RECORDS = "burst-mid.jsonl"
 MIN_MID_JOBS = 3
 
 
+def _mid_sizes(recs: list[dict[str, Any]], keep, cost, p: int) -> tuple[list[list], list[float], set[int]]:
+    """The mid-size burst phase's jobs (``recs``, already those on ``p`` ranks without the timeline) per record size
+    ``b`` and count ``c`` with ``keep(b)``, against the simulator on ``cost``: ``(sizes, diffs, sides)``, sorted by
+    size: ``sizes`` rows ``[bytes, jobs, measured min, median, max, simulated]`` (ms per response; measured:
+    :func:`burst_marginals_ms`, simulated: :func:`_burst_marginal_sim_s`), ``diffs`` the median measured - simulated
+    per size (ms), ``sides`` the set of +1 (every job above the simulated marginal), -1 (every one below), 0 (some on
+    each side)."""
+    by: dict[tuple[int, int], list[float]] = {}
+    for r in recs:
+        for b, c, m_ms in burst_marginals_ms(r):
+            if keep(b):
+                by.setdefault((b, c), []).append(m_ms)
+    rows, diffs, sides = [], [], set()
+    for b, c in sorted(by):
+        m, sim = by[(b, c)], _burst_marginal_sim_s(cost, b, c, p) * 1e3
+        rows.append([b, len(m), min(m), float(np.median(m)), max(m), sim])
+        diffs.append(float(np.median(m)) - sim)
+        sides.add(1 if min(m) > sim else -1 if max(m) < sim else 0)
+    return rows, diffs, sides
+
+
 def mid_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     """What a mid-size response (at or above the tier's knee, ``large_from_bytes``) costs back to back in a busy
     cycle by the wall clock, against what ``cost``'s line above the knee charges for it: the shift of that line's
@@ -602,20 +625,10 @@ def mid_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     if knee is None:
         out["note"] = "the tier has one line for all sizes: nothing above a knee to shift"
         return out
-    by: dict[tuple[int, int], list[float]] = {}
-    for r in recs:
-        for b, c, m_ms in burst_marginals_ms(r):
-            if b >= knee:
-                by.setdefault((b, c), []).append(m_ms)
-    if not by:
+    out["sizes"], diffs, sides = _mid_sizes(recs, lambda b: b >= knee, cost, p)
+    if not diffs:
         out["note"] = f"no record size at or above the knee ({knee / MIB:g} MiB)"
         return out
-    sides, diffs = set(), []
-    for b, c in sorted(by):
-        m, sim = by[(b, c)], _burst_marginal_sim_s(cost, b, c, p) * 1e3
-        out["sizes"].append([b, len(m), min(m), float(np.median(m)), max(m), sim])
-        diffs.append(float(np.median(m)) - sim)
-        sides.add(1 if min(m) > sim else -1 if max(m) < sim else 0)
     out["shift_ms"] = float(np.median(diffs))
     if len(recs) < MIN_MID_JOBS:
         out["note"] = f"{len(recs)} job(s), fewer than {MIN_MID_JOBS}"
@@ -669,23 +682,13 @@ def mid_bandwidth(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     if knee is None:
         out["note"] = "the tier has one line for all sizes, the large messages' too: its bandwidth stands"
         return out
-    by: dict[tuple[int, int], list[float]] = {}
-    for r in recs:
-        for b, c, m_ms in burst_marginals_ms(r):
-            if MID_BANDWIDTH_FROM_BYTES <= b < knee:
-                by.setdefault((b, c), []).append(m_ms)
-    if len(by) < MIN_MID_BELOW_SIZES:
-        out["note"] = (f"{len(by)} record size(s) from {MID_BANDWIDTH_FROM_BYTES / MIB:g} MiB to under the knee "
+    rows, ds, sides = _mid_sizes(recs, lambda b: MID_BANDWIDTH_FROM_BYTES <= b < knee, cost, p)
+    if len(rows) < MIN_MID_BELOW_SIZES:
+        out["note"] = (f"{len(rows)} record size(s) from {MID_BANDWIDTH_FROM_BYTES / MIB:g} MiB to under the knee "
                        f"({knee / MIB:g} MiB), fewer than {MIN_MID_BELOW_SIZES}")
         return out
-    sides, bs, ds = set(), [], []
-    for b, c in sorted(by):
-        m, sim = by[(b, c)], _burst_marginal_sim_s(cost, b, c, p) * 1e3
-        out["sizes"].append([b, len(m), min(m), float(np.median(m)), max(m), sim])
-        bs.append(b / MIB)
-        ds.append(float(np.median(m)) - sim)
-        sides.add(1 if min(m) > sim else -1 if max(m) < sim else 0)
-    b_, d_ = np.array(bs), np.array(ds)
+    out["sizes"] = rows
+    b_, d_ = np.array([r[0] / MIB for r in rows]), np.array(ds)
     k = float(np.sum(d_ * b_) / np.sum(b_ * b_))  # ms per MiB of response
     out["k_ms_per_mib"] = k
     inv = 1.0 / cost.inter.bandwidth_Bps + k * 1e-3 / MIB * p / (2 * (p - 1))
