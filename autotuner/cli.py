@@ -1460,6 +1460,9 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                                                  "small gradients: defaults, fusion off, cache off at 100 ms of "
                                                  "compute, defaults and fusion off at 300 ms; no timeline; 0 skips "
                                                  "it)", callback=opt.checked(opt.Index, "--step-repeats")),
+                fused_repeats: int = typer.Option(3, "--fused-repeats", help="jobs of the fused phase (fused responses "
+                                                  "of 4-32 MiB against lone ones, timed without the timeline; 0 "
+                                                  "skips it)", callback=opt.checked(opt.Index, "--fused-repeats")),
                 fp16_repeats: int = typer.Option(3, "--fp16-repeats", help="jobs of the fp16 phase (float16 against "
                                                  "float32 allreduces, the casts; 0 skips it)",
                                                  callback=opt.checked(opt.Index, "--fp16-repeats")),
@@ -1485,6 +1488,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                           ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait, cpu_repeats=cpu_repeats,
                           trickle_repeats=trickle_repeats, idle_repeats=idle_repeats, fp16_repeats=fp16_repeats,
                           burst_repeats=burst_repeats, step_repeats=step_repeats, mid_repeats=mid_repeats,
+                          fused_repeats=fused_repeats,
                           on_total=lambda done, total: bar.update(task, completed=done, total=total),
                           on_item=lambda r: bar.update(task, advance=1,
                                                        description=f"{r['phase']} {r['bytes']} B: {r['median_ms']:.2f} ms"),
@@ -1498,7 +1502,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
     if big:
         out.print(f"largest allreduce: {big['mib']:g} MiB in {big['median_ms']:.1f} ms (algbw {big['algbw_gbit_s']:.3f} Gbit/s)",
                   highlight=False)
-    for name in ("cpu", "trickle", "idle", "burst", "mid", "step", "fp16"):
+    for name in ("cpu", "trickle", "idle", "burst", "mid", "step", "fused", "fp16"):
         ph = summary.get(name)
         if ph:
             out.print(f"{'mid-size burst' if name == 'mid' else name} phase: {ph['jobs_new']} job(s) run, {ph['jobs_recorded']} recorded in {ph['records']}",

@@ -1,7 +1,7 @@
 """Measure one probe phase of ``autotuner measure`` (``--phase burst``, the default: small responses timed by the
 wall clock, no timeline; ``--phase step``: replay jobs of a synthetic layout of many small gradients, defaults /
-fusion off / cache off, no timeline; ``--phase fp16``: float16 against float32 allreduces of gradient-like values) on committed
-sweep environments, each with its own recorded setup (link rate, emulated hosts, wait mode), and copy the
+fusion off / cache off, no timeline; ``--phase fp16``: float16 against float32 allreduces of gradient-like values;
+``--phase fused``: fused responses of 4-32 MiB against lone ones, no timeline) on committed sweep environments, each with its own recorded setup (link rate, emulated hosts, wait mode), and copy the
 phase's records into ``runs/<env>/<phase>.jsonl``, keeping the env's earlier records of the phase as
 ``<phase>-previous-<k>.jsonl`` (no fit reads them; the fp16 phase's older ones are ``fp16-ones.jsonl``, which summed
 ones, and ``fp16-lone.jsonl``, one tensor per allreduce).
@@ -14,6 +14,7 @@ at a time; a killed run resumes (the scratch copy is kept until the env is done)
     python scripts/probe_phase.py fresh-3gbit fresh-poll-2gbit --repeats 3
     python scripts/probe_phase.py --phase step --repeats 3
     python scripts/probe_phase.py --phase step --repeats 5 --extend   # 2 more rounds after the committed 3
+    python scripts/probe_phase.py --phase fused --repeats 3
     python scripts/probe_phase.py --phase fp16 fresh-poll-0.75gbit fresh-poll-1.25gbit fresh-poll-2gbit fresh-poll-2x1-3gbit
 """
 from __future__ import annotations
@@ -48,7 +49,7 @@ def setup_args(env: str) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("envs", nargs="*")
-    ap.add_argument("--phase", choices=("burst", "step", "fp16"), default="burst")
+    ap.add_argument("--phase", choices=("burst", "step", "fp16", "fused"), default="burst")
     ap.add_argument("--repeats", type=int, default=3, help="jobs (step: rounds of 3 jobs) of the phase per env")
     ap.add_argument("--extend", action="store_true",
                     help="keep the env's records of the phase and add jobs up to --repeats (measure resumes them)")
@@ -70,7 +71,8 @@ def main() -> int:
                *setup_args(env), "--cpu-repeats", "0", "--trickle-repeats", "0", "--idle-repeats", "0",
                "--fp16-repeats", str(a.repeats) if a.phase == "fp16" else "0",
                "--burst-repeats", str(a.repeats) if a.phase == "burst" else "0",
-               "--step-repeats", str(a.repeats) if a.phase == "step" else "0"]
+               "--step-repeats", str(a.repeats) if a.phase == "step" else "0",
+               "--fused-repeats", str(a.repeats) if a.phase == "fused" else "0"]
         print("+ " + " ".join(cmd), flush=True)
         p = subprocess.run(cmd, cwd=ROOT)
         if p.returncode != 0:

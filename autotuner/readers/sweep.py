@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RunsError, SchemaError
-from ..schemas import BurstRecord, CpuProbeRecord, Fp16Record, IdleRecord, StepRecord, SweepRecord, TrickleRecord, check
+from ..schemas import BurstRecord, CpuProbeRecord, Fp16Record, FusedRecord, IdleRecord, StepRecord, SweepRecord, TrickleRecord, check
 from .files import read_text
 
 
@@ -69,6 +69,11 @@ def parse_step_records(text: str, source: str) -> tuple[list[dict[str, Any]], li
 def parse_fp16_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
     """(records, problems) of an ``fp16.jsonl`` (the ``fp16`` phase of ``autotuner measure``)."""
     return parse_sweep_records(text, source, Fp16Record)
+
+
+def parse_fused_records(text: str, source: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """(records, problems) of a ``fused.jsonl`` (the ``fused`` phase of ``autotuner measure``)."""
+    return parse_sweep_records(text, source, FusedRecord)
 
 
 def read_phase_records(path: Path, parse, source: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:

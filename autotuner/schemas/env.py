@@ -420,6 +420,32 @@ class Fp16Record(BaseModel):
         return self
 
 
+class FusedRecord(BaseModel):
+    """One line of ``fused.jsonl``, the ``fused`` phase of ``autotuner measure``
+    (:mod:`autotuner.frameworks.horovod.sweepprobe` with ``--one-line``): one job at Horovod's defaults, no timeline;
+    per size S (bytes), the timed samples (ms) of one tensor of S allreduced alone (``lone_ms``) and of 8 float32
+    + 8 float64 tensors of S/8 bytes enqueued together, two fused responses of S back to back (``fused_ms``).
+    Unknown keys are kept."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+    phase: Literal["fused"]
+    tier: Literal["intra", "inter", "single"]
+    repeat: Annotated[int, Field(ge=0)]
+    sizes: Annotated[list[Annotated[int, Field(ge=64)]], Field(min_length=1)]
+    lone_ms: Annotated[list[Annotated[list[Annotated[float, Field(gt=0, allow_inf_nan=False)]], Field(min_length=1)]],
+                       Field(min_length=1)]
+    fused_ms: Annotated[list[Annotated[list[Annotated[float, Field(gt=0, allow_inf_nan=False)]], Field(min_length=1)]],
+                        Field(min_length=1)]
+    ranks: Annotated[int, Field(ge=2)]
+    wait: Literal["spin", "sleep"]
+
+    @model_validator(mode="after")
+    def _same_lengths(self):
+        if not len(self.sizes) == len(self.lone_ms) == len(self.fused_ms):
+            raise ValueError("sizes, lone_ms and fused_ms must have one entry per size")
+        return self
+
+
 class _EnvHead(BaseModel):
     model_config = ConfigDict(extra="allow")
     format: Format

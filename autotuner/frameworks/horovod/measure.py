@@ -39,7 +39,8 @@ import numpy as np
 
 from ...errors import ValidationError
 from .knobs import DEFAULTS_0_28, MIB
-from ...readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
+from ...readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_fused_records,
+                             parse_idle_records,
                              parse_step_records, parse_sweep_records,
                              parse_trickle_records)
 from .sweepprobe import FUSION_SPLIT
@@ -78,6 +79,11 @@ _STEP_LINE = re.compile(rb"AUTOTUNER_RESULT (\{.*\})")
 FP16_RECORDS, FP16_REPEATS = "fp16.jsonl", 3
 _FP16_LINE = re.compile(rb"AUTOTUNER_FP16 (\{.*\})")
 _CPU_LINE = re.compile(rb"AUTOTUNER_CPU (\{.*\})")
+#: the ``fused`` phase (:func:`run_fused_phase`): its records, jobs and sizes (bytes): a fused response against a lone one
+#: of the same bytes, no timeline. Read by the fit (:func:`autotuner.frameworks.horovod.fit.sweep.fused_copy`: the
+#: fusion buffer's copies by the wall clock; docs/accuracy.md, "Fused responses without the timeline")
+FUSED_RECORDS, FUSED_REPEATS, FUSED_SIZES = "fused.jsonl", 3, (4 * MIB, 16 * MIB, 32 * MIB)
+_FUSED_LINE = re.compile(rb"AUTOTUNER_FUSED (\{.*\})")
 #: the default message sizes: 1 KiB to 512 MiB, doubling (bytes)
 DEFAULT_SIZES = tuple(1024 * 2**i for i in range(20))
 #: fused responses measured by the fusion phase (bytes): 64 KiB to Horovod's default fusion threshold, 64 MiB
@@ -314,7 +320,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 cpu_repeats: int = CPU_REPEATS, trickle_repeats: int = TRICKLE_REPEATS,
                 idle_repeats: int = IDLE_REPEATS, fp16_repeats: int = FP16_REPEATS,
                 burst_repeats: int = BURST_REPEATS, step_repeats: int = STEP_REPEATS,
-                mid_repeats: int = MID_REPEATS,
+                mid_repeats: int = MID_REPEATS, fused_repeats: int = FUSED_REPEATS,
                 on_total: Callable[[int, int], None] | None = None,
                 on_item: Callable[[dict[str, Any]], None] | None = None,
                 on_event: Callable[[str], None] | None = None) -> dict[str, Any]:
@@ -327,7 +333,8 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
     no timeline; 0 skips it); ``mid_repeats``: jobs of the mid-size burst phase (:func:`run_burst_phase` with
     :data:`MID_SIZES` and :data:`MID_COUNTS`, records :data:`MID_RECORDS`, no timeline; 0 skips it);
     ``step_repeats``: rounds of the ``step`` phase (:func:`run_step_phase`, no
-    timeline; 0 skips it); ``fp16_repeats``: jobs of the ``fp16`` phase (:func:`run_fp16_phase`,
+    timeline; 0 skips it); ``fused_repeats``: jobs of the ``fused`` phase (:func:`run_fused_phase`, no timeline; 0
+    skips it); ``fp16_repeats``: jobs of the ``fp16`` phase (:func:`run_fp16_phase`,
     last; 0 skips it). ``on_total(done, total)`` is called once with the item counts,
     ``on_item(record)`` per item recorded, ``on_event(line)`` per job started or finished.
     Returns a JSON-ready summary.
@@ -453,6 +460,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
         mid = run_burst_phase(env_dir, setup, plan[-1], tb, mid_repeats, timeout_s, say, sizes=MID_SIZES,
                               counts=MID_COUNTS, records=MID_RECORDS)
         step = run_step_phase(env_dir, setup, plan[-1], tb, step_repeats, timeout_s, say)
+        fused = run_fused_phase(env_dir, setup, plan[-1], tb, fused_repeats, timeout_s, say)
         fp16 = run_fp16_phase(env_dir, setup, plan[-1], tb, fp16_repeats, timeout_s, say)
     shutil.rmtree(scratch, ignore_errors=True)
     recs = store.records()
@@ -465,7 +473,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 "algbw_gbit_s": round(top["bytes"] * 8 / (top["median_ms"] * 1e-3) / 1e9, 3)},
             "timelines": sorted(str(p.relative_to(env_dir)) for p in (env_dir / "timelines").glob("*.json.gz")),
             "cpu": cpu, "trickle": trickle, "idle": idle, "burst": burst, "mid": mid, "step": step,
-            "fp16": fp16, "dropped": store.dropped}
+            "fused": fused, "fp16": fp16, "dropped": store.dropped}
 
 
 @dataclass(frozen=True)
@@ -642,6 +650,26 @@ def run_step_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: in
     return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="step", records=STEP_RECORDS,
                            parse=parse_step_records, timelines="step-timelines", line=_STEP_LINE, jobs=jobs,
                            key_of=lambda r: (r["tier"], r["job"], int(r["repeat"]), float(r["compute_ms"])))
+
+
+def run_fused_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
+                    say: Callable[[str], None]) -> dict[str, Any]:
+    """The ``fused`` phase (:mod:`autotuner.frameworks.horovod.sweepprobe` ``--one-line``): ``repeats`` jobs on
+    ``tier``'s ranks at Horovod's defaults, no timeline, waited for as the env's ranks wait (``setup.wait``); each
+    times, per size of :data:`FUSED_SIZES`, one tensor of S bytes allreduced alone and 8 float32 + 8 float64 tensors of
+    S/8 bytes enqueued together (two fused responses of S back to back: Horovod fuses one dtype at a time); one
+    :class:`autotuner.schemas.FusedRecord` per job in ``fused.jsonl`` (resumable). The sweep's timelines time the
+    fusion buffer's copies with the timeline's writer on the same cores; this times what a fused response costs
+    over a lone one by the wall clock. Returns and raises as :func:`run_cpu_phase`."""
+    sizes = ",".join(map(str, FUSED_SIZES))
+    jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.frameworks.horovod.sweepprobe",
+                     ("--sizes", sizes, "--fusion-sizes", sizes, "--repeats", "5", "--warmup", "1", "--wait",
+                      setup.wait, "--one-line"), DEFAULTS_0_28, False,
+                     f"fused responses against lone ones, no timeline (job {k + 1} of {repeats})")
+            for k in range(repeats)]
+    return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="fused", records=FUSED_RECORDS,
+                           parse=parse_fused_records, timelines="fused-timelines", line=_FUSED_LINE, jobs=jobs,
+                           key_of=lambda r: (r["tier"], int(r["repeat"])))
 
 
 def run_fp16_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,

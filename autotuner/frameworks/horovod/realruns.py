@@ -489,7 +489,7 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
             testbed_hosts: int | None = None, ranks_per_host: int | None = None, link_gbit: float | None = None,
             wait: str = "spin", cpu_repeats: int = 5, trickle_repeats: int = 2, idle_repeats: int = 3,
             fp16_repeats: int = 3, burst_repeats: int = 3, step_repeats: int = 5, mid_repeats: int = 3,
-            on_total=None, on_item=None, on_event=None) -> dict:
+            fused_repeats: int = 3, on_total=None, on_item=None, on_event=None) -> dict:
     """``autotuner measure``: the allreduce sweep of :mod:`autotuner.frameworks.horovod.measure` into
     ``runs_dir/<env>/`` (resumes a killed sweep), then its ``cpu`` phase (``cpu_repeats``
     rounds, :mod:`autotuner.frameworks.horovod.cpuprobe`) and its ``trickle`` phase (``trickle_repeats``
@@ -497,7 +497,8 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
     :mod:`autotuner.frameworks.horovod.idleprobe`), its ``burst`` phase (``burst_repeats`` jobs, no timeline,
     :mod:`autotuner.frameworks.horovod.burstprobe`), its mid-size burst phase (``mid_repeats`` jobs of the same probe
     at 256 KiB-4 MiB, no timeline), its ``step`` phase (``step_repeats`` rounds of 5 replay jobs, no
-    timeline, :mod:`autotuner.frameworks.horovod.stepprobe`) and its ``fp16`` phase (``fp16_repeats`` jobs,
+    timeline, :mod:`autotuner.frameworks.horovod.stepprobe`), its ``fused`` phase (``fused_repeats`` jobs, no timeline:
+    fused responses against lone ones, :func:`autotuner.frameworks.horovod.measure.run_fused_phase`) and its ``fp16`` phase (``fp16_repeats`` jobs,
     :mod:`autotuner.frameworks.horovod.fp16probe`; 0 skips any of them). ``sizes``: ``LO:HI`` or a comma list (bytes,
     ``K``/``M``/``G`` binary units), default 1K:512M. ``runs_dir`` None: ``$AUTOTUNER_RUNS_DIR``, else
     ./runs, else the user's folder. Returns the JSON-ready summary (with ``runs_dir``). Raises
@@ -516,7 +517,7 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
     for bad, v in (("--cpu-repeats", cpu_repeats), ("--trickle-repeats", trickle_repeats),
                    ("--idle-repeats", idle_repeats), ("--fp16-repeats", fp16_repeats),
                    ("--burst-repeats", burst_repeats), ("--step-repeats", step_repeats),
-                   ("--mid-repeats", mid_repeats)):
+                   ("--mid-repeats", mid_repeats), ("--fused-repeats", fused_repeats)):
         if v < 0:
             raise ValidationError(f"{bad} {v}: must be >= 0")
     tiers(np, hosts)  # bad --hosts: one line before anything starts
@@ -532,5 +533,5 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
         summary = run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, cpu_repeats=cpu_repeats,
                               trickle_repeats=trickle_repeats, idle_repeats=idle_repeats, fp16_repeats=fp16_repeats,
                               burst_repeats=burst_repeats, step_repeats=step_repeats, mid_repeats=mid_repeats,
-                              on_total=on_total, on_item=on_item, on_event=on_event)
+                              fused_repeats=fused_repeats, on_total=on_total, on_item=on_item, on_event=on_event)
     return summary | {"runs_dir": str(runs_dir)}

@@ -34,8 +34,11 @@ the largest messages on a slow link take seconds each; after the second timed sa
 
 Output (rank 0, stdout): one line ``AUTOTUNER_SWEEP {json}`` per finished item, with keys
 ``phase``, ``bytes`` (bytes of one response: the tensor, the fused S, or 4·N), ``tensors``
-(tensors per sample), ``times_ms`` (timed samples, ms), ``ranks``. Errors: a bad argument
-exits with status 2 and one line on stderr.
+(tensors per sample), ``times_ms`` (timed samples, ms), ``ranks``. With ``--one-line`` (``autotuner measure``'s
+``fused`` phase: the same ``--sizes`` and ``--fusion-sizes``, one job one record) instead one line
+``AUTOTUNER_FUSED {json}`` at the end: ``sizes``, ``lone_ms`` and ``fused_ms`` (per size, the timed samples of the
+``allreduce`` and ``fusion`` items), ``ranks``, ``wait``. Errors: a bad argument exits with status 2 and one line
+on stderr.
 """
 from __future__ import annotations
 
@@ -45,6 +48,7 @@ import sys
 import time
 
 TAG = "AUTOTUNER_SWEEP"
+FUSED_TAG = "AUTOTUNER_FUSED"  # --one-line
 WAIT_POLL_S = 0.0002  # the replay workload's (autotuner.frameworks.horovod.replay.WAIT_POLL_S; not imported: light start)
 FUSION_SPLIT = 8  # tensors per dtype per fusion batch
 
@@ -67,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(autotuner.frameworks.horovod.replay.WAIT_POLL_S: emulated hosts sharing few cores)")
     p.add_argument("--budget-s", type=float, default=15.0, help="seconds per item after which sampling stops "
                    "(at least 2 timed samples)")
+    p.add_argument("--one-line", action="store_true", help="the fused phase: one AUTOTUNER_FUSED line at the end "
+                   "(--sizes and --fusion-sizes the same list)")
     try:
         args = p.parse_args(argv)
         sizes, fusion, tiny = _ints(args.sizes), _ints(args.fusion_sizes), _ints(args.tiny_counts)
@@ -78,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             or any(v < 1 for v in tiny) or args.unfused_count < 2:
         print("error: --repeats >= 1, --warmup >= 0, sizes >= 4 bytes, tiny counts >= 1, --unfused-count >= 2",
               file=sys.stderr)
+        return 2
+    if args.one_line and (not sizes or sizes != fusion or unfused or tiny):
+        print("error: --one-line needs --sizes and --fusion-sizes the same list, and no other phase", file=sys.stderr)
         return 2
     try:
         import horovod.torch as hvd
@@ -99,8 +108,11 @@ def main(argv: list[str] | None = None) -> int:
         for h in hs:
             hvd.synchronize(h)
 
+    items: dict[tuple[str, int], list[float]] = {}
+
     def emit(phase: str, nbytes: int, tensors: int, times: list[float]) -> None:
-        if rank0:
+        items[(phase, nbytes)] = [round(t, 4) for t in times]
+        if rank0 and not args.one_line:
             print(f"{TAG} " + json.dumps({"phase": phase, "bytes": nbytes, "tensors": tensors, "ranks": hvd.size(),
                                           "times_ms": [round(t, 4) for t in times]}), flush=True)
 
@@ -146,6 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         def batch(ts=ts):
             wait([hvd.allreduce_async_(x, name=name) for x, name in ts])
         emit("negotiation", 4 * k, k, timed(batch))
+    if rank0 and args.one_line:
+        # the fusion item's bytes are what its tensors hold (FUSION_SPLIT x S / FUSION_SPLIT rounded down)
+        fused = {s: items[("fusion", max(s // FUSION_SPLIT, 8) * FUSION_SPLIT)] for s in fusion}
+        print(f"{FUSED_TAG} " + json.dumps({"sizes": sizes, "lone_ms": [items[("allreduce", n)] for n in sizes],
+                                             "fused_ms": [fused[n] for n in sizes], "ranks": hvd.size(),
+                                             "wait": args.wait}), flush=True)
     # the timeline is written by a background thread: let it drain before shutdown
     time.sleep(0.5)
     hvd.shutdown()

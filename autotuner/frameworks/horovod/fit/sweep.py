@@ -37,7 +37,8 @@ from ....errors import AutotunerError, FitError
 from ..knobs import MIB
 from ....model.costmodel import Cluster, ComputeDelay, Fp16Cost
 from ....readers.runs import EnvData
-from ....readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
+from ....readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_fused_records,
+                             parse_idle_records,
                              parse_step_records,
                              parse_trickle_records, read_phase_records, read_sweep_records)
 from ....readers.timeline import read_timeline, samples
@@ -109,6 +110,19 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     if host_info is None:
         env.problems.append(f"{env.name}: {len(m)} fused response(s) and {len(gaps)} back-to-back pair(s) in the "
                             "kept timelines: host passes not fitted (the fusion phase needs --timeline-mark-cycles)")
+    # charged where measured on the cluster's own ranks: the fusion buffer's copies by the wall clock, no timeline,
+    # in place of the timelines' copy rate (docs/accuracy.md, "Fused responses without the timeline"); first, so
+    # that every term solved after it (the mid-size rules, the step phase) is solved on it
+    urecs, uproblems = read_phase_records(src.parent / FUSED_RECORDS, parse_fused_records,
+                                          f"{env.path.name}/{FUSED_RECORDS}")
+    env.problems += uproblems
+    fused_info = _on_cluster_ranks(fused_copy([r for r in urecs if r.get("tier", first) == first], cost.host),
+                                   ranks[first], first, cluster)
+    if fused_info["charged"]:
+        cost = replace(cost, host=replace(cost.host, memcpy_s_per_byte=fused_info["ms_per_mib"] * 1e-3 / MIB,
+                                          memcpy_spill_s_per_byte=0.0))
+    if host_info is not None:
+        host_info["fused"] = fused_info
     neg_info = _per_tensor([r for r in recs if r.get("tier", first) == first])  # the fitted tier's batches only
     if neg_info.get("per_tensor_us") is not None:
         cost = replace(cost, negotiation=replace(cost.negotiation, per_tensor_s=neg_info["per_tensor_us"] * 1e-6))
@@ -220,6 +234,63 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
                 "samples": [{"bytes": float(n), "time_ms": float(t * 1e3), "count": int(c), "pred_ms": float(q * 1e3)}
                             for n, t, c, q in zip(sizes, times, counts, pred)]}
     return _model_dict(env, cluster, cost, fit_info, {}, run_config(meta, {}))
+
+
+#: the fused phase's records beside ``source`` (:data:`autotuner.frameworks.horovod.measure.FUSED_RECORDS`)
+FUSED_RECORDS = "fused.jsonl"
+#: fewest jobs and sizes of the fused phase for its copy rate to be charged
+MIN_FUSED_JOBS, MIN_FUSED_SIZES = 3, 2
+
+
+def fused_copy(recs: list[dict[str, Any]], host) -> dict[str, Any]:
+    """The fusion buffer's copies by the wall clock, from the ``fused`` phase (:class:`autotuner.schemas.FusedRecord`,
+    no timeline), in place of the copy rate the sweep's timelines give (``host``, the fitted
+    :class:`autotuner.model.costmodel.HostPasses`, or None).
+
+    The simulator charges a fused response of ``S`` bytes what a lone one of ``S`` costs (the tier's line, the gap
+    after it) plus ``HostPasses.memcpy_s(S)``: MEMCPY_IN_FUSION_BUFFER and MEMCPY_OUT_FUSION_BUFFER (Horovod 0.28.1
+    ``horovod/common/ops/collective_operations.cc`` ``MemcpyInFusionBuffer``/``MemcpyOutFusionBuffer``; a lone
+    tensor is reduced in place: ``gloo_operations.cc`` ``GlooAllreduce::Execute``). Each job's point per size:
+    ``x(S) = (T_fused(S) - 2 T_lone(S)) / 2`` (ms; medians of the job's samples; the fused item is two responses of
+    ``S`` back to back, the lone item one per call). ``x = c + k S`` by least squares over every (job, size) point,
+    ``k >= 0`` (``scipy.optimize.lsq_linear``): ``k`` (ms per MiB) the copies' price per byte, ``c`` what the two
+    fused responses' shared cycle (one wait and one negotiation for two) and the rest take per response, not a copy.
+
+    Returns the model file's ``fit.host_passes.fused``: ``points`` (``[bytes, job, x ms]``), ``sizes`` (per size
+    ``[bytes, jobs, min, median, max, timelines' memcpy ms]``), ``ms_per_mib`` (``k``), ``fixed_ms`` (``c``),
+    ``timelines_ms_per_mib`` (the timelines' rate below and above their knee) and ``charged``: True with at least
+    :data:`MIN_FUSED_JOBS` jobs and :data:`MIN_FUSED_SIZES` sizes and host passes fitted (then
+    ``memcpy_s_per_byte = k``, no spill above the knee); else False with a ``note``."""
+    from scipy.optimize import lsq_linear
+
+    out: dict[str, Any] = {"jobs": len(recs), "charged": False, "ms_per_mib": None, "fixed_ms": None,
+                           "law": "x(S) = (T_fused(S) - 2 T_lone(S)) / 2 = c + k S, no timeline"}
+    if host is not None:
+        out["timelines_ms_per_mib"] = [host.memcpy_s_per_byte * MIB * 1e3,
+                                       (host.memcpy_s_per_byte + host.memcpy_spill_s_per_byte) * MIB * 1e3]
+    pts = [[int(b), j, (float(np.median(f)) - 2 * float(np.median(lo))) / 2]
+           for j, r in enumerate(recs) for b, lo, f in zip(r["sizes"], r["lone_ms"], r["fused_ms"])]
+    out["points"] = [[b, j, round(x, 4)] for b, j, x in pts]
+    sizes = sorted({b for b, _, _ in pts})
+    out["sizes"] = [[b, len(xs), min(xs), float(np.median(xs)), max(xs),
+                     None if host is None else host.memcpy_s(b) * 1e3]
+                    for b in sizes for xs in [[x for bb, _, x in pts if bb == b]]]
+    if not recs:
+        out["note"] = "no fused phase (measure --fused-repeats): the timelines' copy rate is charged"
+        return out
+    if len(recs) < MIN_FUSED_JOBS or len(sizes) < MIN_FUSED_SIZES:
+        out["note"] = (f"{len(recs)} job(s) of {len(sizes)} size(s), fewer than {MIN_FUSED_JOBS} jobs of "
+                       f"{MIN_FUSED_SIZES} sizes: the timelines' copy rate is charged")
+        return out
+    a = np.array([[1.0, b / MIB] for b, _, _ in pts])
+    y = np.array([x for _, _, x in pts])
+    sol = lsq_linear(a, y, bounds=([-np.inf, 0.0], [np.inf, np.inf]))
+    out["fixed_ms"], out["ms_per_mib"] = float(sol.x[0]), float(sol.x[1])
+    if host is None:
+        out["note"] = "recorded, not charged: no host passes fitted from the timelines to correct"
+        return out
+    out["charged"] = True
+    return out
 
 
 def _on_cluster_ranks(info: dict[str, Any], ranks: int, tier: str, cluster: Cluster) -> dict[str, Any]:
