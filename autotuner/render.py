@@ -180,8 +180,8 @@ def fit_regime_lines(d: dict) -> list[str]:
     """Where each figure of a ``sweep`` env's fitted model (``d``: the model dict, schema ``autotuner.model/1``)
     comes from, one regime per line (``autotuner fit``'s output; docs/accuracy.md, "The small-response
     regime"): the small responses' fixed cost (back to back in a busy cycle) and per-MiB cost, the large
-    responses' line, what the mid-size burst phase moved (above the knee, below it), the busy cycle's
-    negotiation, and what the printed R² and MAPE describe. Empty for other formats."""
+    responses' line, what the mid-size burst phase moved (above the knee, below it), the fused responses' copies
+    (the fused phase's, or the timelines'), the busy cycle's negotiation, and what the printed R² and MAPE describe. Empty for other formats."""
     f, inter = d.get("fit") or {}, (d.get("cost_model") or {}).get("inter") or {}
     if "small_responses" not in f:
         return []
@@ -278,6 +278,20 @@ def fit_regime_lines(d: dict) -> list[str]:
         else:
             lines.append(f"  mid-size responses{below} (recorded, not charged): {low['k_ms_per_mib']:+.2f} ms per MiB "
                          f"at {sizes} MiB against the line; {low.get('note', '')}")
+    fused = (f.get("host_passes") or {}).get("fused") or {}
+    if fused.get("ms_per_mib") is not None:
+        was = fused.get("timelines_ms_per_mib")
+        said = "" if not was else (f"; the sweep's timelines said {was[0]:.2f} ms per MiB"
+                                   + ("" if abs(was[1] - was[0]) < 5e-3 else f", {was[1]:.2f} above their knee"))
+        sizes = ", ".join(f"{r[0] / MIB:g}" for r in fused["sizes"])
+        head = ("  fused responses' copies: " if fused.get("charged") else
+                "  fused phase (recorded, not charged): ")
+        lines.append(f"{head}{fused['ms_per_mib']:.2f} ms per MiB (MEMCPY_IN + MEMCPY_OUT), from the fused phase: "
+                     f"two fused responses against two lone ones of {sizes} MiB, wall clock, no timeline "
+                     f"({fused['jobs']} job(s); {fused['fixed_ms']:+.2f} ms per response besides, not a copy)"
+                     + said + ("" if fused.get("charged") else f"; {fused.get('note', '')}"))
+    elif fused.get("jobs") and fused.get("note"):
+        lines.append(f"  fused phase (recorded, not charged): {fused['note']}")
     cyc = ((f.get("negotiation") or {}).get("per_cycle") or {})
     if cyc.get("cache_on_ms") is not None:
         off = cyc.get("cache_off_ms")

@@ -252,19 +252,24 @@ def fused_copy(recs: list[dict[str, Any]], host) -> dict[str, Any]:
     ``horovod/common/ops/collective_operations.cc`` ``MemcpyInFusionBuffer``/``MemcpyOutFusionBuffer``; a lone
     tensor is reduced in place: ``gloo_operations.cc`` ``GlooAllreduce::Execute``). Each job's point per size:
     ``x(S) = (T_fused(S) - 2 T_lone(S)) / 2`` (ms; medians of the job's samples; the fused item is two responses of
-    ``S`` back to back, the lone item one per call). ``x = c + k S`` by least squares over every (job, size) point,
-    ``k >= 0`` (``scipy.optimize.lsq_linear``): ``k`` (ms per MiB) the copies' price per byte, ``c`` what the two
-    fused responses' shared cycle (one wait and one negotiation for two) and the rest take per response, not a copy.
+    ``S`` back to back, the lone item one per call). ``x = c + k S`` by least squares over every (job, size) point
+    (``scipy.stats.linregress``): ``k`` (ms per MiB) the copies' price per byte, ``c`` what the two fused responses'
+    shared cycle (one wait and one negotiation for two) and the rest take per response, not a copy.
 
     Returns the model file's ``fit.host_passes.fused``: ``points`` (``[bytes, job, x ms]``), ``sizes`` (per size
-    ``[bytes, jobs, min, median, max, timelines' memcpy ms]``), ``ms_per_mib`` (``k``), ``fixed_ms`` (``c``),
-    ``timelines_ms_per_mib`` (the timelines' rate below and above their knee) and ``charged``: True with at least
-    :data:`MIN_FUSED_JOBS` jobs and :data:`MIN_FUSED_SIZES` sizes and host passes fitted (then
-    ``memcpy_s_per_byte = k``, no spill above the knee); else False with a ``note``."""
-    from scipy.optimize import lsq_linear
+    ``[bytes, jobs, min, median, max, timelines' memcpy ms]``), ``ms_per_mib`` (``k``), ``ms_per_mib_se`` (its
+    standard error), ``fixed_ms`` (``c``), ``timelines_ms_per_mib`` (the timelines' rate below and above their knee)
+    and ``charged``: True with at least :data:`MIN_FUSED_JOBS` jobs of :data:`MIN_FUSED_SIZES` sizes, host passes
+    fitted, ``k - 2 se > 0`` (the points pin a copy price: on fresh-2x1-5gbit, whose ranks spin on 2 cores, a
+    lone 32 MiB allreduce measured 76-236 ms and the points scatter over -72..+51 ms) and ``|k - t| > 2 se``, ``t``
+    the timelines' copies at the phase's sizes as one rate (``timelines_ms_per_mib_at_sizes``, least squares
+    through the origin): the phase resolves a difference (docs/accuracy.md, "Fused responses without the timeline":
+    narrowed so after the committed replays); then ``memcpy_s_per_byte = k``, no spill above the knee. Else False
+    with a ``note``."""
+    from scipy.stats import linregress
 
-    out: dict[str, Any] = {"jobs": len(recs), "charged": False, "ms_per_mib": None, "fixed_ms": None,
-                           "law": "x(S) = (T_fused(S) - 2 T_lone(S)) / 2 = c + k S, no timeline"}
+    out: dict[str, Any] = {"jobs": len(recs), "charged": False, "ms_per_mib": None, "ms_per_mib_se": None,
+                           "fixed_ms": None, "law": "x(S) = (T_fused(S) - 2 T_lone(S)) / 2 = c + k S, no timeline"}
     if host is not None:
         out["timelines_ms_per_mib"] = [host.memcpy_s_per_byte * MIB * 1e3,
                                        (host.memcpy_s_per_byte + host.memcpy_spill_s_per_byte) * MIB * 1e3]
@@ -282,12 +287,23 @@ def fused_copy(recs: list[dict[str, Any]], host) -> dict[str, Any]:
         out["note"] = (f"{len(recs)} job(s) of {len(sizes)} size(s), fewer than {MIN_FUSED_JOBS} jobs of "
                        f"{MIN_FUSED_SIZES} sizes: the timelines' copy rate is charged")
         return out
-    a = np.array([[1.0, b / MIB] for b, _, _ in pts])
-    y = np.array([x for _, _, x in pts])
-    sol = lsq_linear(a, y, bounds=([-np.inf, 0.0], [np.inf, np.inf]))
-    out["fixed_ms"], out["ms_per_mib"] = float(sol.x[0]), float(sol.x[1])
+    fit = linregress([b / MIB for b, _, _ in pts], [x for _, _, x in pts])
+    se = 0.0 if not np.isfinite(fit.stderr) else float(fit.stderr)
+    out["fixed_ms"], out["ms_per_mib"], out["ms_per_mib_se"] = float(fit.intercept), float(fit.slope), se
+    if fit.slope - 2 * se <= 0:
+        out["note"] = (f"the points do not pin a copy price ({fit.slope:+.2f} +/- {2 * se:.2f} ms per MiB, two "
+                       "standard errors, includes 0): the timelines' copy rate is charged")
+        return out
     if host is None:
         out["note"] = "recorded, not charged: no host passes fitted from the timelines to correct"
+        return out
+    # what the timelines charge at the phase's sizes, as one rate (least squares through the origin)
+    sz = np.asarray(sizes, float)
+    t_eff = float(np.sum(np.asarray(host.memcpy_s(sz)) * 1e3 * sz / MIB) / np.sum((sz / MIB) ** 2))
+    out["timelines_ms_per_mib_at_sizes"] = t_eff
+    if abs(fit.slope - t_eff) <= 2 * se:
+        out["note"] = (f"the phase agrees with the timelines' copies at its sizes ({fit.slope:.2f} +/- {2 * se:.2f} "
+                       f"ms per MiB against {t_eff:.2f}): the timelines' copy rate is charged")
         return out
     out["charged"] = True
     return out
