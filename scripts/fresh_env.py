@@ -59,7 +59,7 @@ def measured_files() -> tuple[str, ...]:
 
     return ("env.toml", M.RECORDS, "timelines", M.CPU_RECORDS, M.CPU_TIMELINES, M.TRICKLE_RECORDS,
             M.TRICKLE_TIMELINES, M.IDLE_RECORDS, M.IDLE_TIMELINES, M.BURST_RECORDS, M.MID_RECORDS, M.STEP_RECORDS,
-            M.FP16_RECORDS)
+            M.FUSED_RECORDS, M.FP16_RECORDS)
 
 
 def sh(*argv: str, stdout=None) -> None:

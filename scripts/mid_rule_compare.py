@@ -1,10 +1,12 @@
 """The mid-size rule's effect, env by env (issue 29; docs/accuracy.md, "Mid-size responses back to back"): each env
-fitted on its measured files without ``burst-mid.jsonl`` (the rule not applied) against the shipped model, on every
+fitted on its measured files without ``burst-mid.jsonl`` (the rule not applied; ``--without F``: without another of
+measure's files, e.g. ``fused.jsonl``) against the shipped model, on every
 replay file of the env with at least 4 configurations: MAPE (the report's, over configurations) and Kendall tau over
 the pairs more than 2 % apart.
 
     python scripts/mid_rule_compare.py fresh-poll-2x1-4gbit fresh-poll-2x1-3gbit fresh-poll-2gbit
     python scripts/mid_rule_compare.py --rows fresh-poll-2x1-4.5gbit   # and each configuration's error
+    python scripts/mid_rule_compare.py --rows --without fused.jsonl fresh-poll-1.75gbit   # another phase left out
 
 Reads only; fits into a temporary folder.
 """
@@ -33,8 +35,17 @@ def main() -> int:
     from autotuner.frameworks.horovod.views.protocol import rows_from_records, summary
     from autotuner.readers.runs import parse_records
 
-    rows = "--rows" in sys.argv[1:]
-    envs = [a for a in sys.argv[1:] if a != "--rows"]
+    argv = sys.argv[1:]
+    rows = "--rows" in argv
+    left_out = MID_RECORDS
+    if "--without" in argv:
+        i = argv.index("--without")
+        if i + 1 >= len(argv) or argv[i + 1] not in measured_files():
+            print(f"error: --without names one of measure's files ({', '.join(measured_files())})", file=sys.stderr)
+            return 2
+        left_out = argv[i + 1]
+        del argv[i:i + 2]
+    envs = [a for a in argv if a != "--rows"]
     bad = [e for e in envs if not (RUNS / e / "sweep.jsonl").exists()]
     if not envs or bad:
         print(f"error: name sweep envs under autotuner/runs/ ({', '.join(bad) or 'none given'})", file=sys.stderr)
@@ -44,7 +55,7 @@ def main() -> int:
         for e in envs:
             (runs / e).mkdir(parents=True)
             for name in measured_files():
-                if name != MID_RECORDS and (RUNS / e / name).exists():
+                if name != left_out and (RUNS / e / name).exists():
                     (runs / e / name).symlink_to(RUNS / e / name)
         subprocess.run([sys.executable, "-m", "autotuner.cli", "fit", str(runs), "--out", str(out)], check=True,
                        capture_output=True)

@@ -275,10 +275,10 @@ def test_every_fp16_replay_is_within_25_percent_and_the_training_jobs_misses_sta
 
 
 #: the fp16 replays of a training job's values the model misses by more than 5 %, as (env, file, fusion threshold
-#: in MiB): both predicted too slow. Fourth pass (2026-11-27 13:02-13:07): the uncompressed defaults beside them
-#: were predicted +3.6 % (fresh-poll-1.25gbit) and +11.2 % (two emulated hosts, the env's own error).
-FP16_MISSED = {("fresh-poll-1.25gbit", "fp16-resnet18-gradients-4.jsonl", 128.0),
-               ("fresh-poll-2x1-3gbit", "fp16-resnet18-2x1-gradients-4.jsonl", 128.0)}
+#: in MiB): predicted too slow. Fourth pass (2026-11-27 13:02-13:07): the uncompressed defaults beside it were
+#: predicted +3.6 %. With the fused phase's copy rate (docs/accuracy.md, "Fused responses without the timeline")
+#: it is +5.6 % (+7.5 % before), and fresh-poll-2x1-3gbit's 128 MiB row, +5.1 % before, is +4.3 %.
+FP16_MISSED = {("fresh-poll-1.25gbit", "fp16-resnet18-gradients-4.jsonl", 128.0)}
 
 
 def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_of_their_step():
