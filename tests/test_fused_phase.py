@@ -53,8 +53,8 @@ def test_the_fused_rule_recovers_the_copy_rate_it_was_simulated_with():
 
 
 def test_the_fused_rule_charges_nothing_it_cannot_read():
-    """Too few jobs or sizes, no host passes to correct, no records, a slope whose two standard errors include 0:
-    recorded with the reason, the timelines' copy rate stands."""
+    """Too few jobs or sizes, no host passes to correct, no records, a slope whose two standard errors include 0, a
+    rate the timelines already charge, a dearer one: recorded with the reason, the timelines' copy rate stands."""
     out = fused_copy([_record(j, 0.3, 0.0) for j in range(MIN_FUSED_JOBS - 1)], HOST)
     assert not out["charged"] and "fewer than 3 jobs" in out["note"], out
     one = [{**r, "sizes": r["sizes"][:1], "lone_ms": r["lone_ms"][:1], "fused_ms": r["fused_ms"][:1]}
@@ -75,6 +75,9 @@ def test_the_fused_rule_charges_nothing_it_cannot_read():
     same = fused_copy([_record(j, 0.484, 0.0, jitter_ms=x) for j, x in enumerate((-0.3, 0.2, 0.1))], HOST)
     assert not same["charged"] and "agrees with the timelines" in same["note"], same
     assert same["timelines_ms_per_mib_at_sizes"] == pytest.approx(0.484, abs=5e-3)
+    # a wall clock dearer than the timelines' copies: recorded, only a lower rate is charged
+    dear = fused_copy([_record(j, 0.7, 0.0, jitter_ms=x) for j, x in enumerate((-0.3, 0.2, 0.1))], HOST)
+    assert not dear["charged"] and "above the timelines'" in dear["note"] and dear["ms_per_mib"] == pytest.approx(0.7)
 
 
 def test_a_fused_record_that_does_not_add_up_is_dropped_with_one_line():
@@ -102,25 +105,26 @@ def _phase_envs() -> list[str]:
 
 #: where the committed phases move the copy rate: their rate differs from the timelines' by more than two standard
 #: errors (docs/accuracy.md, "Fused responses without the timeline")
-CHARGED = {"fresh-0.5gbit", "fresh-1.5gbit", "fresh-poll-0.75gbit", "fresh-poll-1.25gbit", "fresh-poll-2gbit",
-           "fresh-poll-2x1-3gbit", "local-gloo-1gbit-sweep"}
+CHARGED = {"fresh-1.5gbit", "fresh-poll-1.25gbit", "fresh-poll-2x1-3gbit", "local-gloo-1gbit-sweep",
+           "fresh-poll-2.5gbit"}
 
 
 def test_the_committed_fused_phases_move_the_copy_rate_only_where_they_resolve_it():
     """Every 2-rank sweep env has the phase (3 jobs, 4-32 MiB, no timeline); it is charged on exactly the envs whose
-    rate the timelines' contradicts, and there at 0.25-0.55 ms per MiB for the two copies (4-8 GB/s each: one
-    machine's memory, though the timelines' rates spread 0.10-0.61 over the same envs)."""
+    timelines' rate it finds too dear by more than two standard errors (fresh-poll-2.5gbit: measured after the rule
+    was committed), and there at 0.25-0.40 ms per MiB for the two copies (5-8 GB/s each: one machine's memory, though
+    the timelines' rates spread 0.10-0.61 over the same envs); a dearer wall clock is recorded, not charged."""
     envs = _phase_envs()
-    assert len(envs) == 13, envs
+    assert len(envs) == 15, envs
     charged = set()
     for env in envs:
         fused = json.loads((MODELS / f"{env}.json").read_text())["fit"]["host_passes"]["fused"]
         if fused["charged"]:
             charged.add(env)
-            assert 0.25 <= fused["ms_per_mib"] <= 0.55, (env, fused["ms_per_mib"])
-            assert abs(fused["ms_per_mib"] - fused["timelines_ms_per_mib_at_sizes"]) > 2 * fused["ms_per_mib_se"]
+            assert 0.25 <= fused["ms_per_mib"] <= 0.40, (env, fused["ms_per_mib"])
+            assert fused["timelines_ms_per_mib_at_sizes"] - fused["ms_per_mib"] > 2 * fused["ms_per_mib_se"]
         else:
-            assert "timelines' copy rate is charged" in fused["note"], (env, fused)
+            assert "timelines' copy rate" in fused["note"], (env, fused)
     assert charged == CHARGED
 
 

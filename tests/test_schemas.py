@@ -115,7 +115,7 @@ def test_env_toml_reproducers_are_one_line_errors(tmp_path, fmt, edit, field, va
 def test_committed_env_tomls_validate_and_keep_their_dicts():
     envs, problems = read_runs(ROOT / "runs")
     assert [e.name for e in envs] == ["fresh-0.5gbit", "fresh-1.5gbit", "fresh-2x1-5gbit", "fresh-3gbit", "fresh-poll-0.75gbit",
-                                      "fresh-poll-1.25gbit", "fresh-poll-2gbit", "fresh-poll-2x1-2gbit", "fresh-poll-2x1-3.5gbit", "fresh-poll-2x1-3gbit", "fresh-poll-2x1-4.5gbit", "fresh-poll-2x1-4gbit", "laptop-cpu", "local-gloo-1gbit", "local-gloo-1gbit-sweep", "local-gloo-2x2", "local-gloo-2x2-poll", "t4x4-compression",
+                                      "fresh-poll-1.25gbit", "fresh-poll-1.75gbit", "fresh-poll-2.5gbit", "fresh-poll-2gbit", "fresh-poll-2x1-2gbit", "fresh-poll-2x1-3.5gbit", "fresh-poll-2x1-3gbit", "fresh-poll-2x1-4.5gbit", "fresh-poll-2x1-4gbit", "laptop-cpu", "local-gloo-1gbit", "local-gloo-1gbit-sweep", "local-gloo-2x2", "local-gloo-2x2-poll", "t4x4-compression",
                                       "t4x4-pcie", "v100-16gbit", "v100-5gbit"]
     assert problems == []
     import tomllib
@@ -233,8 +233,9 @@ def test_bad_records_are_skipped_and_named(change, needle):
 
 
 def test_committed_records_all_validate():
-    from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
-                                         parse_step_records, parse_sweep_records, parse_trickle_records)
+    from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records,
+                                         parse_fused_records, parse_idle_records, parse_step_records,
+                                         parse_sweep_records, parse_trickle_records)
 
     files = sorted((ROOT / "runs").rglob("*.jsonl"))
     assert len(files) >= 6
@@ -256,7 +257,8 @@ def test_committed_records_all_validate():
         parse = {"sweep.jsonl": parse_sweep_records, "cpu.jsonl": parse_cpu_records,
                  "trickle.jsonl": parse_trickle_records, "idle.jsonl": parse_idle_records,
                  "fp16.jsonl": parse_fp16_records, "burst.jsonl": parse_burst_records,
-                 "step.jsonl": parse_step_records, "burst-mid.jsonl": parse_burst_records}.get(f.name, parse_records)
+                 "step.jsonl": parse_step_records, "burst-mid.jsonl": parse_burst_records,
+                 "fused.jsonl": parse_fused_records}.get(f.name, parse_records)
         # (a measure sitting set aside, runs/<env>/experiments/<sitting>/, is read by the same names)
         if f.parent.parent.name == "runs" and f.name.startswith(("fp16-", "burst-")):  # a phase's kept records
             parse = parse_fp16_records if f.name.startswith("fp16-") else parse_burst_records
