@@ -181,7 +181,8 @@ def fit_regime_lines(d: dict) -> list[str]:
     comes from, one regime per line (``autotuner fit``'s output; docs/accuracy.md, "The small-response
     regime"): the small responses' fixed cost (back to back in a busy cycle) and per-MiB cost, the large
     responses' line, what the mid-size burst phase moved (above the knee, below it), the fused responses' copies
-    (the fused phase's, or the timelines'), the busy cycle's negotiation, and what the printed R² and MAPE describe. Empty for other formats."""
+    (the fused phase's, or the timelines'), the busy cycle's negotiation, and what the printed R² and MAPE
+    describe. Empty for other formats."""
     f, inter = d.get("fit") or {}, (d.get("cost_model") or {}).get("inter") or {}
     if "small_responses" not in f:
         return []

@@ -15,7 +15,9 @@ training timelines, so the two kinds of environment give models of one form:
   (the fusion phase's two dtypes, and the unfused phase's tensors)
   (:func:`autotuner.readers.timeline_steps.response_host_samples`), fitted by
   :func:`autotuner.fit.regression.fit_host_passes`, whose fixed gap is also the per-cycle
-  negotiation cost (as in the validation fit);
+  negotiation cost (as in the validation fit); the copies' price per byte from measure's ``fused`` phase instead
+  (fused against lone responses by the wall clock, no timeline: :func:`fused_copy`) where it finds the timelines'
+  rate too dear;
 - the per-tensor coordinator cost of a cycle without the response cache
   (:class:`autotuner.model.costmodel.Negotiation` ``per_tensor_s``): the slope, in tensors per
   batch, of the negotiation phase's mean batch time with the cache off minus with it on
@@ -317,8 +319,9 @@ def fused_copy(recs: list[dict[str, Any]], host) -> dict[str, Any]:
 
 
 def _on_cluster_ranks(info: dict[str, Any], ranks: int, tier: str, cluster: Cluster) -> dict[str, Any]:
-    """``info`` (a mid-size rule's result, :func:`mid_response` or :func:`mid_bandwidth`) with its charge withdrawn,
-    and a note saying why, where the phase ran ``ranks`` ranks of ``tier`` and the cluster has more or fewer."""
+    """``info`` (a phase rule's result: :func:`mid_response`, :func:`mid_bandwidth`, :func:`fused_copy`) with its
+    charge withdrawn, and a note saying why, where the phase ran ``ranks`` ranks of ``tier`` and the cluster has more
+    or fewer."""
     if info["charged"] and ranks != cluster.size:
         info["charged"] = False
         info["note"] = (f"measured, not charged: the phase ran {ranks} rank(s) of the {tier} tier, the cluster has "
