@@ -87,11 +87,20 @@ def measure(env: str, rounds: int, repeats: int) -> None:
                     os.fsync(fh.fileno())
 
 
+def _as_phase_record(r: dict) -> dict:
+    """An experiment job as the ``fused`` phase records one (:class:`autotuner.schemas.FusedRecord`'s fields)."""
+    it = {(i["phase"], int(i["bytes"])): i["times_ms"] for i in r["items"]}
+    return {"sizes": list(SIZES), "lone_ms": [it[("allreduce", b)] for b in SIZES],
+            "fused_ms": [it[("fusion", b)] for b in SIZES]}
+
+
 def report(envs: list[str]) -> list[dict]:
     """Per env, size and timeline setting: lone and fused medians over jobs (ms), the host time a fused response
-    adds over a lone one ``(T_fusion - 2 T_lone) / 2`` (median over jobs, and the jobs' range), and what the shipped
-    model charges for it (``memcpy_s``, ms)."""
+    adds over a lone one ``(T_fusion - 2 T_lone) / 2`` (median over jobs, and the jobs' range: the per-size table of
+    :func:`autotuner.frameworks.horovod.fit.sweep.fused_copy`, the fit's own arithmetic), and what the shipped model
+    charges for it (``memcpy_s``, ms)."""
     from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.sweep import fused_copy
 
     rows = []
     for env in envs:
@@ -99,22 +108,17 @@ def report(envs: list[str]) -> list[dict]:
         if not recs:
             continue
         host = load_env(ROOT / "autotuner" / "models", env).cost.host
-        for b in SIZES:
+        by_tl = {tl: [_as_phase_record(r) for r in recs if bool(r["timeline_recorded"]) == tl] for tl in (False, True)}
+        per_size = {tl: {row[0]: row for row in fused_copy(jobs, host)["sizes"]} for tl, jobs in by_tl.items()}
+        for k, b in enumerate(SIZES):
             for tl in (False, True):
-                lone, fused, extra = [], [], []
-                for r in recs:
-                    if bool(r["timeline_recorded"]) != tl:
-                        continue
-                    it = {(i["phase"], int(i["bytes"])): float(np.median(i["times_ms"])) for i in r["items"]}
-                    lo, fu = it[("allreduce", b)], it[("fusion", b)]
-                    lone.append(lo)
-                    fused.append(fu)
-                    extra.append((fu - 2 * lo) / 2)
-                if not extra:
+                if b not in per_size[tl]:
                     continue
-                rows.append({"env": env, "bytes": b, "timeline": tl, "jobs": len(extra),
-                             "lone_ms": float(np.median(lone)), "fusion_ms": float(np.median(fused)),
-                             "extra_ms": float(np.median(extra)), "extra_range_ms": [min(extra), max(extra)],
+                _, n, lo, med, hi, _ = per_size[tl][b]
+                rows.append({"env": env, "bytes": b, "timeline": tl, "jobs": n,
+                             "lone_ms": float(np.median([np.median(j["lone_ms"][k]) for j in by_tl[tl]])),
+                             "fusion_ms": float(np.median([np.median(j["fused_ms"][k]) for j in by_tl[tl]])),
+                             "extra_ms": med, "extra_range_ms": [lo, hi],
                              "charged_ms": None if host is None else host.memcpy_s(b) * 1e3})
     return rows
 
