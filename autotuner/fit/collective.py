@@ -59,6 +59,29 @@ def _cast_fit(recs: list[dict[str, Any]], col: int) -> tuple[float, float]:
     return float(per_elem), float(per_tensor)
 
 
+def _sum_points(recs: list[dict[str, Any]]) -> list[tuple]:
+    """Every (job, size) point of an fp16 phase, as :func:`fp16_cost` reads it: (bytes, T32 s, T16 s, k, segment
+    bytes, w s, the float16 sum per element s, the per-element law's figure s)."""
+    from ..model.costmodel import GLOO_SEGMENT_BYTES, ring_segments
+
+    pts = []
+    for r in recs:
+        p = int(r["ranks"])
+        for b, t32, t16 in zip(r["sizes"], r["fp32_ms"], r["fp16_ms"]):
+            k, seg = (float(v) for v in ring_segments(float(b), p, GLOO_SEGMENT_BYTES))
+            t32_s, t16_s = t32 * 1e-3, t16 * 1e-3
+            w = t32_s / (2 * k)
+            x = 2 * _segment_sum_s(t16_s - t32_s, k, w) / seg
+            pts.append((int(b), t32_s, t16_s, k, seg, w, x, (t16_s - t32_s) / ((p - 1) / p * b / 2)))
+    return pts
+
+
+def fp16_sum_points_ns(recs: list[dict[str, Any]]) -> list[float]:
+    """The float16 sum per element (ns) each (job, size) point of an fp16 phase gives (:func:`fp16_cost`'s
+    ``per_point_ns_per_elem``, unrounded), in record order."""
+    return [q[6] * 1e9 for q in _sum_points(recs)]
+
+
 def _segment_sum_s(extra_s: float, k: float, w_s: float) -> float:
     """The sum time (s) of one float16 segment that explains a measured extra ``extra_s`` over float32 in Gloo's
     pipelined ring (:meth:`autotuner.model.costmodel.Fp16Tier.sum_exposed_s`, solved for ``s``): ``extra = s``
@@ -90,15 +113,7 @@ def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
     if not recs:
         return {"jobs": 0, "sum_extra_ns_per_elem": None,
                 "note": "no fp16 phase (measure --fp16-repeats): fp16 compression only halves the bytes"}
-    pts = []  # (bytes, T32 s, T16 s, k, segment bytes, w s, per-element sum s, per-element law s)
-    for r in recs:
-        p = int(r["ranks"])
-        for b, t32, t16 in zip(r["sizes"], r["fp32_ms"], r["fp16_ms"]):
-            k, seg = (float(v) for v in ring_segments(float(b), p, GLOO_SEGMENT_BYTES))
-            t32_s, t16_s = t32 * 1e-3, t16 * 1e-3
-            w = t32_s / (2 * k)
-            x = 2 * _segment_sum_s(t16_s - t32_s, k, w) / seg
-            pts.append((int(b), t32_s, t16_s, k, seg, w, x, (t16_s - t32_s) / ((p - 1) / p * b / 2)))
+    pts = _sum_points(recs)
     xs = np.asarray([q[6] for q in pts], float)
     slope = float(np.median(xs))
     x = max(slope, 0.0)
@@ -125,3 +140,99 @@ def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
         info["note"] = (f"float16 allreduces were not slower per element than float32 ones of the same bytes "
                         f"(median {slope * 1e9:.2f} ns per element): no extra charged")
     return info
+
+
+#: an fp16 phase pins the float16 sum where the quartiles of its per-point figures span at most this share of their
+#: median (:func:`fp16_cost`'s ``sum_extra_range_ns_per_elem``). On the 13 committed CPU envs' phases the spread is
+#: 0.09-0.20 at 1.75-4.5 Gbit/s and 0.49-0.51 at 0.75 and 1.25 Gbit/s, where the sum is read off a small difference of
+#: two long allreduces (docs/compression.md, "A phase that does not pin the sum")
+FP16_PINNED_SPREAD = 0.3
+#: phases finished within this many minutes of each other sat in one sitting: the testbed's float16 sum drifts 9-12 %
+#: over four hours (fresh-poll-2gbit's 16 MiB float16 allreduce 176.9 ms at 19:18, 199.8 at 23:03; tests/test_fp16.py
+#: ``PHASE_OF``), so only a phase of the same sitting times the same sum
+FP16_SITTING_MINUTES = 30.0
+
+
+def fp16_spread(info: dict[str, Any]) -> float | None:
+    """How far an fp16 phase pins the float16 sum: the quartile range of its per-point figures over their median
+    (dimensionless; :func:`fp16_cost`'s ``sum_extra_range_ns_per_elem`` and ``sum_extra_ns_per_elem``), or None
+    where there is no figure (no records, or a median of 0)."""
+    x, rng = info.get("sum_extra_ns_per_elem"), info.get("sum_extra_range_ns_per_elem")
+    if not x or rng is None:
+        return None
+    return (rng[1] - rng[0]) / x
+
+
+def _finished(recs: list[dict[str, Any]]) -> list[float]:
+    """The records' ``finished_at`` as POSIX seconds (those that parse)."""
+    from datetime import datetime
+
+    out = []
+    for r in recs:
+        try:
+            out.append(datetime.fromisoformat(str(r["finished_at"])).timestamp())
+        except (KeyError, TypeError, ValueError):
+            continue
+    return out
+
+
+def borrow_fp16_sum(info: dict[str, Any], recs: list[dict[str, Any]],
+                    siblings: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The fp16 term's float16 sum where an env's own phase cannot pin it: borrowed from the phases measured on the
+    same stack in the same sitting that do.
+
+    The float16 sum per element is what the host's CPU and Gloo build do (Gloo's ``sum<float16>``,
+    ``gloo/math.cc``), not the link: every phase of one machine and one sitting times the same sum. A phase pins it
+    where :func:`fp16_spread` is at most :data:`FP16_PINNED_SPREAD`; on a slow link the sum is a small difference of
+    two long allreduces and the points scatter (fresh-poll-1.25gbit: 13.8-46.8 ns per element, quartiles 17.0-31.9).
+
+    Args:
+        info: :func:`fp16_cost` of the env's own phase (``recs``).
+        recs: the env's own fp16 phase records (``finished_at``, ``values``, ``tensors``).
+        siblings: env name -> fp16 phase records of the other envs the caller found on the same stack (env.toml's
+            ``stack``); only those whose jobs ran the same values and tensors per response, finished within
+            :data:`FP16_SITTING_MINUTES` of the env's own, and whose own phase pins the sum are pooled.
+
+    Returns: ``info`` unchanged where its phase pins the sum or there is no figure; else a copy with ``borrowed``
+    (``from``: the pooled envs, ``points``, ``own_ns_per_elem`` and ``own_range_ns_per_elem``: what the env's phase
+    gave, ``note``) and, where a sibling qualified, ``sum_extra_ns_per_elem`` and ``sum_extra_range_ns_per_elem``
+    replaced by the median and quartiles of the pooled siblings' per-point figures (ns per element). The casts stay
+    the env's own. Pure: no I/O.
+    """
+    spread = fp16_spread(info)
+    if spread is None or spread <= FP16_PINNED_SPREAD:
+        return info
+    own_t = _finished(recs)
+    kind = {(str(r.get("values")), r.get("tensors")) for r in recs}
+    pooled: list[float] = []
+    used = []
+    for name in sorted(siblings):
+        srecs = siblings[name]
+        if not srecs or {(str(r.get("values")), r.get("tensors")) for r in srecs} != kind:
+            continue
+        t = _finished(srecs)
+        if not own_t or not t or min(abs(a - b) for a in own_t for b in t) > FP16_SITTING_MINUTES * 60:
+            continue
+        s_info = fp16_cost(srecs)
+        s_spread = fp16_spread(s_info)
+        if s_spread is None or s_spread > FP16_PINNED_SPREAD:
+            continue
+        pooled += fp16_sum_points_ns(srecs)
+        used.append(name)
+    out = dict(info)
+    own = {"own_ns_per_elem": info["sum_extra_ns_per_elem"], "own_range_ns_per_elem": info["sum_extra_range_ns_per_elem"],
+           "spread": spread}
+    if not used:
+        out["borrowed"] = {"from": [], "points": 0, **own,
+                           "note": (f"the phase does not pin the float16 sum (quartiles {spread:.2f} of the median "
+                                    f"apart, more than {FP16_PINNED_SPREAD:g}) and no phase of the same stack and "
+                                    f"sitting does: its own median charged, its quartiles shown as the range")}
+        return out
+    xs = np.asarray(pooled, float)
+    out["sum_extra_ns_per_elem"] = max(0.0, float(np.median(xs)))
+    out["sum_extra_range_ns_per_elem"] = [max(0.0, float(np.percentile(xs, q))) for q in (25, 75)]
+    out["borrowed"] = {"from": used, "points": len(pooled), **own,
+                       "note": (f"the phase does not pin the float16 sum (quartiles {spread:.2f} of the median apart, "
+                                f"more than {FP16_PINNED_SPREAD:g}): the sum borrowed from the phase(s) of "
+                                f"{', '.join(used)}, same stack, within {FP16_SITTING_MINUTES:g} min")}
+    return out

@@ -79,6 +79,10 @@ class EnvToml(Knobs):
     link_gbps: LinkGbit | None = None
     #: CPU cores each host's ranks share (``measure`` records the cores it ran on; issue 20)
     cores_per_host: Count | None = None
+    #: the machine and software stack the env was measured on (``measure`` writes its host, CPU model, cores, Horovod
+    #: and torch versions): envs of one ``stack`` share what the host does, and the fit borrows across those measured
+    #: in one sitting what one env's phase cannot pin (the float16 sum: :func:`autotuner.fit.collective.borrow_fp16_sum`)
+    stack: Annotated[str, Field(min_length=1, max_length=300)] | None = None
     overlap: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
     #: latency of the inter-node tier (µs) for ``breakdown`` envs; up to 1 s
     alpha_us: Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)] | None = None

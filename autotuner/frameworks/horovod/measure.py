@@ -261,6 +261,36 @@ def host_cores(machine_cores: int, testbed_hosts: int | None) -> int:
     return max(1, machine_cores // max(1, testbed_hosts or 1))
 
 
+def cpu_model() -> str:
+    """This machine's CPU model (``/proc/cpuinfo``'s first ``model name``; ``platform.processor()`` elsewhere;
+    "unknown CPU" when neither says)."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+            if line.startswith("model name") and ":" in line:
+                return line.split(":", 1)[1].strip() or "unknown CPU"
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def machine_stack(horovod_version: str) -> str:
+    """env.toml's ``stack``: the machine ``measure`` ran on (host name, CPU model, the cores it may use) and the
+    software its ranks ran (Horovod + Gloo, torch), e.g. ``"node1: AMD EPYC, 2 cores; Horovod 0.28.1 + Gloo; torch
+    2.13.0"``. On an emulated cluster every rank ran on this machine. The fit borrows across envs of one stack what
+    one env's phase cannot pin (:func:`autotuner.fit.collective.borrow_fp16_sum`)."""
+    import platform
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        torch = version("torch")
+    except PackageNotFoundError:
+        torch = "not installed"
+    host = platform.node() or "unknown host"
+    return f"{host}: {cpu_model()}, {cores_per_host()} cores; Horovod {horovod_version} + Gloo; torch {torch}"
+
+
 def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: float, note: str,
              horovod_version: str) -> str:
     """The env.toml of a sweep environment (keys: :class:`autotuner.schemas.SweepEnv`)."""
@@ -286,6 +316,9 @@ def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: 
         f"cores_per_host = {host_cores(machine, setup.testbed_hosts)}",
         'backend = "gloo"',
         f'horovod_version = "{horovod_version}"',
+        "# the machine and software the ranks ran on: envs of one stack measured in one sitting lend each other what",
+        "# one env's phase cannot pin (the float16 sum)",
+        f"stack = {json.dumps(machine_stack(horovod_version))}",
         ""])
 
 

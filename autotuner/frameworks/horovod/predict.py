@@ -416,8 +416,10 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     if ranged:
         f = scs[Compression.fp16].cost.fp16
         lo_ns, hi_ns = (v * 1e9 for v in f.sum_extra_range_s_per_elem)
-        notes.append(f"fp16 on CPU ranks: the fp16 phase's points put Gloo's float16 sum at {lo_ns:.1f}-{hi_ns:.1f} ns "
-                     f"per element (quartiles; fitted {f.sum_extra_s_per_elem * 1e9:.1f}), so "
+        whose = ("the points of the fp16 phases it borrows from (this env's phase does not pin it)"
+                 if f.source and "borrowed" in f.source else "the fp16 phase's points")
+        notes.append(f"fp16 on CPU ranks: {whose} put Gloo's float16 sum at {lo_ns:.1f}-{hi_ns:.1f} ns "
+                     f"per element (quartiles; charged {f.sum_extra_s_per_elem * 1e9:.1f}), so "
                      + ", ".join(f"#{i} is {e['step_time_ms']:.1f} ms within {e['step_time_range_ms'][0]:.1f}-"
                                  f"{e['step_time_range_ms'][1]:.1f}" for i, e in ranged)
                      + " (docs/compression.md, \"How well the phase pins the sum\")")

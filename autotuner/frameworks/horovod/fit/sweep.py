@@ -35,9 +35,10 @@ from typing import Any
 
 import numpy as np
 
-from ....errors import AutotunerError, FitError
+from ....errors import AutotunerError, FitError, RunsError
 from ..knobs import MIB
 from ....model.costmodel import Cluster, ComputeDelay, Fp16Cost
+from ....readers.files import read_toml
 from ....readers.runs import EnvData
 from ....readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_fused_records,
                              parse_idle_records,
@@ -45,7 +46,7 @@ from ....readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp1
                              parse_trickle_records, read_phase_records, read_sweep_records)
 from ....readers.timeline import read_timeline, samples
 from ....readers.timeline_steps import response_host_samples
-from ....fit.collective import fp16_cost  # noqa: F401  (shared by every framework; the fit below calls it)
+from ....fit.collective import borrow_fp16_sum, fp16_cost
 from .fitters import _model_dict, fit_collective_tier, run_config, timeline_cost_model
 
 #: kept timelines of a sweep, relative to the folder of ``source``
@@ -222,10 +223,15 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
                 cost = replace(cost, inter=replace(cost.inter, alpha_s=again["alpha_us"] * 1e-6))
     frecs, fproblems = read_phase_records(src.parent / FP16_RECORDS, parse_fp16_records, f"{env.path.name}/{FP16_RECORDS}")
     env.problems += fproblems
-    fp16_info = fp16_cost(frecs)
+    # where the env's own phase does not pin the float16 sum (a slow link), the phases of the same stack and sitting
+    # that do (docs/compression.md, "A phase that does not pin the sum")
+    fp16_info = borrow_fp16_sum(fp16_cost(frecs), frecs, _stack_fp16_siblings(env))
     if fp16_info.get("sum_extra_ns_per_elem") is not None:
-        cost = replace(cost, fp16=Fp16Cost.from_fit(fp16_info, f"measured: {env.path.name}/{FP16_RECORDS}, "
-                                                                f"{fp16_info['jobs']} job(s)"))
+        lent = (fp16_info.get("borrowed") or {}).get("from")
+        cost = replace(cost, fp16=Fp16Cost.from_fit(fp16_info, (
+            f"measured: {env.path.name}/{FP16_RECORDS}, {fp16_info['jobs']} job(s)" + (
+                f"; float16 sum borrowed from {', '.join(f'{n}/{FP16_RECORDS}' for n in lent)} (same stack and "
+                f"sitting; this env's phase does not pin it)" if lent else ""))))
     neg_info["cpu"] = cpu_info
     fit_info = {"form": "alpha-beta (ring), from an allreduce sweep", "p": ranks[first], "tier": first,
                 "other_tiers": tiers_info,
@@ -236,6 +242,28 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
                 "samples": [{"bytes": float(n), "time_ms": float(t * 1e3), "count": int(c), "pred_ms": float(q * 1e3)}
                             for n, t, c, q in zip(sizes, times, counts, pred)]}
     return _model_dict(env, cluster, cost, fit_info, {}, run_config(meta, {}))
+
+
+def _stack_fp16_siblings(env: EnvData) -> dict[str, list[dict[str, Any]]]:
+    """The fp16 phase records of the other environments beside ``env`` (its runs folder) whose env.toml names the
+    same ``stack``: env folder name -> records (those that parse; a sibling's own fit reports its bad lines). {}
+    where ``env`` names no stack."""
+    stack = env.meta.get("stack")
+    out: dict[str, list[dict[str, Any]]] = {}
+    if not stack:
+        return out
+    for d in sorted(p for p in env.path.parent.iterdir() if p.is_dir() and p != env.path):
+        if not (d / FP16_RECORDS).is_file() or not (d / "env.toml").is_file():
+            continue
+        try:
+            if read_toml(d / "env.toml", RunsError).get("stack") != stack:
+                continue
+        except RunsError:
+            continue
+        recs, _ = read_phase_records(d / FP16_RECORDS, parse_fp16_records, f"{d.name}/{FP16_RECORDS}")
+        if recs:
+            out[d.name] = recs
+    return out
 
 
 #: the fused phase's records beside ``source`` (:data:`autotuner.frameworks.horovod.measure.FUSED_RECORDS`)
