@@ -317,7 +317,9 @@ def test_held_out_fp16_replays_are_predicted_within_5_percent_or_named():
     missing). Replays whose ranks allreduced zeros, or the same values from the second step on, ran another job
     (checked by the next test, not here)."""
     rows = [r for r in _fp16_rows() if r[3] is None]
-    assert len(rows) == 10  # the fourth pass's 7, and 3 layouts no fp16 replay had used (``*-new.jsonl``)
+    # the fourth pass's 7, 3 layouts no fp16 replay had used (``*-new.jsonl``), and the 4 replays of the two envs
+    # measured after the borrowing rule (``*-sitting.jsonl``, scripts/fp16_sitting_heldout.sh)
+    assert len(rows) == 14
     for env, name, mib, _, meas, pred in rows:
         err = (pred - meas) / meas
         if (env, name, mib) in FP16_MISSED:  # named, stated in docs/compression.md; it must still miss
@@ -411,9 +413,11 @@ def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_o
             pf = simulate_trial(fenv, RUNS / env, Config.from_dict(rs[0]["config"]), rs[0]["setup"],
                                 compression="fp16").step_time_ms
             off = abs((pd - pf) - (md - mf)) / md
-            assert off < (0.08 if two_hosts else 0.03), (env, f.name, label, md - mf, pd - pf, md)
+            # where fp16 costs more than it saves (two emulated hosts; the 2026-11-28 machine, whose float16 sum is
+            # 10x dearer), the env's own error rides on a longer fp16 step
+            assert off < (0.08 if two_hosts or mf > md else 0.03), (env, f.name, label, md - mf, pd - pf, md)
             seen.add((env, two_hosts))
-    assert len(seen) == 4 and sum(1 for _, t in seen if t) == 1
+    assert len(seen) == 6 and sum(1 for _, t in seen if t) == 1
 
 
 def _other_job(r: dict) -> str | None:

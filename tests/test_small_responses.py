@@ -60,6 +60,8 @@ def test_too_few_back_to_back_responses_keep_the_line():
 
 
 FRESH = sorted(p.parent.name for p in RUNS.glob("fresh-*/sweep.jsonl"))
+#: fresh envs whose replays are fp16 at Horovod's defaults only (scripts/fp16_sitting_heldout.sh)
+FP16_ONLY = {"fresh-poll-1gbit", "fresh-poll-2.25gbit"}
 
 
 @pytest.mark.parametrize("env", FRESH)
@@ -171,7 +173,9 @@ def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_ro
         lo, hi = _repeat_range(key[0], key[1], c.what.split(" ")[1])
         if not (abs(c.error_pct) <= 10.0 or lo <= c.predicted <= hi):
             bad.add(key)
-    assert envs == set(FRESH)
+    # the two envs measured for the fp16 rule (2026-11-28, a faster-changing machine: docs/compression.md, "Held
+    # out: a new machine") replayed fp16 at the defaults only: no small-response rows there yet
+    assert envs == set(FRESH) - FP16_ONLY
     assert bad == MISSED, sorted(bad ^ MISSED)
 
 
@@ -257,14 +261,16 @@ def test_the_committed_burst_phases_are_recorded_not_charged():
     from autotuner.frameworks.horovod.fit.sweep import BURST_RECORDS
 
     envs = sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
-    assert len(envs) == 17
+    assert len(envs) == 19
     for env in envs:
         assert (RUNS / env / BURST_RECORDS).exists(), env
         d = json.loads((MODELS / f"{env}.json").read_text())
         small = d["fit"]["small_responses"]
         b = small["burst"]
         assert b["jobs"] == 3 and len(b["points"]) == 9 and b["charged"] is False, env
-        assert 0 <= b["fixed_ms"] < 2.0, env
+        # under 2 ms per small response on the machine of the earlier envs; 2.4-2.9 ms on the 2026-11-28 one
+        # (FP16_ONLY: env.toml's stack names it), whose small responses cost more in every phase
+        assert 0 <= b["fixed_ms"] < (3.5 if env in FP16_ONLY else 2.0), env
         p = int(d["fit"]["p"])
         charged = small["step"]["fixed_ms"] if small["step"]["charged"] else small["fixed_ms"] if small["charged"] else None
         if charged is not None:  # the charged latency is the step phase's, else the timelines' back-to-back figure
@@ -461,7 +467,10 @@ LONG_NOT_UNDER = {"fresh-poll-2gbit": "18.1 ms measured against 13.5 simulated (
                   "fresh-poll-2x1-4gbit": "26.3 ms against 22.9 (rounds 21.1-43.5)",
                   "fresh-poll-2x1-3.5gbit": "33.2 ms against 32.2 (rounds 18.9-55.0)",
                   "fresh-0.5gbit": "157.0 ms against 191.8 (rounds 145.3-173.3): the link holds fusion off",
-                  "fresh-poll-2.5gbit": "18.4 ms against 8.2 (rounds 4.8-23.4)"}
+                  "fresh-poll-2.5gbit": "18.4 ms against 8.2 (rounds 4.8-23.4)",
+                  "fresh-poll-1gbit": "377.4 ms against 370.3 (the 2026-11-28 machine: fusion off adds 340-460 "
+                                      "ms at 300 ms of compute there, 18-81 ms on the earlier one)",
+                  "fresh-poll-2.25gbit": "378.9 ms against 367.6 (the 2026-11-28 machine)"}
 
 
 def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price_is_dear_there():
@@ -490,7 +499,7 @@ def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price
         assert sim == pytest.approx(long["one_latency_delta_ms"], abs=0.05)
         if env not in LONG_NOT_UNDER:
             assert long["delta_ms"] < 0.75 * sim, (env, long["delta_ms"], sim)
-    assert len(seen) == 15 and set(LONG_NOT_UNDER) <= set(seen)
+    assert len(seen) == 17 and set(LONG_NOT_UNDER) <= set(seen)
 
 
 def test_the_300_ms_lead_holds_inside_one_sitting():
