@@ -396,8 +396,10 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
                 and (r["setup"].get("testbed_hosts") is None
                      or (r["setup"]["testbed_hosts"], r["setup"].get("ranks_per_host")) == own)
                 and (only_other or not any(_other_jobs(r)))):
+            # one job: its knobs and its compression (an fp16 proposal at the defaults' knobs is another job than
+            # the defaults; pooled, their repeat spread read 103 % on fresh-poll-2.25gbit)
             key = (stem, r["setup"].get("model"), json.dumps(r["config"], sort_keys=True),
-                   r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
+                   r.get("compression", "none"), r["setup"].get("testbed_hosts"), r["setup"].get("ranks_per_host"))
             groups.setdefault(key, []).append(float(r["measured_step_time_ms"]))
     for rs in groups.values():
         trials += len(rs)
