@@ -108,7 +108,7 @@ def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
     ``(T16 - T32) / ((p - 1) / p · B / 2)``) for comparison. The casts per element and per tensor:
     :func:`_cast_fit`. With no record: ``{"jobs": 0, "sum_extra_ns_per_elem": None, "note": ...}``.
     """
-    from ..model.costmodel import GLOO_SEGMENT_BYTES, ring_segments
+    from ..model.costmodel import GLOO_SEGMENT_BYTES
 
     if not recs:
         return {"jobs": 0, "sum_extra_ns_per_elem": None,
