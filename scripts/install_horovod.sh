@@ -2,7 +2,10 @@
 # Install PyTorch 2.13.0 (CPU) and build Horovod 0.28.1 with PyTorch + Gloo into the active venv.
 #
 # Horovod 0.28.1's CMake asks for -std=c++14, but torch >= 2.1 headers need C++17
-# (Horovod issue #3996). A tiny compiler wrapper rewrites the flag. Uses the system cmake (3.25);
+# (Horovod issue #3996). A tiny compiler wrapper rewrites the flag. It also drops -g: Horovod's setup.py builds
+# CMake's RelWithDebInfo (setup.py, custom_build_ext: -O3 -g after CMakeLists.txt's -O2 -> -O3), and the debug
+# information of every unit that includes torch's headers costs build time and nothing at run time: GCC's code
+# is the same with or without -g (same -O3, only no symbols for gdb). Uses the system cmake (3.25);
 # pip's cmake 4.x rejects Horovod's old CMake files.
 # Idempotent: does nothing if `import horovod.torch` already works.
 # Usage: . .venv/bin/activate && bash scripts/install_horovod.sh
@@ -28,6 +31,7 @@ cat > "$wrapper_dir/c++" <<'WRAP'
 args=()
 for a in "$@"; do
     if [ "$a" = "-std=c++14" ]; then a="-std=c++17"; fi
+    if [ "$a" = "-g" ]; then continue; fi
     args+=("$a")
 done
 exec /usr/bin/c++ "${args[@]}"

@@ -215,7 +215,8 @@ def test_measure_on_two_emulated_hosts_records_the_topology(nothing_left, tmp_pa
                          testbed_hosts=2, ranks_per_host=2, link_gbit=1.0)
     s = M.run_measure(env_dir, setup, timeout_s=300, sizes=(4096, 65536), fusion_sizes=(65536,), tiny_counts=(1,),
                       unfused_sizes=(1024,), cpu_repeats=0, trickle_repeats=0, idle_repeats=0,
-                      fp16_repeats=0, burst_repeats=0, step_repeats=0, mid_repeats=0)
+                      fp16_repeats=0, burst_repeats=0, step_repeats=0, mid_repeats=0,
+                      fused_repeats=0)
     recs, _ = parse_sweep_records((env_dir / "sweep.jsonl").read_text(), "sweep.jsonl")
     assert s["items_new"] == len(recs) == 2 * (2 + 1 + 1 + 1 + 1)
     assert {r["tier"] for r in recs} == {"intra", "inter"}

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_helpers import run
 
 from autotuner.frameworks.ddp.knobs import DdpConfig
 from autotuner.frameworks.ddp.launch import run_ddp
@@ -148,8 +149,8 @@ def test_a_real_cpu_job_under_torchrun_gives_a_record_the_fit_reads():
 @pytest.mark.parametrize("args", [["--cpu-jobs", "-1"], ["--cpu-jobs", "x"], ["--first-touch-jobs", "abc"],
                                   ["--burst-jobs", "-2"], ["--jobs", "0"], ["--np", "1"]])
 def test_ddp_measure_refuses_bad_counts_in_one_line(tmp_path, args):
-    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "measure", "--env", "x", "--runs-dir",
-                        str(tmp_path), *args], capture_output=True, text=True, timeout=120)
+    p = run("ddp", "measure", "--env", "x", "--runs-dir",
+            str(tmp_path), *args, timeout=120)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
     assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
 
@@ -161,9 +162,8 @@ def test_ddp_measure_on_a_complete_env_runs_nothing_and_names_every_phase(tmp_pa
 
     shutil.copytree(RUNS / "ddp-2gbit", tmp_path / "ddp-2gbit")
     before = {f.name: f.read_bytes() for f in (tmp_path / "ddp-2gbit").glob("*.jsonl")}
-    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "measure", "--env", "ddp-2gbit", "--np", "2",
-                        "--bandwidth-gbit", "2", "--runs-dir", str(tmp_path)], capture_output=True, text=True,
-                       timeout=120)
+    p = run("ddp", "measure", "--env", "ddp-2gbit", "--np", "2",
+            "--bandwidth-gbit", "2", "--runs-dir", str(tmp_path), timeout=120)
     assert p.returncode == 0, p.stderr
     assert "3 burst job(s); 1 first-touch job(s); 1 cpu job(s)" in p.stderr
     assert {f.name: f.read_bytes() for f in (tmp_path / "ddp-2gbit").glob("*.jsonl")} == before
@@ -193,11 +193,10 @@ def test_the_cpu_fit_recovers_the_law_and_suggest_says_what_it_charges():
     assert cpu_share([dict(rec, rows=[two])])["points"][0][1:3] == pytest.approx([0.3, 3.0])
     layout = str(ROOT / "docs" / "records" / "train-ddp-2gbit" / "layout.json")
     for env, says in (("ddp-2gbit", "charged in the step times above"), ("ddp-1x4-16core", "never measured")):
-        p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", "--env", env, "--model", layout],
-                           capture_output=True, text=True, timeout=120)
+        p = run("ddp", "suggest", "--env", env, "--model", layout, timeout=120)
         assert p.returncode == 0 and says in p.stdout, (env, p.stdout, p.stderr)
-    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", "--env", "ddp-2gbit", "--model",
-                        "resnet50"], capture_output=True, text=True, timeout=120)
+    p = run("ddp", "suggest", "--env", "ddp-2gbit", "--model",
+            "resnet50", timeout=120)
     assert p.returncode == 0 and "cpu phase" not in p.stdout and "never measured" not in p.stdout  # no device
 
 
@@ -402,8 +401,8 @@ def test_ddp_suggest_from_the_command_line(tmp_path):
     """Also from another folder: the env's records name their layouts where they keep them (a user's layout is
     copied beside its records), so the band does not depend on the working directory."""
     env = "ddp-2gbit"
-    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", "--env", env, "--model", "resnet50",
-                        "--compute-ms", "100", "--json"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    p = run("ddp", "suggest", "--env", env, "--model", "resnet50",
+            "--compute-ms", "100", "--json", timeout=120, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["default"]["label"].startswith("25 MiB (default") and d["settings"] > 100
@@ -411,8 +410,7 @@ def test_ddp_suggest_from_the_command_line(tmp_path):
     for bad in (["--env", "nope"], ["--model", "nope"], ["--compute-ms", "-1"]):
         args = {"--env": env, "--model": "resnet50", "--compute-ms": "100"}
         args[bad[0]] = bad[1]
-        q = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", *sum(args.items(), ())],
-                           capture_output=True, text=True, timeout=120)
+        q = run("ddp", "suggest", *sum(args.items(), ()), timeout=120)
         assert q.returncode == 2 and len(q.stderr.strip().splitlines()) == 1, q.stderr
 
 
@@ -479,9 +477,8 @@ def test_a_users_script_reads_its_setting_from_the_environment(tmp_path):
 
 def test_ddp_simulate_and_bad_proposals_from_the_command_line(tmp_path):
     env = DDP_ENVS[0]
-    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "simulate", "--env", env, "--model", "resnet18",
-                        "--compute-ms", "100", "--bucket-cap-mb", "4", "--json"], capture_output=True, text=True,
-                       timeout=120)
+    p = run("ddp", "simulate", "--env", env, "--model", "resnet18",
+            "--compute-ms", "100", "--bucket-cap-mb", "4", "--json", timeout=120)
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     L = load_layout("resnet18")
@@ -490,8 +487,8 @@ def test_ddp_simulate_and_bad_proposals_from_the_command_line(tmp_path):
     bad = tmp_path / "p.json"
     for text in ('[{"bucket_size": 3}]', '{"x": 1}', "[1]", "not json"):
         bad.write_text(text)
-        q = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "validate", "--env", env, "--model",
-                            "resnet18", "--proposals", str(bad)], capture_output=True, text=True, timeout=120)
+        q = run("ddp", "validate", "--env", env, "--model",
+                "resnet18", "--proposals", str(bad), timeout=120)
         assert q.returncode == 2 and len(q.stderr.strip().splitlines()) == 1, (text, q.stderr)
 
 
@@ -563,9 +560,8 @@ def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line
         good = (RUNS / "ddp-2gbit" / rel).read_text()
         for line in lines:
             (env / rel).write_text(good + line + "\n")
-            p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "suggest", "--env", "ddp-2gbit",
-                                "--model", "resnet18", "--runs-dir", str(tmp_path)], capture_output=True, text=True,
-                               timeout=120)
+            p = run("ddp", "suggest", "--env", "ddp-2gbit",
+                    "--model", "resnet18", "--runs-dir", str(tmp_path), timeout=120)
             assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (rel, line, p.stderr)
         (env / rel).write_text(good)
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run
 
 import autotuner
 
@@ -54,14 +53,13 @@ def test_explore_puts_the_envs_replays_beside_the_curves(tmp_path):
 
 @pytest.mark.parametrize("cmd", [["scale", "--nodes", "1,2", "--link-gbit", "3"], ["explore"]])
 def test_from_the_command_line(tmp_path, cmd):
-    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", *cmd, "--env", ENV, "--model", MODEL, "--out",
-                        str(tmp_path), "--json"], capture_output=True, text=True, timeout=120)
+    p = run("ddp", *cmd, "--env", ENV, "--model", MODEL, "--out",
+            str(tmp_path), "--json", timeout=120)
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     assert d["files"] and all((tmp_path / f.split("/")[-1]).exists() for f in d["files"])
-    text = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", *cmd, "--env", ENV, "--model", MODEL,
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "COLUMNS": "80"})
+    text = run("ddp", *cmd, "--env", ENV, "--model", MODEL,
+               "--out", str(tmp_path), timeout=120, env={**os.environ, "COLUMNS": "80"})
     assert text.returncode == 0 and "…" not in text.stdout and "Traceback" not in text.stderr
 
 
@@ -72,8 +70,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, cmd):
     args = {"--env": ENV, "--model": MODEL, "--out": str(tmp_path)}
     sub, rest = cmd[0], cmd[1:]
     args.update(dict(zip(rest[::2], rest[1::2])))
-    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", sub, *sum(args.items(), ())],
-                       capture_output=True, text=True, timeout=120)
+    p = run("ddp", sub, *sum(args.items(), ()), timeout=120)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, (cmd, p.stderr)
 
 
@@ -88,8 +85,7 @@ def test_ddp_envs_lists_every_committed_env_and_a_damaged_one_as_a_problem(tmp_p
     bad = tmp_path / "ddp-broken"
     bad.mkdir()
     (bad / "ddp-sweep.jsonl").write_text('{"ranks": 2}\n')
-    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "ddp", "envs", "--runs-dir", str(tmp_path), "--json"],
-                       capture_output=True, text=True, timeout=120)
+    p = run("ddp", "envs", "--runs-dir", str(tmp_path), "--json", timeout=120)
     assert p.returncode == 0, p.stderr
     got = {r["env"]: r for r in json.loads(p.stdout)}
     assert "problem" in got["ddp-broken"] and "\n" not in got["ddp-broken"]["problem"]

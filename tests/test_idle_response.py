@@ -64,18 +64,26 @@ def test_idle_cost_is_the_arithmetic_of_the_committed_timelines(env):
     assert all(0 < x <= max(means.values()) + 1e-9 for x in line)
 
 
+#: the envs measured on the 2026-11-28 machine (their env.toml's ``stack`` names its CPU; tests/test_fused_phase.py)
+NEW_MACHINE = {"fresh-poll-1gbit", "fresh-poll-2.25gbit"}
+
+
 def test_idle_regime_is_slower_than_the_sweeps_own_small_responses():
-    """The measurement the phase exists for: on this machine a small response while the ranks sleep
-    costs 1.3-2.9 ms on every env (a host property), above the sweep tier's 4 KiB figure on every env
+    """The measurement the phase exists for: a small response while the ranks sleep is a host property. On the
+    machine of the earlier envs it costs 1.3-2.9 ms on every env, above the sweep tier's 4 KiB figure on every env
     but fresh-poll-1.25gbit, whose sweep's fusion-off job sampled the slow regime (tier 2.06 ms), and
     fresh-poll-2x1-3.5gbit (idle 1.74 ms, tier 1.82 ms) and fresh-poll-2x1-4.5gbit (idle 1.45 ms, tier 1.88 ms):
     their sweep lines' intercepts (1.80 and 1.87 ms) are the highest of the two-host envs (0.91-1.48 ms on the
-    others)."""
+    others). On the 2026-11-28 machine (``NEW_MACHINE``) it costs 4.5 and 6.3 ms, as its dearer burst and step
+    phases do (docs/compression.md, "Held out: a new machine"), and is above the tier there too."""
     above = []
     for env in ENVS:
         m = json.loads((ROOT / "autotuner" / "models" / f"{env}.json").read_text())
         idle = m["fit"]["idle_response"]["mean_ms_by_size"]
-        assert 1.2 < idle["4096"] < 3.0, env
+        stack = (RUNS / env / "env.toml").read_text()
+        assert (env in NEW_MACHINE) == ('stack = "vm: AMD EPYC' in stack), env
+        lo, hi = (4.0, 7.0) if env in NEW_MACHINE else (1.2, 3.0)
+        assert lo < idle["4096"] < hi, env
         tier = [s["pred_ms"] for s in m["fit"]["samples"] if s["bytes"] == 4096][0]
         if idle["4096"] > tier:
             above.append(env)

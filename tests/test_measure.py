@@ -16,16 +16,17 @@ import pytest
 
 from autotuner.errors import ValidationError
 from autotuner.frameworks.horovod import measure as M
-from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_idle_records,
-                                     parse_step_records, parse_sweep_records, parse_trickle_records)
+from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_fused_records,
+                                     parse_idle_records, parse_step_records, parse_sweep_records,
+                                     parse_trickle_records)
 from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
 
 SHORT = dict(sizes=(1024, 4096, 65536), fusion_sizes=(65536, 262144), tiny_counts=(1, 8), unfused_sizes=(1024, 16384),
              cpu_repeats=1, trickle_repeats=1, idle_repeats=1, fp16_repeats=1, burst_repeats=1, step_repeats=1,
-             mid_repeats=1)
+             mid_repeats=1, fused_repeats=1)
 #: the two-host plumbing test: no probe phase (each is checked on one host above)
 SHORT_SWEEP = {**SHORT, "cpu_repeats": 0, "trickle_repeats": 0, "idle_repeats": 0, "fp16_repeats": 0,
-               "burst_repeats": 0, "step_repeats": 0, "mid_repeats": 0}
+               "burst_repeats": 0, "step_repeats": 0, "mid_repeats": 0, "fused_repeats": 0}
 
 
 # --------------------------------------------------------------------------- pure parts
@@ -208,6 +209,9 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     frecs, problems = parse_fp16_records((env_dir / "fp16.jsonl").read_text(), "fp16.jsonl")
     assert problems == [] and len(frecs) == 1 == s1["fp16"]["jobs_new"] and frecs[0]["ranks"] == 2
     assert len(frecs[0]["fp16_ms"]) == len(frecs[0]["sizes"]) == 3 and len(frecs[0]["casts"]) == 3
+    # the fused phase: one job at Horovod's defaults, no timeline, lone and fused responses of each size
+    urecs, problems = parse_fused_records((env_dir / M.FUSED_RECORDS).read_text(), M.FUSED_RECORDS)
+    assert problems == [] and len(urecs) == 1 == s1["fused"]["jobs_new"] and "timeline" not in urecs[0]
     # a re-run measures nothing again
     s2 = M.run_measure(env_dir, setup, timeout_s=300, **SHORT)
     assert s2["items_new"] == 0 and s2["items_recorded"] == want and s2["cpu"]["jobs_new"] == 0
@@ -252,7 +256,8 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "autotuner.cli", "measure", "--env", "k", "--runs-dir", str(runs),
             "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0", "--trickle-repeats", "0", "--idle-repeats", "0",
-            "--fp16-repeats", "0", "--burst-repeats", "0", "--step-repeats", "0", "--mid-repeats", "0"]
+            "--fp16-repeats", "0", "--burst-repeats", "0", "--step-repeats", "0", "--mid-repeats", "0",
+            "--fused-repeats", "0"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     rec = runs / "k" / "sweep.jsonl"

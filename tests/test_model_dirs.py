@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run
 
 from autotuner import paths
 from autotuner.errors import ModelStoreError, RunsError
@@ -56,8 +57,7 @@ def sandbox(tmp_path):
 
 def _run(sandbox, *args, **extra_env):
     work, env = sandbox
-    return subprocess.run([sys.executable, "-m", "autotuner.cli", *args], cwd=work, env=env | extra_env,
-                          capture_output=True, text=True, timeout=300)
+    return run(*args, cwd=work, env=env | extra_env)
 
 
 def _ok_json(p) -> dict:

@@ -48,8 +48,7 @@ def _nothing_written(out: Path):
 def _run_t(*args, timeout=60, cwd=ROOT):
     """Like cli_helpers.run, with a short timeout: running past it is a hang."""
     try:
-        return subprocess.run([sys.executable, "-m", "autotuner.cli", *args], cwd=cwd, capture_output=True,
-                              text=True, timeout=timeout, check=False)
+        return run(*args, cwd=cwd, timeout=timeout)
     except subprocess.TimeoutExpired:
         pytest.fail(f"hang: autotuner {' '.join(map(str, args))} ran past {timeout} s")
 

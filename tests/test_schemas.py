@@ -9,11 +9,11 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cli_helpers import run
 
 from autotuner.errors import AutotunerError, LayoutError, ModelStoreError, ScenarioError
 from autotuner.frameworks.horovod.fit.fitters import FITTERS, fit_env, host_samples_for
@@ -32,9 +32,7 @@ MODEL = ROOT / "autotuner" / "models"
 
 def cli(*args, cwd=ROOT):
     """``python -m autotuner.cli ARGS`` with a wide terminal (warnings are not wrapped)."""
-    env = dict(os.environ, COLUMNS="1000")
-    return subprocess.run([sys.executable, "-m", "autotuner.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=env)
+    return run(*args, cwd=cwd, env=dict(os.environ, COLUMNS="1000"))
 
 
 def one_line(e: BaseException, *needles: str) -> str:

@@ -7,8 +7,6 @@ Horovod 0.28.1 fixture files.
 """
 import gzip
 import json
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -49,9 +47,7 @@ def cfg(**kw):
     return Config(**{**base, **kw})
 
 
-def run(*args):
-    return subprocess.run([sys.executable, "-m", "autotuner.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+from cli_helpers import run  # noqa: E402
 
 
 def assert_one_line_error(p, needle):
