@@ -1,5 +1,5 @@
 """The tests' ``autotuner`` launcher: one Python interpreter that imports autotuner's modules (and numpy, scipy,
-pandas, pydantic, typer, rich, matplotlib) once, then forks one child per command, and each child runs
+pandas, pydantic, typer, rich, matplotlib's pyplot) once, then forks one child per command, and each child runs
 ``python -m autotuner.cli ARGS`` exactly as that command line does (``runpy`` runs the module as ``__main__``:
 cli.py's own Ctrl-C handler, its consoles made from the child's environment, ``sys.exit(main())``).
 
@@ -47,8 +47,10 @@ def _preload() -> None:
     import importlib
 
     for mod in ("autotuner.options", "autotuner.render", "typer", "rich.console", "rich.table", "rich.progress",
-                "pandas", "matplotlib", "matplotlib.figure", "matplotlib.backends.backend_agg", "skopt",
-                "scipy.optimize", "scipy.stats"):
+                "pandas", "skopt", "scipy.optimize", "scipy.stats",
+                # the plotting modules select the Agg backend as they load (autotuner/views/plots.py)
+                "autotuner.views.plots", "autotuner.frameworks.horovod.views.plots_explore",
+                "autotuner.frameworks.ddp.plots", "matplotlib.pyplot"):
         importlib.import_module(mod)
     assert "torch" not in sys.modules, "the launcher must not import torch (it would fork torch's thread pools)"
 
