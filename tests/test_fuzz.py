@@ -19,14 +19,14 @@ def _cwd(monkeypatch):
 
 
 def test_cli_fuzz_short():
-    rep = fuzz_harness().run_cli(100, seed=0)
-    assert rep.counts["total"] == 100
+    rep = fuzz_harness().run_cli(50, seed=0)
+    assert rep.counts["total"] == 50
     assert rep.n_failures == 0, rep.summary()
 
 
 def test_reader_fuzz_short():
-    rep = fuzz_harness().run_readers(1000, seed=0)
-    assert rep.counts["total"] == 1000
+    rep = fuzz_harness().run_readers(500, seed=0)
+    assert rep.counts["total"] == 500
     assert rep.n_failures == 0, rep.summary()
 
 
