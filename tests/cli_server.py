@@ -76,10 +76,10 @@ def _child(req: dict) -> None:
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
+        import importlib.util
         import runpy
 
-        spec_origin = __import__("importlib.util").util.find_spec("autotuner.cli").origin
-        sys.argv = [spec_origin, *req["args"]]
+        sys.argv = [importlib.util.find_spec("autotuner.cli").origin, *req["args"]]
         # as the interpreter starts: the working directory (``python -m``), then $PYTHONPATH, then the rest
         sys.path[:] = [os.getcwd(), *_pythonpath(req["env"]), *_BASE_PATH]
         try:
