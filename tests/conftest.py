@@ -1,4 +1,10 @@
+import contextlib
+import fcntl
+import json
 import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,25 +26,97 @@ def root() -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def _no_user_model_or_runs_folders(tmp_path_factory):
-    """Every test (and every ``autotuner`` it starts) sees an empty per-user data folder and no
+    """Every test (and every ``autotuner`` it starts) sees an empty per-user data folder, an empty cache folder and no
     ``AUTOTUNER_MODEL_DIR`` / ``AUTOTUNER_RUNS_DIR`` (autotuner/paths.py): a developer's own fits
     never shadow the shipped models, and nothing is written into the real ~/.local/share."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_DATA_HOME", str(tmp_path_factory.mktemp("xdg-data-home")))
+        mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache-home")))
         mp.delenv("AUTOTUNER_MODEL_DIR", raising=False)
         mp.delenv("AUTOTUNER_RUNS_DIR", raising=False)
         yield
 
 
-@pytest.fixture(scope="session")
-def refit_all(tmp_path_factory):
-    """``autotuner fit runs/ --out DIR`` as a user runs it (README command 1), once per test session: the
-    ``(CompletedProcess, DIR)`` every test that needs a refit of the whole committed runs folder shares (each such
-    fit takes 25-40 s on this machine's kind; the tests only read what it wrote)."""
-    import subprocess
-    import sys
+# --------------------------------------------------------------------------- real runs alone under pytest-xdist
 
-    out = tmp_path_factory.mktemp("refit-all")
-    p = subprocess.run([sys.executable, "-m", "autotuner.cli", "fit", str(ROOT / "runs"), "--out", str(out)], cwd=ROOT,
-                       capture_output=True, text=True, timeout=600)
-    return p, out
+def _shared_dir(config) -> Path | None:
+    """The folder every pytest-xdist worker of this run shares (named by xdist's run id), or None when the
+    tests run in one process."""
+    uid = getattr(config, "workerinput", {}).get("testrunuid")
+    if uid is None:
+        return None
+    d = Path(tempfile.gettempdir()) / f"autotuner-tests-{uid}"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+@contextlib.contextmanager
+def _slot(config, alone: bool):
+    """Under pytest-xdist (README command 2 runs ``-n auto``): a test marked ``real`` (a real ``horovodrun`` or
+    ``torchrun`` job, whose timings and timeouts assume the machine to itself) runs alone, every other test beside
+    other such tests. A readers-writer lock on a file every worker shares: ``flock`` exclusive for a real test,
+    shared for the rest, taken through a turnstile (one more exclusive ``flock``, held only while waiting) so that
+    a waiting real test is not overtaken by the other workers' next tests. Nothing happens in one process."""
+    d = _shared_dir(config)
+    if d is None:
+        yield
+        return
+    with open(d / "turnstile", "a+") as turn, open(d / "real-runs", "a+") as lock:
+        fcntl.flock(turn, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(turn, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test's whole protocol (its fixtures' setup and teardown included: a module's fixture is made in its
+    first test's setup) inside :func:`_slot`."""
+    with _slot(item.config, item.get_closest_marker("real") is not None):
+        yield
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "real: starts real horovodrun/torchrun jobs; runs alone under pytest-xdist")
+
+
+# --------------------------------------------------------------------------- the shared refit
+
+
+def _refit(out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "autotuner.cli", "fit", str(ROOT / "runs"), "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="session")
+def refit_all(request, tmp_path_factory):
+    """``autotuner fit runs/ --out DIR`` as a user runs it (README command 1), once per test session: the
+    ``(CompletedProcess, DIR)`` every test that needs a refit of the whole committed runs folder shares (the fit
+    takes 25-40 s on a fast machine, 3 min on the slow kind CI now runs on; the tests only read what it wrote).
+    Under pytest-xdist the first worker to ask fits, into the folder the workers share, and the others wait on a
+    lock and read its result (the pattern of pytest-xdist's docs, "Making session-scoped fixtures execute only
+    once")."""
+    shared = _shared_dir(request.config)
+    if shared is None:
+        out = tmp_path_factory.mktemp("refit-all")
+        return _refit(out), out
+    out, done = shared / "refit-all", shared / "refit-all.json"
+    with open(shared / "refit-all.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not done.exists():
+                out.mkdir(exist_ok=True)
+                p = _refit(out)
+                tmp = done.with_suffix(".tmp")
+                tmp.write_text(json.dumps({"args": p.args, "returncode": p.returncode, "stdout": p.stdout,
+                                           "stderr": p.stderr}))
+                tmp.replace(done)
+            r = json.loads(done.read_text())
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return subprocess.CompletedProcess(r["args"], r["returncode"], r["stdout"], r["stderr"]), out

@@ -22,8 +22,8 @@ from tests.test_testbed import start_holder
 ROOT = Path(__file__).resolve().parents[1]
 ROOT_DIR = str(ROOT)
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
-                                reason="needs root and iproute2 (ip, tc) to create network namespaces")
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
+                                 reason="needs root and iproute2 (ip, tc) to create network namespaces"), pytest.mark.real]
 
 
 def _links() -> dict[str, list[str]]:

@@ -28,6 +28,9 @@ DDP_ENVS = sorted(p.parent.name for p in RUNS.glob("*/ddp-sweep.jsonl"))
 SCRIPT_ONLY_ENVS = {"ddp-3gbit", "ddp-2x1-2gbit"}
 
 
+pytestmark = pytest.mark.real  # real horovodrun/torchrun jobs: alone under pytest-xdist (conftest.py)
+
+
 def _rebuilt(layout, cfg: DdpConfig) -> list[int]:
     order = np.argsort(layout.ready_fraction, kind="stable")
     b, _ = assign_buckets(layout.sizes_bytes, layout.dtypes, cfg.rebuild_limits(), order)

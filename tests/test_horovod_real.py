@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from autotuner.frameworks.horovod.knobs import MIB, Config
 from autotuner.readers.layouts import load_layout
 from autotuner.readers.replay_output import parse_output
@@ -18,6 +20,7 @@ from autotuner.frameworks.horovod.launch import Job, replay_command, run_job
 from tests.cli_helpers import need_horovod
 
 TINY = str(Path(__file__).parent / "data" / "tiny_layout.json")
+pytestmark = pytest.mark.real  # real horovodrun/torchrun jobs: alone under pytest-xdist (conftest.py)
 
 
 def test_replay_under_horovodrun_and_its_timeline_read_back(tmp_path):
@@ -179,3 +182,40 @@ def test_user_command_with_synthetic_benchmark_output_and_batch_size(tmp_path):
     assert [r["status"] for r in recs] == ["ok", "ok"]
     assert recs[0]["step_times_ms"] == [320.0, 160.0]  # 1000 * 32 images / (img/sec)
     assert recs[0]["setup"]["batch_size"] == 32 and recs[0]["setup"]["command"][0] == sys.executable
+
+
+def test_a_gloo_job_asks_the_builds_gloo_support_once_and_keeps_the_answer(tmp_path, monkeypatch):
+    """autotuner/frameworks/horovod/horovodrun.py: the first job asks Horovod's own check (a forked import of
+    horovod.torch), the next ones read the kept answer; another build (another key) asks again."""
+    need_horovod()
+    import horovod.common.util as hvd_util
+
+    from autotuner.frameworks.horovod import horovodrun as H
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert H.gloo_built_cached() is True  # Horovod's real check, on the build scripts/install_horovod.sh made
+    kept = json.loads(H.cache_path().read_text())
+    assert kept == {"key": H.build_key(), "gloo_built": True} and kept["key"][1], kept
+
+    def no_check():
+        raise AssertionError("asked Horovod again")
+    monkeypatch.setattr(hvd_util, "gloo_built", no_check)
+    assert H.gloo_built_cached() is True  # read back, not asked
+    asked = []
+    monkeypatch.setattr(hvd_util, "gloo_built", lambda: asked.append(1) or False)
+    H.cache_path().write_text(json.dumps({"key": ["0.0.0", []], "gloo_built": True}))  # another build's answer
+    assert H.gloo_built_cached() is False and asked == [1]
+    H.cache_path().write_text("{not json")
+    assert H.gloo_built_cached() is False and asked == [1, 1]
+    assert json.loads(H.cache_path().read_text())["gloo_built"] is False
+
+
+def test_a_gloo_job_starts_through_the_checked_launcher_and_an_mpi_job_through_horovodrun():
+    need_horovod()
+    gloo = Job(np=2, command=("python", "train.py"))
+    assert gloo.argv()[:3] == [sys.executable, "-m", "autotuner.frameworks.horovod.horovodrun"]
+    assert gloo.argv()[3:] == ["-np", "2", "-H", "localhost:2", "--gloo", "python", "train.py"]
+    mpi = Job(np=2, command=("python", "train.py"), gloo=False)
+    assert Path(mpi.argv()[0]).name == "horovodrun" and "--gloo" not in mpi.argv()
+    emulated = Job(np=2, command=("python", "train.py"), launcher=("python", "-m", "x"))
+    assert emulated.argv()[:3] == ["python", "-m", "x"]

@@ -149,6 +149,7 @@ def test_measure_says_it_fits_nothing_and_names_the_fit_to_run():
 
 # --------------------------------------------------------------------------- real horovodrun
 
+@pytest.mark.real
 def test_short_sweep_records_resumes_and_fits(tmp_path):
     need_horovod()
     env_dir = tmp_path / "runs" / "sweep-test"
@@ -248,6 +249,7 @@ def test_short_sweep_records_resumes_and_fits(tmp_path):
     assert p.returncode == 0, p.stderr
 
 
+@pytest.mark.real
 def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     need_horovod()
     runs = tmp_path / "runs"

@@ -152,6 +152,7 @@ def test_validate_setup_takes_the_measured_compute(profiles):
     assert validation_setup(env=ENV, model=str(path), compute_ms=42.0).compute_ms == 42.0
 
 
+@pytest.mark.real
 def test_replay_uses_the_measured_times(tmp_path):
     """The replay workload (what validate runs) with a measured layout and no --compute-ms."""
     need_horovod()

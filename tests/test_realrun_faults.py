@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = str(Path(__file__).parent / "data" / "tiny_layout.json")
 MARK = "AUTOTUNER_TEST_MARK"
 
-pytestmark = pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+pytestmark = [pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc"), pytest.mark.real]
 
 # A job whose root starts a child in its process group and one in a session of its own (as Horovod's middlemen
 # are), then sleeps argv[1] seconds.  Each of the three command lines holds "sleep(121)".

@@ -14,8 +14,8 @@ from autotuner.realrun import testbed as tb
 ROOT = Path(__file__).resolve().parents[1]
 ROOT_DIR = str(ROOT)
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
-                                reason="needs root and iproute2 (ip, tc) to create network namespaces")
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
+                                 reason="needs root and iproute2 (ip, tc) to create network namespaces"), pytest.mark.real]
 
 # Children import the testbed package alone (stdlib only, ~20 ms: `autotuner` itself imports nothing eagerly).
 LOAD = f"""

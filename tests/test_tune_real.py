@@ -31,6 +31,9 @@ def records(runs, name="tune-tiny_layout"):
     return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()] if p.exists() else []
 
 
+pytestmark = pytest.mark.real  # real horovodrun/torchrun jobs: alone under pytest-xdist (conftest.py)
+
+
 @pytest.mark.parametrize("args, says", [
     (("--budget-steps", "0"), "--budget-steps"),
     (("--budget-steps", "5"), "at least 2 trials of 3 steps"),
