@@ -101,10 +101,10 @@ def refit_all(request, tmp_path_factory):
     Under pytest-xdist the first worker to ask fits, into the folder the workers share, and the others wait on a
     lock and read its result (the pattern of pytest-xdist's docs, "Making session-scoped fixtures execute only
     once")."""
-    shared = _shared_dir(request.config)
-    if shared is None:
+    if _shared_dir(request.config) is None:
         out = tmp_path_factory.mktemp("refit-all")
         return _refit(out), out
+    shared = tmp_path_factory.getbasetemp().parent  # the workers' common base, which pytest rotates away
     out, done = shared / "refit-all", shared / "refit-all.json"
     with open(shared / "refit-all.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

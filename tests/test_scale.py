@@ -173,7 +173,7 @@ def _every_shipped_env():
 
 
 @pytest.mark.parametrize("env, model, extra", _every_shipped_env(), ids=lambda v: v if isinstance(v, str) else None)
-def test_scale_and_explore_work_on_every_shipped_env(tmp_path, env, model, extra):
+def test_scale_and_explore_work_on_one_shipped_env_of_each_kind(tmp_path, env, model, extra):
     """Issue 21: `scale` ended in a matplotlib traceback on every Gloo env; both commands, --json and their
     PNGs, on one shipped env of each kind (``_every_shipped_env``)."""
     p = run("scale", "--model", model, "--env", env, *extra, "--nodes", "1,2,4", "--out", str(tmp_path / "s"), "--json")

@@ -21,7 +21,6 @@ job's checks are Horovod's, unchanged.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -84,5 +83,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     main()
