@@ -24,9 +24,10 @@ LAYOUT = ROOT / "examples" / "layouts" / "tiny_transformer.json"
 RECORDS = ROOT / "runs" / "fresh-poll-2gbit" / "validation" / "cpu-tiny_transformer.jsonl"
 
 
-pytestmark = pytest.mark.real  # real horovodrun/torchrun jobs: alone under pytest-xdist (conftest.py)
+# tests marked `real` start real horovodrun/torchrun jobs (or time this machine): alone under pytest-xdist (conftest.py)
 
 
+@pytest.mark.real
 def test_example_script_under_horovodrun_takes_its_step_counts_from_validate():
     """The counts validate passes (AUTOTUNER_STEPS / AUTOTUNER_WARMUP) reach the script: 2 measured
     step lines in the form validate reads, from 2 real ranks."""

@@ -28,7 +28,7 @@ DDP_ENVS = sorted(p.parent.name for p in RUNS.glob("*/ddp-sweep.jsonl"))
 SCRIPT_ONLY_ENVS = {"ddp-3gbit", "ddp-2x1-2gbit"}
 
 
-pytestmark = pytest.mark.real  # real horovodrun/torchrun jobs: alone under pytest-xdist (conftest.py)
+# tests marked `real` start real horovodrun/torchrun jobs (or time this machine): alone under pytest-xdist (conftest.py)
 
 
 def _rebuilt(layout, cfg: DdpConfig) -> list[int]:
@@ -37,6 +37,7 @@ def _rebuilt(layout, cfg: DdpConfig) -> list[int]:
     return [int(np.asarray(layout.sizes_bytes)[list(x)].sum()) for x in b]
 
 
+@pytest.mark.real
 def test_a_real_ddp_replay_under_torchrun_rebuilds_the_buckets_the_simulator_does():
     """2 ranks on this host, the tiny layout (1.2 MB), 0.2 MiB caps: the result line parses as a replay's and DDP's
     logging data gives the rebuilt bucket sizes the simulator assigns; the first iteration is reported apart."""
@@ -60,6 +61,7 @@ def test_the_replay_refuses_bad_arguments_in_one_line(args, msg):
     assert p.returncode == 2 and msg in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
 
+@pytest.mark.real
 def test_a_real_burst_job_under_torchrun_gives_a_record_the_fit_reads():
     """The burst phase (:mod:`autotuner.frameworks.ddp.burstprobe`) on 2 ranks of this host, small: one size, 4 calls,
     2 rounds: a record its schema accepts, every lone call and one back-to-back time per round, positive, and one
@@ -79,6 +81,7 @@ def test_a_real_burst_job_under_torchrun_gives_a_record_the_fit_reads():
     assert q["jobs"] == 1 and np.isfinite(q["raw_us"]) and all(t > 0 for t in rec["lone_ms"][0] + rec["burst_ms"][0])
 
 
+@pytest.mark.real
 def test_a_real_first_touch_job_under_torchrun_gives_a_record_the_fit_reads():
     """The first-touch phase (:mod:`autotuner.frameworks.ddp.firsttouchprobe`) on 2 ranks of this host, short (its
     ResNet-50's 102 MB, 2 steps, 1 round): a record its schema accepts, both modes, held gradients faulting in three
@@ -129,6 +132,7 @@ def test_the_first_touch_fit_and_suggests_note():
     assert not any("pages in again" in n for n in without.notes)
 
 
+@pytest.mark.real
 def test_a_real_cpu_job_under_torchrun_gives_a_record_the_fit_reads():
     """The cpu phase (:mod:`autotuner.frameworks.ddp.cpuprobe`) on 2 ranks of this host, short (1 round, 2 units,
     streams of about 0.15 s): a record its schema accepts, both stream sizes, units timed alone and beside the
@@ -569,6 +573,7 @@ def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line
         (env / rel).write_text(good)
 
 
+@pytest.mark.real
 def test_held_gradients_re_fault_their_pages_on_this_machine_too(tmp_path):
     """scripts/first_touch_probe.py on the machine the suite runs on (one process, ResNet-101's 178 MB of
     gradients, ~8 s): gradients held to the step's end fault in every page again each step; dropped after their

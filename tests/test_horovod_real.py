@@ -20,9 +20,10 @@ from autotuner.frameworks.horovod.launch import Job, replay_command, run_job
 from tests.cli_helpers import need_horovod
 
 TINY = str(Path(__file__).parent / "data" / "tiny_layout.json")
-pytestmark = pytest.mark.real  # real horovodrun/torchrun jobs: alone under pytest-xdist (conftest.py)
+# tests marked `real` start real horovodrun/torchrun jobs: alone under pytest-xdist (conftest.py)
 
 
+@pytest.mark.real
 def test_replay_under_horovodrun_and_its_timeline_read_back(tmp_path):
     need_horovod()
     layout = load_layout(TINY)
@@ -52,6 +53,7 @@ def test_replay_under_horovodrun_and_its_timeline_read_back(tmp_path):
     assert timeline.cycle_starts_us  # --timeline-mark-cycles
 
 
+@pytest.mark.real
 def test_fused_responses_with_a_large_threshold(tmp_path):
     need_horovod()
     layout = load_layout(TINY)
@@ -74,6 +76,7 @@ def _validate_argv(runs: Path, proposals: Path) -> list[str]:
             "--proposals", str(proposals), "--runs-dir", str(runs), "--timeout", "100"]
 
 
+@pytest.mark.real
 def test_validate_killed_mid_trial_resumes_without_losing_or_repeating(tmp_path):
     need_horovod()
     proposals = tmp_path / "p.json"
@@ -109,6 +112,7 @@ def test_validate_killed_mid_trial_resumes_without_losing_or_repeating(tmp_path)
                for line in after)
 
 
+@pytest.mark.real
 def test_validate_timeline_when_asked_is_recorded_and_kept_out_of_the_error(tmp_path):
     """Issue 29: ``--timeline`` records Horovod's timeline in every trial (responses/step); the report says its
     cost was measured into every trial and leaves the error out; a re-run without it measures again."""
@@ -135,6 +139,7 @@ def test_validate_timeline_when_asked_is_recorded_and_kept_out_of_the_error(tmp_
     assert "with timeline" not in md and "2 other record(s) of this setup" in md
 
 
+@pytest.mark.real
 def test_crashing_and_hanging_ranks_are_failed_trials_and_the_batch_goes_on(tmp_path):
     need_horovod()
     proposals = tmp_path / "p.json"
@@ -155,6 +160,7 @@ def test_crashing_and_hanging_ranks_are_failed_trials_and_the_batch_goes_on(tmp_
     assert "no proposal was measured successfully" in res.stdout
 
 
+@pytest.mark.real
 def test_a_hanging_job_is_killed_at_the_timeout(tmp_path):
     need_horovod()
     job = Job(np=2, command=(sys.executable, "-c", "import time; time.sleep(120)"))
@@ -165,6 +171,7 @@ def test_a_hanging_job_is_killed_at_the_timeout(tmp_path):
     assert not left  # every rank of the process group is gone
 
 
+@pytest.mark.real
 def test_user_command_with_synthetic_benchmark_output_and_batch_size(tmp_path):
     need_horovod()
     # a user's own script, printed the way horovod/examples/pytorch/pytorch_synthetic_benchmark.py does

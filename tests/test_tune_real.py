@@ -31,7 +31,7 @@ def records(runs, name="tune-tiny_layout"):
     return [json.loads(ln) for ln in p.read_text().splitlines() if ln.strip()] if p.exists() else []
 
 
-pytestmark = pytest.mark.real  # real horovodrun/torchrun jobs: alone under pytest-xdist (conftest.py)
+# tests marked `real` start real horovodrun/torchrun jobs: alone under pytest-xdist (conftest.py)
 
 
 @pytest.mark.parametrize("args, says", [
@@ -51,6 +51,7 @@ def test_an_env_without_a_fitted_model_is_one_line_and_exit_2(tmp_path):
     assert r.returncode == 2 and "fitted model" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 
+@pytest.mark.real
 def test_a_job_without_step_times_is_one_line_and_exit_2_with_its_record_kept(tmp_path, mark):
     need_horovod()
     r = subprocess.run(tune_argv(tmp_path, "--budget-steps", "30", "--", sys.executable, "-c", "print('no steps')"),
@@ -62,6 +63,7 @@ def test_a_job_without_step_times_is_one_line_and_exit_2_with_its_record_kept(tm
     assert left_after(mark) == []
 
 
+@pytest.mark.real
 def test_a_killed_tune_resumes_where_it_stopped_and_starts_at_the_simulators_choice(tmp_path, mark):
     need_horovod()
     argv = tune_argv(tmp_path, "--budget-steps", "9")  # 3 trials of 3 steps
@@ -100,6 +102,7 @@ def test_a_killed_tune_resumes_where_it_stopped_and_starts_at_the_simulators_cho
     assert left_after(mark) == []
 
 
+@pytest.mark.real
 def test_ctrl_c_ends_a_tune_with_one_line_and_130_leaving_nothing_running(tmp_path, mark):
     need_horovod()
     p = subprocess.Popen(tune_argv(tmp_path, "--budget-steps", "30"), env=env_with(mark), stdout=subprocess.PIPE,
