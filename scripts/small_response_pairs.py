@@ -15,8 +15,8 @@ Reads the shipped runs and fitted models (autotuner/runs, autotuner/models); wri
 """
 from __future__ import annotations
 
-import json
 import math
+import os
 import statistics
 import sys
 from dataclasses import replace
@@ -26,6 +26,7 @@ from scipy.optimize import brentq
 
 from autotuner.frameworks.horovod.knobs import config_from_values
 from autotuner.frameworks.horovod.predict import make_scenario
+from autotuner.readers.runs import parse_records
 
 RUNS = Path(__file__).resolve().parents[1] / "autotuner" / "runs"
 
@@ -33,10 +34,8 @@ RUNS = Path(__file__).resolve().parents[1] / "autotuner" / "runs"
 def _rounds(path: Path) -> dict[str, dict[str, dict]]:
     """round -> label -> record, for the file's ok trials without a timeline or compression."""
     by: dict[str, dict[str, dict]] = {}
-    for line in path.read_text().splitlines():
-        if not line.strip():
-            continue
-        r = json.loads(line)
+    recs, _ = parse_records(path.read_text(), path.name)  # the project's reader: damaged lines named and skipped
+    for r in recs:
         if r.get("status") != "ok" or r.get("timeline_recorded") or r.get("compression") not in (None, "none"):
             continue
         label, rnd = r["trial"].rsplit("/", 1)
@@ -97,8 +96,11 @@ def main() -> int:
         if not files:
             print(f"error: no small-*.jsonl validation file under {RUNS} for {', '.join(envs)}", file=sys.stderr)
             return 2
-    for f in files:
-        report(f)
+    try:
+        for f in files:
+            report(f)
+    except BrokenPipeError:  # the reader stopped reading (| head): not an error of this script
+        sys.stdout = open(os.devnull, "w")
     return 0
 
 
