@@ -182,7 +182,9 @@ def fit_regime_lines(d: dict) -> list[str]:
     regime"): the small responses' fixed cost (back to back in a busy cycle) and per-MiB cost, the large
     responses' line, what the mid-size burst phase moved (above the knee, below it), the fused responses' copies
     (the fused phase's, or the timelines'), fp16's float16 sum (the env's fp16 phase, or borrowed from the phases of
-    its stack and sitting: :func:`autotuner.fit.collective.borrow_fp16_sum`), the busy cycle's negotiation, and what the printed R² and MAPE
+    its stack and sitting: :func:`autotuner.fit.collective.borrow_fp16_sum`), the busy cycle's negotiation, a cache-off
+    cycle's from the step phase where charged (:func:`autotuner.frameworks.horovod.fit.sweep.step_cache_off`), and what
+    the printed R² and MAPE
     describe. Empty for other formats."""
     f, inter = d.get("fit") or {}, (d.get("cost_model") or {}).get("inter") or {}
     if "small_responses" not in f:
@@ -236,9 +238,19 @@ def fit_regime_lines(d: dict) -> list[str]:
     if step.get("fixed_ms") is not None and not step.get("charged"):
         lines.append(f"  step phase (recorded, not charged: it ran {len(step['rounds'])} round(s) on fewer ranks than the "
                      f"cluster's): {step['fixed_ms']:.2f} ms per small response")
-    if step.get("cache_off_delta_ms") is not None:
-        lines.append(f"  cache off in the step phase (recorded, not charged): {step['cache_off_delta_ms']:+.1f} ms per "
-                     "step against the defaults (128 tensors negotiated every step)")
+    co = step.get("cache_off") or {}
+    if co.get("charged"):
+        nc, pt = co["nocache_us"], co["per_tensor_us"]
+        lines.append(f"  cache off: {nc[1]:.0f} µs a negotiating cycle + {pt[1]:.1f} µs per tensor per rank, from the "
+                     f"step phase (cache off {co['measured_ms']:+.1f} ms per step against the defaults, median of "
+                     f"{co['rounds']} round(s), range {co['measured_range_ms'][0]:+.1f} to "
+                     f"{co['measured_range_ms'][1]:+.1f}; simulated {co['simulated_ms']:+.1f}): k = {co['k']:.2f} of "
+                     f"the timelines' extra ({nc[0]:.0f} µs, {pt[0]:.1f} µs per tensor, "
+                     f"{co['simulated_before_ms']:+.1f} ms), whose writer works per tensor in those cycles")
+    elif step.get("cache_off_delta_ms") is not None:
+        lines.append(f"  cache off in the step phase (recorded, not charged: {co.get('note', 'not resolved')}): "
+                     f"{step['cache_off_delta_ms']:+.1f} ms per step against the defaults (128 tensors negotiated "
+                     "every step)")
     if burst.get("alpha_us") is not None and not burst.get("charged", True):
         lines.append(f"  burst phase (recorded, not charged): {burst['fixed_ms']:.2f} ms per small response back to back "
                      "in a busy cycle, wall clock without the timeline; a step's small responses also run while the "
@@ -310,7 +322,8 @@ def fit_regime_lines(d: dict) -> list[str]:
         off = cyc.get("cache_off_ms")
         lines.append(f"  busy cycle's negotiation: {cyc['cache_on_ms']:.2f} ms cache on"
                      + ("" if off is None else f" / {off:.2f} ms cache off")
-                     + " (the sweep's busy cycles, CYCLE_START to the first response)")
+                     + " (the sweep's busy cycles, CYCLE_START to the first response, with the timeline"
+                     + ("; cache off charged from the step phase, above)" if co.get("charged") else ")"))
     if f.get("r2") is not None:
         lines.append(f"  R² {f['r2']:.4f}, MAPE {f['mape_percent']:.1f} %: the one line through every size's mean span "
                      "of every sweep job (time-share weights), a diagnostic of the sweep, not a step's regime")

@@ -141,7 +141,10 @@ FIXED = [("fresh-poll-1.25gbit", "fresh-mobilenet_v2-nt.jsonl", "mobilenet_v2 pr
          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
          ("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
-         ("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1")]
+         ("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
+         # and the one the cache-off cycle charged from the step phase brought within 10 % (docs/accuracy.md, "Cache
+         # off from the step phase"): +10.6 -> +4.4 %
+         ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1")]
 
 
 @pytest.mark.parametrize("key", FIXED, ids=[k[0] for k in FIXED])
@@ -154,10 +157,10 @@ def test_small_response_rows_that_missed_are_within_10_percent(small_rows, key):
 #: mid-size record size under it, too few for the rule below the knee. And the held-out env of that rule,
 #: fresh-poll-2x1-4.5gbit, in its second sitting of replays (every vit_s16 configuration measured faster than in the
 #: first: the defaults 1.8 %, 1 MiB 1.2 %, the others 4-9 %): vit_s16 fusion off +13.5 % (+7.5 % in the first sitting; +25.2 % without the
-#: rule) and 4 MiB / 5 ms / cache off +10.6 % (+5.8 %; +24.7 % without)
+#: rule; the price the step phase gives, 1.46 ms per small response, charges vit_s16's ~150 responses 159 ms where its
+#: rounds measured 104 +- 8: docs/accuracy.md, "Cache off from the step phase")
 MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-3 (128 MiB, 1 ms, cache off) on 2x1"),
-          ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
-          ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1")}
+          ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1")}
 
 
 def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_rows):
@@ -368,6 +371,103 @@ def test_step_phase_refuses_too_few_rounds_other_layouts_and_impossible_differen
             r["step_times_ms"] = [50.0] * 4
     out = step_small_response(faster, fenv.cost, fenv.cluster, "gloo")
     assert out["fixed_ms"] is None and f"0-{MAX_STEP_FIXED_MS:g} ms" in out["note"]
+
+
+def _cache_off_step(fixed_ms: float, deltas: list[float]) -> dict:
+    """A charged ``fit.small_responses.step`` whose rounds measured cache off - defaults = ``deltas`` (ms)."""
+    rounds = [[k, 100.0, 150.0, 100.0 + d] for k, d in enumerate(deltas)]
+    return {"charged": True, "fixed_ms": fixed_ms, "rounds": rounds, "cache_off_delta_ms": float(np.median(deltas))}
+
+
+def _timeline_negotiation(fenv):
+    """fresh-poll-1.25gbit's cost with a cache-off cycle as its timelines might say it: 2 ms busy, 4 ms without the
+    cache, 20 µs per tensor per rank."""
+    from dataclasses import replace
+
+    return replace(fenv.cost, negotiation=replace(fenv.cost.negotiation, busy_s=2e-3, nocache_s=4e-3, per_tensor_s=20e-6))
+
+
+def test_cache_off_from_the_step_phase_recovers_the_share_it_was_simulated_with():
+    """Step-phase cache-off differences simulated with a known share ``k`` of the timelines' extra give back a ``k``
+    whose simulated difference is the measured one (to 0.5 ms: the simulator's 1 ms cycles make the difference a step
+    function of ``k``), and the cost's two terms scaled by it; below what ``k`` = 0 simulates the extra is all gone
+    (``nocache`` = busy, no per-tensor work), above what ``k`` = 1 simulates the timelines' figures stand."""
+    from dataclasses import replace
+
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms, step_cache_off
+
+    fenv = load_env(MODELS, "fresh-poll-1.25gbit")
+    cost = _timeline_negotiation(fenv)
+    neg = cost.negotiation
+
+    def sim(k: float) -> float:
+        c = replace(cost, negotiation=replace(neg, nocache_s=neg.busy_s + k * (neg.nocache_s - neg.busy_s),
+                                              per_tensor_s=k * neg.per_tensor_s))
+        return _step_delta_sim_ms(c, fenv.cluster, 1.2, "cache-off", "gloo")
+
+    assert sim(1.0) > sim(0.0) + 5.0  # the extra is visible in the replay, or the test proves nothing
+    for k in (0.3, 0.7):
+        d = sim(k)
+        info, new = step_cache_off(_cache_off_step(1.2, [d - 1.0, d, d + 2.0]), cost, fenv.cluster, "gloo")
+        assert info["charged"] and info["simulated_ms"] == pytest.approx(d, abs=0.5), info
+        assert info["k"] == pytest.approx(k, abs=0.1) and info["measured_range_ms"] == pytest.approx([d - 1.0, d + 2.0])
+        assert new.negotiation.per_tensor_s == pytest.approx(info["k"] * 20e-6)
+        assert new.negotiation.nocache_s == pytest.approx(2e-3 + info["k"] * 2e-3)
+        assert info["nocache_us"] == pytest.approx([4000.0, new.negotiation.nocache_s * 1e6])
+        assert info["simulated_before_ms"] == pytest.approx(sim(1.0))
+    info, new = step_cache_off(_cache_off_step(1.2, [sim(0.0) - 3.0] * 3), cost, fenv.cluster, "gloo")
+    assert info["k"] == 0.0 and new.negotiation.nocache_s == 2e-3 and new.negotiation.per_tensor_s == 0.0
+    info, new = step_cache_off(_cache_off_step(1.2, [sim(1.0) + 3.0] * 3), cost, fenv.cluster, "gloo")
+    assert info["k"] == 1.0 and new.negotiation == neg
+
+
+def test_cache_off_from_the_step_phase_leaves_the_timelines_terms_where_it_cannot_say():
+    """Not charged (the cost unchanged, a note saying why): the step phase's price not charged, fewer than 3 rounds
+    with cache off, or no cache-off cycle fitted from the timelines."""
+    from dataclasses import replace
+
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.sweep import step_cache_off
+
+    fenv = load_env(MODELS, "fresh-poll-1.25gbit")
+    cost = _timeline_negotiation(fenv)
+    for step, needle in (({**_cache_off_step(1.2, [1.0] * 3), "charged": False}, "not charged"),
+                         (_cache_off_step(1.2, [1.0] * 2), "fewer than 3")):
+        info, new = step_cache_off(step, cost, fenv.cluster, "gloo")
+        assert not info["charged"] and needle in info["note"] and new is cost
+    none = replace(cost, negotiation=replace(cost.negotiation, nocache_s=None))
+    info, new = step_cache_off(_cache_off_step(1.2, [1.0] * 3), none, fenv.cluster, "gloo")
+    assert not info["charged"] and "no cache-off cycle" in info["note"] and new is none
+
+
+def test_the_shipped_models_charge_cache_off_from_their_step_phase():
+    """Every shipped sweep model whose step phase is charged charges its cache-off cycle from it: the cost model's
+    ``nocache_us`` and ``per_tensor_us`` are the scaled ones the fit records, the share in [0, 1], and where it lies
+    strictly inside, the simulated step-phase difference meets the measured one (within 2 ms: 1 ms cycles); the
+    others record it, not charged."""
+    charged = 0
+    for f in sorted(MODELS.glob("*.json")):
+        d = json.loads(f.read_text())
+        step = (((d.get("fit") or {}).get("small_responses") or {}).get("step")) or {}
+        if not step:
+            continue
+        co = step["cache_off"]
+        neg = d["cost_model"]["negotiation"]
+        if not step.get("charged") or "nocache_us" not in neg:
+            assert not co["charged"] and co["note"], f.name
+            continue
+        charged += 1
+        assert co["charged"] and 0.0 <= co["k"] <= 1.0, f.name
+        assert neg["nocache_us"] == pytest.approx(co["nocache_us"][1], rel=1e-9), f.name
+        assert neg["per_tensor_us"] == pytest.approx(co["per_tensor_us"][1], rel=1e-9), f.name
+        if 0.0 < co["k"] < 1.0:
+            assert co["simulated_ms"] == pytest.approx(co["measured_ms"], abs=2.0), f.name
+        elif co["k"] == 0.0:
+            assert co["measured_ms"] <= co["simulated_ms"] + 2.0, f.name
+        else:
+            assert co["measured_ms"] >= co["simulated_before_ms"] - 2.0, f.name
+    assert charged >= 15
 
 
 def test_step_records_validate_and_bad_ones_are_named():

@@ -221,6 +221,10 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
                 again["charged"] = True
                 small_info["step"] = step_info = again
                 cost = replace(cost, inter=replace(cost.inter, alpha_s=again["alpha_us"] * 1e-6))
+    # charged with the step phase's price: a cache-off cycle's negotiation by the wall clock, no timeline, in place of
+    # the timelines' extra, which carries the writer's per-tensor work (docs/accuracy.md, "Cache off from the step
+    # phase")
+    step_info["cache_off"], cost = step_cache_off(step_info, cost, step_cluster, meta.get("backend"))
     frecs, fproblems = read_phase_records(src.parent / FP16_RECORDS, parse_fp16_records, f"{env.path.name}/{FP16_RECORDS}")
     env.problems += fproblems
     # where the env's own phase does not pin the float16 sum (a slow link), the phases of the same stack and sitting
@@ -984,6 +988,70 @@ def step_small_response(recs: list[dict[str, Any]], cost, cluster: Cluster, back
     # at 300 ms of compute")
     out["long"] = _long_compute(long_by, cost, cluster, backend, D, a)
     return out
+
+
+def step_cache_off(step: dict[str, Any], cost, cluster: Cluster, backend: str | None) -> tuple[dict[str, Any], Any]:
+    """What a cache-off cycle's negotiation costs by the wall clock, from the ``step`` phase's cache-off rounds
+    (issue 29 part 5): ``(info, cost')``.
+
+    The negotiation terms a cycle pays when it negotiates its tensors without the response cache
+    (:meth:`autotuner.model.costmodel.Negotiation.cycle_s`: ``nocache_s`` in place of ``busy_s``, plus
+    ``per_tensor_s`` x tensors x ranks; controller.cc ``ComputeResponseList`` in Horovod 0.28.1) are fitted from the
+    sweep's timelines (:func:`cycle_negotiation_s`, :func:`_per_tensor`), whose writer does per-tensor work in
+    exactly those cycles (a negotiation's start, each rank's ready mark and its end, per tensor). The step phase runs
+    the same jobs without a timeline. One factor ``k`` in [0, 1] scales the extra over a busy cycle:
+    ``nocache_s' = busy_s + k (nocache_s - busy_s)`` (left as it is where ``nocache_s <= busy_s``) and
+    ``per_tensor_s' = k per_tensor_s``; scipy ``brentq`` finds the ``k`` at which the simulated cache off - defaults
+    difference of the replay (:func:`_step_delta_sim_ms`, the charged ``step['fixed_ms']``) equals the measured
+    median ``step['cache_off_delta_ms']`` (ms), and where the two ends of [0, 1] do not bracket it, the end nearer it
+    (``k`` = 0: the timelines' extra is all the writer's; 1: the timelines' figure stands). ``cost'`` is ``cost``
+    with the two terms replaced, or ``cost`` where not charged. ``step``: :func:`step_small_response`'s dict,
+    ``charged`` set; ``cluster``: the phase's ranks. ``info`` is the model file's
+    ``fit.small_responses.step.cache_off``: ``charged``, ``k``, ``rounds`` (cache-off rounds paired with a
+    defaults round), ``measured_ms``, ``measured_range_ms`` (the rounds' extremes), ``simulated_before_ms``
+    (k = 1), ``simulated_ms`` (at ``k``), ``nocache_us`` and ``per_tensor_us`` (``[before, after]``), ``regime``; a
+    ``note`` where not charged (the step phase's price not charged, no cache-off rounds, fewer than
+    :data:`MIN_STEP_ROUNDS`, or no ``nocache_s`` fitted)."""
+    from scipy.optimize import brentq
+
+    rounds = [(r[1], r[3]) for r in step.get("rounds", []) if r[2] is not None and r[3] is not None]
+    d = [c - f for f, c in rounds]
+    out: dict[str, Any] = {"charged": False, "k": None, "rounds": len(d), "measured_ms": None,
+                           "measured_range_ms": None, "simulated_before_ms": None, "simulated_ms": None,
+                           "nocache_us": None, "per_tensor_us": None,
+                           "regime": "a step's cache-off cycles, wall clock without the timeline (step phase: cache off "
+                                     "against the defaults, interleaved per round)"}
+    neg = cost.negotiation
+    if not step.get("charged"):
+        out["note"] = "the step phase's price is not charged: the timelines' negotiation terms stand"
+        return out, cost
+    if len(d) < MIN_STEP_ROUNDS:
+        out["note"] = f"{len(d)} round(s) with cache off, fewer than {MIN_STEP_ROUNDS}: the timelines' terms stand"
+        return out, cost
+    if neg.nocache_s is None:
+        out["note"] = "no cache-off cycle fitted from the timelines: nothing to scale"
+        return out, cost
+    measured = float(step["cache_off_delta_ms"])
+    out["measured_ms"], out["measured_range_ms"] = measured, [float(min(d)), float(max(d))]
+    base = neg.busy_s if neg.busy_s is not None else neg.cache_ops * neg.ctrl_op_s
+
+    def scaled(k: float):
+        nocache = neg.nocache_s if neg.nocache_s <= base else base + k * (neg.nocache_s - base)
+        return replace(cost, negotiation=replace(neg, nocache_s=nocache, per_tensor_s=k * neg.per_tensor_s))
+
+    def sim(k: float) -> float:
+        return _step_delta_sim_ms(scaled(k), cluster, float(step["fixed_ms"]), "cache-off", backend)
+
+    g0, g1 = sim(0.0), sim(1.0)
+    if (g0 - measured) * (g1 - measured) < 0:
+        k = float(brentq(lambda x: sim(x) - measured, 0.0, 1.0, xtol=1e-3))
+    else:
+        k = 0.0 if abs(g0 - measured) <= abs(g1 - measured) else 1.0
+    new = scaled(k)
+    out.update(charged=True, k=k, simulated_before_ms=g1, simulated_ms=sim(k),
+               nocache_us=[neg.nocache_s * 1e6, new.negotiation.nocache_s * 1e6],
+               per_tensor_us=[neg.per_tensor_s * 1e6, new.negotiation.per_tensor_s * 1e6])
+    return out, new
 
 
 def _long_compute(long_by: dict[int, dict[str, float]], cost, cluster: Cluster, backend: str | None,
