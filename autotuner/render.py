@@ -248,7 +248,7 @@ def fit_regime_lines(d: dict) -> list[str]:
                      f"the timelines' extra ({nc[0]:.0f} µs, {pt[0]:.1f} µs per tensor, "
                      f"{co['simulated_before_ms']:+.1f} ms), whose writer works per tensor in those cycles")
     elif step.get("cache_off_delta_ms") is not None:
-        lines.append(f"  cache off in the step phase (recorded, not charged: {co.get('note', 'not resolved')}): "
+        lines.append(f"  cache off in the step phase (recorded, not charged; {co.get('note', 'not resolved')}): "
                      f"{step['cache_off_delta_ms']:+.1f} ms per step against the defaults (128 tensors negotiated "
                      "every step)")
     if burst.get("alpha_us") is not None and not burst.get("charged", True):

@@ -1023,7 +1023,7 @@ def step_cache_off(step: dict[str, Any], cost, cluster: Cluster, backend: str | 
                                      "against the defaults, interleaved per round)"}
     neg = cost.negotiation
     if not step.get("charged"):
-        out["note"] = "the step phase's price is not charged: the timelines' negotiation terms stand"
+        out["note"] = "the step phase's price is not charged, so the timelines' negotiation terms stand"
         return out, cost
     if len(d) < MIN_STEP_ROUNDS:
         out["note"] = f"{len(d)} round(s) with cache off, fewer than {MIN_STEP_ROUNDS}: the timelines' terms stand"
