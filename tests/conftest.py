@@ -83,6 +83,9 @@ def pytest_runtest_protocol(item, nextitem):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "real: starts real horovodrun/torchrun jobs; runs alone under pytest-xdist")
+    config.addinivalue_line("markers", "long: a real-run check of 40 s or more on the CI machine kind: left out of "
+                            "README command 2 (-m 'not long'); scripts/long_checks.py runs it and commits its record, "
+                            "which tests/test_long_checks.py reads")
 
 
 # --------------------------------------------------------------------------- the shared refit

@@ -160,6 +160,7 @@ def test_a_failing_rank_fails_the_job(nothing_left):
     assert res.returncode == 1 and "one or more processes exited with non-zero status" in res.stderr
 
 
+@pytest.mark.long
 def test_validate_on_two_hosts_records_the_topology(nothing_left, tmp_path):
     """``autotuner validate --testbed-hosts 2 --ranks-per-host 1``: a short real run whose records carry
     the topology and a prediction for that shape (the shipped local-gloo-2x2 model)."""
@@ -179,6 +180,7 @@ def test_validate_on_two_hosts_records_the_topology(nothing_left, tmp_path):
     assert "host link measured" in recs[0]["testbed"]
 
 
+@pytest.mark.long
 def test_hierarchical_flags_on_gloo_run_and_change_nothing(nothing_left, tmp_path):
     """Horovod 0.28.1 on Gloo, 2 hosts x 2 ranks (local size 2 < size 4, so the flags are not
     dropped for being on one host): ``--hierarchical-allreduce --hierarchical-allgather`` start
@@ -202,6 +204,7 @@ def test_hierarchical_flags_on_gloo_run_and_change_nothing(nothing_left, tmp_pat
     assert acts == {"GLOO_ALLREDUCE"}, acts
 
 
+@pytest.mark.long
 def test_measure_on_two_emulated_hosts_records_the_topology(nothing_left, tmp_path):
     """A short ``measure`` on 2 emulated hosts x 2 ranks: both tiers run (intra: the first host's 2
     ranks; inter: one rank per host), every record carries the topology, env.toml the cluster."""

@@ -574,6 +574,7 @@ def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line
 
 
 @pytest.mark.real
+@pytest.mark.long
 def test_held_gradients_re_fault_their_pages_on_this_machine_too(tmp_path):
     """scripts/first_touch_probe.py on the machine the suite runs on (one process, ResNet-101's 178 MB of
     gradients, ~8 s): gradients held to the step's end fault in every page again each step; dropped after their

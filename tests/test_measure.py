@@ -150,6 +150,7 @@ def test_measure_says_it_fits_nothing_and_names_the_fit_to_run():
 # --------------------------------------------------------------------------- real horovodrun
 
 @pytest.mark.real
+@pytest.mark.long
 def test_short_sweep_records_resumes_and_fits(tmp_path):
     need_horovod()
     env_dir = tmp_path / "runs" / "sweep-test"

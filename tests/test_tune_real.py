@@ -64,6 +64,7 @@ def test_a_job_without_step_times_is_one_line_and_exit_2_with_its_record_kept(tm
 
 
 @pytest.mark.real
+@pytest.mark.long
 def test_a_killed_tune_resumes_where_it_stopped_and_starts_at_the_simulators_choice(tmp_path, mark):
     need_horovod()
     argv = tune_argv(tmp_path, "--budget-steps", "9")  # 3 trials of 3 steps
