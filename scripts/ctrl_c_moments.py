@@ -12,7 +12,7 @@ when the process ends with 130 and exactly one non-empty stderr line, without "T
 that ended before its signal (exit 0) is counted as "finished first", not as a pass.
 
     python scripts/ctrl_c_moments.py --moments 30              # fit, suggest, explore
-    python scripts/ctrl_c_moments.py --commands fit --moments 10 --copies 3 --json   # the test's (~30 s)
+    python scripts/ctrl_c_moments.py --commands fit --moments 10 --copies 1 --json   # the test's (~1 min on CI)
 
 Used by tests/test_reproducers.py (fewer moments) and for the figures in the issue's note.
 """
