@@ -104,14 +104,14 @@ def _git(*args: str) -> str:
 
 
 def _append(path: Path, rows: list[dict]) -> None:
-    """Append ``rows`` to the JSON-lines file ``path`` atomically (the whole file rewritten beside it, renamed)."""
+    """Append ``rows`` to the JSON-lines file ``path`` atomically: the whole file rewritten by the project's
+    :func:`autotuner.writers.atomic.atomic_write_text` (a temporary file beside it, fsync, rename)."""
+    from autotuner.writers.atomic import atomic_write_text
+
     old = path.read_text() if path.exists() else ""
     if old and not old.endswith("\n"):
         old += "\n"
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        f.write(old + "".join(json.dumps(r) + "\n" for r in rows))
-    os.replace(tmp, path)
+    atomic_write_text(path, old + "".join(json.dumps(r) + "\n" for r in rows))
 
 
 def main(argv: list[str] | None = None) -> int:
