@@ -17,7 +17,7 @@ import pytest
 
 from autotuner.realrun import testbed as tb
 from tests.cli_helpers import need_horovod
-from tests.test_testbed import start_holder
+from tests.test_testbed import best_gbit, start_holder
 
 ROOT = Path(__file__).resolve().parents[1]
 ROOT_DIR = str(ROOT)
@@ -57,8 +57,8 @@ def test_two_hosts_link_is_shaped_and_everything_goes(nothing_left):
         out = subprocess.run(["ip", "-n", bed.hosts[1].netns, "-o", "-4", "addr", "show", "dev", "eth0"],
                              capture_output=True, text=True, check=True).stdout
         assert "10.77.0.2/24" in out
-        gbit = tb.measure_link_gbit(bed, max_seconds=0.5)
-        assert 0.40 < gbit < 0.55, gbit  # HTB at 500mbit: TCP through the bridge gets ~0.47
+        got = best_gbit(lambda: tb.measure_link_gbit(bed, max_seconds=0.5), 0.40)
+        assert max(got) > 0.40 and all(g < 0.55 for g in got), got  # HTB at 500mbit: TCP through the bridge ~0.47
         assert set(os.listdir(tb.ETC_NETNS)) >= {h.netns for h in bed.hosts}
     assert not {h.netns for h in bed.hosts} & set(tb.list_namespaces())
 

@@ -44,6 +44,19 @@ def owner_pids():
             subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=10)
 
 
+def best_gbit(probe, floor: float, tries: int = 3) -> list[float]:
+    """Up to ``tries`` readings of ``probe()`` (Gbit/s), stopping at the first above ``floor``.
+
+    A link's rate is the most it carries: a test worker beside the probe on this machine's 2 cores only takes
+    throughput away (the CI run of 839e91b read 0.394 Gbit/s through a 500 mbit HTB class that reads ~0.47
+    alone), never adds it. So a test asserts its floor on the best reading and its ceiling (the shaping) on
+    every one."""
+    got: list[float] = []
+    while len(got) < tries and (not got or max(got) <= floor):
+        got.append(probe())
+    return got
+
+
 def start_holder(owner_pids, code=HOLD, preexec=()):
     proc = subprocess.Popen([*preexec, sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
@@ -69,8 +82,8 @@ def test_shaped_success_path(owner_pids):
         shown = subprocess.run(bed.wrap(["tc", "class", "show", "dev", "lo"]), capture_output=True, text=True,
                                timeout=10, check=True).stdout
         assert "htb 1:10" in shown and "rate 1Gbit" in shown and "ceil 1Gbit" in shown
-        gbit = tb.measure_bandwidth_gbit(bed)
-        assert 0.8 <= gbit <= 1.1, gbit
+        got = best_gbit(lambda: tb.measure_bandwidth_gbit(bed), 0.8)
+        assert max(got) >= 0.8 and all(g <= 1.1 for g in got), got
         # the host's own lo is untouched
         host = subprocess.run(["tc", "class", "show", "dev", "lo"], capture_output=True, text=True, timeout=10)
         assert "rate 1Gbit" not in host.stdout
@@ -79,13 +92,15 @@ def test_shaped_success_path(owner_pids):
 
 def test_half_gbit_is_shaped_too(owner_pids):
     with tb.shaped_network(0.5) as bed:
-        assert 0.4 <= tb.measure_bandwidth_gbit(bed, max_seconds=0.5) <= 0.55
+        got = best_gbit(lambda: tb.measure_bandwidth_gbit(bed, max_seconds=0.5), 0.4)
+        assert max(got) >= 0.4 and all(g <= 0.55 for g in got), got
 
 
 def test_no_bandwidth_is_plain_loopback():
     with tb.shaped_network(None) as bed:
         assert bed == tb.Testbed((), None, False, bed.note) and "plain loopback" in bed.note
-        assert tb.measure_bandwidth_gbit(bed, max_seconds=0.3) > 1.1  # unshaped lo is far faster than 1 Gbit/s
+        got = best_gbit(lambda: tb.measure_bandwidth_gbit(bed, max_seconds=0.3), 1.1)
+        assert max(got) > 1.1, got  # unshaped lo is far faster than 1 Gbit/s
 
 
 def test_rate_strings_and_bad_input():
