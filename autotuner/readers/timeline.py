@@ -45,6 +45,7 @@ Fused responses
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import math
 import re
@@ -61,7 +62,8 @@ from ..errors import TimelineError
 DTYPE_BYTES = {"uint8": 1, "int8": 1, "uint16": 2, "int16": 2, "int32": 4, "int64": 8,
                "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "bool": 1}
 
-_COLLECTIVE_RE = re.compile(r"^(GLOO|MPI|NCCL|CCL|DDL)_")
+#: A collective activity's name starts with one of these (GLOO_ALLREDUCE, NCCL_ALLREDUCE, ...; common.h).
+_COLLECTIVE_PREFIXES = ("GLOO_", "MPI_", "NCCL_", "CCL_", "DDL_")
 # A record boundary as Horovod writes it: the end of an object, then ``,`` or ``]``.
 _BOUNDARY_RE = re.compile(r"\}\s*[,\]]")
 _MAX_PROBLEMS = 50
@@ -320,11 +322,31 @@ def _closed_array(text: str) -> list | None:
     return records
 
 
-def _indexed(records: list):
-    """Yield ``(index, None, record)``, as :func:`_iter_records` does with an offset; returns the form "closed"."""
-    for idx, r in enumerate(records):
-        yield idx, None, r
-    return "closed"
+class _Stream:
+    """Iterates ``gen``'s ``(index, offset, record)`` and keeps its return value (the file's form) in ``form``;
+    ``located`` becomes True when a problem message names a record's offset."""
+
+    located = False
+
+    def __init__(self, gen):
+        self.gen, self.form = gen, None
+
+    def __iter__(self):
+        self.form = yield from self.gen
+
+
+class _Indexed:
+    """``(index, None, record)`` for each of ``records``, as :func:`_iter_records` yields with an offset, by C
+    iterators (no generator frame per record); its form is "closed"."""
+
+    form = "closed"
+    located = False  # True once a problem message names a record's offset (here always None)
+
+    def __init__(self, records: list):
+        self.records = records
+
+    def __iter__(self):
+        return zip(itertools.count(), itertools.repeat(None), self.records)
 
 
 def parse_timeline(text: str, source: str = "<timeline>") -> Timeline:
@@ -341,25 +363,26 @@ def parse_timeline(text: str, source: str = "<timeline>") -> Timeline:
     :data:`MAX_TENSOR_BYTES`. When such drops leave no usable event at all, the file is
     unusable: :class:`TimelineError` names the first bad record, field and value.
 
-    A closed file is decoded by one ``json.loads`` (:func:`_closed_array`); where that reading finds any problem,
-    the text is parsed again record by record, so that every message names its record's offset: the result is
-    the same either way.
+    A closed file is decoded by one ``json.loads`` (:func:`_closed_array`); where that reading finds a problem
+    whose message names a record's offset, or raises, the text is parsed again record by record, so that every
+    message names its record's offset: the result is the same either way.
     """
     records = _closed_array(text)
     if records is not None:
+        stream = _Indexed(records)
         try:
-            tl = _parse_events(_indexed(records), source, [])
+            tl = _parse_events(stream, source, [])
         except TimelineError:
             tl = None
-        if tl is not None and not tl.problems:
+        if tl is not None and not stream.located:  # its problems (if any) name no offset: the same either way
             return tl
     problems: list[str] = []
-    return _parse_events(_iter_records(text, source, problems), source, problems)
+    return _parse_events(_Stream(_iter_records(text, source, problems)), source, problems)
 
 
-def _parse_events(gen, source: str, problems: list[str]) -> Timeline:
-    """The event logic of :func:`parse_timeline` over ``gen``'s ``(index, offset, record)`` (its return value:
-    the file's form), appending to ``problems``."""
+def _parse_events(stream, source: str, problems: list[str]) -> Timeline:
+    """The event logic of :func:`parse_timeline` over ``stream``'s ``(index, offset, record)`` (a :class:`_Stream`
+    or :class:`_Indexed`: its ``form`` after the iteration is the file's), appending to ``problems``."""
     probs = _Problems(problems, source)
     names: dict[int, str] = {}
     open_: dict[int, _Open] = {}
@@ -372,22 +395,27 @@ def _parse_events(gen, source: str, problems: list[str]) -> Timeline:
     backwards: list = [0, ""]  # operations dropped for a negative duration: [count, first example]
     bad_times: list = [0, ""]  # records dropped for a missing/bad 'ts' or 'dur': [count, first example]
     n_records = 0
+    shapes: dict = {}  # shape string -> _parse_shape's answer: a file repeats each shape every step
+
+    def at(seq: int, off: int | None) -> str:
+        """``record N at offset O``: a message naming where a record is (noted in ``stream.located``)."""
+        stream.located = True
+        return f"record {seq} at offset {off}"
 
     def bad_time(where: str, fld: str, value) -> None:
         bad_times[0] += 1
         bad_times[1] = bad_times[1] or f"{where}, field {fld!r}, value {_shown(value)}"
         probs.add(f"{where}: {fld!r} is {_shown(value)}, not a time in 0..2**53 µs; skipped")
 
-    while True:
-        try:
-            seq, off, r = next(gen)
-        except StopIteration as stop:
-            form = stop.value
-            break
+    for seq, off, r in stream:
         n_records += 1
         ph = r["ph"]
         pid = r.get("pid")
-        ts = _ts(r.get("ts"))
+        ts = r.get("ts")  # _ts, inlined for what Horovod writes (whole µs: an int); the same answer
+        if type(ts) is int and 0 <= ts <= MAX_TS_US:  # int against float compares exactly
+            ts = float(ts)
+        elif type(ts) is not float or not 0 <= ts <= MAX_TS_US:
+            ts = _ts(ts)
         if ph == "M":
             args = r.get("args")
             if r.get("name") == "process_name" and isinstance(args, dict) and isinstance(pid, int):
@@ -398,27 +426,26 @@ def _parse_events(gen, source: str, problems: list[str]) -> Timeline:
             continue
         if ph not in ("B", "E", "X", "i"):
             continue  # other phases (C, s, f, ...) are not written by Horovod; ignore silently
-        where = f"record {seq} at offset {off} ({ph!r})"
         if ts is None:
             if ph != "i" or r.get("name") == "CYCLE_START":
-                bad_time(where, "ts", r.get("ts", "<missing>"))
+                bad_time(f"{at(seq, off)} ({ph!r})", "ts", r.get("ts", "<missing>"))
             continue
         if ph == "i":
             if r.get("name") == "CYCLE_START":
                 cycles.append(ts)
             continue
         if not isinstance(pid, int):
-            probs.add(f"{where}: 'pid' is {_shown(pid)}, not an integer; skipped")
+            probs.add(f"{at(seq, off)} ({ph!r}): 'pid' is {_shown(pid)}, not an integer; skipped")
             continue
         tensor = names.get(pid)
         if tensor is None:
-            probs.add(f"record {seq} at offset {off}: pid {pid} has no process_name; skipped")
+            probs.add(f"{at(seq, off)}: pid {pid} has no process_name; skipped")
             continue
         cur = open_.get(pid)
         if ph == "B":
             name = r.get("name")
             if not isinstance(name, str):
-                probs.add(f"record {seq} at offset {off}: 'B' without a name; skipped")
+                probs.add(f"{at(seq, off)}: 'B' without a name; skipped")
                 continue
             if cur is None:
                 open_[pid] = _Open(name=name, start=ts, negotiation=name.startswith("NEGOTIATE_"))
@@ -429,17 +456,17 @@ def _parse_events(gen, source: str, problems: list[str]) -> Timeline:
         elif ph == "X":
             # Horovod writes "dur": 0 on rank-ready marks (Timeline::NegotiateRankReady)
             if "dur" in r and (_num(r["dur"]) is None or not 0 <= r["dur"] <= MAX_TS_US):
-                bad_time(where, "dur", r["dur"])
+                bad_time(f"{at(seq, off)} ({ph!r})", "dur", r["dur"])
                 continue
             if cur is not None and cur.negotiation:
                 try:
                     cur.ready.append((int(r.get("name")), ts))
                 except (TypeError, ValueError, OverflowError):
-                    probs.add(f"record {seq} at offset {off}: rank-ready mark with name "
+                    probs.add(f"{at(seq, off)}: rank-ready mark with name "
                               f"{r.get('name')!r}; skipped")
         elif ph == "E":
             if cur is None:
-                probs.add(f"record {seq} at offset {off}: 'E' for {tensor} with nothing open; skipped")
+                probs.add(f"{at(seq, off)}: 'E' for {tensor} with nothing open; skipped")
                 continue
             if cur.stack:
                 act = cur.stack.pop()
@@ -463,7 +490,7 @@ def _parse_events(gen, source: str, problems: list[str]) -> Timeline:
                                                 start_us=cur.start, duration_us=ts - cur.start,
                                                 ready=tuple(cur.ready)))
                 continue
-            op = _finish_op(tensor, cur, ts, r.get("args"), probs, no_args)
+            op = _finish_op(tensor, cur, ts, r.get("args"), probs, no_args, shapes)
             if op is None:
                 continue
             if op.collective_start_us is None:
@@ -471,6 +498,7 @@ def _parse_events(gen, source: str, problems: list[str]) -> Timeline:
                 continue
             ops.append(op)
 
+    form = stream.form
     if backwards[0]:
         probs.add(f"{backwards[0]} operation(s) had an event that ended before it began (negative "
                   f"duration; e.g. {backwards[1]}); dropped")
@@ -500,11 +528,17 @@ def _parse_events(gen, source: str, problems: list[str]) -> Timeline:
 
 
 def _finish_op(tensor: str, cur: _Open, end: float, args, probs: _Problems,
-               no_args: dict[str, tuple[int, str]]) -> TensorOp | None:
+               no_args: dict[str, tuple[int, str]], shapes: dict) -> TensorOp | None:
     dtype = shape = None
     if isinstance(args, dict):
         dtype = args.get("dtype") if isinstance(args.get("dtype"), str) else None
-        shape = _parse_shape(args.get("shape"))
+        text = args.get("shape")
+        if type(text) is str:  # answers are tuples (immutable): one parse per distinct shape string
+            shape = shapes.get(text, shapes)
+            if shape is shapes:
+                shape = shapes[text] = _parse_shape(text)
+        else:
+            shape = _parse_shape(text)
     if dtype is None or shape is None:
         key = cur.name.lower()
         count, example = no_args.get(key, (0, f"{tensor} at {end:.0f} µs"))
@@ -518,7 +552,7 @@ def _finish_op(tensor: str, cur: _Open, end: float, args, probs: _Problems,
         probs.add(f"{tensor}: shape {list(shape)} of {dtype} is over {MAX_TENSOR_BYTES} bytes; skipped")
         return None
     acts = sorted(cur.activities, key=lambda a: a[3])
-    coll = [a for a in acts if _COLLECTIVE_RE.match(a[0])]
+    coll = [a for a in acts if a[0].startswith(_COLLECTIVE_PREFIXES)]
     return TensorOp(
         tensor=tensor, op=cur.name.lower(), start_us=cur.start, end_us=end, dtype=dtype,
         shape=shape, nbytes=nbytes,
@@ -530,10 +564,16 @@ def _finish_op(tensor: str, cur: _Open, end: float, args, probs: _Problems,
 
 
 def _span(ops: list[TensorOp], prefix: str) -> float:
-    iv = [(s, e) for o in ops for (n, s, e) in o.activities if n.startswith(prefix)]
-    if not iv:
-        return 0.0
-    return max(e for _, e in iv) - min(s for s, _ in iv)
+    """Latest end - earliest start of ``ops``' activities named ``prefix...`` (µs; 0.0 when none)."""
+    lo = hi = None
+    for o in ops:
+        for n, s, e in o.activities:
+            if n.startswith(prefix):
+                if lo is None or s < lo:
+                    lo = s
+                if hi is None or e > hi:
+                    hi = e
+    return 0.0 if lo is None else hi - lo
 
 
 def _group(ops: list[TensorOp]) -> list[FusedResponse]:
