@@ -150,7 +150,8 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     # measured and recorded, not charged: as a simulator term (the cycle's only response + lone +
     # per_cycle x cycle) it moved the envs' held-out errors by -0.4 to +0.2 points and made two worse
     # (docs/fresh-environments.md section 9)
-    neg_info["lone"] = lone_response(trecs, src.parent, env.problems)
+    trickle_read: dict = {}  # the trickle phase's timelines, parsed once for its two readers below
+    neg_info["lone"] = lone_response(trecs, src.parent, env.problems, trickle_read)
     irecs, iproblems = read_phase_records(src.parent / IDLE_RECORDS, parse_idle_records, f"{env.path.name}/{IDLE_RECORDS}")
     env.problems += iproblems
     # measured and recorded, not charged: as a floor on the collective of responses up to 64 KiB while
@@ -161,7 +162,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     # (the fusion-off job, the trickle phase's all-at-once tensors), in place of the pooled line's
     # intercept (docs/accuracy.md, "The small-response regime")
     small_info = busy_small_response(unfused.get(first, []), [r for r in trecs if r.get("tier", first) == first],
-                                     src.parent, env.problems, cost.inter, ranks[first])
+                                     src.parent, env.problems, cost.inter, ranks[first], trickle_read)
     # charged where the phases ran the env's own ring (every rank of the cluster); on a cluster of more ranks
     # than the tier's (2x2: 4 ranks sharing 2 cores) the 2-rank host regime says nothing of it
     small_info["charged"] = small_info["fixed_ms"] is not None and ranks[first] == cluster.size
@@ -410,21 +411,31 @@ IDLE_RECORDS, IDLE_PREFIX = "idle.jsonl", "idle"
 TRICKLE, BACK_TO_BACK = "trickle", "b2b"
 
 
-def _kept_timeline(env_dir, rec: dict[str, Any], problems: list[str]):
+def _kept_timeline(env_dir, rec: dict[str, Any], problems: list[str], read: dict | None = None):
     """The timeline a probe phase's record kept (``rec["timeline"]``, relative to ``env_dir``), or
-    None: the record has none, or it cannot be read (named in ``problems``)."""
+    None: the record has none, or it cannot be read (named in ``problems``). ``read`` (a dict the caller keeps)
+    holds what each file gave, a Timeline or its error, so that two readers of one phase parse it once; each
+    reader still names an unreadable file in ``problems``, as without it."""
     from pathlib import Path
 
     if not rec.get("timeline"):
         return None
-    try:
-        return read_timeline(Path(env_dir) / rec["timeline"])
-    except AutotunerError as e:
-        problems.append(f"{rec['timeline']}: dropped ({e})")
+    key = (str(env_dir), rec["timeline"])
+    got = read.get(key) if read is not None else None
+    if got is None:
+        try:
+            got = read_timeline(Path(env_dir) / rec["timeline"])
+        except AutotunerError as e:
+            got = e
+        if read is not None:
+            read[key] = got
+    if isinstance(got, AutotunerError):
+        problems.append(f"{rec['timeline']}: dropped ({got})")
         return None
+    return got
 
 
-def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> dict[str, Any]:
+def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str], read: dict | None = None) -> dict[str, Any]:
     """How much longer a response alone in its cycle runs, from the ``trickle`` phase's timelines
     (:mod:`autotuner.frameworks.horovod.trickleprobe`): per job and tensor size, the mean collective span of
     the tensors enqueued one per cycle less that of the same tensors enqueued all at once (each
@@ -438,7 +449,7 @@ def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str]) -> d
     per_cycle: dict[float, list[float]] = {}
     sizes_info: dict[str, list[float]] = {}
     for r in recs:
-        tl = _kept_timeline(env_dir, r, problems)
+        tl = _kept_timeline(env_dir, r, problems, read)
         if tl is None:
             continue
         spans: dict[tuple[str, int], list[float]] = {}
@@ -540,7 +551,7 @@ UNFUSED_PREFIX = "sweep.unfused"
 
 
 def busy_small_response(unfused_tls: list, trecs: list[dict[str, Any]], env_dir, problems: list[str], tier,
-                        p: int) -> dict[str, Any]:
+                        p: int, read: dict | None = None) -> dict[str, Any]:
     """What a small response costs where a training step runs it: back to back with others in one busy
     cycle (fusion off or a small threshold: a step's hundreds of BatchNorm, bias and LayerNorm tensors).
 
@@ -586,7 +597,7 @@ def busy_small_response(unfused_tls: list, trecs: list[dict[str, Any]], env_dir,
     for r in trecs:
         if int(r.get("ranks", p)) != p:
             continue
-        tl = _kept_timeline(env_dir, r, problems)
+        tl = _kept_timeline(env_dir, r, problems, read)
         if tl is not None:
             phases["trickle_b2b"] += spans(tl, BACK_TO_BACK)
     out: dict[str, Any] = {
