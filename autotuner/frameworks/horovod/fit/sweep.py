@@ -442,7 +442,9 @@ def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str], read
     name's first use left out: the response cache's miss), averaged over the sizes; per cycle
     time, the median over rounds; then ``extra = lone + per_cycle x cycle`` through the cycle
     times by non-negative least squares (``scipy.optimize.nnls``). ``lone_us`` None (with a note)
-    without two cycle times. ``problems`` gets unreadable timelines. Recorded in the model file's
+    without two cycle times. ``problems`` gets unreadable timelines; ``read`` (optional) keeps each parsed
+    timeline for :func:`busy_small_response`, which reads the same files (:func:`_kept_timeline`). Recorded in the
+    model file's
     ``fit.negotiation.lone``; not a term of the cost model (docs/fresh-environments.md section 9)."""
     from scipy.optimize import nnls
 
@@ -572,7 +574,8 @@ def busy_small_response(unfused_tls: list, trecs: list[dict[str, Any]], env_dir,
     note) with fewer than :data:`MIN_SMALL_RESPONSES` samples. The fit then uses it as the tier's small-message latency
     (``fixed / (2(p-1))`` per ring step) in place of the pooled line's intercept, whose small sizes the
     single allreduces (each alone in its cycle, paying the other rank's cycle) and their tiny share of the
-    time-share weights decide. ``problems`` gets unreadable timelines. Returns the model file's
+    time-share weights decide. ``problems`` gets unreadable timelines; ``read`` (optional) is the dict of
+    timelines already parsed that :func:`lone_response` shares (:func:`_kept_timeline`). Returns the model file's
     ``fit.small_responses``: ``fixed_ms``, ``line_a_ms`` (the intercept it replaces), ``n``, ``up_to_bytes``
     and per phase ``n``, ``mean_span_ms``, ``median_span_ms``, ``mean_fixed_ms``."""
     base_s = 2 * (p - 1) * tier.alpha_s  # the line's latency at n -> 0 on p ranks
