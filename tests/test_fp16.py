@@ -147,7 +147,14 @@ def test_the_overlap_explains_the_slow_link_and_agrees_across_link_rates():
 #: the envs whose own fp16 phase does not pin the float16 sum (quartiles more than FP16_PINNED_SPREAD of the median
 #: apart): their fit borrows it from the phases of the same stack and sitting (fourth pass, 2026-11-27 13:00-13:02)
 UNPINNED = {"fresh-poll-0.75gbit": ("fresh-poll-2gbit", "fresh-poll-2x1-3gbit"),
-            "fresh-poll-1.25gbit": ("fresh-poll-2gbit", "fresh-poll-2x1-3gbit")}
+            "fresh-poll-1.25gbit": ("fresh-poll-2gbit", "fresh-poll-2x1-3gbit"),
+            # held out (2026-12-01, scripts/fp16_sitting_heldout.sh with SIB=fresh-poll-2.75gbit SLOW=fresh-poll-1.1gbit;
+            # docs/compression.md, "Held out: the rule fires"): its phase 0.68 apart, the sum lent by its sibling
+            "fresh-poll-1.1gbit": ("fresh-poll-2.75gbit",)}
+#: what each borrowing env's fit was lent, as the docs give it: (its own phase's spread, low and high; the lent points;
+#: the lent figure in ns per element, low and high)
+LENT = {"fresh-poll-0.75gbit": ((0.45, 0.55), 18, (24.0, 27.0)), "fresh-poll-1.25gbit": ((0.45, 0.55), 18, (24.0, 27.0)),
+        "fresh-poll-1.1gbit": ((0.6, 0.75), 9, (22.5, 25.0))}
 
 
 def test_the_shipped_models_carry_the_fit_of_their_own_phase():
@@ -170,7 +177,7 @@ def test_the_shipped_models_carry_the_fit_of_their_own_phase():
 
 
 def test_which_committed_phases_pin_the_sum_and_which_borrow():
-    """The committed envs' fp16 phases against the rule: the two slow-link envs' spread 0.49-0.52 (borrow), every
+    """The committed envs' fp16 phases against the rule: the three slow-link envs' spread 0.49-0.68 (borrow), every
     other 0.09-0.20 (own figure); every shipped model says which."""
     from autotuner.fit.collective import FP16_PINNED_SPREAD, fp16_cost, fp16_spread
 
@@ -181,8 +188,9 @@ def test_which_committed_phases_pin_the_sum_and_which_borrow():
         assert (spread > FP16_PINNED_SPREAD) == (e in UNPINNED), (e, spread)
         info = json.loads((MODELS / f"{e}.json").read_text())["fit"]["fp16"]
         if e in UNPINNED:
-            assert 0.45 < spread < 0.55 and tuple(info["borrowed"]["from"]) == UNPINNED[e]
-            assert info["borrowed"]["points"] == 18 and 24.0 < info["sum_extra_ns_per_elem"] < 27.0
+            (s_lo, s_hi), points, (x_lo, x_hi) = LENT[e]
+            assert s_lo < spread < s_hi and tuple(info["borrowed"]["from"]) == UNPINNED[e]
+            assert info["borrowed"]["points"] == points and x_lo < info["sum_extra_ns_per_elem"] < x_hi
         else:
             assert spread < 0.21 and "borrowed" not in info
         seen.add(e)
@@ -317,9 +325,10 @@ def test_held_out_fp16_replays_are_predicted_within_5_percent_or_named():
     missing). Replays whose ranks allreduced zeros, or the same values from the second step on, ran another job
     (checked by the next test, not here)."""
     rows = [r for r in _fp16_rows() if r[3] is None]
-    # the fourth pass's 7, 3 layouts no fp16 replay had used (``*-new.jsonl``), and the 4 replays of the two envs
-    # measured after the borrowing rule (``*-sitting.jsonl``, scripts/fp16_sitting_heldout.sh)
-    assert len(rows) == 14
+    # the fourth pass's 7, 3 layouts no fp16 replay had used (``*-new.jsonl``), and the 4 + 4 replays of the two
+    # pairs of envs measured after the borrowing rule (``*-sitting.jsonl``, scripts/fp16_sitting_heldout.sh: on
+    # 2026-11-28, where the rule did not fire, and on 2026-12-01, where fresh-poll-1.1gbit borrows)
+    assert len(rows) == 18
     for env, name, mib, _, meas, pred in rows:
         err = (pred - meas) / meas
         if (env, name, mib) in FP16_MISSED:  # named, stated in docs/compression.md; it must still miss
@@ -415,9 +424,19 @@ def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_o
             off = abs((pd - pf) - (md - mf)) / md
             # where fp16 costs more than it saves (two emulated hosts; the 2026-11-28 machine, whose float16 sum is
             # 10x dearer), the env's own error rides on a longer fp16 step
-            assert off < (0.08 if two_hosts or mf > md else 0.03), (env, f.name, label, md - mf, pd - pf, md)
+            bound = 0.08 if two_hosts or mf > md else 0.03
+            if (env, f.name, label) in SAVING_MISSED:  # named, stated in docs/compression.md; it must still miss
+                assert off > bound, (env, f.name, label, md - mf, pd - pf, md)
+            else:
+                assert off < bound, (env, f.name, label, md - mf, pd - pf, md)
             seen.add((env, two_hosts))
-    assert len(seen) == 6 and sum(1 for _, t in seen if t) == 1
+    assert len(seen) == 8 and sum(1 for _, t in seen if t) == 1
+
+
+#: the fp16 files whose saving beside the defaults misses that bound, as (env, file, label): held out on 2026-12-01,
+#: fresh-poll-2.75gbit's MobileNetV2 saves 15.4 ms measured against 19.8 predicted, 3.6 % of the defaults' 121.1 ms
+#: step (its fp16 step -2.9 %, its defaults +1.2 %: both within 3 %, on opposite sides)
+SAVING_MISSED = {("fresh-poll-2.75gbit", "fp16-mobilenet_v2-sitting.jsonl", "proposal-1")}
 
 
 def _other_job(r: dict) -> str | None:

@@ -159,8 +159,20 @@ def test_small_response_rows_that_missed_are_within_10_percent(small_rows, key):
 #: first: the defaults 1.8 %, 1 MiB 1.2 %, the others 4-9 %): vit_s16 fusion off +13.5 % (+7.5 % in the first sitting; +25.2 % without the
 #: rule; the price the step phase gives, 1.46 ms per small response, charges vit_s16's ~150 responses 159 ms where its
 #: rounds measured 104 +- 8: docs/accuracy.md, "Cache off from the step phase")
+#: A third sitting of both (2026-12-01, scripts/small_responses_third_sitting.sh, judged as declared there; docs/accuracy.md,
+#: "A third sitting of the two misses") misses three rows more: on fresh-2x1-5gbit the whole sitting ran slow (its
+#: defaults -16.1 %, which is no small-response row) and cache off (-17.8 %) and 1 MiB (-10.4 %) with it, while cache
+#: off - defaults paired by round stays inside its noise; vit_s16 fusion off +22.3 %, the third sitting of three to
+#: measure its ~150 responses cheaper than the step phase's price charges them (a model error, not a sitting).
 MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-3 (128 MiB, 1 ms, cache off) on 2x1"),
-          ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1")}
+          ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
+          ("fresh-2x1-5gbit", "small-distilbert-sitting-3.jsonl", "distilbert proposal-1 (128 MiB, 1 ms, cache off) on 2x1"),
+          ("fresh-2x1-5gbit", "small-distilbert-sitting-3.jsonl", "distilbert proposal-3 (1 MiB, 1 ms) on 2x1"),
+          ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-3.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
+          # held out on an env no fit had seen (2026-12-01, scripts/small_responses_new_envs.sh, declared before it
+          # ran): MobileNetV2 fusion off -15.9 % on fresh-poll-2.75gbit (184.8 ms measured, 182.3-200.2; 155.4
+          # predicted), its other five rows there and on fresh-poll-1.1gbit within 8.7 %
+          ("fresh-poll-2.75gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)")}
 
 
 def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_rows):
@@ -264,7 +276,7 @@ def test_the_committed_burst_phases_are_recorded_not_charged():
     from autotuner.frameworks.horovod.fit.sweep import BURST_RECORDS
 
     envs = sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
-    assert len(envs) == 19
+    assert len(envs) == 21
     for env in envs:
         assert (RUNS / env / BURST_RECORDS).exists(), env
         d = json.loads((MODELS / f"{env}.json").read_text())
@@ -561,6 +573,10 @@ def test_at_300_ms_of_compute_the_step_layout_costs_less_than_the_100_ms_price_s
 #: the sweep envs whose step phase ran 300 ms rounds and where fusion off's measured difference at 300 ms is not
 #: well under what the charged one latency simulates there (docs/accuracy.md, "The step phase at 300 ms of compute")
 LONG_NOT_UNDER = {"fresh-poll-2gbit": "18.1 ms measured against 13.5 simulated (rounds 17.6-29.1)",
+                  # the two envs of 2026-12-01, whose step phase prices a small response at 0.35-0.44 ms (0.9-1.9 on
+                  # the others): at 300 ms fusion off costs them little either way
+                  "fresh-poll-1.1gbit": "13.4 ms against 12.5 (rounds 0.9-17.9)",
+                  "fresh-poll-2.75gbit": "3.1 ms against 1.4 (rounds 1.3-8.6)",
                   "fresh-poll-0.75gbit": "80.9 ms against 91.4 (rounds 68.6-127.2): the link, not the responses, "
                                          "holds fusion off at 0.75 Gbit/s",
                   "fresh-poll-2x1-3gbit": "37.5 ms against 41.0 (rounds 33.7-38.6)",
@@ -599,7 +615,7 @@ def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price
         assert sim == pytest.approx(long["one_latency_delta_ms"], abs=0.05)
         if env not in LONG_NOT_UNDER:
             assert long["delta_ms"] < 0.75 * sim, (env, long["delta_ms"], sim)
-    assert len(seen) == 17 and set(LONG_NOT_UNDER) <= set(seen)
+    assert len(seen) == 19 and set(LONG_NOT_UNDER) <= set(seen)
 
 
 def test_the_300_ms_lead_holds_inside_one_sitting():
