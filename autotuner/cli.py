@@ -217,7 +217,11 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
         mp = f.get("mape_percent_with_comm_scale", f.get("mape_percent"))
         models = ", ".join(f"{m} ({w['forward_ms'] + w['backward_ms']:.1f}, {w.get('comm_scale', 1.0):.2f})"
                            for m, w in d["workloads"].items())
-        t.add_row(d["env"], f["form"], f"{inter['alpha_us']:.1f}", f"{inter['bandwidth_gbps']:.2f}",
+        # busbw as nccl-tests means it, the large-message plateau: a sweep tier's segment from its knee where it has
+        # one (below the knee a span is mostly its fixed cost, and its per-byte slope can be ~0: 51897 Gbit/s on
+        # fresh-poll-2.75gbit; the regime lines below give that segment)
+        busbw = inter.get("large_bandwidth_gbps", inter["bandwidth_gbps"])
+        t.add_row(d["env"], f["form"], f"{inter['alpha_us']:.1f}", f"{busbw:.2f}",
                   "-" if r2 is None else f"{r2:.4f}", "-" if mp is None else f"{mp:.1f}", models)
     render_table(out, t)
     for d, path, png in fitted:

@@ -75,6 +75,21 @@ def test_a_refit_of_the_committed_runs_gives_every_shipped_cost_model(refit_all)
         assert not bad, (name, bad[:10])
 
 
+def test_the_fit_table_gives_each_env_its_large_message_busbw(refit_all):
+    """The summary table's busbw is the large-message plateau (nccl-tests' sense): a sweep tier's segment from its
+    knee where it has one, never the slope below the knee, which is ~0 where small spans are all fixed cost (it printed
+    51897.31 Gbit/s for fresh-poll-2.75gbit's 2.75 Gbit/s link, 610132.36 for fresh-poll-2gbit's)."""
+    p, out = refit_all
+    rows = {ln.split()[0]: ln.split() for ln in p.stdout.splitlines() if ln.startswith(("fresh-", "v100-", "local-"))
+            and "alpha-beta" in ln}
+    for env in ("fresh-poll-2.75gbit", "fresh-poll-2gbit", "v100-16gbit"):
+        inter = json.loads((out / f"{env}.json").read_text())["cost_model"]["inter"]
+        want = inter.get("large_bandwidth_gbps", inter["bandwidth_gbps"])
+        cells = rows[env]
+        assert f"{want:.2f}" in cells, (env, cells)
+        assert float(cells[cells.index(f"{want:.2f}")]) < 100, (env, cells)
+
+
 def test_missing_runs_dir(tmp_path):
     assert_one_line_error(run("fit", str(tmp_path / "nope"), "--out", str(tmp_path)), "runs directory not found")
 
