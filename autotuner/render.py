@@ -256,8 +256,12 @@ def fit_regime_lines(d: dict) -> list[str]:
                      "in a busy cycle, wall clock without the timeline; a step's small responses also run while the "
                      "ranks sleep (docs/accuracy.md, \"The burst phase\")")
     bw_moved = ((small.get("mid") or {}).get("below") or {}).get("charged")
+    borrowed = ((piece or {}).get("small") or {}).get("per_byte_borrowed")
     lines.append(f"  per byte{below}: {b_ms:.2f} ms/MiB, "
                  + ("the mid-size burst phase's (below)" if bw_moved else
+                    f"borrowed from the segment from the knee (the spans below it gave a busbw of "
+                    f"{borrowed['fitted_busbw_gbps']:.0f} Gbit/s, above the {borrowed['link_gbps']:g} Gbit/s link: "
+                    "their slope is the scatter about the fixed part, not the link)" if borrowed else
                     "the sweep's pooled collective spans" + (" below the knee" if knee else "")))
     if knee and piece:
         lines.append(f"  large responses (>= {knee / MIB:g} MiB): {piece['large']['a_ms']:.2f} ms + "

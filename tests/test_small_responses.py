@@ -5,6 +5,7 @@ way (:func:`autotuner.frameworks.horovod.fit.sweep.busy_small_response`), never 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 import re
 from pathlib import Path
 
@@ -124,6 +125,7 @@ def _repeat_range(env: str, fname: str, label: str) -> tuple[float, float]:
 #: like with like (no timeline), the rows the step phase's price brought within 10 % (docs/accuracy.md, "The step
 #: phase"): fusion off on fresh-poll-1.25gbit +24.9 -> +0.9 %, on fresh-2x1-5gbit (its rerun) -12.6 -> -9.6 %
 FIXED = [("fresh-poll-1.25gbit", "fresh-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)"),
+         ("fresh-poll-2.75gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)"),
          ("fresh-2x1-5gbit", "small-distilbert-rerun.jsonl", "distilbert proposal-2 (0 MiB, 1 ms) on 2x1"),
          # and those the mid-size burst phase's shift of the line above the knee brought within 10 % (docs/accuracy.md,
          # "Mid-size responses back to back"): +14.8 -> +4.7, +16.2 -> +6.0, +17.6 -> +8.8, +16.3 -> +8.6 %
@@ -168,11 +170,11 @@ MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-
           ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
           ("fresh-2x1-5gbit", "small-distilbert-sitting-3.jsonl", "distilbert proposal-1 (128 MiB, 1 ms, cache off) on 2x1"),
           ("fresh-2x1-5gbit", "small-distilbert-sitting-3.jsonl", "distilbert proposal-3 (1 MiB, 1 ms) on 2x1"),
-          ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-3.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
-          # held out on an env no fit had seen (2026-12-01, scripts/small_responses_new_envs.sh, declared before it
-          # ran): MobileNetV2 fusion off -15.9 % on fresh-poll-2.75gbit (184.8 ms measured, 182.3-200.2; 155.4
-          # predicted), its other five rows there and on fresh-poll-1.1gbit within 8.7 %
-          ("fresh-poll-2.75gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)")}
+          ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-3.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1")}
+#: Held out on an env no fit had seen (2026-12-01, scripts/small_responses_new_envs.sh, declared before it ran),
+#: MobileNetV2 fusion off on fresh-poll-2.75gbit missed at -15.9 % (184.8 ms measured, 182.3-200.2; 155.4
+#: predicted); with the line below the knee bounded by the link (sweep.bound_below_knee, written after that miss:
+#: not held out) it is -7.7 % (docs/accuracy.md, "The below-knee slope the sweep cannot identify").
 
 
 def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_rows):
@@ -870,3 +872,48 @@ def test_the_committed_mid_size_phases_move_the_bandwidth_below_the_knee_only_wh
     assert any(ln.startswith("  per byte (< 16 MiB): 2.31 ms/MiB, the mid-size burst phase's") for ln in lines), lines
     three = fit_regime_lines(json.loads((MODELS / "fresh-0.5gbit.json").read_text()))
     assert any("mid-size responses (< 16 MiB) (recorded, not charged)" in ln and "scatter" in ln for ln in three), three
+
+
+def test_a_below_knee_slope_faster_than_the_link_borrows_the_segment_from_the_knee():
+    """sweep.bound_below_knee: a busbw below the knee above the link's line rate is the spans' scatter, not the link:
+    the line below the knee takes the per-byte cost of the segment from the knee (its fixed part kept), and says so;
+    a slope the link can carry, or a tier without a knee, stands."""
+    from autotuner.frameworks.horovod.fit.sweep import bound_below_knee
+    from autotuner.model.costmodel import GBIT
+
+    tier = Tier(alpha_s=0.2e-3, bandwidth_Bps=5e4 * GBIT, large_from_bytes=262144.0, large_alpha_s=0.15e-3,
+                large_bandwidth_Bps=1.3 * GBIT)
+    info = {"small": {"a_ms": 0.35}}
+    got = bound_below_knee(tier, 2.75, info)
+    assert got.bandwidth_Bps == tier.large_bandwidth_Bps and got.alpha_s == tier.alpha_s
+    assert info["small"]["per_byte_borrowed"] == {"fitted_busbw_gbps": pytest.approx(5e4), "link_gbps": 2.75,
+                                                  "busbw_gbps": pytest.approx(1.3)}
+    slow = replace(tier, bandwidth_Bps=2.0 * GBIT)  # under the 2.75 Gbit/s link: a measurement, kept
+    info2 = {"small": {}}
+    assert bound_below_knee(slow, 2.75, info2) is slow and info2 == {"small": {}}
+    one_line = Tier(alpha_s=0.2e-3, bandwidth_Bps=5e4 * GBIT)
+    assert bound_below_knee(one_line, 2.75, None) is one_line
+
+
+def test_the_shipped_sweep_models_charge_no_busbw_below_the_knee_above_their_link():
+    """Every shipped sweep env's line below the knee carries at most its link's rate; the three whose sweep put it
+    above (fresh-poll-2gbit 610132, fresh-poll-2.75gbit 51897, local-gloo-2x2-poll 88 Gbit/s) borrow the segment from
+    the knee, and `fit` says so."""
+    borrowed = set()
+    for f in sorted(MODELS.glob("*.json")):
+        d = json.loads(f.read_text())
+        toml_path = RUNS / f.stem / "env.toml"
+        if (d.get("fit") or {}).get("form", "").find("sweep") < 0 or not toml_path.exists():
+            continue
+        import tomllib
+
+        link = tomllib.loads(toml_path.read_text())["link_gbps"]
+        inter = d["cost_model"]["inter"]
+        assert inter["bandwidth_gbps"] <= link * (1 + 1e-9), (f.stem, inter["bandwidth_gbps"], link)
+        small = ((d["fit"].get("piecewise") or {}).get("small") or {})
+        if "per_byte_borrowed" in small:
+            borrowed.add(f.stem)
+            assert inter["bandwidth_gbps"] == pytest.approx(inter["large_bandwidth_gbps"], rel=1e-9)
+            assert small["per_byte_borrowed"]["fitted_busbw_gbps"] > link
+            assert any("borrowed from the segment from the knee" in ln for ln in fit_regime_lines(d)), f.stem
+    assert borrowed == {"fresh-poll-2gbit", "fresh-poll-2.75gbit", "local-gloo-2x2-poll"}

@@ -100,6 +100,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
         raise FitError(f"{env.name}: fewer than 2 response sizes of the {first} tier in the kept timelines "
                        f"({src.parent.name}/{TIMELINE_GLOB}: {len(tls)} file(s))")
     tier, lin, pred, piece_info, sizes, counts, times = _tier(pooled[first], ranks[first])
+    tier = bound_below_knee(tier, float(meta["link_gbps"]), piece_info)
     intra = None
     tiers_info: dict[str, Any] = {}
     if len(pooled.get("intra", {})) >= 2 and first == "inter":
@@ -360,6 +361,26 @@ def _on_cluster_ranks(info: dict[str, Any], ranks: int, tier: str, cluster: Clus
         info["note"] = (f"measured, not charged: the phase ran {ranks} rank(s) of the {tier} tier, the cluster has "
                         f"{cluster.size}")
     return info
+
+
+def bound_below_knee(tier, link_gbps: float, piece_info: dict[str, Any] | None):
+    """The tier's line below its knee with a per-byte cost the link can carry: where the sweep's pooled spans below the
+    knee give a bus bandwidth above the link's line rate ``link_gbps`` (Gbit/s, env.toml's; a ring allreduce on p
+    ranks moves 2(p-1)/p of a response's bytes across each rank's link, so its busbw cannot exceed that rate), the
+    slope there is not a measurement of the link but of the spans' scatter about their fixed part (fresh-poll-2gbit:
+    610132 Gbit/s, fresh-poll-2.75gbit: 51897), and the line below the knee borrows the per-byte cost of the same
+    tier's segment from the knee (``large_bandwidth_Bps``; docs/accuracy.md, "The below-knee slope the sweep cannot
+    identify"). Its fixed part is kept: the step phase solves the small responses' price on the tier afterwards.
+    Records ``piece_info["small"]["per_byte_borrowed"]`` (the slope's bus bandwidth as fitted, Gbit/s) where it
+    borrows. Returns the tier (``tier`` itself where the slope stands, or without a knee)."""
+    from ....model.costmodel import GBIT
+
+    if piece_info is None or not tier.large_from_bytes or tier.bandwidth_Bps <= link_gbps * GBIT:
+        return tier
+    piece_info["small"]["per_byte_borrowed"] = {"fitted_busbw_gbps": tier.bandwidth_Bps / GBIT,
+                                                "link_gbps": link_gbps,
+                                                "busbw_gbps": tier.large_bandwidth_Bps / GBIT}
+    return replace(tier, bandwidth_Bps=tier.large_bandwidth_Bps)
 
 
 def _tier(by_size: dict[int, list[float]], p: int):
