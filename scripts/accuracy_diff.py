@@ -8,6 +8,7 @@ small-response row (fusion off, thresholds of 1 MiB and below, cache off) with b
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 
@@ -45,4 +46,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the reader stopped reading (| head): not an error of this script
+        sys.stdout = open(os.devnull, "w")
+        sys.exit(0)

@@ -68,6 +68,14 @@ def _recorded_predictions(fig, fenv, env_dir, every=lambda r: True):
     neg = replace(fenv.cost.negotiation, busy_s=None, nocache_s=None)
     cl = {k: v for k, v in fenv.raw["cluster"].items() if k != "cores_per_host"}
     fenv = replace(fenv, cost=replace(fenv.cost, negotiation=neg), raw={**fenv.raw, "cluster": cl})
+    # nor the bound on the line below the knee (2026-12-01, sweep.bound_below_knee: local-gloo-2x2-poll's spans there
+    # gave 88 Gbit/s over a 1 Gbit/s link): the line as its sweep fitted it
+    borrowed = ((fenv.raw.get("fit") or {}).get("piecewise") or {}).get("small", {}).get("per_byte_borrowed")
+    if borrowed:
+        from autotuner.model.costmodel import GBIT
+
+        inter = replace(fenv.cost.inter, bandwidth_Bps=borrowed["fitted_busbw_gbps"] * GBIT)
+        fenv = replace(fenv, cost=replace(fenv.cost, inter=inter))
     for f in sorted((env_dir / "validation").glob("*.jsonl")):
         recs, problems = parse_records(f.read_text(), f.name)
         assert problems == []

@@ -170,7 +170,12 @@ MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-
           ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
           ("fresh-2x1-5gbit", "small-distilbert-sitting-3.jsonl", "distilbert proposal-1 (128 MiB, 1 ms, cache off) on 2x1"),
           ("fresh-2x1-5gbit", "small-distilbert-sitting-3.jsonl", "distilbert proposal-3 (1 MiB, 1 ms) on 2x1"),
-          ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-3.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1")}
+          ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-3.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
+          # the below-knee bound's held-out env (scripts/below_knee_heldout.sh, declared before it ran; the bound did
+          # not fire there): MobileNetV2 at 1 MiB / 1 ms -14.7 % (117.6 ms measured, 116.0-119.6; 100.3 predicted,
+          # 16 ms under the defaults' 116.5, where it measured the defaults' step): its line below the 1 MiB knee,
+          # 3.06 ms per MiB, is half the 5.97 of the segment from it, so splitting at 1 MiB is predicted to save bytes
+          ("fresh-poll-3gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-2 (1 MiB, 1 ms)")}
 #: Held out on an env no fit had seen (2026-12-01, scripts/small_responses_new_envs.sh, declared before it ran),
 #: MobileNetV2 fusion off on fresh-poll-2.75gbit missed at -15.9 % (184.8 ms measured, 182.3-200.2; 155.4
 #: predicted); with the line below the knee bounded by the link (sweep.bound_below_knee, written after that miss:
@@ -278,7 +283,7 @@ def test_the_committed_burst_phases_are_recorded_not_charged():
     from autotuner.frameworks.horovod.fit.sweep import BURST_RECORDS
 
     envs = sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
-    assert len(envs) == 21
+    assert len(envs) == 22
     for env in envs:
         assert (RUNS / env / BURST_RECORDS).exists(), env
         d = json.loads((MODELS / f"{env}.json").read_text())
@@ -455,6 +460,12 @@ def test_cache_off_from_the_step_phase_leaves_the_timelines_terms_where_it_canno
     assert not info["charged"] and "no cache-off cycle" in info["note"] and new is none
 
 
+#: the envs whose timelines put a cache-off busy cycle below a cache-on one, so that even k = 0 simulates cache off
+#: faster than the step phase measured it: fresh-poll-3gbit (2026-12-01; busy cycle 2.26 ms cache on, 1.21 ms cache off;
+#: cache off +1.2 ms measured against -3.5 simulated)
+CACHE_OFF_UNDER = {"fresh-poll-3gbit"}
+
+
 def test_the_shipped_models_charge_cache_off_from_their_step_phase():
     """Every shipped sweep model whose step phase is charged charges its cache-off cycle from it: the cost model's
     ``nocache_us`` and ``per_tensor_us`` are the scaled ones the fit records, the share in [0, 1], and where it lies
@@ -477,6 +488,8 @@ def test_the_shipped_models_charge_cache_off_from_their_step_phase():
         assert neg["per_tensor_us"] == pytest.approx(co["per_tensor_us"][1], rel=1e-9), f.name
         if 0.0 < co["k"] < 1.0:
             assert co["simulated_ms"] == pytest.approx(co["measured_ms"], abs=2.0), f.name
+        elif co["k"] == 0.0 and f.stem in CACHE_OFF_UNDER:  # named: k = 0 and still under the measured
+            assert co["measured_ms"] > co["simulated_ms"] + 2.0, f.name
         elif co["k"] == 0.0:
             assert co["measured_ms"] <= co["simulated_ms"] + 2.0, f.name
         else:
@@ -579,6 +592,7 @@ LONG_NOT_UNDER = {"fresh-poll-2gbit": "18.1 ms measured against 13.5 simulated (
                   # the others): at 300 ms fusion off costs them little either way
                   "fresh-poll-1.1gbit": "13.4 ms against 12.5 (rounds 0.9-17.9)",
                   "fresh-poll-2.75gbit": "3.1 ms against 1.4 (rounds 1.3-8.6)",
+                  "fresh-poll-3gbit": "2.4 ms against 1.4 (rounds 0.1-9.5)",
                   "fresh-poll-0.75gbit": "80.9 ms against 91.4 (rounds 68.6-127.2): the link, not the responses, "
                                          "holds fusion off at 0.75 Gbit/s",
                   "fresh-poll-2x1-3gbit": "37.5 ms against 41.0 (rounds 33.7-38.6)",
@@ -617,7 +631,7 @@ def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price
         assert sim == pytest.approx(long["one_latency_delta_ms"], abs=0.05)
         if env not in LONG_NOT_UNDER:
             assert long["delta_ms"] < 0.75 * sim, (env, long["delta_ms"], sim)
-    assert len(seen) == 19 and set(LONG_NOT_UNDER) <= set(seen)
+    assert len(seen) == 20 and set(LONG_NOT_UNDER) <= set(seen)
 
 
 def test_the_300_ms_lead_holds_inside_one_sitting():
