@@ -70,10 +70,21 @@ def report(path: Path) -> None:
     if not fo:
         return
     sc, _ = make_scenario(None, env, model, compute_ms=setup["compute_ms"])
-    p = sc.cluster.size
     c_def, c_fo = config_from_values(labels["default"]["config"]), config_from_values(labels[fo[0]]["config"])
     m, _ = _mean_se([x[fo[0]]["measured_step_time_ms"] - x["default"]["measured_step_time_ms"] for x in by.values()
                      if fo[0] in x and "default" in x])
+
+    a, own, at_own = price_that_meets(sc, c_def, c_fo, m)
+    print(f"  fusion off: the price a fitting the measured difference "
+          + ("none in 0-10 ms" if a is None else f"{a:.2f} ms")
+          + f"; the env's a {own:.2f} ms (simulated difference there {at_own:+.1f} ms)")
+
+
+def price_that_meets(sc, c_def, c_fo, measured_ms: float) -> tuple[float | None, float, float]:
+    """``(a, own, at_own)``: the small-response price ``a = 2(p-1) alpha`` (ms) at which scenario ``sc`` simulates
+    ``c_fo`` - ``c_def`` as ``measured_ms`` (scipy ``brentq`` over 0-10 ms; None where none there), the scenario's
+    own price (ms), and the difference it simulates (ms)."""
+    p = sc.cluster.size
 
     def diff(a_ms: float) -> float:
         s = replace(sc, cost=replace(sc.cost, inter=replace(sc.cost.inter, alpha_s=a_ms * 1e-3 / (2 * (p - 1)))))
@@ -81,11 +92,10 @@ def report(path: Path) -> None:
 
     own = sc.cost.inter.alpha_s * 2 * (p - 1) * 1e3
     try:
-        a = f"{brentq(lambda x: diff(x) - m, 0.0, 10.0, xtol=1e-3):.2f} ms"
+        a = float(brentq(lambda x: diff(x) - measured_ms, 0.0, 10.0, xtol=1e-3))
     except ValueError:
-        a = "none in 0-10 ms"
-    print(f"  fusion off: the price a fitting the measured difference {a}; the env's a {own:.2f} ms "
-          f"(simulated difference there {diff(own):+.1f} ms)")
+        a = None
+    return a, own, diff(own)
 
 
 def main() -> int:

@@ -30,10 +30,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
 RUNS = ROOT / "autotuner" / "runs"
 SUB = Path("experiments") / "step-layout-sizes"
 #: the vectors' elements per layout (float32: 1, 16, 64 KiB)
@@ -92,10 +92,9 @@ def measure(envs: list[str]) -> int:
 
 
 def report(envs: list[str]) -> int:
-    from scipy.optimize import brentq
-
     from autotuner.frameworks.horovod.knobs import config_from_values
     from autotuner.frameworks.horovod.predict import make_scenario
+    from small_response_pairs import price_that_meets
 
     print("| env | vectors | fusion off - defaults, measured (mean +- se, ms) | simulated at the env's price (ms) | "
           "the price it wants (ms) | the env's step-phase price (ms) |")
@@ -116,20 +115,10 @@ def report(envs: list[str]) -> int:
             se = statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else float("nan")
             r0 = next(iter(by.values()))
             sc, _ = make_scenario(None, env, str(RUNS / env / SUB / f"{name}.json"), compute_ms=100.0)
-            p = sc.cluster.size
-            c_def = config_from_values(r0["default"]["config"])
-            c_fo = config_from_values(r0["proposal-1"]["config"])
-
-            def diff(a_ms: float) -> float:
-                s = replace(sc, cost=replace(sc.cost, inter=replace(sc.cost.inter, alpha_s=a_ms * 1e-3 / (2 * (p - 1)))))
-                return (s.simulate(c_fo).step_time_s - s.simulate(c_def).step_time_s) * 1e3
-
-            own = sc.cost.inter.alpha_s * 2 * (p - 1) * 1e3
-            try:
-                a = f"{brentq(lambda x: diff(x) - m, 0.0, 10.0, xtol=1e-3):.2f}"
-            except ValueError:
-                a = "none in 0-10"
-            print(f"| {env} | {name} ({len(d)} rounds) | {m:+.1f} +- {se:.1f} | {diff(own):+.1f} | {a} | {own:.2f} |")
+            a, own, at_own = price_that_meets(sc, config_from_values(r0["default"]["config"]),
+                                              config_from_values(r0["proposal-1"]["config"]), m)
+            print(f"| {env} | {name} ({len(d)} rounds) | {m:+.1f} +- {se:.1f} | {at_own:+.1f} | "
+                  + ("none in 0-10" if a is None else f"{a:.2f}") + f" | {own:.2f} |")
     return 0
 
 
