@@ -75,7 +75,7 @@ def report(path: Path) -> None:
                      if fo[0] in x and "default" in x])
 
     a, own, at_own = price_that_meets(sc, c_def, c_fo, m)
-    print(f"  fusion off: the price a fitting the measured difference "
+    print("  fusion off: the price a fitting the measured difference "
           + ("none in 0-10 ms" if a is None else f"{a:.2f} ms")
           + f"; the env's a {own:.2f} ms (simulated difference there {at_own:+.1f} ms)")
 
