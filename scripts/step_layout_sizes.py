@@ -94,6 +94,7 @@ def measure(envs: list[str]) -> int:
 def report(envs: list[str]) -> int:
     from autotuner.frameworks.horovod.knobs import config_from_values
     from autotuner.frameworks.horovod.predict import make_scenario
+    from autotuner.readers.runs import parse_records
     from small_response_pairs import price_that_meets
 
     print("| env | vectors | fusion off - defaults, measured (mean +- se, ms) | simulated at the env's price (ms) | "
@@ -104,7 +105,7 @@ def report(envs: list[str]) -> int:
             f = RUNS / env / SUB / f"{name}.jsonl"
             if not f.exists():
                 continue
-            recs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+            recs, _ = parse_records(f.read_text(), f.name)  # the project's reader: damaged lines named and skipped
             by: dict[str, dict[str, dict]] = {}
             for r in recs:
                 if r["status"] == "ok":

@@ -21,9 +21,7 @@ the two sweeps' medians side by side for the sizes of 16 MiB and more (the ratio
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -33,19 +31,18 @@ RUNS = ROOT / "autotuner" / "runs"
 
 
 def _accuracy(env: str, model_dir: Path | None) -> dict[tuple[str, str], dict]:
-    cmd = [sys.executable, "-m", "autotuner.cli", "accuracy", "--env", env, "--json"]
-    if model_dir is not None:
-        cmd += ["--model-dir", str(model_dir)]
-    p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
-    return {(r["source"], r["quantity"]): r for r in json.loads(p.stdout)["cases"]}
+    """The env's ``autotuner accuracy`` cases (:func:`autotuner.accuracy_table`), keyed by (source, quantity)."""
+    import autotuner
+
+    return {(r["source"], r["quantity"]): r for r in autotuner.accuracy_table(None, model_dir, env)["cases"]}
 
 
 def _medians(path: Path) -> dict[tuple, float]:
-    out = {}
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
-        out[(r["phase"], r["tier"], r["job"], r["cache"], r["bytes"], r["tensors"])] = r["median_ms"]
-    return out
+    """(phase, tier, job, cache, bytes, tensors) -> median ms of a sweep file (the project's reader)."""
+    from autotuner.readers.sweep import read_sweep_records
+
+    recs, _ = read_sweep_records(path)
+    return {(r["phase"], r["tier"], r["job"], r["cache"], r["bytes"], r["tensors"]): r["median_ms"] for r in recs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,8 +64,9 @@ def main(argv: list[str] | None = None) -> int:
                 (d / f.name).symlink_to(f.resolve())
         (d / "sweep.jsonl").symlink_to((a.sweep_dir / "sweep.jsonl").resolve())
         (d / "timelines").symlink_to((a.sweep_dir / "timelines").resolve())
-        subprocess.run([sys.executable, "-m", "autotuner.cli", "fit", str(runs), "--out", str(models)], cwd=ROOT,
-                       capture_output=True, text=True, check=True)
+        import autotuner
+
+        autotuner.fit_environments(runs, models)
         shipped, other = _accuracy(a.env, None), _accuracy(a.env, models)
     print(f"| file | configuration | measured ms | shipped model | fitted on {a.sweep_dir.name}'s sweep |")
     print("|---|---|---:|---:|---:|")

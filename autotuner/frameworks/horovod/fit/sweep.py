@@ -37,7 +37,7 @@ import numpy as np
 
 from ....errors import AutotunerError, FitError, RunsError
 from ..knobs import MIB
-from ....model.costmodel import Cluster, ComputeDelay, Fp16Cost
+from ....model.costmodel import GBIT, Cluster, ComputeDelay, Fp16Cost
 from ....readers.files import read_toml
 from ....readers.runs import EnvData
 from ....readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_fused_records,
@@ -373,8 +373,6 @@ def bound_below_knee(tier, link_gbps: float, piece_info: dict[str, Any] | None):
     identify"). Its fixed part is kept: the step phase solves the small responses' price on the tier afterwards.
     Records ``piece_info["small"]["per_byte_borrowed"]`` (the slope's bus bandwidth as fitted, Gbit/s) where it
     borrows. Returns the tier (``tier`` itself where the slope stands, or without a knee)."""
-    from ....model.costmodel import GBIT
-
     if piece_info is None or not tier.large_from_bytes or tier.bandwidth_Bps <= link_gbps * GBIT:
         return tier
     piece_info["small"]["per_byte_borrowed"] = {"fitted_busbw_gbps": tier.bandwidth_Bps / GBIT,
