@@ -260,8 +260,11 @@ def fit_regime_lines(d: dict) -> list[str]:
     lines.append(f"  per byte{below}: {b_ms:.2f} ms/MiB, "
                  + ("the mid-size burst phase's (below)" if bw_moved else
                     f"borrowed from the segment from the knee (the spans below it gave a busbw of "
-                    f"{borrowed['fitted_busbw_gbps']:.0f} Gbit/s, above the {borrowed['link_gbps']:g} Gbit/s link: "
-                    "their slope is the scatter about the fixed part, not the link)" if borrowed else
+                    f"{borrowed['fitted_busbw_gbps']:.{'0f' if borrowed['fitted_busbw_gbps'] >= 100 else '3g'}} Gbit/s, "
+                    + (f"above the {borrowed['link_gbps']:g} Gbit/s link: their slope is the scatter about the fixed "
+                       "part, not the link)" if borrowed.get("why", "above the link") == "above the link" else
+                       f"more than the {borrowed['busbw_gbps']:.3g} Gbit/s the segment carries: lone allreduces "
+                       "after an idle link, not a step's queued responses)") if borrowed else
                     "the sweep's pooled collective spans" + (" below the knee" if knee else "")))
     if knee and piece:
         lines.append(f"  large responses (>= {knee / MIB:g} MiB): {piece['large']['a_ms']:.2f} ms + "

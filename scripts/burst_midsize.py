@@ -89,7 +89,7 @@ def main() -> int:
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    envs = a.envs or sorted(p.parent.parent.name for p in RUNS.glob(f"*/{RECORDS}"))
+    envs = a.envs or sorted(p.parent.name for p in RUNS.glob(f"*/{RECORDS}"))
     bad = [e for e in envs if not (RUNS / e / "sweep.jsonl").exists()]
     if bad or a.rounds < 1:
         print(f"error: {', '.join(bad) or '--rounds'}: not a sweep env under runs/ (or --rounds < 1)", file=sys.stderr)

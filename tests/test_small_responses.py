@@ -146,7 +146,10 @@ FIXED = [("fresh-poll-1.25gbit", "fresh-mobilenet_v2-nt.jsonl", "mobilenet_v2 pr
          ("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
          # and the one the cache-off cycle charged from the step phase brought within 10 % (docs/accuracy.md, "Cache
          # off from the step phase"): +10.6 -> +4.4 %
-         ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1")]
+         ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
+         # and the one the below-knee bound's second form brought within 10 % (written after it missed: not held out):
+         # MobileNetV2 1 MiB / 1 ms on fresh-poll-3gbit -14.7 -> -1.9 %
+         ("fresh-poll-3gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-2 (1 MiB, 1 ms)")]
 
 
 @pytest.mark.parametrize("key", FIXED, ids=[k[0] for k in FIXED])
@@ -171,11 +174,11 @@ MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-
           ("fresh-2x1-5gbit", "small-distilbert-sitting-3.jsonl", "distilbert proposal-1 (128 MiB, 1 ms, cache off) on 2x1"),
           ("fresh-2x1-5gbit", "small-distilbert-sitting-3.jsonl", "distilbert proposal-3 (1 MiB, 1 ms) on 2x1"),
           ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-3.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
-          # the below-knee bound's held-out env (scripts/below_knee_heldout.sh, declared before it ran; the bound did
-          # not fire there): MobileNetV2 at 1 MiB / 1 ms -14.7 % (117.6 ms measured, 116.0-119.6; 100.3 predicted,
-          # 16 ms under the defaults' 116.5, where it measured the defaults' step): its line below the 1 MiB knee,
-          # 3.06 ms per MiB, is half the 5.97 of the segment from it, so splitting at 1 MiB is predicted to save bytes
-          ("fresh-poll-3gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-2 (1 MiB, 1 ms)")}
+          # the below-knee bound's held-out env (scripts/below_knee_heldout.sh): MobileNetV2 fusion off, -7.9 % until
+          # the bound's second form (no cheaper per byte below the knee than from it, written after this env's 1 MiB
+          # miss) lowered the step phase's price 0.45 -> 0.30 ms: -11.1 % (180.3 ms measured, 167.0-202.5; 160.3
+          # predicted; docs/accuracy.md, "The below-knee slope the sweep cannot identify")
+          ("fresh-poll-3gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)")}
 #: Held out on an env no fit had seen (2026-12-01, scripts/small_responses_new_envs.sh, declared before it ran),
 #: MobileNetV2 fusion off on fresh-poll-2.75gbit missed at -15.9 % (184.8 ms measured, 182.3-200.2; 155.4
 #: predicted); with the line below the knee bounded by the link (sweep.bound_below_knee, written after that miss:
@@ -888,10 +891,11 @@ def test_the_committed_mid_size_phases_move_the_bandwidth_below_the_knee_only_wh
     assert any("mid-size responses (< 16 MiB) (recorded, not charged)" in ln and "scatter" in ln for ln in three), three
 
 
-def test_a_below_knee_slope_faster_than_the_link_borrows_the_segment_from_the_knee():
-    """sweep.bound_below_knee: a busbw below the knee above the link's line rate is the spans' scatter, not the link:
-    the line below the knee takes the per-byte cost of the segment from the knee (its fixed part kept), and says so;
-    a slope the link can carry, or a tier without a knee, stands."""
+def test_a_below_knee_slope_cheaper_than_the_segment_from_the_knee_borrows_it():
+    """sweep.bound_below_knee: below the knee no cheaper per byte than the segment from it. A busbw above the link's
+    line rate is the spans' scatter; one under the link but above the segment's is lone allreduces after an idle link.
+    Either way the line below the knee takes the segment's per-byte cost (its fixed part kept), and says why; a slope
+    no cheaper than the segment's, or a tier without a knee, stands."""
     from autotuner.frameworks.horovod.fit.sweep import bound_below_knee
     from autotuner.model.costmodel import GBIT
 
@@ -901,19 +905,25 @@ def test_a_below_knee_slope_faster_than_the_link_borrows_the_segment_from_the_kn
     got = bound_below_knee(tier, 2.75, info)
     assert got.bandwidth_Bps == tier.large_bandwidth_Bps and got.alpha_s == tier.alpha_s
     assert info["small"]["per_byte_borrowed"] == {"fitted_busbw_gbps": pytest.approx(5e4), "link_gbps": 2.75,
-                                                  "busbw_gbps": pytest.approx(1.3)}
-    slow = replace(tier, bandwidth_Bps=2.0 * GBIT)  # under the 2.75 Gbit/s link: a measurement, kept
+                                                  "busbw_gbps": pytest.approx(1.3), "why": "above the link"}
+    under = replace(tier, bandwidth_Bps=2.0 * GBIT)  # under the 2.75 Gbit/s link, above the segment's 1.3
     info2 = {"small": {}}
-    assert bound_below_knee(slow, 2.75, info2) is slow and info2 == {"small": {}}
+    got2 = bound_below_knee(under, 2.75, info2)
+    assert got2.bandwidth_Bps == tier.large_bandwidth_Bps and got2.alpha_s == tier.alpha_s
+    assert info2["small"]["per_byte_borrowed"]["why"] == "cheaper than the segment from the knee"
+    slow = replace(tier, bandwidth_Bps=1.0 * GBIT)  # dearer per byte than the segment: a measurement, kept
+    info3 = {"small": {}}
+    assert bound_below_knee(slow, 2.75, info3) is slow and info3 == {"small": {}}
     one_line = Tier(alpha_s=0.2e-3, bandwidth_Bps=5e4 * GBIT)
     assert bound_below_knee(one_line, 2.75, None) is one_line
 
 
-def test_the_shipped_sweep_models_charge_no_busbw_below_the_knee_above_their_link():
-    """Every shipped sweep env's line below the knee carries at most its link's rate; the three whose sweep put it
-    above (fresh-poll-2gbit 610132, fresh-poll-2.75gbit 51897, local-gloo-2x2-poll 88 Gbit/s) borrow the segment from
-    the knee, and `fit` says so."""
-    borrowed = set()
+def test_the_shipped_sweep_models_charge_no_cheaper_bytes_below_the_knee_than_from_it():
+    """Every shipped sweep env's line below the knee carries at most its link's rate and at most the rate of the segment
+    from its knee; where the sweep put it above (three above the link, fresh-poll-2gbit 610132, fresh-poll-2.75gbit
+    51897, local-gloo-2x2-poll 88 Gbit/s; ten more above the segment, fresh-poll-3gbit 2.74 against 1.41) it borrows
+    the segment from the knee, and `fit` says so."""
+    borrowed, above = set(), set()
     for f in sorted(MODELS.glob("*.json")):
         d = json.loads(f.read_text())
         toml_path = RUNS / f.stem / "env.toml"
@@ -925,9 +935,18 @@ def test_the_shipped_sweep_models_charge_no_busbw_below_the_knee_above_their_lin
         inter = d["cost_model"]["inter"]
         assert inter["bandwidth_gbps"] <= link * (1 + 1e-9), (f.stem, inter["bandwidth_gbps"], link)
         small = ((d["fit"].get("piecewise") or {}).get("small") or {})
+        moved = (((d["fit"].get("small_responses") or {}).get("mid") or {}).get("below") or {}).get("charged")
+        if inter.get("large_from_bytes") and not moved:
+            assert inter["bandwidth_gbps"] <= inter["large_bandwidth_gbps"] * (1 + 1e-9), f.stem
         if "per_byte_borrowed" in small:
+            b = small["per_byte_borrowed"]
             borrowed.add(f.stem)
-            assert inter["bandwidth_gbps"] == pytest.approx(inter["large_bandwidth_gbps"], rel=1e-9)
-            assert small["per_byte_borrowed"]["fitted_busbw_gbps"] > link
-            assert any("borrowed from the segment from the knee" in ln for ln in fit_regime_lines(d)), f.stem
-    assert borrowed == {"fresh-poll-2gbit", "fresh-poll-2.75gbit", "local-gloo-2x2-poll"}
+            if b["why"] == "above the link":
+                above.add(f.stem)
+            assert b["fitted_busbw_gbps"] > b["busbw_gbps"]
+            assert (b["fitted_busbw_gbps"] > link) == (b["why"] == "above the link"), f.stem
+            assert any("borrowed from the segment from the knee" in ln for ln in fit_regime_lines(d)) or moved, f.stem
+    assert above == {"fresh-poll-2gbit", "fresh-poll-2.75gbit", "local-gloo-2x2-poll"}
+    assert borrowed == above | {"fresh-0.5gbit", "fresh-1.5gbit", "fresh-3gbit", "fresh-poll-0.75gbit",
+                                "fresh-poll-1.1gbit", "fresh-poll-1.25gbit", "fresh-poll-1.75gbit",
+                                "fresh-poll-2.5gbit", "fresh-poll-3gbit", "local-gloo-1gbit-sweep"}

@@ -364,20 +364,37 @@ def _on_cluster_ranks(info: dict[str, Any], ranks: int, tier: str, cluster: Clus
 
 
 def bound_below_knee(tier, link_gbps: float, piece_info: dict[str, Any] | None):
-    """The tier's line below its knee with a per-byte cost the link can carry: where the sweep's pooled spans below the
-    knee give a bus bandwidth above the link's line rate ``link_gbps`` (Gbit/s, env.toml's; a ring allreduce on p
-    ranks moves 2(p-1)/p of a response's bytes across each rank's link, so its busbw cannot exceed that rate), the
-    slope there is not a measurement of the link but of the spans' scatter about their fixed part (fresh-poll-2gbit:
-    610132 Gbit/s, fresh-poll-2.75gbit: 51897), and the line below the knee borrows the per-byte cost of the same
-    tier's segment from the knee (``large_bandwidth_Bps``; docs/accuracy.md, "The below-knee slope the sweep cannot
-    identify"). Its fixed part is kept: the step phase solves the small responses' price on the tier afterwards.
-    Records ``piece_info["small"]["per_byte_borrowed"]`` (the slope's bus bandwidth as fitted, Gbit/s) where it
-    borrows. Returns the tier (``tier`` itself where the slope stands, or without a knee)."""
-    if piece_info is None or not tier.large_from_bytes or tier.bandwidth_Bps <= link_gbps * GBIT:
+    """The tier's line below its knee, no cheaper per byte than the same tier's segment from the knee
+    (``large_bandwidth_Bps``): where the sweep's pooled spans below the knee give a higher bus bandwidth than the
+    segment from it, the line below the knee borrows that segment's per-byte cost and keeps its fixed part (the step
+    phase solves the small responses' price on the tier afterwards; docs/accuracy.md, "The below-knee slope the sweep
+    cannot identify").
+
+    Why: the sweep times each small allreduce alone, after an idle link. A link in a step's busy cycle carries a
+    queued response's bytes at its sustained rate, the rate of the segment from the knee. Two measurements say so:
+    - on an emulated link (HTB, ``tc -d class show``: a burst of 1125 bytes at 3 Gbit/s, with 64 KiB skbs on lo),
+      the first packet after idle goes out at once and the ones behind it pay the rate, so a lone allreduce under the
+      knee pays little per byte;
+    - on the one-host envs the mid-size burst phase's 256 KiB responses queued back to back, less the burst phase's
+      small ones, cost per byte within 25 % of what the segment from the knee charges, where the line below it can
+      charge half (fresh-poll-3gbit 4.66 against 5.97 ms per MiB, its line below 3.06; fresh-poll-1.25gbit 13.76
+      against 13.63, below 7.75; ``scripts/burst_midsize.py --report``).
+    The first form of this bound (2026-12-01) fired only where the slope was above the link's line rate
+    ``link_gbps`` (Gbit/s, env.toml's): fresh-poll-2gbit 610132, fresh-poll-2.75gbit 51897 Gbit/s. The form here
+    (2026-12-01, written after fresh-poll-3gbit's 1 MiB miss) also covers slopes under the link but above what the
+    link carries back to back, as fresh-poll-3gbit's 2.74 Gbit/s against its segment's 1.41.
+
+    Records ``piece_info["small"]["per_byte_borrowed"]`` where it borrows: ``fitted_busbw_gbps`` (the slope below the
+    knee as fitted), ``link_gbps``, ``busbw_gbps`` (the segment's, borrowed), ``why`` (``"above the link"`` or
+    ``"cheaper than the segment from the knee"``). Returns the tier (``tier`` itself where the slope is no cheaper,
+    or the tier has no knee)."""
+    if (piece_info is None or not tier.large_from_bytes or not tier.large_bandwidth_Bps
+            or tier.bandwidth_Bps <= tier.large_bandwidth_Bps):
         return tier
-    piece_info["small"]["per_byte_borrowed"] = {"fitted_busbw_gbps": tier.bandwidth_Bps / GBIT,
-                                                "link_gbps": link_gbps,
-                                                "busbw_gbps": tier.large_bandwidth_Bps / GBIT}
+    piece_info["small"]["per_byte_borrowed"] = {
+        "fitted_busbw_gbps": tier.bandwidth_Bps / GBIT, "link_gbps": link_gbps,
+        "busbw_gbps": tier.large_bandwidth_Bps / GBIT,
+        "why": "above the link" if tier.bandwidth_Bps > link_gbps * GBIT else "cheaper than the segment from the knee"}
     return replace(tier, bandwidth_Bps=tier.large_bandwidth_Bps)
 
 
