@@ -294,7 +294,7 @@ def test_the_committed_burst_phases_are_recorded_not_charged():
     from autotuner.frameworks.horovod.fit.sweep import BURST_RECORDS
 
     envs = sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
-    assert len(envs) == 24
+    assert len(envs) == 26
     for env in envs:
         assert (RUNS / env / BURST_RECORDS).exists(), env
         d = json.loads((MODELS / f"{env}.json").read_text())
@@ -624,7 +624,9 @@ LONG_NOT_UNDER = {"fresh-poll-2gbit": "18.1 ms measured against 13.5 simulated (
                   "fresh-poll-1.25gbit": "40.3 ms against 52.7 (rounds 25.9-51.9)",
                   # the below-knee bound's held-out envs (2026-12-01, session 52): small differences either way
                   "fresh-poll-1.5gbit": "8.3 ms against 5.6 (rounds 6.0-10.7)",
-                  "fresh-poll-3.5gbit": "2.1 ms against 1.3 (rounds 0.1-3.3)"}
+                  "fresh-poll-3.5gbit": "2.1 ms against 1.3 (rounds 0.1-3.3)",
+                  "fresh-poll-4gbit": "4.0 ms against 1.1 (rounds 1.4-4.9)",
+                  "fresh-poll-2.2gbit": "4.7 ms against 1.8 (rounds 0.4-5.7)"}
 
 
 def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price_is_dear_there():
@@ -653,7 +655,7 @@ def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price
         assert sim == pytest.approx(long["one_latency_delta_ms"], abs=0.05)
         if env not in LONG_NOT_UNDER:
             assert long["delta_ms"] < 0.75 * sim, (env, long["delta_ms"], sim)
-    assert len(seen) == 22 and set(LONG_NOT_UNDER) <= set(seen)
+    assert len(seen) == 24 and set(LONG_NOT_UNDER) <= set(seen)
 
 
 def test_the_300_ms_lead_holds_inside_one_sitting():
@@ -979,10 +981,11 @@ def test_the_shipped_sweep_models_charge_no_cheaper_bytes_below_the_knee_than_fr
             assert b["fitted_busbw_gbps"] > b["busbw_gbps"]
             assert (b["fitted_busbw_gbps"] > link) == (b["why"] == "above the link"), f.stem
             assert any("borrowed from the segment from the knee" in ln for ln in fit_regime_lines(d)) or moved, f.stem
-    assert above == {"fresh-poll-2gbit", "fresh-poll-2.75gbit", "local-gloo-2x2-poll", "fresh-poll-1.5gbit"}
+    assert above == {"fresh-poll-2gbit", "fresh-poll-2.75gbit", "local-gloo-2x2-poll", "fresh-poll-1.5gbit",
+                     "fresh-poll-2.2gbit"}
     assert borrowed == above | {"fresh-0.5gbit", "fresh-1.5gbit", "fresh-3gbit", "fresh-poll-0.75gbit",
                                 "fresh-poll-1.1gbit", "fresh-poll-1.25gbit", "fresh-poll-1.75gbit",
                                 "fresh-poll-2.5gbit", "fresh-poll-3gbit", "local-gloo-1gbit-sweep",
                                 # the bound's held-out envs (2026-12-01): 1.5gbit's slope above its link, 3.5gbit's under
                                 # it and above its segment's
-                                "fresh-poll-1.5gbit", "fresh-poll-3.5gbit"}
+                                "fresh-poll-1.5gbit", "fresh-poll-3.5gbit", "fresh-poll-4gbit", "fresh-poll-2.2gbit"}
