@@ -15,7 +15,15 @@ Declared before it ran (2026-12-01): if what the model misses is the per-byte co
 slope of ~0) and about the same one on fresh-poll-1.1gbit (its slope measured, 0.55 Gbit/s); if the price is the
 same for all three sizes on both, the size of the small responses is not what the phase misses.
 
+A second run, declared before it ran (2026-12-01, session 52, with the below-knee bound's second form shipped, which
+lowered the step phase's price on fresh-poll-3gbit 0.45 -> 0.30 ms and on fresh-poll-1.25gbit 1.24 -> 0.87, and
+moved their MobileNetV2 fusion off to -11.1 and -8.8 %): on those two envs, if the phase's layout simply re-measures
+its own price, the 1 KiB layout wants within 30 % of the env's step-phase price (fresh-poll-2.75gbit's first run:
+0.45 against 0.35); if the fixed part of a small response grows with its size, the 16 and 64 KiB layouts want more
+than the 1 KiB one on both envs.
+
     python scripts/step_layout_sizes.py measure fresh-poll-2.75gbit fresh-poll-1.1gbit   # as root, alone (~12 min)
+    python scripts/step_layout_sizes.py measure fresh-poll-3gbit fresh-poll-1.25gbit     # the second run
     python scripts/step_layout_sizes.py report fresh-poll-2.75gbit fresh-poll-1.1gbit
 
 Records: ``runs/<env>/experiments/step-layout-sizes/<layout>.jsonl`` (``validate``'s, measured in a scratch copy of
