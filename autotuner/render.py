@@ -257,15 +257,19 @@ def fit_regime_lines(d: dict) -> list[str]:
                      "ranks sleep (docs/accuracy.md, \"The burst phase\")")
     bw_moved = ((small.get("mid") or {}).get("below") or {}).get("charged")
     borrowed = ((piece or {}).get("small") or {}).get("per_byte_borrowed")
-    lines.append(f"  per byte{below}: {b_ms:.2f} ms/MiB, "
-                 + ("the mid-size burst phase's (below)" if bw_moved else
-                    f"borrowed from the segment from the knee (the spans below it gave a busbw of "
-                    f"{borrowed['fitted_busbw_gbps']:.{'0f' if borrowed['fitted_busbw_gbps'] >= 100 else '3g'}} Gbit/s, "
-                    + (f"above the {borrowed['link_gbps']:g} Gbit/s link: their slope is the scatter about the fixed "
-                       "part, not the link)" if borrowed.get("why", "above the link") == "above the link" else
-                       f"more than the {borrowed['busbw_gbps']:.3g} Gbit/s the segment carries: lone allreduces "
-                       "after an idle link, not a step's queued responses)") if borrowed else
-                    "the sweep's pooled collective spans" + (" below the knee" if knee else "")))
+    if bw_moved:
+        per_byte = "the mid-size burst phase's (below)"
+    elif borrowed:
+        fitted = borrowed["fitted_busbw_gbps"]
+        why = (f"above the {borrowed['link_gbps']:g} Gbit/s link: their slope is the scatter about the fixed part, not "
+               "the link" if borrowed.get("why", "above the link") == "above the link" else
+               f"more than the {borrowed['busbw_gbps']:.3g} Gbit/s the segment carries: lone allreduces after an idle "
+               "link, not a step's queued responses")
+        per_byte = (f"borrowed from the segment from the knee (the spans below it gave a busbw of "
+                    f"{fitted:.{'0f' if fitted >= 100 else '3g'}} Gbit/s, {why})")
+    else:
+        per_byte = "the sweep's pooled collective spans" + (" below the knee" if knee else "")
+    lines.append(f"  per byte{below}: {b_ms:.2f} ms/MiB, {per_byte}")
     if knee and piece:
         lines.append(f"  large responses (>= {knee / MIB:g} MiB): {piece['large']['a_ms']:.2f} ms + "
                      f"{piece['large']['b_ms_per_mib']:.2f} ms/MiB, the sweep's pooled collective spans from the knee")

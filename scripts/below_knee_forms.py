@@ -24,15 +24,10 @@ from autotuner.frameworks.horovod.fit import sweep  # noqa: E402
 
 
 def fit_alone(env: str, out: Path) -> None:
-    """``fresh_env.fit_alone`` in this process (so that the form patched in below is the one fitted): a temporary
-    runs folder holding only what ``measure`` wrote for ``env``, fitted to ``out``."""
-    with tempfile.TemporaryDirectory() as tmp:
-        d = Path(tmp) / env
-        d.mkdir()
-        for name in fresh_env.measured_files():
-            if (fresh_env.RUNS / env / name).exists():
-                (d / name).symlink_to(fresh_env.RUNS.resolve() / env / name)
-        fit_environments(Path(tmp), out)
+    """``fresh_env.fit_alone`` in this process (so that the form patched in below is the one fitted): what ``measure``
+    wrote for ``env`` (:func:`fresh_env.measured_only`), fitted to ``out``."""
+    with fresh_env.measured_only([env]) as runs:
+        fit_environments(runs, out)
 
 
 def first_form(tier, link_gbps: float, piece_info):

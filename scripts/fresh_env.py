@@ -29,6 +29,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,20 +68,28 @@ def sh(*argv: str, stdout=None) -> None:
     subprocess.run(argv, check=True, stdout=stdout, cwd=ROOT)
 
 
+@contextmanager
+def measured_only(envs, leave_out: str | None = None):
+    """A temporary runs folder holding, per env of ``envs``, only what ``measure`` wrote (:func:`measured_files`,
+    less ``leave_out``), as symlinks into runs/; yields its path and removes it on exit."""
+    with tempfile.TemporaryDirectory() as tmp:
+        for e in envs:
+            d = Path(tmp) / e
+            d.mkdir()
+            for name in measured_files():
+                if name != leave_out and (RUNS / e / name).exists():
+                    (d / name).symlink_to(RUNS.resolve() / e / name)
+        yield Path(tmp)
+
+
 def fit_alone(env: str, out: Path = MODELS, siblings: tuple[str, ...] = ()) -> None:
     """Fit ``env`` on its sweep alone: a temporary runs folder holding only what ``measure`` wrote
     (:func:`measured_files`: env.toml, the sweep and its probe phases' records and timelines; not its replays), so the model, and the error band suggest
     borrows for a never-checked env, owe nothing to the replays reported against them. ``siblings``: envs of the
     same stack measured in the same sitting whose measured files sit beside it (what the fit may borrow:
     :func:`autotuner.fit.collective.borrow_fp16_sum`); they are fitted too, from their measured files alone."""
-    with tempfile.TemporaryDirectory() as tmp:
-        for e in (env, *siblings):
-            d = Path(tmp) / e
-            d.mkdir()
-            for name in measured_files():
-                if (RUNS / e / name).exists():
-                    (d / name).symlink_to(RUNS.resolve() / e / name)
-        sh("autotuner", "fit", tmp, "--out", str(out))
+    with measured_only((env, *siblings)) as tmp:
+        sh("autotuner", "fit", str(tmp), "--out", str(out))
 
 
 def report(env: str, model: str, run: str) -> list[str]:

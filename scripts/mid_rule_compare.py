@@ -13,6 +13,7 @@ Reads only; fits into a temporary folder.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,7 @@ MODELS = ROOT / "autotuner" / "models"
 
 def main() -> int:
     sys.path.insert(0, str(ROOT / "scripts"))
-    from fresh_env import measured_files
+    from fresh_env import measured_only
 
     from autotuner.frameworks.horovod.fit.store import env_from_dict
     from autotuner.frameworks.horovod.measure import MID_RECORDS
@@ -50,13 +51,8 @@ def main() -> int:
     if not envs or bad:
         print(f"error: name sweep envs under autotuner/runs/ ({', '.join(bad) or 'none given'})", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory() as tmp:
-        runs, out = Path(tmp) / "runs", Path(tmp) / "models"
-        for e in envs:
-            (runs / e).mkdir(parents=True)
-            for name in measured_files():
-                if name != left_out and (RUNS / e / name).exists():
-                    (runs / e / name).symlink_to(RUNS / e / name)
+    with tempfile.TemporaryDirectory() as tmp, measured_only(envs, left_out) as runs:
+        out = Path(tmp) / "models"
         subprocess.run([sys.executable, "-m", "autotuner.cli", "fit", str(runs), "--out", str(out)], check=True,
                        capture_output=True)
         print(f"{'env':22} {'replays':32} {'MAPE % without -> with':>24} {'tau > 2 % without -> with':>27}")
@@ -83,4 +79,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # the reader stopped reading (| head): not an error of this script
+        sys.stdout = open(os.devnull, "w")
+        sys.exit(0)
