@@ -286,6 +286,10 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
               f"[bold]{r.env}[/] ({r.nodes}x{r.gpus_per_node}, {r.link_gbps:g} Gbit/s{be})", soft_wrap=True)
     out.print(f"step time {r.step_time_ms:.1f} ms, {len(r.responses)} responses/step, collectives {r.comm_ms:.1f} ms "
               f"({r.overlap:.0%} during backward), autotune score {r.score_bytes_per_us:.1f} bytes/µs", soft_wrap=True)
+    if r.step_time_range_ms is not None:
+        (lo, hi), (a_lo, a_hi) = r.step_time_range_ms, r.small_price_range_ms
+        out.print(f"small-response price left open by the env's phases ({a_lo:.2f}-{a_hi:.2f} ms per response): step "
+                  f"time {lo:.1f}-{hi:.1f} ms", highlight=False, soft_wrap=True)
     out.print(f"trust: {r.env}: {r.trust}", highlight=False, soft_wrap=True)
     if r.wall_time_s is not None:
         out.print(f"wall time of the whole run {r.wall_time_s:.1f} s ({r.startup_s:g} s start-up + "

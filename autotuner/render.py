@@ -221,6 +221,13 @@ def fit_regime_lines(d: dict) -> list[str]:
                          + "; docs/accuracy.md, \"The step phase at 300 ms of compute\"")
         elif long.get("note"):
             lines.append(f"  the step phase at {long['compute_ms']:g} ms of compute: {long['note']}")
+        rng = (small.get("range") or {}).get("ms")
+        if rng is not None:
+            src = small["range"]["from"]
+            ends = sorted((("step", src["step"]), ("burst", src["burst"])), key=lambda kv: kv[1])
+            lines.append(f"  small-response price left open: {ends[0][1]:.2f} ms ({ends[0][0]} phase) to {ends[1][1]:.2f} "
+                         f"ms ({ends[1][0]} phase) per response (recorded, not charged: simulate gives the step time "
+                         "at both ends; docs/accuracy.md, \"The small-response price the phases leave open\")")
     elif burst.get("alpha_us") is not None and burst.get("charged", True):
         lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response, from the burst phase: 1 and 32 "
                      f"responses at once, wall clock, no timeline ({burst['jobs']} job(s), {len(burst['points'])} "

@@ -185,7 +185,10 @@ class SimulateResult:
     ``bytes_per_step``: bytes allreduced per step; ``responses``: every fused response of one
     step; ``trust`` and ``warnings`` as :class:`SuggestResult`'s; ``steps_per_rank`` and
     ``wall_time_s`` (s) only for a model with a recorded run shape; ``timeline``: the path written
-    by ``timeline=``, else None."""
+    by ``timeline=``, else None. ``step_time_range_ms``: ``(low, high)``, the step time (ms) with a small response's
+    fixed cost at either end of ``small_price_range_ms`` (ms per response, low to high: the env's burst and step
+    phases, :attr:`autotuner.model.costmodel.CostModel.small_alpha_range_s`), every other term as charged; None for a
+    model without that range (docs/accuracy.md, "The small-response price the phases leave open")."""
 
     env: str
     model: str
@@ -211,6 +214,8 @@ class SimulateResult:
     wall_time_s: float | None = None
     startup_s: float | None = None
     timeline: str | None = None
+    step_time_range_ms: tuple[float, float] | None = None
+    small_price_range_ms: tuple[float, float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The ``simulate --json`` object."""
@@ -226,6 +231,9 @@ class SimulateResult:
             d |= {"steps_per_rank": self.steps_per_rank, "wall_time_s": self.wall_time_s}
         if self.timeline is not None:
             d["timeline"] = self.timeline
+        if self.step_time_range_ms is not None:
+            d |= {"step_time_range_ms": list(self.step_time_range_ms),
+                  "small_price_range_ms": list(self.small_price_range_ms)}
         return d
 
 

@@ -49,17 +49,22 @@ VECTORS = {"vec1k": 256, "vec16k": 4096, "vec64k": 16384}
 FUSION_OFF = [{"fusion_threshold_mb": 0, "cycle_time_ms": 1}]
 
 
-def layout(name: str, elems: int) -> dict:
+def layout(name: str, elems: int, weight_shape: tuple[int, int] | None = None) -> dict:
+    """The step phase's blocks (one weight, three vectors of ``elems`` float32 each) as a layout dict; the weight
+    ``weight_shape`` (default the phase's own, ``stepprobe.WEIGHT_SHAPE``)."""
     from autotuner.frameworks.horovod.stepprobe import BLOCKS, WEIGHT_SHAPE
 
+    shape = list(weight_shape or WEIGHT_SHAPE)
     tensors = []
     for b in reversed(range(BLOCKS)):
-        tensors.append({"name": f"block{b}.weight", "shape": list(WEIGHT_SHAPE), "dtype": "float32",
+        tensors.append({"name": f"block{b}.weight", "shape": shape, "dtype": "float32",
                         "compute_share": 1.0 / BLOCKS})
         for v in ("bias", "norm.weight", "norm.bias"):
             tensors.append({"name": f"block{b}.{v}", "shape": [elems], "dtype": "float32", "compute_share": 0.0})
     return {"schema": "autotuner.layout/1", "name": f"step-probe-{name}",
-            "source": f"scripts/step_layout_sizes.py: the step phase's {BLOCKS} blocks with {elems}-element vectors",
+            "source": (f"scripts/step_layout_sizes.py: the step phase's {BLOCKS} blocks with {elems}-element vectors"
+                       if weight_shape is None else f"scripts/step_layout_sizes.py: the step phase's {BLOCKS} blocks "
+                       f"with {shape[0]}x{shape[1]} weights and {elems}-element vectors"),
             "order": "backward", "tensors": tensors}
 
 
@@ -75,34 +80,64 @@ def _setup_args(env: str) -> list[str]:
 
 
 def measure(envs: list[str]) -> int:
-    exe = str(Path(sys.executable).parent / "autotuner")
     for env in envs:
         out = RUNS / env / SUB
         out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            scratch = Path(tmp) / env
-            shutil.copytree(RUNS / env, scratch, ignore=shutil.ignore_patterns("validation", "experiments", "*timelines"))
-            props = Path(tmp) / "proposals.json"
-            props.write_text(json.dumps(FUSION_OFF))
-            for name, elems in VECTORS.items():
-                lf = out / f"{name}.json"
-                lf.write_text(json.dumps(layout(name, elems), indent=1) + "\n")
-                if (out / f"{name}.jsonl").exists():
-                    continue
-                cmd = [exe, "validate", "--env", env, "--model", str(lf), "--runs-dir", tmp, "--no-autotune",
-                       "--repeats", "5", "--compute-ms", "100", "--steps", "8", "--warmup", "2",
-                       "--proposals", str(props), "--name", name, *_setup_args(env)]
-                print("+ " + " ".join(cmd), flush=True)
-                if subprocess.run(cmd, cwd=ROOT).returncode != 0:
-                    return 1
-                shutil.copyfile(scratch / "validation" / f"{name}.jsonl", out / f"{name}.jsonl")
+        jobs = []
+        for name, elems in VECTORS.items():
+            lf = out / f"{name}.json"
+            lf.write_text(json.dumps(layout(name, elems), indent=1) + "\n")
+            jobs.append((name, str(lf), 100.0))
+        if replay_jobs(env, out, jobs) != 0:
+            return 1
     return 0
+
+
+def replay_jobs(env: str, out: Path, jobs: list[tuple[str, str, float]]) -> int:
+    """Each ``(name, model, compute ms)`` of ``jobs`` replayed on ``env``'s own testbed (its sweep's setup, its step
+    phase's wait) by ``autotuner validate``: Horovod's defaults against fusion off, 5 interleaved repeats, 8 steps
+    after 2 of warm-up, no timeline, in a scratch copy of the env (no acceptance row reads the records); the records
+    copied to ``out/<name>.jsonl``. A job whose records are there is skipped (a rerun resumes). Returns 0, or 1 when a
+    validate failed."""
+    exe = str(Path(sys.executable).parent / "autotuner")
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp) / env
+        shutil.copytree(RUNS / env, scratch, ignore=shutil.ignore_patterns("validation", "experiments", "*timelines"))
+        props = Path(tmp) / "proposals.json"
+        props.write_text(json.dumps(FUSION_OFF))
+        for name, model, compute in jobs:
+            if (out / f"{name}.jsonl").exists():
+                continue
+            cmd = [exe, "validate", "--env", env, "--model", model, "--runs-dir", tmp, "--no-autotune",
+                   "--repeats", "5", "--compute-ms", f"{compute:g}", "--steps", "8", "--warmup", "2",
+                   "--proposals", str(props), "--name", name, *_setup_args(env)]
+            print("+ " + " ".join(cmd), flush=True)
+            if subprocess.run(cmd, cwd=ROOT).returncode != 0:
+                return 1
+            shutil.copyfile(scratch / "validation" / f"{name}.jsonl", out / f"{name}.jsonl")
+    return 0
+
+
+def paired(f: Path) -> tuple[dict[str, dict[str, dict]], list[float], float, float]:
+    """A ``validate`` file of the defaults against one proposal (``proposal-1``), read with the project's reader
+    (damaged lines named and skipped): round -> label -> ok record, the rounds' proposal - defaults (ms), their mean
+    and its standard error (nan for one round). Raises StatisticsError where no round ran both."""
+    from autotuner.readers.runs import parse_records
+
+    recs, _ = parse_records(f.read_text(), f.name)
+    by: dict[str, dict[str, dict]] = {}
+    for r in recs:
+        if r["status"] == "ok":
+            by.setdefault(r["trial"].rsplit("/", 1)[1], {})[r["label"]] = r
+    d = [x["proposal-1"]["measured_step_time_ms"] - x["default"]["measured_step_time_ms"]
+         for x in by.values() if "proposal-1" in x and "default" in x]
+    m = statistics.mean(d)
+    return by, d, m, statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else float("nan")
 
 
 def report(envs: list[str]) -> int:
     from autotuner.frameworks.horovod.knobs import config_from_values
     from autotuner.frameworks.horovod.predict import make_scenario
-    from autotuner.readers.runs import parse_records
     from small_response_pairs import price_that_meets
 
     print("| env | vectors | fusion off - defaults, measured (mean +- se, ms) | simulated at the env's price (ms) | "
@@ -113,15 +148,7 @@ def report(envs: list[str]) -> int:
             f = RUNS / env / SUB / f"{name}.jsonl"
             if not f.exists():
                 continue
-            recs, _ = parse_records(f.read_text(), f.name)  # the project's reader: damaged lines named and skipped
-            by: dict[str, dict[str, dict]] = {}
-            for r in recs:
-                if r["status"] == "ok":
-                    by.setdefault(r["trial"].rsplit("/", 1)[1], {})[r["label"]] = r
-            d = [x["proposal-1"]["measured_step_time_ms"] - x["default"]["measured_step_time_ms"]
-                 for x in by.values() if "proposal-1" in x and "default" in x]
-            m = statistics.mean(d)
-            se = statistics.stdev(d) / len(d) ** 0.5 if len(d) > 1 else float("nan")
+            by, d, m, se = paired(f)
             r0 = next(iter(by.values()))
             sc, _ = make_scenario(None, env, str(RUNS / env / SUB / f"{name}.json"), compute_ms=100.0)
             a, own, at_own = price_that_meets(sc, config_from_values(r0["default"]["config"]),
@@ -144,4 +171,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # | head
+        sys.stderr.close()
+        sys.exit(0)

@@ -26,6 +26,7 @@ intra-node reduce-scatter, allgather and host copies.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -571,6 +572,12 @@ class CostModel:
             it from the ``step`` phase at two computes (:func:`autotuner.frameworks.horovod.fit.sweep._long_compute`):
             recorded, not charged, so 0 in every model file the fit writes (docs/accuracy.md, "The step phase at 300
             ms of compute").
+        small_alpha_range_s: ``(low, high)``, the inter tier's small-message latency ``alpha`` (s; a small
+            response's fixed cost is ``2(p-1)·alpha``) at either end of what the env's phases leave open: the burst
+            phase's price (small responses queued back to back from a busy loop) and the step phase's (a training
+            step's small responses, the one charged in :attr:`inter`), low to high. Not charged: predictions give the
+            step time at both ends beside the charged one (:meth:`at_small_alpha`; docs/accuracy.md, "The
+            small-response price the phases leave open"). None where the fit measured only one of them.
     """
 
     inter: Tier
@@ -586,6 +593,15 @@ class CostModel:
     queued_saving_s: float = 0.0
     collective_cpu: "CollectiveCpu | None" = None
     after_backward_s: float = 0.0
+    small_alpha_range_s: tuple[float, float] | None = None
+
+    def at_small_alpha(self, alpha_s: float) -> "CostModel":
+        """This model with the inter tier's small-message latency at ``alpha_s`` (s, >= 0), every other term as it
+        is: the step time at either end of :attr:`small_alpha_range_s`. Raises CostModelError for a negative or
+        non-finite latency."""
+        if not (alpha_s >= 0 and math.isfinite(alpha_s)):
+            raise CostModelError(f"small-message latency must be a finite number >= 0 s, got {alpha_s}")
+        return replace(self, inter=replace(self.inter, alpha_s=float(alpha_s)))
 
     def for_fp16(self) -> "CostModel":
         """The tiers a float16 payload sees (:meth:`Fp16Cost.tier`); unchanged without :attr:`fp16`."""
@@ -694,6 +710,8 @@ class CostModel:
                                    "per_byte_ns": self.collective_cpu.per_byte_s * 1e9}}
                if self.collective_cpu is not None else {}),
             **({"after_backward_us": self.after_backward_s * 1e6} if self.after_backward_s else {}),
+            **({"small_alpha_range_us": [x * 1e6 for x in self.small_alpha_range_s]}
+               if self.small_alpha_range_s is not None else {}),
         }
 
     @classmethod
@@ -724,5 +742,7 @@ class CostModel:
                                           float(d["collective_cpu"].get("per_byte_ns", 0.0)) * 1e-9)
                             if d.get("collective_cpu") else None),
             after_backward_s=float(d.get("after_backward_us", 0.0)) * 1e-6,
+            small_alpha_range_s=(None if d.get("small_alpha_range_us") is None
+                                 else tuple(float(x) * 1e-6 for x in d["small_alpha_range_us"])),
         )
 

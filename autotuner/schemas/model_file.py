@@ -114,6 +114,16 @@ class CostModelEntry(_Schema):
     #: what a response that starts after the backward costs more than one during it, µs (may be negative; measure's
     #: step phase at two computes)
     after_backward_us: Annotated[float, Field(ge=-1e6, le=1e6, allow_inf_nan=False)] | None = None
+    #: the inter tier's small-message latency at either end of what the burst and step phases leave open, µs (low,
+    #: high; recorded beside the charged one, not charged)
+    small_alpha_range_us: Annotated[list[NonNeg], Field(min_length=2, max_length=2)] | None = None
+
+    @model_validator(mode="after")
+    def _range_ordered(self) -> CostModelEntry:
+        r = self.small_alpha_range_us
+        if r is not None and r[0] > r[1]:
+            raise _fail("value_error", "low end above the high end", ("small_alpha_range_us",), list(r))
+        return self
 
 
 class ClusterEntry(_Schema):

@@ -423,6 +423,19 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
                      + ", ".join(f"#{i} is {e['step_time_ms']:.1f} ms within {e['step_time_range_ms'][0]:.1f}-"
                                  f"{e['step_time_range_ms'][1]:.1f}" for i, e in ranged)
                      + " (docs/compression.md, \"How well the phase pins the sum\")")
+    # a small response's price the burst and step phases leave open: where it moves a row by more than the band
+    moved = []
+    for i, (t, c) in enumerate([(None, refc)] + picked):
+        cfg = ref if t is None else t.config
+        r = step_range_ms(scs[c], cfg)
+        if r is not None and r[0][1] - r[0][0] > band_f * r[0][1]:
+            moved.append((("the reference row" if t is None else f"#{i}"), r))
+    if moved:
+        a_lo, a_hi = moved[0][1][1]
+        notes.append(f"small responses: the env's burst and step phases price one at {a_lo:.2f}-{a_hi:.2f} ms "
+                     "(step charged; which one a real step meets is not identified), so "
+                     + ", ".join(f"{who} is {lo:.1f}-{hi:.1f} ms" for who, ((lo, hi), _) in moved)
+                     + " (docs/accuracy.md, \"The small-response price the phases leave open\")")
     res["reference_version"] = reference_version or LAST_RELEASE
     res["strategy"] = "grid" if strategy is None else type(strategy).__name__
     res["backend"] = sc.backend  # the --backend what-if simulated (None: the env's own)
@@ -524,6 +537,7 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
         notes.append(f"{KNOB_BY_FIELD['hierarchical_allreduce'].flag} simulated as off on backend "
                      f"{sc.effective_backend}: {why}")
     r = sc.simulate(cfg)
+    rng = step_range_ms(sc, cfg)
     written = None
     if timeline is not None:
         written, _ = write_simulated_timeline(sc, fenv, cfg, Path(timeline), steps=timeline_steps)
@@ -540,7 +554,20 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
         steps_per_rank=None if run is None else run.steps_per_rank(sc.cluster.size),
         wall_time_s=None if run is None else sc.wall_s(r.step_time_s),
         startup_s=None if run is None else run.startup_s,
-        timeline=None if written is None else str(written))
+        timeline=None if written is None else str(written),
+        step_time_range_ms=None if rng is None else rng[0], small_price_range_ms=None if rng is None else rng[1])
+
+
+def step_range_ms(sc, cfg: Config) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """The step time (ms) of ``cfg`` on scenario ``sc`` with the inter tier's small-message latency at either end of
+    ``sc.cost.small_alpha_range_s``, low to high, and those ends as a small response's fixed cost (ms, ``2(p-1)·alpha``
+    on the scenario's ``p`` ranks, the flat ring's); None for a cost model without the range. Pure (no I/O)."""
+    r = sc.cost.small_alpha_range_s
+    if r is None:
+        return None
+    times = sorted(replace(sc, cost=sc.cost.at_small_alpha(a)).simulate(cfg).step_time_ms for a in r)
+    k = 2 * (sc.cluster.size - 1) * 1e3
+    return (times[0], times[1]), (k * r[0], k * r[1])
 
 
 def explore(model: str, env: str | None = None, *, config: Config | Mapping[str, Any] | None = None,

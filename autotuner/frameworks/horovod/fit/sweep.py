@@ -227,6 +227,12 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     # the timelines' extra, which carries the writer's per-tensor work (docs/accuracy.md, "Cache off from the step
     # phase")
     step_info["cache_off"], cost = step_cache_off(step_info, cost, step_cluster, meta.get("backend"))
+    # recorded beside the charged price, not charged: the burst and step phases price a small response apart by up to
+    # 2x and neither carries to every real layout, so predictions give the step time at both (docs/accuracy.md, "The
+    # small-response price the phases leave open")
+    small_info["range"] = small_price_range(step_info, small_info["burst"], ranks[first])
+    if small_info["range"]["alpha_us"] is not None:
+        cost = replace(cost, small_alpha_range_s=tuple(x * 1e-6 for x in small_info["range"]["alpha_us"]))
     frecs, fproblems = read_phase_records(src.parent / FP16_RECORDS, parse_fp16_records, f"{env.path.name}/{FP16_RECORDS}")
     env.problems += fproblems
     # where the env's own phase does not pin the float16 sum (a slow link), the phases of the same stack and sitting
@@ -1037,6 +1043,32 @@ def step_small_response(recs: list[dict[str, Any]], cost, cluster: Cluster, back
     # 2.21 ms, then 0.30 / 3.92 ms) and made the held-out rows worse on the whole (docs/accuracy.md, "The step phase
     # at 300 ms of compute")
     out["long"] = _long_compute(long_by, cost, cluster, backend, D, a)
+    return out
+
+
+def small_price_range(step: dict[str, Any], burst: dict[str, Any], p: int) -> dict[str, Any]:
+    """The small-response price the env's phases leave open: the charged step phase's fixed cost per response ``a``
+    (``step["fixed_ms"]``, :func:`step_small_response`) and the burst phase's (``burst["fixed_ms"]``,
+    :func:`burst_small_response`), both by the wall clock without the timeline, low to high.
+
+    Why a range: the two phases time small responses in two regimes (a training step's, handed over one by one
+    through a backward and after it; a burst's, 32 queued at once from a busy loop) and differ by up to 2x on the
+    committed envs (fresh-poll-2x1-4.5gbit 0.77 / 1.46 ms, fresh-poll-4gbit 0.64 / 0.36 ms); on the held-out
+    fusion-off replays neither is right everywhere, and which one a real layout's step meets is not identified by
+    them (docs/accuracy.md, "The small-response price the phases leave open"). ``p``: the ranks the phases ran.
+
+    Returns ``{"ms": [low, high] | None, "alpha_us": [low, high] | None, "from": {"step": ms, "burst": ms},
+    "note"}``: ``ms`` in ms per response (``a = 2(p-1)·alpha``), ``alpha_us`` the tier's latency in µs. None where
+    the step phase is not charged or the burst phase did not price a response. Raises nothing."""
+    a, b = step.get("fixed_ms") if step.get("charged") else None, burst.get("fixed_ms")
+    out = {"ms": None, "alpha_us": None, "from": {"step": a, "burst": b}}
+    if a is None or b is None or p < 2:
+        out["note"] = ("no range: " + ("the step phase's price is not charged" if a is None else
+                                       "the burst phase priced no response"))
+        return out
+    lo, hi = sorted((float(a), float(b)))
+    out.update(ms=[lo, hi], alpha_us=[x * 1e3 / (2 * (p - 1)) for x in (lo, hi)],
+               note="recorded, not charged: predictions give the step time at both ends")
     return out
 
 
