@@ -31,7 +31,7 @@ Declared before it ran (2026-12-02, session 53):
 Nothing is charged from it: it decides what the next pass measures.
 
     python scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
-    python scripts/step_layout_neighbours.py report
+    python scripts/step_layout_neighbours.py report     # the prices, and the anchors over price x copy rate
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/step-layout-neighbours/<job>.jsonl`` beside the layout files; no
 fit reads them.
@@ -102,11 +102,40 @@ def report() -> int:
     return 0
 
 
+def joint() -> int:
+    """Can one per-response price meet both real layouts of the sitting? Their fusion off - defaults simulated over a
+    grid of the price ``a`` (ms) and the fusion buffer's copy rate (ms per MiB, the other term fusion off changes:
+    the defaults' fused responses pay it, fusion off's single tensors do not), beside the measured means."""
+    from dataclasses import replace
+
+    from autotuner.frameworks.horovod.knobs import config_from_values
+    from autotuner.frameworks.horovod.predict import make_scenario
+    from step_layout_sizes import paired
+
+    d0, fo = config_from_values({}), config_from_values({"fusion_threshold_mb": 0})
+    anchors = [j for j, (w, _) in JOBS.items() if isinstance(w, str) and (RUNS / ENV / SUB / f"{j}.jsonl").exists()]
+    scs = {j: make_scenario(None, ENV, JOBS[j][0], compute_ms=JOBS[j][1])[0] for j in anchors}
+    meas = {j: paired(RUNS / ENV / SUB / f"{j}.jsonl")[2] for j in anchors}
+    print("\n| copy rate (ms/MiB) | price a (ms) | " + " | ".join(f"{j}: simulated (measured {meas[j]:+.1f})"
+                                                                for j in anchors) + " |")
+    print("|---:|---:|" + "---:|" * len(anchors))
+    for c in (0.0, 0.2, 0.34, 0.5):
+        for a in (0.77, 1.10, 1.46, 1.95):
+            row = []
+            for j in anchors:
+                cost = scs[j].cost.at_small_alpha(a * 1e-3 / (2 * (scs[j].cluster.size - 1)))
+                cost = replace(cost, host=replace(cost.host, memcpy_s_per_byte=c * 1e-3 / 2**20))
+                sc = replace(scs[j], cost=cost)
+                row.append(f"{sc.simulate(fo).step_time_ms - sc.simulate(d0).step_time_ms:+.1f}")
+            print(f"| {c:.2f} | {a:.2f} | " + " | ".join(row) + " |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report"))
     a = ap.parse_args(argv)
-    return measure() if a.what == "measure" else report()
+    return measure() if a.what == "measure" else report() or joint()
 
 
 if __name__ == "__main__":
