@@ -30,7 +30,18 @@ Declared before it ran (2026-12-02, session 53):
 
 Nothing is charged from it: it decides what the next pass measures.
 
+A second set (``measure embedding``), declared after the first set's report and before it ran (2026-12-02, session
+53): the first set's two real layouts wanted 1.11 ms (vit_s16) and 1.95 ms (DistilBERT) per small response, and
+no price with any copy rate of the fusion buffer meets both. DistilBERT ends its backward with an 89 MiB gradient
+(``embeddings.word_embeddings.weight``, 30522x768, ready last), vit_s16 has nothing above 2.25 MiB. In one sitting,
+at 300 ms of compute: DistilBERT without that tensor (``distilbert-noemb``), vit_s16 with one of its shape appended
+last (``vit_s16-emb``), and both anchors again (``-b``). Declared: if the huge last gradient is what makes
+DistilBERT's small responses dearer, ``distilbert-noemb`` wants a price at most 0.8x this set's DistilBERT anchor
+and ``vit_s16-emb`` at least 1.25x this set's vit_s16 anchor; if neither moves by 20 %, it is not the huge last
+gradient. The anchors again: within 25 % of the first set's (1.11, 1.95 ms), or the sitting differs.
+
     python scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
+    python scripts/step_layout_neighbours.py measure embedding   # the second set (~10 min)
     python scripts/step_layout_neighbours.py report     # the prices, and the anchors over price x copy rate
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/step-layout-neighbours/<job>.jsonl`` beside the layout files; no
@@ -53,6 +64,11 @@ SUB = Path("experiments") / "step-layout-neighbours"
 JOBS = {"w256k-100ms": ((256, 256), 100.0), "w2m-100ms": ((768, 768), 100.0),
         "w256k-300ms": ((256, 256), 300.0), "w2m-300ms": ((768, 768), 300.0),
         "vit_s16-300ms": ("vit_s16", 300.0), "distilbert-300ms": ("distilbert", 300.0)}
+#: the second set: job -> (model, compute ms); a model ending in -emb / -noemb is written by :func:`_variant`
+EMBEDDING_JOBS = {"distilbert-noemb-300ms": ("distilbert-noemb", 300.0), "vit_s16-emb-300ms": ("vit_s16-emb", 300.0),
+                  "vit_s16-b-300ms": ("vit_s16", 300.0), "distilbert-b-300ms": ("distilbert", 300.0)}
+#: DistilBERT's last gradient: word embeddings, 30522 x 768 float32 (89.4 MiB)
+EMBEDDING = "embeddings.word_embeddings.weight"
 
 
 def _model(job: str, out: Path) -> str:
@@ -66,11 +82,32 @@ def _model(job: str, out: Path) -> str:
     return str(lf)
 
 
-def measure() -> int:
+def _variant(name: str, out: Path) -> str:
+    """``distilbert-noemb`` (DistilBERT's layout less :data:`EMBEDDING`) or ``vit_s16-emb`` (vit_s16's with a
+    tensor of :data:`EMBEDDING`'s shape ready last, compute share 0) written to ``out/<name>.json``; its path."""
+    base = json.loads((ROOT / "autotuner" / "layouts" / f"{name.split('-')[0]}.json").read_text())
+    emb = next(t for t in json.loads((ROOT / "autotuner" / "layouts" / "distilbert.json").read_text())["tensors"]
+               if t["name"] == EMBEDDING)
+    if name.endswith("-noemb"):
+        base["tensors"] = [t for t in base["tensors"] if t["name"] != EMBEDDING]
+        why = f"less {EMBEDDING}"
+    else:
+        base["tensors"] = base["tensors"] + [dict(emb, name="appended." + EMBEDDING, compute_share=0.0)]
+        why = f"with DistilBERT's {EMBEDDING} ({emb['shape'][0]}x{emb['shape'][1]}) appended, ready last"
+    base.update(name=name, source=f"scripts/step_layout_neighbours.py: the shipped {name.split('-')[0]} layout {why}")
+    f = out / f"{name}.json"
+    f.write_text(json.dumps(base, indent=1) + "\n")
+    return str(f)
+
+
+def measure(which: str = "") -> int:
     from step_layout_sizes import replay_jobs
 
     out = RUNS / ENV / SUB
     out.mkdir(parents=True, exist_ok=True)
+    if which == "embedding":
+        return replay_jobs(ENV, out, [(job, _variant(m, out) if m.endswith("emb") else m, compute)
+                                      for job, (m, compute) in EMBEDDING_JOBS.items()])
     return replay_jobs(ENV, out, [(job, _model(job, out), compute) for job, (_, compute) in JOBS.items()])
 
 
@@ -83,7 +120,7 @@ def report() -> int:
     print("| job | defaults, measured (median ms) | fusion off - defaults, measured (mean +- se, ms) | simulated at "
           "the env's price (ms) | the price it wants (ms) | / the env's step-phase price |")
     print("|---|---:|---:|---:|---:|---:|")
-    for job, (what, compute) in JOBS.items():
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -93,7 +130,8 @@ def report() -> int:
             continue
         d0 = statistics.median(x["default"]["measured_step_time_ms"] for x in by.values() if "default" in x)
         r0 = next(x for x in by.values() if "proposal-1" in x and "default" in x)
-        model = what if isinstance(what, str) else str(RUNS / ENV / SUB / f"{job.split('-')[0]}.json")
+        model = (str(RUNS / ENV / SUB / f"{what}.json") if isinstance(what, str) and what.endswith("emb") else what
+                 if isinstance(what, str) else str(RUNS / ENV / SUB / f"{job.split('-')[0]}.json"))
         sc, _ = make_scenario(None, ENV, model, compute_ms=compute)
         a, own, at_own = price_that_meets(sc, config_from_values(r0["default"]["config"]),
                                           config_from_values(r0["proposal-1"]["config"]), m)
@@ -134,8 +172,9 @@ def joint() -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report"))
+    ap.add_argument("set", nargs="?", choices=("embedding",), help="measure: the second set")
     a = ap.parse_args(argv)
-    return measure() if a.what == "measure" else report() or joint()
+    return measure(a.set or "") if a.what == "measure" else report() or joint()
 
 
 if __name__ == "__main__":
