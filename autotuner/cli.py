@@ -900,10 +900,20 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
     t = Table(title="predicted vs measured")
     for col in ("env", "quantity", "measured", "predicted", "error", "used by the fit", "source"):
         t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+    ranged = 0
     for c in d["cases"]:
-        t.add_row(c["env"], c["quantity"], f"{c['measured']:.2f}", f"{c['predicted']:.2f}", f"{c['error_percent']:+.1f}%",
+        pred = f"{c['predicted']:.2f}"
+        lo, hi = c.get("predicted_range") or (c["predicted"], c["predicted"])
+        if hi - lo > 0.02 * c["predicted"]:  # the small-response price the phases leave open moves it
+            pred, ranged = pred + f"\n{lo:.0f}-{hi:.0f}", ranged + 1
+        t.add_row(c["env"], c["quantity"], f"{c['measured']:.2f}", pred, f"{c['error_percent']:+.1f}%",
                   "yes" if c["used_by_fit"] else "no (held out)", c["source"])
     render_table(wide, t)
+    if ranged:
+        wide.print(f"{ranged} prediction(s) with a second line: the step time with a small response priced at either "
+                   "of the env's burst and step phases (the step phase's charged; the price they leave open moves it "
+                   "by more than 2 %; docs/accuracy.md, \"The small-response price the phases leave open\")",
+                   highlight=False, soft_wrap=True)
 
 
 env_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,

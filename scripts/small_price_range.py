@@ -3,9 +3,9 @@
 Every committed sweep env whose step phase is charged also measured the burst phase; the two price a small response
 apart (``fit.small_responses.range``, :func:`autotuner.frameworks.horovod.fit.sweep.small_price_range`). This script
 predicts every held-out step-time row of the fresh envs three times through the public API
-(:func:`autotuner.accuracy_table`): with the shipped models (the step phase's price, charged), and with copies whose
-inter tier's small-message latency sits at the low and at the high end of ``cost_model.small_alpha_range_us`` (every
-other term as shipped, as :meth:`autotuner.model.costmodel.CostModel.at_small_alpha` does). It prints, for the
+(:func:`autotuner.accuracy_table`): with the shipped models (the step phase's price, charged), and with the inter
+tier's small-message latency at the low and at the high end of ``cost_model.small_alpha_range_us`` (every other term
+as shipped: the table's ``predicted_range``, :meth:`autotuner.model.costmodel.CostModel.at_small_alpha`). It prints, for the
 small-response rows replayed without the timeline (fusion off, thresholds of 1 MiB and below, cache off: the job the
 prediction is for):
 
@@ -25,15 +25,13 @@ prediction is for):
     python scripts/small_price_range.py --sittings   # and the sittings
     python scripts/small_price_range.py --calibrate  # and the leave-one-sitting-out calibration
 
-Reads the shipped runs and models; writes only a temporary model folder, removed on exit.
+Reads the shipped runs and models; writes nothing.
 """
 from __future__ import annotations
 
-import json
 import re
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import autotuner
@@ -43,16 +41,6 @@ from autotuner.schemas.records import timeline_recorded
 ROOT = Path(__file__).resolve().parents[1]
 RUNS, MODELS = ROOT / "autotuner" / "runs", ROOT / "autotuner" / "models"
 LABEL = re.compile(r"\((\S+) MiB, \S+ ms(.*?)\)")
-
-
-def _end_models(out: Path, end: int) -> None:
-    """Copies of the shipped models with the inter tier's alpha at the range's ``end`` (0 low, 1 high)."""
-    for f in MODELS.glob("*.json"):
-        d = json.loads(f.read_text())
-        r = (d.get("cost_model") or {}).get("small_alpha_range_us")
-        if r is not None:
-            d["cost_model"]["inter"]["alpha_us"] = r[end]
-        (out / f.name).write_text(json.dumps(d))
 
 
 def _records(source: str) -> list[dict]:
@@ -68,24 +56,15 @@ def _small(q: str) -> bool:
 
 
 def rows() -> list[dict]:
-    """The fresh envs' small-response rows without the timeline, with the prediction at both ends."""
-    shipped = autotuner.accuracy_table()["cases"]
-    with tempfile.TemporaryDirectory() as tmp:
-        ends = []
-        for end in (0, 1):
-            d = Path(tmp) / str(end)
-            d.mkdir()
-            _end_models(d, end)
-            ends.append({(c["env"], c["source"], c["quantity"]): c["predicted"]
-                         for c in autotuner.accuracy_table(model_dir=d)["cases"]})
+    """The fresh envs' small-response rows without the timeline, with the prediction at both ends (the accuracy
+    table's ``predicted_range``)."""
     out = []
-    for c in shipped:
+    for c in autotuner.accuracy_table()["cases"]:
         if not (c["env"].startswith("fresh-") and _small(c["quantity"])):
             continue
-        k = (c["env"], c["source"], c["quantity"])
         label = c["quantity"].split(" ")[1]
         v = [r["measured_step_time_ms"] for r in _records(c["source"]) if r.get("label") == label]
-        lo, hi = sorted((ends[0][k], ends[1][k]))
+        lo, hi = c["predicted_range"]
         out.append({"env": c["env"], "file": c["source"].split("/")[-1].split(" ")[0],
                     "row": c["quantity"].split(":")[0], "measured": c["measured"], "rep": (min(v), max(v)),
                     "charged": c["predicted"], "lo": lo, "hi": hi})

@@ -1127,3 +1127,21 @@ def test_two_real_layouts_of_one_sitting_want_prices_far_apart():
     best = min(max(abs(_difference_ms(sc, a, c) - meas[j][0]) / meas[j][1] for j, sc in scs.items())
                for c in np.arange(0.2, 0.61, 0.05) for a in np.arange(0.3, 3.01, 0.05))
     assert best > 2.5, best
+
+
+def test_the_accuracy_table_gives_each_replay_the_step_at_both_ends():
+    """``autotuner accuracy``: a replay on an env with the range carries ``predicted_range`` (the charged prediction
+    at the step phase's end), the table shows it under the prediction where it moves it by more than 2 %, and an env
+    without the range (a lab report's) has none."""
+    import autotuner
+    from tests.cli_helpers import run
+
+    cs = autotuner.accuracy_table(env="fresh-poll-2x1-4.5gbit")["cases"]
+    fo = [c for c in cs if c["quantity"].startswith("vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1")]
+    assert len(fo) == 3
+    for c in fo:
+        lo, hi = c["predicted_range"]
+        assert hi == pytest.approx(c["predicted"], rel=1e-12) and lo < 0.85 * hi
+    assert all("predicted_range" not in c for c in autotuner.accuracy_table(env="v100-16gbit")["cases"])
+    p = run("accuracy", "--env", "fresh-poll-2x1-4.5gbit", env={**__import__("os").environ, "COLUMNS": "80"})
+    assert p.returncode == 0 and "443-543" in p.stdout and "prediction(s) with a second line" in p.stdout

@@ -296,8 +296,9 @@ def accuracy_table(runs_dir: Path | Sequence[Path] | None = None, model_dir: Pat
 
     Returns ``{"cases": [...], "summary": [...], "notes": [...]}``: each case is one measured
     number (env, quantity, measured, predicted, error in percent, source file and line, and
-    ``used_by_fit``: whether the fit was calibrated on it); the summary gives per environment the
-    held-out step-time MAPE and worst case (:func:`autotuner.frameworks.horovod.views.accuracy.summary`). Raises
+    ``used_by_fit``: whether the fit was calibrated on it; for a replay's step time on an env whose phases leave a
+    small response's price open, ``predicted_range``: [low, high] ms, the prediction at either end of it); the
+    summary gives per environment the held-out step-time MAPE and worst case (:func:`autotuner.frameworks.horovod.views.accuracy.summary`). Raises
     RunsError for an unreadable runs dir, ScenarioError for an unknown env.
     """
     from .views.accuracy import cases, summary
@@ -306,5 +307,7 @@ def accuracy_table(runs_dir: Path | Sequence[Path] | None = None, model_dir: Pat
     notes: list[str] = []
     cs = cases(runs_dir, model_dir, env, notes, cost_model=cost_model)  # cost_model: see frameworks.horovod.views.accuracy.cases
     return {"cases": [{"env": c.env, "quantity": c.what, "measured": c.measured, "predicted": c.predicted,
-                       "error_percent": c.error_pct, "source": c.source, "used_by_fit": c.calibrated} for c in cs],
+                       "error_percent": c.error_pct, "source": c.source, "used_by_fit": c.calibrated,
+                       **({} if c.predicted_range is None else {"predicted_range": list(c.predicted_range)})}
+                      for c in cs],
             "summary": summary(cs), "notes": notes}

@@ -47,6 +47,9 @@ class Case:
     predicted: float
     source: str
     calibrated: bool = False
+    #: (low, high): the prediction with the small-response price at either end of what the env's phases leave open
+    #: (:attr:`autotuner.model.costmodel.CostModel.small_alpha_range_s`); None where the model has no such range
+    predicted_range: tuple[float, float] | None = None
 
     @property
     def error_pct(self) -> float:
@@ -193,7 +196,7 @@ def _model_file_cases(env, fenv, meta) -> list[Case]:
 
 
 def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = "setup.model",
-                   compression: str = "none"):
+                   compression: str = "none", small_alpha_s: float | None = None):
     """Predict one real replay trial with ``fenv`` (a :class:`autotuner.frameworks.horovod.fit.store.FittedEnv`):
     the trial's layout (``setup.model``: shipped name, a layout stored with the env under
     ``env_path``, or an absolute ``.json`` path as ``validate --model`` recorded it:
@@ -202,7 +205,9 @@ def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = 
     (``setup.testbed_hosts`` x ``setup.ranks_per_host``; else the env's cluster; the cost model for
     that shape, :meth:`autotuner.frameworks.horovod.fit.store.FittedEnv.cost_for`) and the env's backend; ``compression``: the
     trial's (``fp16``: half the bytes, and the env's measured fp16 cost when it has one,
-    :class:`autotuner.model.costmodel.Fp16Cost`). Returns the :class:`autotuner.frameworks.horovod.simulator.StepResult`. Raises KeyError for a
+    :class:`autotuner.model.costmodel.Fp16Cost`); ``small_alpha_s``: the inter tier's small-message latency (s) in
+    place of the charged one (:meth:`autotuner.model.costmodel.CostModel.at_small_alpha`; None: as charged).
+    Returns the :class:`autotuner.frameworks.horovod.simulator.StepResult`. Raises KeyError for a
     setup without ``compute_ms``, LayoutError (one line) for an unknown or missing layout."""
     from ..scenario import COMPRESSION_RATIO
 
@@ -212,6 +217,8 @@ def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = 
     cluster = fenv.cluster if hosts is None else Cluster(int(hosts), int(rph))
     backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
     cost = fenv.cost_for(cluster)
+    if small_alpha_s is not None:
+        cost = cost.at_small_alpha(small_alpha_s)
     if compression == "fp16":
         if cost.fp16 is not None:
             wl = replace(wl, update_s=wl.update_s + cost.fp16.update_s(float(np.sum(L.sizes_bytes)), len(L.sizes_bytes)))
@@ -256,10 +263,15 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
         backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
         for (model, label, _, shape, comp, tl, zeros, same), rs in groups.items():
             cfg = Config.from_dict(rs[0]["config"])
+            rng = None
             if transfer or held_out_only:
                 if "compute_ms" not in rs[0]["setup"]:
                     continue
                 sim = simulate_trial(fenv, env.path, cfg, rs[0]["setup"], f"{f.name}: setup.model", comp)
+                ends = fenv.cost.small_alpha_range_s
+                if ends is not None and not transfer:  # the step at either end of the price the phases leave open
+                    rng = sorted(simulate_trial(fenv, env.path, cfg, rs[0]["setup"], f"{f.name}: setup.model", comp,
+                                                a).step_time_ms for a in ends)
             elif comp != "none":
                 continue  # a calibrated workload's trials ran without compression
             elif model not in fenv.workloads:
@@ -281,7 +293,8 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
             name = f"{env.name} (cost model: {fenv.name})" if transfer else env.name
             fitted = fitted and not transfer
             out.append(Case(name, f"{tag}: step time (ms)",
-                            float(np.median([r["measured_step_time_ms"] for r in rs])), sim.step_time_ms, src, fitted))
+                            float(np.median([r["measured_step_time_ms"] for r in rs])), sim.step_time_ms, src, fitted,
+                            None if rng is None else (rng[0], rng[1])))
             rps = [r["timeline"]["responses_per_step"] for r in rs if (r.get("timeline") or {}).get("responses_per_step")]
             if rps:
                 out.append(Case(name, f"{tag}: responses per step", float(np.median(rps)),
