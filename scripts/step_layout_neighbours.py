@@ -42,7 +42,7 @@ gradient. The anchors again: within 25 % of the first set's (1.11, 1.95 ms), or 
 
     python scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
     python scripts/step_layout_neighbours.py measure embedding   # the second set (~10 min)
-    python scripts/step_layout_neighbours.py report     # the prices, and the anchors over price x copy rate
+    python scripts/step_layout_neighbours.py report     # the prices, the anchors over price x copy rate, two latencies
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/step-layout-neighbours/<job>.jsonl`` beside the layout files; no
 fit reads them.
@@ -54,6 +54,8 @@ import json
 import statistics
 import sys
 from pathlib import Path
+
+import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -169,12 +171,49 @@ def joint() -> int:
     return 0
 
 
+def two_latencies() -> int:
+    """Session 39's two latencies (a small response during the backward, one after it: ``CostModel.after_backward_s``)
+    fitted on the sitting's four synthetic jobs (least squares in standard errors over a 0.1 ms grid), then every
+    job predicted with them: do they carry to the real layouts?"""
+    from dataclasses import replace
+
+    from autotuner.frameworks.horovod.knobs import config_from_values
+    from autotuner.frameworks.horovod.predict import make_scenario
+    from step_layout_sizes import paired
+
+    d0, fo = config_from_values({}), config_from_values({"fusion_threshold_mb": 0})
+    jobs = {}
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS}.items():
+        f = RUNS / ENV / SUB / f"{job}.jsonl"
+        if not f.exists():
+            continue
+        model = (str(RUNS / ENV / SUB / f"{what}.json") if isinstance(what, str) and what.endswith("emb") else what
+                 if isinstance(what, str) else str(RUNS / ENV / SUB / f"{job.split('-')[0]}.json"))
+        jobs[job] = (make_scenario(None, ENV, model, compute_ms=compute)[0], *paired(f)[2:])
+
+    def diff(sc, a: float, b: float) -> float:
+        k = 2 * (sc.cluster.size - 1)
+        s = replace(sc, cost=replace(sc.cost.at_small_alpha(a * 1e-3 / k), after_backward_s=(b - a) * 1e-3 / k))
+        return s.simulate(fo).step_time_ms - s.simulate(d0).step_time_ms
+
+    fit = [j for j, (w, _) in JOBS.items() if not isinstance(w, str) and j in jobs]
+    grid = [(a, b) for a in np.arange(0.0, 3.01, 0.1) for b in np.arange(0.0, 4.01, 0.1)]
+    a, b = min(grid, key=lambda ab: sum(((diff(jobs[j][0], *ab) - jobs[j][1]) / jobs[j][2]) ** 2 for j in fit))
+    print(f"\ntwo latencies fitted on {', '.join(fit)}: {a:.2f} ms during the backward, {b:.2f} ms after it\n")
+    print("| job | fusion off - defaults, measured (ms) | two latencies (ms) | one, the charged step-phase price (ms) |")
+    print("|---|---:|---:|---:|")
+    for j, (sc, m, se) in jobs.items():
+        own = 2 * (sc.cluster.size - 1) * sc.cost.inter.alpha_s * 1e3
+        print(f"| {j} | {m:+.1f} +- {se:.1f} | {diff(sc, a, b):+.1f} | {diff(sc, own, own):+.1f} |")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report"))
     ap.add_argument("set", nargs="?", choices=("embedding",), help="measure: the second set")
     a = ap.parse_args(argv)
-    return measure(a.set or "") if a.what == "measure" else report() or joint()
+    return measure(a.set or "") if a.what == "measure" else report() or joint() or two_latencies()
 
 
 if __name__ == "__main__":
