@@ -123,7 +123,7 @@ def test_the_committed_fused_phases_move_the_copy_rate_only_where_they_resolve_i
     was committed), and there at 0.25-0.40 ms per MiB for the two copies (5-8 GB/s each: one machine's memory, though
     the timelines' rates spread 0.10-0.61 over the same envs); a dearer wall clock is recorded, not charged."""
     envs = _phase_envs()
-    assert len(envs) == 24, envs
+    assert len(envs) == 25, envs
     charged = set()
     for env in envs:
         fused = json.loads((MODELS / f"{env}.json").read_text())["fit"]["host_passes"]["fused"]

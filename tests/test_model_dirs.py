@@ -29,7 +29,7 @@ STEP_ENVS = {"local-gloo-1gbit", "local-gloo-2x2", "local-gloo-2x2-poll", "v100-
              "fresh-1.5gbit", "fresh-poll-1.25gbit", "fresh-poll-2x1-3gbit", "fresh-poll-2x1-4gbit",
              "fresh-poll-2x1-3.5gbit", "fresh-poll-2x1-4.5gbit", "fresh-poll-1.75gbit", "fresh-poll-2.5gbit",
              "fresh-poll-1gbit", "fresh-poll-2.25gbit", "fresh-poll-1.1gbit", "fresh-poll-2.75gbit", "fresh-poll-3gbit",
-             "fresh-poll-1.5gbit", "fresh-poll-3.5gbit", "fresh-poll-4gbit", "fresh-poll-2.2gbit",
+             "fresh-poll-1.5gbit", "fresh-poll-3.5gbit", "fresh-poll-4gbit", "fresh-poll-2.2gbit", "fresh-poll-2x1-2.5gbit",
              "local-gloo-1gbit-sweep", "t4x4-pcie", "t4x4-compression", "laptop-cpu"}
 SHIPPED = ROOT / "autotuner" / "models"
 SHIPPED_RUNS = ROOT / "autotuner" / "runs"

@@ -178,7 +178,11 @@ MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-
           # the bound's second form (no cheaper per byte below the knee than from it, written after this env's 1 MiB
           # miss) lowered the step phase's price 0.45 -> 0.30 ms: -11.1 % (180.3 ms measured, 167.0-202.5; 160.3
           # predicted; docs/accuracy.md, "The below-knee slope the sweep cannot identify")
-          ("fresh-poll-3gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)")}
+          ("fresh-poll-3gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)"),
+          # held out (session 53, scripts/two_host_heldout.sh, declared before it ran): a two-host env no fit had seen,
+          # vit_s16 fusion off +20.8 % (592.2 ms measured, 715.6 predicted; the burst phase's price gives 600.6), as
+          # on the other two-host envs; DistilBERT's fusion off +2.9 % and the other six rows within 6.2 %
+          ("fresh-poll-2x1-2.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1")}
 #: Held out on an env no fit had seen (2026-12-01, scripts/small_responses_new_envs.sh, declared before it ran),
 #: MobileNetV2 fusion off on fresh-poll-2.75gbit missed at -15.9 % (184.8 ms measured, 182.3-200.2; 155.4
 #: predicted); with the line below the knee bounded by the link (sweep.bound_below_knee, written after that miss:
@@ -294,7 +298,7 @@ def test_the_committed_burst_phases_are_recorded_not_charged():
     from autotuner.frameworks.horovod.fit.sweep import BURST_RECORDS
 
     envs = sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
-    assert len(envs) == 26
+    assert len(envs) == 27
     for env in envs:
         assert (RUNS / env / BURST_RECORDS).exists(), env
         d = json.loads((MODELS / f"{env}.json").read_text())
@@ -626,7 +630,9 @@ LONG_NOT_UNDER = {"fresh-poll-2gbit": "18.1 ms measured against 13.5 simulated (
                   "fresh-poll-1.5gbit": "8.3 ms against 5.6 (rounds 6.0-10.7)",
                   "fresh-poll-3.5gbit": "2.1 ms against 1.3 (rounds 0.1-3.3)",
                   "fresh-poll-4gbit": "4.0 ms against 1.1 (rounds 1.4-4.9)",
-                  "fresh-poll-2.2gbit": "4.7 ms against 1.8 (rounds 0.4-5.7)"}
+                  "fresh-poll-2.2gbit": "4.7 ms against 1.8 (rounds 0.4-5.7)",
+                  # session 53's held-out two-host env (2026-12-02)
+                  "fresh-poll-2x1-2.5gbit": "66.9 ms against 68.8"}
 
 
 def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price_is_dear_there():
@@ -655,7 +661,7 @@ def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price
         assert sim == pytest.approx(long["one_latency_delta_ms"], abs=0.05)
         if env not in LONG_NOT_UNDER:
             assert long["delta_ms"] < 0.75 * sim, (env, long["delta_ms"], sim)
-    assert len(seen) == 24 and set(LONG_NOT_UNDER) <= set(seen)
+    assert len(seen) == 25 and set(LONG_NOT_UNDER) <= set(seen)
 
 
 def test_the_300_ms_lead_holds_inside_one_sitting():
@@ -794,7 +800,10 @@ def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resol
         if mid["charged"]:
             charged[e] = mid["shift_ms"]
     assert set(charged) == {"fresh-poll-2x1-3gbit", "fresh-poll-2x1-4gbit", "fresh-poll-2x1-3.5gbit",
-                            "fresh-poll-1.75gbit", "fresh-poll-2.5gbit", "fresh-poll-1.5gbit"}, charged
+                            "fresh-poll-1.75gbit", "fresh-poll-2.5gbit", "fresh-poll-1.5gbit",
+                            "fresh-poll-2x1-2.5gbit"}, charged
+    # session 53's held-out two-host env (2.5 Gbit/s, knee at 0.25 MiB): as its two-host siblings
+    assert -2.0 <= charged["fresh-poll-2x1-2.5gbit"] <= -1.6, charged
     assert -1.6 <= charged["fresh-poll-2x1-3gbit"] <= -0.8, charged
     # the two envs measured for the fused phase's rule (one host, 1.75 and 2.5 Gbit/s, knees at 0.25 and 0.5 MiB)
     assert -0.6 <= charged["fresh-poll-1.75gbit"] <= -0.1 and -0.6 <= charged["fresh-poll-2.5gbit"] <= -0.1, charged
@@ -811,10 +820,12 @@ def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resol
     assert any(ln.startswith("  large responses queued back to back: -1.") and "becomes" in ln for ln in three), three
     lines = fit_regime_lines(json.loads((MODELS / "fresh-2x1-5gbit.json").read_text()))
     assert any("mid-size burst phase (recorded, not charged): +" in ln and "scatter" in ln for ln in lines), lines
-    for r in mod.report(sorted(charged)):  # the five charged envs
+    for r in mod.report(sorted(charged)):  # the charged envs
         knee = json.loads((MODELS / f"{r['env']}.json").read_text())["cost_model"]["inter"]["large_from_bytes"]
-        if r["bytes"] >= knee:
+        if r["bytes"] >= knee and (r["env"], r["bytes"]) != ("fresh-poll-2x1-2.5gbit", 262144):
             assert abs(r["no_timeline"]["marginal_ms"] - r["sim_marginal_ms"]) < 0.6, r
+        elif r["bytes"] >= knee:  # held out (session 53): its knee is 256 KiB, where one shift for every size misses
+            assert 1.0 < r["no_timeline"]["marginal_ms"] - r["sim_marginal_ms"] < 1.2, r  # 2.91 against 1.82 ms
 
 
 def _knee_4mib_cost():
