@@ -1156,3 +1156,16 @@ def test_the_accuracy_table_gives_each_replay_the_step_at_both_ends():
     assert all("predicted_range" not in c for c in autotuner.accuracy_table(env="v100-16gbit")["cases"])
     p = run("accuracy", "--env", "fresh-poll-2x1-4.5gbit", env={**__import__("os").environ, "COLUMNS": "80"})
     assert p.returncode == 0 and "443-543" in p.stdout and "prediction(s) with a second line" in p.stdout
+
+
+def test_suggest_notes_the_rows_the_price_left_open_moves_past_the_band():
+    """``suggest`` with fusion kept off on fresh-poll-2x1-4.5gbit: every row is in the small-response regime and the
+    range moves it by ~20 %, past the env's band, so a note names each row's step at either end; with the knobs
+    free the proposals (fused) move by less than the band and no such note is written."""
+    import autotuner
+
+    r = autotuner.suggest("vit_s16", "fresh-poll-2x1-4.5gbit", fixed={"fusion_threshold_mb": 0}, compute_ms=300)
+    notes = [n for n in r.notes if n.startswith("small responses:")]
+    assert len(notes) == 1 and "0.77-1.46 ms" in notes[0] and "the reference row is 442.7-543.4 ms" in notes[0], notes
+    r = autotuner.suggest("vit_s16", "fresh-poll-2x1-4.5gbit", compute_ms=300)
+    assert not [n for n in r.notes if n.startswith("small responses:")], r.notes
