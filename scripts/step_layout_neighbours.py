@@ -30,6 +30,12 @@ Declared before it ran (2026-12-02, session 53):
 
 Nothing is charged from it: it decides what the next pass measures.
 
+A third set (``ENV=fresh-poll-2.5gbit ... measure anchors``), declared after the second set's report and before it
+ran (2026-12-02, session 53): the two real layouts alone (vit_s16 and DistilBERT, 300 ms) on a one-host polling env
+(fresh-poll-2.5gbit: HTB on lo, 2.5 Gbit/s), where vit_s16's fusion off is predicted too fast (-6.7 %), not too slow
+as on every two-host env. Declared: if the layouts' different prices are a two-host effect, the two want prices
+within 25 % of each other here; if DistilBERT again wants at least 1.5x vit_s16's, it is the layouts on any link.
+
 A second set (``measure embedding``), declared after the first set's report and before it ran (2026-12-02, session
 53): the first set's two real layouts wanted 1.11 ms (vit_s16) and 1.95 ms (DistilBERT) per small response, and
 no price with any copy rate of the fusion buffer meets both. DistilBERT ends its backward with an 89 MiB gradient
@@ -42,6 +48,7 @@ gradient. The anchors again: within 25 % of the first set's (1.11, 1.95 ms), or 
 
     python scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
     python scripts/step_layout_neighbours.py measure embedding   # the second set (~10 min)
+    ENV=fresh-poll-2.5gbit python scripts/step_layout_neighbours.py measure anchors   # the third set
     python scripts/step_layout_neighbours.py report     # the prices, the anchors over price x copy rate, two latencies
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/step-layout-neighbours/<job>.jsonl`` beside the layout files; no
@@ -51,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 from pathlib import Path
@@ -60,7 +68,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 RUNS = ROOT / "autotuner" / "runs"
-ENV = "fresh-poll-2x1-4.5gbit"
+#: the env (``ENV=... python scripts/step_layout_neighbours.py ...`` for another: the third set)
+ENV = os.environ.get("ENV", "fresh-poll-2x1-4.5gbit")
 SUB = Path("experiments") / "step-layout-neighbours"
 #: job -> (model: a layout of step_layout_sizes.layout's (weight shape) or a shipped model's name, compute ms)
 JOBS = {"w256k-100ms": ((256, 256), 100.0), "w2m-100ms": ((768, 768), 100.0),
@@ -107,6 +116,8 @@ def measure(which: str = "") -> int:
 
     out = RUNS / ENV / SUB
     out.mkdir(parents=True, exist_ok=True)
+    if which == "anchors":
+        return replay_jobs(ENV, out, [(job, m, compute) for job, (m, compute) in JOBS.items() if isinstance(m, str)])
     if which == "embedding":
         return replay_jobs(ENV, out, [(job, _variant(m, out) if m.endswith("emb") else m, compute)
                                       for job, (m, compute) in EMBEDDING_JOBS.items()])
@@ -154,6 +165,8 @@ def joint() -> int:
 
     d0, fo = config_from_values({}), config_from_values({"fusion_threshold_mb": 0})
     anchors = [j for j, (w, _) in JOBS.items() if isinstance(w, str) and (RUNS / ENV / SUB / f"{j}.jsonl").exists()]
+    if not anchors:
+        return 0
     scs = {j: make_scenario(None, ENV, JOBS[j][0], compute_ms=JOBS[j][1])[0] for j in anchors}
     meas = {j: paired(RUNS / ENV / SUB / f"{j}.jsonl")[2] for j in anchors}
     print("\n| copy rate (ms/MiB) | price a (ms) | " + " | ".join(f"{j}: simulated (measured {meas[j]:+.1f})"
@@ -197,6 +210,8 @@ def two_latencies() -> int:
         return s.simulate(fo).step_time_ms - s.simulate(d0).step_time_ms
 
     fit = [j for j, (w, _) in JOBS.items() if not isinstance(w, str) and j in jobs]
+    if not fit:  # the third set: no synthetic job to fit them on
+        return 0
     grid = [(a, b) for a in np.arange(0.0, 3.01, 0.1) for b in np.arange(0.0, 4.01, 0.1)]
     a, b = min(grid, key=lambda ab: sum(((diff(jobs[j][0], *ab) - jobs[j][1]) / jobs[j][2]) ** 2 for j in fit))
     print(f"\ntwo latencies fitted on {', '.join(fit)}: {a:.2f} ms during the backward, {b:.2f} ms after it\n")
@@ -211,7 +226,8 @@ def two_latencies() -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report"))
-    ap.add_argument("set", nargs="?", choices=("embedding",), help="measure: the second set")
+    ap.add_argument("set", nargs="?", choices=("embedding", "anchors"),
+                    help="measure: the second set, or the third (the two real layouts alone, on ENV)")
     a = ap.parse_args(argv)
     return measure(a.set or "") if a.what == "measure" else report() or joint() or two_latencies()
 
