@@ -93,6 +93,14 @@ def _model(job: str, out: Path) -> str:
     return str(lf)
 
 
+def _measured_model(job: str, what) -> str:
+    """What ``job`` replayed, as ``make_scenario`` takes it: a shipped model's name, or the layout file written
+    beside its records (a ``-emb`` / ``-noemb`` variant, or a synthetic layout of step_layout_sizes.layout's)."""
+    if isinstance(what, str):
+        return str(RUNS / ENV / SUB / f"{what}.json") if what.endswith("emb") else what
+    return str(RUNS / ENV / SUB / f"{job.split('-')[0]}.json")
+
+
 def _variant(name: str, out: Path) -> str:
     """``distilbert-noemb`` (DistilBERT's layout less :data:`EMBEDDING`) or ``vit_s16-emb`` (vit_s16's with a
     tensor of :data:`EMBEDDING`'s shape ready last, compute share 0) written to ``out/<name>.json``; its path."""
@@ -143,8 +151,7 @@ def report() -> int:
             continue
         d0 = statistics.median(x["default"]["measured_step_time_ms"] for x in by.values() if "default" in x)
         r0 = next(x for x in by.values() if "proposal-1" in x and "default" in x)
-        model = (str(RUNS / ENV / SUB / f"{what}.json") if isinstance(what, str) and what.endswith("emb") else what
-                 if isinstance(what, str) else str(RUNS / ENV / SUB / f"{job.split('-')[0]}.json"))
+        model = _measured_model(job, what)
         sc, _ = make_scenario(None, ENV, model, compute_ms=compute)
         a, own, at_own = price_that_meets(sc, config_from_values(r0["default"]["config"]),
                                           config_from_values(r0["proposal-1"]["config"]), m)
@@ -200,8 +207,7 @@ def two_latencies() -> int:
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
-        model = (str(RUNS / ENV / SUB / f"{what}.json") if isinstance(what, str) and what.endswith("emb") else what
-                 if isinstance(what, str) else str(RUNS / ENV / SUB / f"{job.split('-')[0]}.json"))
+        model = _measured_model(job, what)
         jobs[job] = (make_scenario(None, ENV, model, compute_ms=compute)[0], *paired(f)[2:])
 
     def diff(sc, a: float, b: float) -> float:

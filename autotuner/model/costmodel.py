@@ -603,6 +603,13 @@ class CostModel:
             raise CostModelError(f"small-message latency must be a finite number >= 0 s, got {alpha_s}")
         return replace(self, inter=replace(self.inter, alpha_s=float(alpha_s)))
 
+    def small_alpha_ends(self) -> "list[CostModel | None]":
+        """This model at each end of :attr:`small_alpha_range_s`, low then high (:meth:`at_small_alpha`), with None for
+        an end equal to the charged latency (within 1e-9 relative: this model itself, so a caller reuses what it
+        already simulated); [] without the range."""
+        return [None if math.isclose(a, self.inter.alpha_s, rel_tol=1e-9) else self.at_small_alpha(a)
+                for a in self.small_alpha_range_s or ()]
+
     def for_fp16(self) -> "CostModel":
         """The tiers a float16 payload sees (:meth:`Fp16Cost.tier`); unchanged without :attr:`fp16`."""
         if self.fp16 is None:

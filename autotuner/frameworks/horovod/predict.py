@@ -427,7 +427,7 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     moved = []
     for i, (t, c) in enumerate([(None, refc)] + picked):
         cfg = ref if t is None else t.config
-        r = step_range_ms(scs[c], cfg)
+        r = step_range_ms(scs[c], cfg, (res["default"] if t is None else res["proposals"][i - 1])["step_time_ms"])
         if r is not None and r[0][1] - r[0][0] > band_f * r[0][1]:
             moved.append((("the reference row" if t is None else f"#{i}"), r))
     if moved:
@@ -537,7 +537,7 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
         notes.append(f"{KNOB_BY_FIELD['hierarchical_allreduce'].flag} simulated as off on backend "
                      f"{sc.effective_backend}: {why}")
     r = sc.simulate(cfg)
-    rng = step_range_ms(sc, cfg)
+    rng = step_range_ms(sc, cfg, r.step_time_ms)
     written = None
     if timeline is not None:
         written, _ = write_simulated_timeline(sc, fenv, cfg, Path(timeline), steps=timeline_steps)
@@ -558,14 +558,18 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
         step_time_range_ms=None if rng is None else rng[0], small_price_range_ms=None if rng is None else rng[1])
 
 
-def step_range_ms(sc, cfg: Config) -> tuple[tuple[float, float], tuple[float, float]] | None:
+def step_range_ms(sc, cfg: Config, charged_ms: float | None = None
+                  ) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """The step time (ms) of ``cfg`` on scenario ``sc`` with the inter tier's small-message latency at either end of
     ``sc.cost.small_alpha_range_s``, low to high, and those ends as a small response's fixed cost (ms, ``2(p-1)·alpha``
-    on the scenario's ``p`` ranks, the flat ring's); None for a cost model without the range. Pure (no I/O)."""
+    on the scenario's ``p`` ranks, the flat ring's); None for a cost model without the range. ``charged_ms``: the step
+    already simulated at the charged latency, reused for the end it equals
+    (:meth:`autotuner.model.costmodel.CostModel.small_alpha_ends`). Pure (no I/O)."""
     r = sc.cost.small_alpha_range_s
     if r is None:
         return None
-    times = sorted(replace(sc, cost=sc.cost.at_small_alpha(a)).simulate(cfg).step_time_ms for a in r)
+    times = sorted(charged_ms if m is None and charged_ms is not None else
+                   replace(sc, cost=m or sc.cost).simulate(cfg).step_time_ms for m in sc.cost.small_alpha_ends())
     k = 2 * (sc.cluster.size - 1) * 1e3
     return (times[0], times[1]), (k * r[0], k * r[1])
 

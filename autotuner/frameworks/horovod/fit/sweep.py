@@ -1062,7 +1062,7 @@ def small_price_range(step: dict[str, Any], burst: dict[str, Any], p: int) -> di
     the step phase is not charged or the burst phase did not price a response. Raises nothing."""
     a, b = step.get("fixed_ms") if step.get("charged") else None, burst.get("fixed_ms")
     out = {"ms": None, "alpha_us": None, "from": {"step": a, "burst": b}}
-    if a is None or b is None or p < 2:
+    if a is None or b is None:
         out["note"] = ("no range: " + ("the step phase's price is not charged" if a is None else
                                        "the burst phase priced no response"))
         return out

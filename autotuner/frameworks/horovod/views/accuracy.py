@@ -17,7 +17,7 @@ from ..fit.fitters import run_config, workload_for
 from ....errors import ModelStoreError, RunsError, ScenarioError
 from ..fit.store import load_env
 from ..knobs import MIB, Config
-from ....model.costmodel import Cluster
+from ....model.costmodel import Cluster, CostModel
 from ..simulator import simulate_step
 from ....readers.layouts import load_recorded_layout
 from ....readers.runs import read_runs
@@ -196,7 +196,7 @@ def _model_file_cases(env, fenv, meta) -> list[Case]:
 
 
 def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = "setup.model",
-                   compression: str = "none", small_alpha_s: float | None = None):
+                   compression: str = "none", cost: CostModel | None = None):
     """Predict one real replay trial with ``fenv`` (a :class:`autotuner.frameworks.horovod.fit.store.FittedEnv`):
     the trial's layout (``setup.model``: shipped name, a layout stored with the env under
     ``env_path``, or an absolute ``.json`` path as ``validate --model`` recorded it:
@@ -205,8 +205,9 @@ def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = 
     (``setup.testbed_hosts`` x ``setup.ranks_per_host``; else the env's cluster; the cost model for
     that shape, :meth:`autotuner.frameworks.horovod.fit.store.FittedEnv.cost_for`) and the env's backend; ``compression``: the
     trial's (``fp16``: half the bytes, and the env's measured fp16 cost when it has one,
-    :class:`autotuner.model.costmodel.Fp16Cost`); ``small_alpha_s``: the inter tier's small-message latency (s) in
-    place of the charged one (:meth:`autotuner.model.costmodel.CostModel.at_small_alpha`; None: as charged).
+    :class:`autotuner.model.costmodel.Fp16Cost`); ``cost``: another cost model of the env in place of
+    ``fenv.cost`` (e.g. at an end of the small-response price, :meth:`autotuner.model.costmodel.CostModel.small_alpha_ends`;
+    None: the env's own).
     Returns the :class:`autotuner.frameworks.horovod.simulator.StepResult`. Raises KeyError for a
     setup without ``compute_ms``, LayoutError (one line) for an unknown or missing layout."""
     from ..scenario import COMPRESSION_RATIO
@@ -216,9 +217,7 @@ def simulate_trial(fenv, env_path: Path, cfg: Config, setup: dict, where: str = 
     hosts, rph = setup.get("testbed_hosts"), setup.get("ranks_per_host")
     cluster = fenv.cluster if hosts is None else Cluster(int(hosts), int(rph))
     backend = str((fenv.raw.get("cluster") or {}).get("backend") or "").lower() or None
-    cost = fenv.cost_for(cluster)
-    if small_alpha_s is not None:
-        cost = cost.at_small_alpha(small_alpha_s)
+    cost = fenv.cost_for(cluster) if cost is None else replace(fenv, cost=cost).cost_for(cluster)
     if compression == "fp16":
         if cost.fp16 is not None:
             wl = replace(wl, update_s=wl.update_s + cost.fp16.update_s(float(np.sum(L.sizes_bytes)), len(L.sizes_bytes)))
@@ -268,10 +267,10 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
                 if "compute_ms" not in rs[0]["setup"]:
                     continue
                 sim = simulate_trial(fenv, env.path, cfg, rs[0]["setup"], f"{f.name}: setup.model", comp)
-                ends = fenv.cost.small_alpha_range_s
-                if ends is not None and not transfer:  # the step at either end of the price the phases leave open
-                    rng = sorted(simulate_trial(fenv, env.path, cfg, rs[0]["setup"], f"{f.name}: setup.model", comp,
-                                                a).step_time_ms for a in ends)
+                if not transfer:  # the step at either end of the price the phases leave open (charged: reused)
+                    rng = sorted(sim.step_time_ms if m is None else simulate_trial(
+                        fenv, env.path, cfg, rs[0]["setup"], f"{f.name}: setup.model", comp, m).step_time_ms
+                        for m in fenv.cost.small_alpha_ends()) or None
             elif comp != "none":
                 continue  # a calibrated workload's trials ran without compression
             elif model not in fenv.workloads:
