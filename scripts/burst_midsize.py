@@ -31,18 +31,22 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "autotuner" / "runs"
 
 
-def measure(env: str, rounds: int) -> None:
+def measure(env: str, rounds: int, sizes: tuple[int, ...] = SIZES, counts: tuple[int, ...] = COUNTS,
+            timelines: tuple[bool, ...] = (False, True), records: str = RECORDS) -> None:
+    """The burst probe's ``rounds`` jobs on ``env``'s own recorded testbed (``sizes`` bytes, ``counts`` at once, per round
+    one job per ``timelines`` entry), appended to ``runs/<env>/<records>`` (a killed run resumes)."""
     from autotuner.frameworks.horovod.measure import SweepSetup, run_burst_phase, tiers
     from autotuner.realrun.launcher import testbed_for
 
     s = json.loads((RUNS / env / "sweep.jsonl").open().readline())["setup"]
     setup = SweepSetup(**s)
     plan = tiers(setup.np, setup.hosts)
+    (RUNS / env / records).parent.mkdir(parents=True, exist_ok=True)
     with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, note):
         print(f"{env}: {note}", flush=True)
         r = run_burst_phase(RUNS / env, setup, plan[-1], tb, rounds, 900.0, lambda m: print(f"  {m}", flush=True),
-                            sizes=SIZES, counts=COUNTS, timelines=(False, True), records=RECORDS)
-    print(f"{env}: {r['jobs_new']} new job(s), {r['jobs_recorded']} recorded in {RECORDS}", flush=True)
+                            sizes=sizes, counts=counts, timelines=timelines, records=records)
+    print(f"{env}: {r['jobs_new']} new job(s), {r['jobs_recorded']} recorded in {records}", flush=True)
 
 
 def report(envs: list[str]) -> list[dict]:

@@ -40,18 +40,10 @@ SIZES, COUNTS = (4 * MIB, 16 * MIB, 32 * MIB, 64 * MIB), (1, 4)
 
 
 def measure(jobs: int) -> int:
-    from autotuner.frameworks.horovod.measure import SweepSetup, run_burst_phase, tiers
-    from autotuner.realrun.launcher import testbed_for
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from burst_midsize import measure as run_bursts
 
-    s = json.loads((RUNS / ENV / "sweep.jsonl").open().readline())["setup"]
-    setup = SweepSetup(**s)
-    plan = tiers(setup.np, setup.hosts)
-    (RUNS / ENV / RECORDS).parent.mkdir(parents=True, exist_ok=True)
-    with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, note):
-        print(f"{ENV}: {note}", flush=True)
-        r = run_burst_phase(RUNS / ENV, setup, plan[-1], tb, jobs, 900.0, lambda m: print(f"  {m}", flush=True),
-                            sizes=SIZES, counts=COUNTS, records=RECORDS)
-    print(f"{ENV}: {r['jobs_new']} new job(s), {r['jobs_recorded']} recorded in {RECORDS}", flush=True)
+    run_bursts(ENV, jobs, sizes=SIZES, counts=COUNTS, timelines=(False,), records=RECORDS)
     return 0
 
 

@@ -136,9 +136,9 @@ def sittings() -> None:
 
 def passable(sits: list[tuple]) -> bool:
     """Whether one predicted step p meets the acceptance in every sitting: within 10 % of the sitting's median m
-    (p in [m / 1.1 ... no: |p - m| <= 0.1 m, so p in [0.9 m, 1.1 m]) or inside its repeats' range [lo, hi]. Each
-    sitting admits the union of two intervals; one p passes all where their intersection is not empty (checked at
-    every interval end, where an intersection of closed intervals starts)."""
+    (|p - m| <= 0.1 m: p in [0.9 m, 1.1 m]) or inside its repeats' range [lo, hi]. Each sitting admits the union of
+    two intervals; one p passes all where their intersection is not empty (checked at every interval end, where an
+    intersection of closed intervals starts). ``sits``: (median, minus the defaults, lo, hi) per sitting, ms."""
     sets = [[(0.9 * m, 1.1 * m), (lo, hi)] for m, _, lo, hi in sits]
     cands = [x for s in sets for iv in s for x in iv]
     return any(all(any(a <= p <= b for a, b in s) for s in sets) for p in cands)
