@@ -46,9 +46,21 @@ DistilBERT's small responses dearer, ``distilbert-noemb`` wants a price at most 
 and ``vit_s16-emb`` at least 1.25x this set's vit_s16 anchor; if neither moves by 20 %, it is not the huge last
 gradient. The anchors again: within 25 % of the first set's (1.11, 1.95 ms), or the sitting differs.
 
+A fourth set (``ENV=fresh-poll-2x1-2.5gbit ... measure compute``), declared after the third set's report and before
+it ran (2026-12-02, session 54): on the two-host env measured last on this machine's kind (AMD EPYC), vit_s16 and
+DistilBERT at 10 ms of compute (the step is then the responses alone, back to back: the simulator's fusion off -
+defaults at the charged 1.95 ms is +215.4 ms for vit_s16 at 10 ms and +213.9 at 300 ms, DistilBERT +75.8 and
++73.2: it already runs them as one serial queue at 300 ms) and both again at 300 ms as anchors (session 53 measured
+vit_s16 +104, DistilBERT +94 at 300 ms). Declared: if the simulator's per-response cost is what is wrong (not how
+the responses overlap the backward), vit_s16's measured difference at 10 ms is within 25 % of this sitting's at 300
+ms (both far under +215); if the backward's overlap is what the simulator misses, vit_s16's at 10 ms is at least
+1.5x its 300 ms one. The same reading for DistilBERT. The defaults at 10 ms (simulated 397.5 and 1182.1 ms) show
+what the fused responses alone cost.
+
     python scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
     python scripts/step_layout_neighbours.py measure embedding   # the second set (~10 min)
     ENV=fresh-poll-2.5gbit python scripts/step_layout_neighbours.py measure anchors   # the third set
+    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure compute   # the fourth set (~12 min)
     python scripts/step_layout_neighbours.py report     # the prices, the anchors over price x copy rate, two latencies
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/step-layout-neighbours/<job>.jsonl`` beside the layout files; no
@@ -78,6 +90,9 @@ JOBS = {"w256k-100ms": ((256, 256), 100.0), "w2m-100ms": ((768, 768), 100.0),
 #: the second set: job -> (model, compute ms); a model ending in -emb / -noemb is written by :func:`_variant`
 EMBEDDING_JOBS = {"distilbert-noemb-300ms": ("distilbert-noemb", 300.0), "vit_s16-emb-300ms": ("vit_s16-emb", 300.0),
                   "vit_s16-b-300ms": ("vit_s16", 300.0), "distilbert-b-300ms": ("distilbert", 300.0)}
+#: the fourth set: job -> (model, compute ms)
+COMPUTE_JOBS = {"vit_s16-10ms": ("vit_s16", 10.0), "distilbert-10ms": ("distilbert", 10.0),
+                "vit_s16-c-300ms": ("vit_s16", 300.0), "distilbert-c-300ms": ("distilbert", 300.0)}
 #: DistilBERT's last gradient: word embeddings, 30522 x 768 float32 (89.4 MiB)
 EMBEDDING = "embeddings.word_embeddings.weight"
 
@@ -126,6 +141,8 @@ def measure(which: str = "") -> int:
     out.mkdir(parents=True, exist_ok=True)
     if which == "anchors":
         return replay_jobs(ENV, out, [(job, m, compute) for job, (m, compute) in JOBS.items() if isinstance(m, str)])
+    if which == "compute":
+        return replay_jobs(ENV, out, [(job, m, compute) for job, (m, compute) in COMPUTE_JOBS.items()])
     if which == "embedding":
         return replay_jobs(ENV, out, [(job, _variant(m, out) if m.endswith("emb") else m, compute)
                                       for job, (m, compute) in EMBEDDING_JOBS.items()])
@@ -141,7 +158,7 @@ def report() -> int:
     print("| job | defaults, measured (median ms) | fusion off - defaults, measured (mean +- se, ms) | simulated at "
           "the env's price (ms) | the price it wants (ms) | / the env's step-phase price |")
     print("|---|---:|---:|---:|---:|---:|")
-    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS}.items():
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -203,7 +220,7 @@ def two_latencies() -> int:
 
     d0, fo = config_from_values({}), config_from_values({"fusion_threshold_mb": 0})
     jobs = {}
-    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS}.items():
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -232,8 +249,9 @@ def two_latencies() -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report"))
-    ap.add_argument("set", nargs="?", choices=("embedding", "anchors"),
-                    help="measure: the second set, or the third (the two real layouts alone, on ENV)")
+    ap.add_argument("set", nargs="?", choices=("embedding", "anchors", "compute"),
+                    help="measure: the second set, the third (the two real layouts alone, on ENV), or the fourth "
+                         "(both at 10 and 300 ms of compute, on ENV)")
     a = ap.parse_args(argv)
     return measure(a.set or "") if a.what == "measure" else report() or joint() or two_latencies()
 
