@@ -686,21 +686,23 @@ def run_step_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: in
 
 
 def run_fused_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: int, timeout_s: float,
-                    say: Callable[[str], None]) -> dict[str, Any]:
+                    say: Callable[[str], None], *, sizes: tuple[int, ...] = FUSED_SIZES,
+                    records: str = FUSED_RECORDS) -> dict[str, Any]:
     """The ``fused`` phase (:mod:`autotuner.frameworks.horovod.sweepprobe` ``--one-line``): ``repeats`` jobs on
     ``tier``'s ranks at Horovod's defaults, no timeline, waited for as the env's ranks wait (``setup.wait``); each
     times, per size of :data:`FUSED_SIZES`, one tensor of S bytes allreduced alone and 8 float32 + 8 float64 tensors of
     S/8 bytes enqueued together (two fused responses of S back to back: Horovod fuses one dtype at a time); one
     :class:`autotuner.schemas.FusedRecord` per job in ``fused.jsonl`` (resumable). The sweep's timelines time the
     fusion buffer's copies with the timeline's writer on the same cores; this times what a fused response costs
-    over a lone one by the wall clock. Returns and raises as :func:`run_cpu_phase`."""
-    sizes = ",".join(map(str, FUSED_SIZES))
+    over a lone one by the wall clock. ``sizes`` (bytes, each a multiple of 64) and ``records`` (the file under
+    ``env_dir``): an experiment's others (``scripts/fused_large.py``). Returns and raises as :func:`run_cpu_phase`."""
+    arg = ",".join(map(str, sizes))
     jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.frameworks.horovod.sweepprobe",
-                     ("--sizes", sizes, "--fusion-sizes", sizes, "--repeats", "5", "--warmup", "1", "--wait",
+                     ("--sizes", arg, "--fusion-sizes", arg, "--repeats", "5", "--warmup", "1", "--wait",
                       setup.wait, "--one-line"), DEFAULTS_0_28, False,
                      f"fused responses against lone ones, no timeline (job {k + 1} of {repeats})")
             for k in range(repeats)]
-    return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="fused", records=FUSED_RECORDS,
+    return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="fused", records=records,
                            parse=parse_fused_records, timelines="fused-timelines", line=_FUSED_LINE, jobs=jobs,
                            key_of=lambda r: (r["tier"], int(r["repeat"])))
 
