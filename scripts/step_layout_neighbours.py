@@ -83,6 +83,7 @@ RUNS = ROOT / "autotuner" / "runs"
 #: the env (``ENV=... python scripts/step_layout_neighbours.py ...`` for another: the third set)
 ENV = os.environ.get("ENV", "fresh-poll-2x1-4.5gbit")
 SUB = Path("experiments") / "step-layout-neighbours"
+MIB_ = 2**20
 #: job -> (model: a layout of step_layout_sizes.layout's (weight shape) or a shipped model's name, compute ms)
 JOBS = {"w256k-100ms": ((256, 256), 100.0), "w2m-100ms": ((768, 768), 100.0),
         "w256k-300ms": ((256, 256), 300.0), "w2m-300ms": ((768, 768), 300.0),
@@ -208,6 +209,68 @@ def joint() -> int:
     return 0
 
 
+#: the sets whose real layouts' copy credit :func:`copy_credit` fits: env -> jobs (one sitting each)
+CREDIT_SETS = {"fresh-poll-2x1-2.5gbit": ("vit_s16-10ms", "distilbert-10ms", "vit_s16-c-300ms", "distilbert-c-300ms"),
+               "fresh-poll-2x1-4.5gbit": ("vit_s16-300ms", "distilbert-300ms", "vit_s16-b-300ms", "distilbert-b-300ms"),
+               "fresh-poll-2.5gbit": ("vit_s16-300ms", "distilbert-300ms")}
+
+
+def copy_credit(env: str, copy_rates=np.arange(0.0, 0.51, 0.02), prices=np.arange(0.3, 3.01, 0.1)) -> dict | None:
+    """The fusion buffer's copy rate ``c`` (ms per MiB of a fused response, >= 0: what fusion off saves per byte the
+    defaults fused) and the small-response price ``a`` (ms) that together meet one sitting's real layouts' fusion off
+    - defaults (:data:`CREDIT_SETS`), least squares in standard errors over the grid; the spill above the knee
+    scaled with ``c``. Returns ``{"c", "a", "chi2", "jobs", "c_range": (lo, hi) within chi-square + 4, "charged",
+    "sims"}`` (ms per MiB, ms; ``sims``: job -> (measured, se, simulated at the best pair)), or None where a job's
+    records are missing."""
+    from dataclasses import replace
+
+    from autotuner.frameworks.horovod.knobs import config_from_values
+    from autotuner.frameworks.horovod.predict import make_scenario
+    from step_layout_sizes import paired
+
+    d0, fo = config_from_values({}), config_from_values({"fusion_threshold_mb": 0})
+    jobs = []
+    for j in CREDIT_SETS[env]:
+        f = RUNS / env / SUB / f"{j}.jsonl"
+        if not f.exists():
+            return None
+        _, _, m, se = paired(f)
+        jobs.append((j, make_scenario(None, env, j.split("-")[0], compute_ms=float(j.rsplit("-", 1)[1][:-2]))[0], m, se))
+    host = jobs[0][1].cost.host
+    grid = {}
+    for c in copy_rates:
+        scale = c * 1e-3 / MIB_ / host.memcpy_s_per_byte
+        for a in prices:
+            sims = []
+            for _, sc, _, _ in jobs:
+                cost = sc.cost.at_small_alpha(a * 1e-3 / (2 * (sc.cluster.size - 1)))
+                cost = replace(cost, host=replace(cost.host, memcpy_s_per_byte=c * 1e-3 / MIB_,
+                                                  memcpy_spill_s_per_byte=cost.host.memcpy_spill_s_per_byte * scale))
+                s = replace(sc, cost=cost)
+                sims.append(s.simulate(fo).step_time_ms - s.simulate(d0).step_time_ms)
+            grid[(float(c), float(a))] = (sum(((v - m) / se) ** 2 for v, (_, _, m, se) in zip(sims, jobs)), sims)
+    (c, a), (chi, sims) = min(grid.items(), key=lambda kv: kv[1][0])
+    near = [k[0] for k, (x, _) in grid.items() if x <= chi + 4]
+    return {"c": c, "a": a, "chi2": chi, "jobs": len(jobs), "c_range": (min(near), max(near)),
+            "charged": host.memcpy_s_per_byte * MIB_ * 1e3,
+            "sims": {j: (m, se, v) for (j, _, m, se), v in zip(jobs, sims)}}
+
+
+def copy_credits() -> int:
+    """:func:`copy_credit` for every set of :data:`CREDIT_SETS` measured: the copy credit two hosts and one host want."""
+    rows = [(env, copy_credit(env)) for env in CREDIT_SETS]
+    rows = [(env, r) for env, r in rows if r is not None]
+    if not rows:
+        return 0
+    print("\n| env (one sitting) | jobs | copy rate c (ms/MiB): best, within chi-square + 4 | charged | price a (ms) | "
+          "chi-square |")
+    print("|---|---:|---|---:|---:|---:|")
+    for env, r in rows:
+        print(f"| {env} | {r['jobs']} | {r['c']:.2f} ({r['c_range'][0]:.2f}-{r['c_range'][1]:.2f}) | "
+              f"{r['charged']:.2f} | {r['a']:.2f} | {r['chi2']:.1f} |")
+    return 0
+
+
 def two_latencies() -> int:
     """Session 39's two latencies (a small response during the backward, one after it: ``CostModel.after_backward_s``)
     fitted on the sitting's four synthetic jobs (least squares in standard errors over a 0.1 ms grid), then every
@@ -253,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="measure: the second set, the third (the two real layouts alone, on ENV), or the fourth "
                          "(both at 10 and 300 ms of compute, on ENV)")
     a = ap.parse_args(argv)
-    return measure(a.set or "") if a.what == "measure" else report() or joint() or two_latencies()
+    return measure(a.set or "") if a.what == "measure" else report() or joint() or two_latencies() or copy_credits()
 
 
 if __name__ == "__main__":
