@@ -1,0 +1,202 @@
+"""Issue 29 part 5: which part of the fused phase's pair pays what a real step's fused responses do not?
+
+On fresh-poll-2x1-2.5gbit, in one sitting (session 54; docs/accuracy.md, "What fusion off saves on two hosts"), the
+fused phase's pair (8 float32 + 8 float64 tensors of S/8 enqueued together: two fused responses of S) cost 0.17-0.24 ms
+per MiB more than two lone float32 tensors of S, at S = 16-96 MiB (``scripts/fused_large.py``), while a real step's
+defaults, which fuse 76-122 MiB of float32 gradients into one or two responses, paid nothing over the lone line
+(DistilBERT at 10 ms of compute: 1083.5 ms measured, 1073 the line alone, 1114-1131 with the phase's copies). The pair
+differs from a step's fused response in three ways this separates, each timed by the wall clock, no timeline, at
+S = 32 and 96 MiB, every item once per round, rounds interleaved, 5 rounds after 1 of warm-up, on the env's own
+testbed (2 emulated hosts, 2.5 Gbit/s HTB links, ranks polling as the env's):
+
+* ``lone32`` / ``lone64``: one float32 / one float64 tensor of S, in place (the phase's lone item is float32);
+* ``pair``: the phase's own pair (two responses of S: report it per response, ``pair / 2``);
+* ``fused32`` / ``fused64``: 16 float32 / 16 float64 tensors of S/16 (one fused response of S, one dtype);
+* ``many32``: 64 float32 tensors of S/64 (one response of S: a step's tensor count);
+* ``renewed32``: ``fused32`` with every tensor's values renewed (``normal_``) before each round's call, outside the
+  timed call, as the replay renews its gradients (``autotuner.frameworks.horovod.replay``).
+
+Declared before it ran (2026-12-02, session 54), per MiB of S, medians over jobs of the per-round differences:
+
+1. dtype: if the phase's extra is the float64 response's, ``fused32 - lone32`` is at most 0.10 ms per MiB and
+   ``lone64 - lone32`` at least 0.15.
+2. copies paid by float32 fused responses: ``fused32 - lone32`` at least 0.15 ms per MiB; then the steps' freedom
+   from them is not the dtype, and 3-4 are read.
+3. tensor count: ``many32`` within 0.05 ms per MiB of ``fused32``, or not.
+4. renewed values: ``renewed32`` within 0.05 ms per MiB of ``fused32``, or not.
+
+    python scripts/fused_variants.py measure    # as root, alone (~3 min)
+    python scripts/fused_variants.py report
+
+Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-variants.jsonl`` (one line per job, appended job by job;
+a killed run resumes); no fit reads them.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNS = ROOT / "autotuner" / "runs"
+ENV = "fresh-poll-2x1-2.5gbit"
+MIB = 2**20
+SIZES = (32 * MIB, 96 * MIB)
+ITEMS = ("lone32", "lone64", "pair", "fused32", "fused64", "many32", "renewed32")
+RECORDS = "experiments/fused-variants.jsonl"
+TAG = "AUTOTUNER_FUSED_VARIANTS"
+JOBS, ROUNDS, WARMUP = 3, 5, 1
+WAIT_POLL_S = 0.0002  # as the replay's --wait sleep (autotuner.frameworks.horovod.replay.WAIT_POLL_S)
+
+
+def worker(wait: str) -> int:
+    """Runs on every rank under horovodrun: each item of :data:`ITEMS` at each size of :data:`SIZES`, once per round;
+    rank 0 prints one ``TAG {json}`` line: ``{"sizes": [...], "items": {item: [[ms per round] per size]}}``."""
+    import horovod.torch as hvd
+    import torch
+
+    hvd.init()
+    torch.manual_seed(hvd.rank())
+
+    def tensors(item: str, s: int) -> list:
+        f32, f64 = torch.float32, torch.float64
+        spec = {"lone32": [(s // 4, f32)], "lone64": [(s // 8, f64)],
+                "pair": [(s // 32, f32)] * 8 + [(s // 64, f64)] * 8,
+                "fused32": [(s // 64, f32)] * 16, "fused64": [(s // 128, f64)] * 16,
+                "many32": [(s // 256, f32)] * 64, "renewed32": [(s // 64, f32)] * 16}[item]
+        return [(torch.ones(n, dtype=dt), f"fv.{item}.{s}.{i}") for i, (n, dt) in enumerate(spec)]
+
+    def wait_all(hs) -> None:
+        if wait == "sleep":
+            while not all(hvd.poll(h) for h in hs):
+                time.sleep(WAIT_POLL_S)
+        for h in hs:
+            hvd.synchronize(h)
+
+    out: dict[str, list[list[float]]] = {item: [[] for _ in SIZES] for item in ITEMS}
+    held = {(item, s): tensors(item, s) for item in ITEMS for s in SIZES}
+    for r in range(WARMUP + ROUNDS):
+        for k, s in enumerate(SIZES):
+            for item in ITEMS:
+                ts = held[(item, s)]
+                if item == "renewed32":
+                    for t, _ in ts:
+                        t.normal_(0.0, 1e-3)
+                hvd.allreduce(torch.zeros(1), name="fv.barrier")  # every rank starts the item together
+                t0 = time.perf_counter()
+                wait_all([hvd.allreduce_async_(t, name=name) for t, name in ts])
+                if r >= WARMUP:
+                    out[item][k].append(round((time.perf_counter() - t0) * 1e3, 4))
+    if hvd.rank() == 0:
+        print(f"{TAG} " + json.dumps({"sizes": list(SIZES), "items": out, "ranks": hvd.size(), "wait": wait}),
+              flush=True)
+    time.sleep(0.2)
+    hvd.shutdown()
+    return 0
+
+
+def _parse(text: str, source: str) -> tuple[list[dict], list[str]]:
+    """Records of :data:`RECORDS`: one JSON object per line with ``trial``, ``sizes`` and ``items``."""
+    recs, problems = [], []
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            r = json.loads(line)
+            if not (isinstance(r, dict) and "trial" in r and r["sizes"] == list(SIZES) and set(r["items"]) == set(ITEMS)):
+                raise ValueError("not a fused-variants record")
+        except (ValueError, KeyError, TypeError) as e:
+            problems.append(f"{source}:{i}: {e}")
+            continue
+        recs.append(r)
+    return recs, problems
+
+
+def measure() -> int:
+    """:data:`JOBS` jobs on the env's own recorded testbed, each appended to :data:`RECORDS` when it ends."""
+    import os
+
+    from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
+    from autotuner.frameworks.horovod.launch import Job, run_job
+    from autotuner.frameworks.horovod.measure import SweepSetup, tiers
+    from autotuner.frameworks.horovod.validation import TrialStore
+    from autotuner.realrun.launcher import testbed_for
+
+    s = json.loads((RUNS / ENV / "sweep.jsonl").open().readline())["setup"]
+    setup = SweepSetup(**s)
+    tier = tiers(setup.np, setup.hosts)[-1]
+    (RUNS / ENV / RECORDS).parent.mkdir(parents=True, exist_ok=True)
+    store = TrialStore(RUNS / ENV / RECORDS, parse=_parse)
+    done = {r["trial"] for r in store.records()}
+    with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, note):
+        print(f"{ENV}: {note}", flush=True)
+        for k in range(JOBS):
+            if f"job-{k}" in done:
+                continue
+            job = Job(np=tier.np, hosts=tier.hosts, command=(sys.executable, str(Path(__file__).resolve()), "worker",
+                                                             "--wait", setup.wait),
+                      prefix=tb.prefix, config=DEFAULTS_0_28, launcher=tb.launcher, timeline=None)
+            print(f"  job {k + 1} of {JOBS}", flush=True)
+            res = run_job(job, 900.0)
+            line = next((ln for ln in res.stdout.splitlines() if ln.startswith(TAG + " ")), None)
+            if res.returncode != 0 or line is None:
+                tail = [ln for ln in (res.stderr + res.stdout).splitlines() if ln.strip()][-1:] or ["no output"]
+                print(f"error: job {k + 1}: horovodrun exit {res.returncode}: {tail[0][-300:]}", file=sys.stderr)
+                return 1
+            store.append({"trial": f"job-{k}", **json.loads(line[len(TAG) + 1:]), "testbed": note,
+                          "load_avg_1m": round(os.getloadavg()[0], 2),
+                          "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    return 0
+
+
+def differences(recs: list[dict]) -> dict[tuple[str, int], list[float]]:
+    """(comparison, size) -> per job, the median over rounds of the paired difference, ms per MiB of S: ``fused32 -
+    lone32``, ``lone64 - lone32``, ``pair/2 - lone32``, ``fused64 - lone64``, ``many32 - fused32``,
+    ``renewed32 - fused32``."""
+    pairs = {"fused32 - lone32": ("fused32", "lone32", 1), "lone64 - lone32": ("lone64", "lone32", 1),
+             "pair/2 - lone32": ("pair", "lone32", 2), "fused64 - lone64": ("fused64", "lone64", 1),
+             "many32 - fused32": ("many32", "fused32", 1), "renewed32 - fused32": ("renewed32", "fused32", 1)}
+    out: dict[tuple[str, int], list[float]] = {}
+    for r in recs:
+        for k, s in enumerate(r["sizes"]):
+            for name, (a, b, div) in pairs.items():
+                d = [x / div - y for x, y in zip(r["items"][a][k], r["items"][b][k])]
+                out.setdefault((name, s), []).append(statistics.median(d) / (s / MIB))
+    return out
+
+
+def report() -> int:
+    f = RUNS / ENV / RECORDS
+    if not f.exists():
+        print(f"error: no {f}: run `python scripts/fused_variants.py measure` first", file=sys.stderr)
+        return 2
+    recs, problems = _parse(f.read_text(), f.name)
+    for p in problems:
+        print(f"skipped: {p}", file=sys.stderr)
+    print(f"{ENV}, {RECORDS}: {len(recs)} job(s)\n")
+    print("| S (MiB) | item | median over rounds and jobs (ms) | per MiB (ms) |")
+    print("|---:|---|---:|---:|")
+    for k, s in enumerate(SIZES):
+        for item in ITEMS:
+            v = statistics.median(x for r in recs for x in r["items"][item][k]) / (2 if item == "pair" else 1)
+            print(f"| {s // MIB} | {item}{' (per response)' if item == 'pair' else ''} | {v:.1f} | {v / (s / MIB):.3f} |")
+    print("\n| comparison | S (MiB) | per job (ms per MiB of S) | median |")
+    print("|---|---:|---|---:|")
+    for (name, s), v in differences(recs).items():
+        print(f"| {name} | {s // MIB} | {', '.join(f'{x:+.3f}' for x in v)} | {statistics.median(v):+.3f} |")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", choices=("measure", "report", "worker"))
+    ap.add_argument("--wait", choices=("spin", "sleep"), default="sleep", help="worker: how a rank waits")
+    a = ap.parse_args(argv)
+    return {"measure": measure, "report": report}[a.what]() if a.what != "worker" else worker(a.wait)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
