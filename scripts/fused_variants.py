@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -141,12 +142,12 @@ def measure() -> int:
                       prefix=tb.prefix, config=DEFAULTS_0_28, launcher=tb.launcher, timeline=None)
             print(f"  job {k + 1} of {JOBS}", flush=True)
             res = run_job(job, 900.0)
-            line = next((ln for ln in res.stdout.splitlines() if ln.startswith(TAG + " ")), None)
-            if res.returncode != 0 or line is None:
+            m = re.search(TAG + r" (\{.*\})", res.stdout)  # horovodrun prefixes a rank's lines
+            if res.returncode != 0 or m is None:
                 tail = [ln for ln in (res.stderr + res.stdout).splitlines() if ln.strip()][-1:] or ["no output"]
                 print(f"error: job {k + 1}: horovodrun exit {res.returncode}: {tail[0][-300:]}", file=sys.stderr)
                 return 1
-            store.append({"trial": f"job-{k}", **json.loads(line[len(TAG) + 1:]), "testbed": note,
+            store.append({"trial": f"job-{k}", **json.loads(m.group(1)), "testbed": note,
                           "load_avg_1m": round(os.getloadavg()[0], 2),
                           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return 0
