@@ -57,10 +57,22 @@ ms (both far under +215); if the backward's overlap is what the simulator misses
 1.5x its 300 ms one. The same reading for DistilBERT. The defaults at 10 ms (simulated 397.5 and 1182.1 ms) show
 what the fused responses alone cost.
 
+A fifth set (``ENV=fresh-poll-2x1-2.5gbit ... measure fused``), declared after the fourth set's report, the fused
+phase at 4-96 MiB (``scripts/fused_large.py``) and the pair taken apart (``scripts/fused_variants.py``: float32 fused
+responses pay 0.23-0.43 ms per MiB over a lone one in the probe) and before it ran (2026-12-02, session 54): does a
+replayed step pay the copies the probe pays? Two synthetic layouts at 10 ms of compute, defaults against fusion
+off: ``sixteen6`` (16 float32 tensors of 6 MiB, equal backward shares) and ``one96`` (one tensor of 96 MiB). The
+simulator at the env's charged copies: ``sixteen6`` defaults 451.5 ms (one lone 6 MiB response, then 15 tensors
+fused: 90 MiB, 26.1 ms of copies), fusion off 435.8, fusion off - defaults -15.7 ms; without the copies +10.3.
+Declared: if the replayed step pays the copies as the probe does, ``sixteen6``'s fusion off - defaults is at most -5
+ms (the probe's rates give -11 to -29); if a replayed step hides them, at least +3 ms; ``one96``'s fusion off -
+defaults within +-5 ms (the same job twice: the sitting's noise).
+
     python scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
     python scripts/step_layout_neighbours.py measure embedding   # the second set (~10 min)
     ENV=fresh-poll-2.5gbit python scripts/step_layout_neighbours.py measure anchors   # the third set
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure compute   # the fourth set (~12 min)
+    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure fused     # the fifth set (~4 min)
     python scripts/step_layout_neighbours.py report     # the prices, the anchors over price x copy rate, two latencies
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/step-layout-neighbours/<job>.jsonl`` beside the layout files; no
@@ -94,6 +106,8 @@ EMBEDDING_JOBS = {"distilbert-noemb-300ms": ("distilbert-noemb", 300.0), "vit_s1
 #: the fourth set: job -> (model, compute ms)
 COMPUTE_JOBS = {"vit_s16-10ms": ("vit_s16", 10.0), "distilbert-10ms": ("distilbert", 10.0),
                 "vit_s16-c-300ms": ("vit_s16", 300.0), "distilbert-c-300ms": ("distilbert", 300.0)}
+#: the fifth set: job -> (layout: tensors x (rows, cols) float32, compute ms)
+FUSED_JOBS = {"sixteen6-10ms": ((16, (1536, 1024)), 10.0), "one96-10ms": ((1, (6144, 4096)), 10.0)}
 #: DistilBERT's last gradient: word embeddings, 30522 x 768 float32 (89.4 MiB)
 EMBEDDING = "embeddings.word_embeddings.weight"
 
@@ -135,6 +149,17 @@ def _variant(name: str, out: Path) -> str:
     return str(f)
 
 
+def _equal_layout(name: str, n: int, shape: tuple[int, int], out: Path) -> str:
+    """``n`` float32 tensors of ``shape``, equal backward shares, written to ``out/<name>.json``; its path."""
+    f = out / f"{name}.json"
+    f.write_text(json.dumps({"schema": "autotuner.layout/1", "name": name, "order": "backward",
+                             "source": f"scripts/step_layout_neighbours.py: {n} float32 tensor(s) of "
+                                       f"{shape[0]}x{shape[1]}, equal backward shares",
+                             "tensors": [{"name": f"t{i}.weight", "shape": list(shape), "dtype": "float32",
+                                          "compute_share": 1.0 / n} for i in range(n)]}, indent=1) + "\n")
+    return str(f)
+
+
 def measure(which: str = "") -> int:
     from step_layout_sizes import replay_jobs
 
@@ -142,6 +167,9 @@ def measure(which: str = "") -> int:
     out.mkdir(parents=True, exist_ok=True)
     if which == "anchors":
         return replay_jobs(ENV, out, [(job, m, compute) for job, (m, compute) in JOBS.items() if isinstance(m, str)])
+    if which == "fused":
+        return replay_jobs(ENV, out, [(job, _equal_layout(job.split("-")[0], *spec, out), compute)
+                                      for job, (spec, compute) in FUSED_JOBS.items()])
     if which == "compute":
         return replay_jobs(ENV, out, [(job, m, compute) for job, (m, compute) in COMPUTE_JOBS.items()])
     if which == "embedding":
@@ -159,7 +187,7 @@ def report() -> int:
     print("| job | defaults, measured (median ms) | fusion off - defaults, measured (mean +- se, ms) | simulated at "
           "the env's price (ms) | the price it wants (ms) | / the env's step-phase price |")
     print("|---|---:|---:|---:|---:|---:|")
-    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS}.items():
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -283,7 +311,7 @@ def two_latencies() -> int:
 
     d0, fo = config_from_values({}), config_from_values({"fusion_threshold_mb": 0})
     jobs = {}
-    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS}.items():
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -312,9 +340,9 @@ def two_latencies() -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report"))
-    ap.add_argument("set", nargs="?", choices=("embedding", "anchors", "compute"),
+    ap.add_argument("set", nargs="?", choices=("embedding", "anchors", "compute", "fused"),
                     help="measure: the second set, the third (the two real layouts alone, on ENV), or the fourth "
-                         "(both at 10 and 300 ms of compute, on ENV)")
+                         "(both at 10 and 300 ms of compute, on ENV), or the fifth (two synthetic layouts, on ENV)")
     a = ap.parse_args(argv)
     return measure(a.set or "") if a.what == "measure" else report() or joint() or two_latencies() or copy_credits()
 
