@@ -68,11 +68,20 @@ Declared: if the replayed step pays the copies as the probe does, ``sixteen6``'s
 ms (the probe's rates give -11 to -29); if a replayed step hides them, at least +3 ms; ``one96``'s fusion off -
 defaults within +-5 ms (the same job twice: the sitting's noise).
 
+A sixth set (``ENV=fresh-poll-2x1-2.5gbit ... measure large``), declared after the fifth set's report (``sixteen6``:
+fusion off - defaults -9.4 +- 12.7 ms, a standard error that spans both declared outcomes) and before it ran
+(2026-12-02, session 54): the same question with copies twice as large beside the noise, ``sixteen16`` (16 float32
+tensors of 16 MiB) at 10 ms of compute, 8 interleaved rounds. The simulator: defaults one lone 16 MiB response, then
+128 and 112 MiB fused (71.2 ms of copies), fusion off - defaults -61.6 ms at the charged copies, +9.6 without them;
+the probe's rates (0.23-0.43 ms per MiB of 240 MiB fused) give -45 to -94. Declared: the replayed step pays the
+copies if fusion off - defaults is at most -30 ms, hides them if at least -10 ms; between, undecided.
+
     python scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
     python scripts/step_layout_neighbours.py measure embedding   # the second set (~10 min)
     ENV=fresh-poll-2.5gbit python scripts/step_layout_neighbours.py measure anchors   # the third set
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure compute   # the fourth set (~12 min)
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure fused     # the fifth set (~4 min)
+    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure large     # the sixth set (~5 min)
     python scripts/step_layout_neighbours.py report     # the prices, the anchors over price x copy rate, two latencies
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/step-layout-neighbours/<job>.jsonl`` beside the layout files; no
@@ -108,6 +117,8 @@ COMPUTE_JOBS = {"vit_s16-10ms": ("vit_s16", 10.0), "distilbert-10ms": ("distilbe
                 "vit_s16-c-300ms": ("vit_s16", 300.0), "distilbert-c-300ms": ("distilbert", 300.0)}
 #: the fifth set: job -> (layout: tensors x (rows, cols) float32, compute ms)
 FUSED_JOBS = {"sixteen6-10ms": ((16, (1536, 1024)), 10.0), "one96-10ms": ((1, (6144, 4096)), 10.0)}
+#: the sixth set (8 rounds)
+LARGE_JOBS = {"sixteen16-10ms": ((16, (4096, 1024)), 10.0)}
 #: DistilBERT's last gradient: word embeddings, 30522 x 768 float32 (89.4 MiB)
 EMBEDDING = "embeddings.word_embeddings.weight"
 
@@ -170,6 +181,9 @@ def measure(which: str = "") -> int:
     if which == "fused":
         return replay_jobs(ENV, out, [(job, _equal_layout(job.split("-")[0], *spec, out), compute)
                                       for job, (spec, compute) in FUSED_JOBS.items()])
+    if which == "large":
+        return replay_jobs(ENV, out, [(job, _equal_layout(job.split("-")[0], *spec, out), compute)
+                                      for job, (spec, compute) in LARGE_JOBS.items()], repeats=8)
     if which == "compute":
         return replay_jobs(ENV, out, [(job, m, compute) for job, (m, compute) in COMPUTE_JOBS.items()])
     if which == "embedding":
@@ -187,7 +201,7 @@ def report() -> int:
     print("| job | defaults, measured (median ms) | fusion off - defaults, measured (mean +- se, ms) | simulated at "
           "the env's price (ms) | the price it wants (ms) | / the env's step-phase price |")
     print("|---|---:|---:|---:|---:|---:|")
-    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS}.items():
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -311,7 +325,7 @@ def two_latencies() -> int:
 
     d0, fo = config_from_values({}), config_from_values({"fusion_threshold_mb": 0})
     jobs = {}
-    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS}.items():
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -340,9 +354,10 @@ def two_latencies() -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report"))
-    ap.add_argument("set", nargs="?", choices=("embedding", "anchors", "compute", "fused"),
+    ap.add_argument("set", nargs="?", choices=("embedding", "anchors", "compute", "fused", "large"),
                     help="measure: the second set, the third (the two real layouts alone, on ENV), or the fourth "
-                         "(both at 10 and 300 ms of compute, on ENV), or the fifth (two synthetic layouts, on ENV)")
+                         "(both at 10 and 300 ms of compute, on ENV), the fifth (two synthetic layouts, on ENV) or the sixth "
+                         "(sixteen16, on ENV)")
     a = ap.parse_args(argv)
     return measure(a.set or "") if a.what == "measure" else report() or joint() or two_latencies() or copy_credits()
 

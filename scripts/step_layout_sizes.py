@@ -93,9 +93,9 @@ def measure(envs: list[str]) -> int:
     return 0
 
 
-def replay_jobs(env: str, out: Path, jobs: list[tuple[str, str, float]]) -> int:
+def replay_jobs(env: str, out: Path, jobs: list[tuple[str, str, float]], repeats: int = 5) -> int:
     """Each ``(name, model, compute ms)`` of ``jobs`` replayed on ``env``'s own testbed (its sweep's setup, its step
-    phase's wait) by ``autotuner validate``: Horovod's defaults against fusion off, 5 interleaved repeats, 8 steps
+    phase's wait) by ``autotuner validate``: Horovod's defaults against fusion off, ``repeats`` interleaved repeats, 8 steps
     after 2 of warm-up, no timeline, in a scratch copy of the env (no acceptance row reads the records); the records
     copied to ``out/<name>.jsonl``. A job whose records are there is skipped (a rerun resumes). Returns 0, or 1 when a
     validate failed."""
@@ -109,7 +109,7 @@ def replay_jobs(env: str, out: Path, jobs: list[tuple[str, str, float]]) -> int:
             if (out / f"{name}.jsonl").exists():
                 continue
             cmd = [exe, "validate", "--env", env, "--model", model, "--runs-dir", tmp, "--no-autotune",
-                   "--repeats", "5", "--compute-ms", f"{compute:g}", "--steps", "8", "--warmup", "2",
+                   "--repeats", str(repeats), "--compute-ms", f"{compute:g}", "--steps", "8", "--warmup", "2",
                    "--proposals", str(props), "--name", name, *_setup_args(env)]
             print("+ " + " ".join(cmd), flush=True)
             if subprocess.run(cmd, cwd=ROOT).returncode != 0:
