@@ -1210,6 +1210,27 @@ def test_the_fused_phase_pays_the_copies_at_the_sizes_a_step_fuses():
         assert np.median([x for b, _, x in pts if b == mib * 2**20]) / mib >= 0.15, mib
 
 
+def test_the_probe_s_float32_fused_responses_pay_the_copies_whatever_the_dtype_or_tensor_count():
+    """scripts/fused_variants.py (declared before it ran), 3 jobs on fresh-poll-2x1-2.5gbit, per MiB of S (medians
+    over jobs of the per-round differences): one float32 response of 16 fused tensors costs at least 0.2 ms per MiB
+    more than one lone float32 tensor of the same bytes, at 32 and at 96 MiB (declared outcome 2); a lone float64
+    tensor costs no more than a lone float32 one (not the dtype), and 64 tensors fused no more than 16 beyond 0.15 ms
+    per MiB (not the tensor count)."""
+    import importlib.util
+    import statistics
+
+    spec = importlib.util.spec_from_file_location("fused_variants", ROOT / "scripts" / "fused_variants.py")
+    fv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fv)
+    f = RUNS / fv.ENV / fv.RECORDS
+    recs, problems = fv._parse(f.read_text(), f.name)
+    assert not problems and len(recs) == 3
+    d = {k: statistics.median(v) for k, v in fv.differences(recs).items()}
+    for s in fv.SIZES:
+        assert d[("fused32 - lone32", s)] >= 0.2 and d[("lone64 - lone32", s)] <= 0.0
+        assert abs(d[("many32 - fused32", s)]) <= 0.15
+
+
 def test_the_accuracy_table_gives_each_replay_the_step_at_both_ends():
     """``autotuner accuracy``: a replay on an env with the range carries ``predicted_range`` (the charged prediction
     at the step phase's end), the table shows it under the prediction where it moves it by more than 2 %, and an env
