@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import textwrap
 
 from ._sigint import INTERRUPTED  # noqa: E402
 from ._sigint import interrupted_while_loading as _interrupted_while_loading  # noqa: E402
@@ -232,8 +233,9 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
                       f"MAPE {f['mape_percent_with_comm_scale']:.1f}%", highlight=False)
         if regimes := fit_regime_lines(d):  # which regime each figure of a sweep env comes from
             out.print(f"{d['env']}: where each figure comes from", highlight=False)
-            for line in regimes:
-                out.print(line, highlight=False, soft_wrap=True)
+            for line in regimes:  # each figure on its own lines, wrapped to the terminal (80 columns when piped)
+                out.print(textwrap.fill(line, width=max(out.width, 40), subsequent_indent="    ",
+                                        break_long_words=False, break_on_hyphens=False), highlight=False, soft_wrap=True)
         out.print(f"wrote {path}" + (f" and {png}" if png else ""), highlight=False)
     if res.default_folder:
         out.print(f"models folder: {res.model_dir} (no --out; every command reads it before the shipped models)",

@@ -99,6 +99,25 @@ def test_empty_runs_dir(tmp_path):
     assert_one_line_error(run("fit", str(tmp_path / "runs"), "--out", str(tmp_path)), "no environment")
 
 
+def test_fit_takes_an_environment_s_own_folder_and_wraps_its_regime_lines_at_80_columns(tmp_path):
+    """``autotuner fit runs/mycluster`` (the folder ``measure --env mycluster`` wrote, env.toml inside) fits that
+    environment, as ``fit runs/`` does (it said "no environment (folder with env.toml) found" of a folder holding
+    one); piped at 80 columns, every line of "where each figure comes from" fits in 80 columns, each figure's
+    continuation indented under it."""
+    import os
+
+    p = run("fit", str(ROOT / "runs" / "fresh-poll-2x1-2.5gbit"), "--out", str(tmp_path),
+            env={**os.environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "fresh-poll-2x1-2.5gbit.json").exists()
+    lines = p.stdout.splitlines()
+    at = lines.index("fresh-poll-2x1-2.5gbit: where each figure comes from")
+    regime = lines[at + 1:next(i for i, ln in enumerate(lines) if ln.startswith("wrote "))]
+    assert len(regime) > 12 and all(len(ln) <= 80 for ln in regime), max(regime, key=len)
+    assert all(ln.startswith("  ") for ln in regime)
+    assert sum(ln.startswith("    ") for ln in regime) > sum(not ln.startswith("    ") for ln in regime) > 8
+
+
 def test_broken_row_is_reported_and_rest_fits(tmp_path):
     shutil.copytree(ROOT / "runs" / "v100-16gbit", tmp_path / "runs" / "v100-16gbit")
     rep = tmp_path / "runs" / "v100-16gbit" / "report-000.md"

@@ -162,16 +162,21 @@ def read_env(path: Path) -> EnvData:
 
 
 def read_runs(root: Path) -> tuple[list[EnvData], list[str]]:
-    """Read every environment under ``root`` (folders holding ``env.toml``), sorted by name.
+    """Read every environment under ``root`` (folders holding ``env.toml``), sorted by name; or, where ``root``
+    itself holds ``env.toml`` (``autotuner fit runs/mycluster``, the folder ``measure --env mycluster`` wrote), that
+    one environment.
 
     Returns (environments, problems). A folder without ``env.toml`` is skipped silently
-    (``validation/`` and other side folders); a broken environment is reported in problems.
-    Raises RunsError when ``root`` is missing, not a directory, or yields no environment.
+    (``validation/`` and other side folders); a broken environment is reported in problems (an environment named
+    by its own folder raises instead). Raises RunsError when ``root`` is missing, not a directory, or yields no
+    environment.
     """
     if not root.exists():
         raise RunsError(f"runs directory not found: {root}")
     if not root.is_dir():
         raise RunsError(f"not a directory: {root}")
+    if (root / "env.toml").exists():
+        return [read_env(root)], []
     envs: list[EnvData] = []
     problems: list[str] = []
     for d in sorted(p for p in root.iterdir() if p.is_dir()):
