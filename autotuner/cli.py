@@ -194,7 +194,8 @@ def _backend_opt():
 
 
 @app.command(short_help="fit a cost model per environment under RUNS_DIR")
-def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each with env.toml)"),
+def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each with env.toml), or one environment's "
+                                         "folder"),
         model_dir: Optional[Path] = typer.Option(None, "--out", show_default=False,
                                                  help="where <env>.json goes (default: $AUTOTUNER_MODEL_DIR, else "
                                                       "the user's model folder)")) -> None:
