@@ -1186,9 +1186,9 @@ def test_two_hosts_want_no_copy_credit_one_host_the_charged_one():
     """The real layouts' fusion off - defaults, one sitting per env: on the two two-host envs one small-response price
     meets every job within 2 standard errors only with the fused responses' copies free (fresh-poll-2x1-2.5gbit at 10
     and 300 ms of compute: 1.1 at 1.10 ms, against 3.5 with its 0.24 ms per MiB charged; fresh-poll-2x1-4.5gbit: 2.0
-    against 3.3); on the one-host fresh-poll-2.5gbit only with them charged (0.5 against 3.8). The env's own fused
-    phase pays them at 4-96 MiB (the test below): the phases and the steps disagree on two hosts
-    (docs/accuracy.md, "What fusion off saves on two hosts")."""
+    against 3.3); on the one-host fresh-poll-2.5gbit only with them charged (0.5 against 3.8). A fit direction, not
+    the mechanism: the copies are paid, by the probe and by a replayed step (the tests below), so it says what the two
+    layouts' differences want, not why (docs/accuracy.md, "What fusion off saves on two hosts")."""
     for env in ("fresh-poll-2x1-2.5gbit", "fresh-poll-2x1-4.5gbit"):
         assert _nearest_se(env, "free") <= 2.05 < 3.0 < _nearest_se(env, "charged"), env
     assert _nearest_se("fresh-poll-2.5gbit", "charged") <= 1.0 and _nearest_se("fresh-poll-2.5gbit", "free") > 3.0
