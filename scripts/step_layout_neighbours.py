@@ -76,12 +76,26 @@ tensors of 16 MiB) at 10 ms of compute, 8 interleaved rounds. The simulator: def
 the probe's rates (0.23-0.43 ms per MiB of 240 MiB fused) give -45 to -94. Declared: the replayed step pays the
 copies if fusion off - defaults is at most -30 ms, hides them if at least -10 ms; between, undecided.
 
+A seventh set (``ENV=fresh-poll-2x1-2.5gbit ... measure split``), declared after the sixth set's report (the copies
+are paid: a replayed 16 x 16 MiB step, the probe's pair taken apart, DistilBERT's own timeline) and before it ran
+(2026-12-02, session 54): the two real layouts at 10 ms of compute, each whole (anchors) and split in two, 6
+interleaved rounds: ``-nosmall`` (every tensor of 256 KiB and more: the mid-size and large responses) and
+``-small`` (every tensor under 256 KiB: the small responses), each split with equal backward shares. The simulator's
+fusion off - defaults at the env's charged price (1.95 ms) and copies: vit_s16 whole +215.4, nosmall +12.7, small
++194.4; DistilBERT whole +75.8, nosmall -47.9, small +116.3 (at 1.0 ms per small response: small +101.4 and +62.2).
+The fourth set measured the wholes at +140.2 and +105.9. Declared: (1) the parts add up: each whole's measured
+difference within 2 standard errors (combined) of its two parts' sum; (2) if the small responses are what the
+simulator misprices, each ``-nosmall`` meets its simulated difference within 2 standard errors and the ``-small``
+parts want prices of their own; (3) if the mid-size and large responses are, a ``-nosmall`` misses by more than 2
+standard errors (DistilBERT's by more than +20 ms, as its whole is 30 ms dearer than simulated).
+
     python scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
     python scripts/step_layout_neighbours.py measure embedding   # the second set (~10 min)
     ENV=fresh-poll-2.5gbit python scripts/step_layout_neighbours.py measure anchors   # the third set
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure compute   # the fourth set (~12 min)
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure fused     # the fifth set (~4 min)
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure large     # the sixth set (~5 min)
+    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure split     # the seventh set (~12 min)
     python scripts/step_layout_neighbours.py report     # the prices, the anchors over price x copy rate, two latencies
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/step-layout-neighbours/<job>.jsonl`` beside the layout files; no
@@ -119,6 +133,13 @@ COMPUTE_JOBS = {"vit_s16-10ms": ("vit_s16", 10.0), "distilbert-10ms": ("distilbe
 FUSED_JOBS = {"sixteen6-10ms": ((16, (1536, 1024)), 10.0), "one96-10ms": ((1, (6144, 4096)), 10.0)}
 #: the sixth set (8 rounds)
 LARGE_JOBS = {"sixteen16-10ms": ((16, (4096, 1024)), 10.0)}
+#: the seventh set (6 rounds): job -> (model, compute ms); ``-nosmall`` / ``-small`` written by :func:`_split`
+SPLIT_JOBS = {"vit_s16-s-10ms": ("vit_s16", 10.0), "vit_s16-nosmall-10ms": ("vit_s16-nosmall", 10.0),
+              "vit_s16-small-10ms": ("vit_s16-small", 10.0), "distilbert-s-10ms": ("distilbert", 10.0),
+              "distilbert-nosmall-10ms": ("distilbert-nosmall", 10.0),
+              "distilbert-small-10ms": ("distilbert-small", 10.0)}
+#: the split between small and mid-size responses (bytes): the env's knee (``large_from_bytes``)
+SPLIT_BYTES = 262144
 #: DistilBERT's last gradient: word embeddings, 30522 x 768 float32 (89.4 MiB)
 EMBEDDING = "embeddings.word_embeddings.weight"
 
@@ -138,7 +159,7 @@ def _measured_model(job: str, what) -> str:
     """What ``job`` replayed, as ``make_scenario`` takes it: a shipped model's name, or the layout file written
     beside its records (a ``-emb`` / ``-noemb`` variant, or a synthetic layout of step_layout_sizes.layout's)."""
     if isinstance(what, str):
-        return str(RUNS / ENV / SUB / f"{what}.json") if what.endswith("emb") else what
+        return str(RUNS / ENV / SUB / f"{what}.json") if what.endswith(("emb", "small")) else what
     return str(RUNS / ENV / SUB / f"{job.split('-')[0]}.json")
 
 
@@ -171,6 +192,23 @@ def _equal_layout(name: str, n: int, shape: tuple[int, int], out: Path) -> str:
     return str(f)
 
 
+def _split(name: str, out: Path) -> str:
+    """``<model>-nosmall`` (the shipped layout's tensors of :data:`SPLIT_BYTES` and more) or ``<model>-small`` (those
+    under it), equal backward shares, written to ``out/<name>.json``; its path."""
+    import math
+
+    model, kind = name.rsplit("-", 1)
+    base = json.loads((ROOT / "autotuner" / "layouts" / f"{model}.json").read_text())
+    keep = [t for t in base["tensors"] if (4 * math.prod(t["shape"]) >= SPLIT_BYTES) == (kind == "nosmall")]
+    base.update(name=name, source=f"scripts/step_layout_neighbours.py: the shipped {model} layout's tensors "
+                                  f"{'of' if kind == 'nosmall' else 'under'} {SPLIT_BYTES} bytes"
+                                  f"{' and more' if kind == 'nosmall' else ''}, equal backward shares",
+                tensors=[dict(t, compute_share=1.0 / len(keep)) for t in keep])
+    f = out / f"{name}.json"
+    f.write_text(json.dumps(base, indent=1) + "\n")
+    return str(f)
+
+
 def measure(which: str = "") -> int:
     from step_layout_sizes import replay_jobs
 
@@ -181,6 +219,9 @@ def measure(which: str = "") -> int:
     if which == "fused":
         return replay_jobs(ENV, out, [(job, _equal_layout(job.split("-")[0], *spec, out), compute)
                                       for job, (spec, compute) in FUSED_JOBS.items()])
+    if which == "split":
+        return replay_jobs(ENV, out, [(job, _split(m, out) if m.endswith("small") else m, compute)
+                                      for job, (m, compute) in SPLIT_JOBS.items()], repeats=6)
     if which == "large":
         return replay_jobs(ENV, out, [(job, _equal_layout(job.split("-")[0], *spec, out), compute)
                                       for job, (spec, compute) in LARGE_JOBS.items()], repeats=8)
@@ -201,7 +242,7 @@ def report() -> int:
     print("| job | defaults, measured (median ms) | fusion off - defaults, measured (mean +- se, ms) | simulated at "
           "the env's price (ms) | the price it wants (ms) | / the env's step-phase price |")
     print("|---|---:|---:|---:|---:|---:|")
-    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS}.items():
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS, **SPLIT_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -325,7 +366,7 @@ def two_latencies() -> int:
 
     d0, fo = config_from_values({}), config_from_values({"fusion_threshold_mb": 0})
     jobs = {}
-    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS}.items():
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS, **SPLIT_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -354,10 +395,10 @@ def two_latencies() -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report"))
-    ap.add_argument("set", nargs="?", choices=("embedding", "anchors", "compute", "fused", "large"),
+    ap.add_argument("set", nargs="?", choices=("embedding", "anchors", "compute", "fused", "large", "split"),
                     help="measure: the second set, the third (the two real layouts alone, on ENV), or the fourth "
-                         "(both at 10 and 300 ms of compute, on ENV), the fifth (two synthetic layouts, on ENV) or the sixth "
-                         "(sixteen16, on ENV)")
+                         "(both at 10 and 300 ms of compute, on ENV), the fifth (two synthetic layouts, on ENV) the sixth "
+                         "(sixteen16, on ENV) or the seventh (both split at 256 KiB, on ENV)")
     a = ap.parse_args(argv)
     return measure(a.set or "") if a.what == "measure" else report() or joint() or two_latencies() or copy_credits()
 
