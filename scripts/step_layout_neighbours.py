@@ -89,6 +89,21 @@ simulator misprices, each ``-nosmall`` meets its simulated difference within 2 s
 parts want prices of their own; (3) if the mid-size and large responses are, a ``-nosmall`` misses by more than 2
 standard errors (DistilBERT's by more than +20 ms, as its whole is 30 ms dearer than simulated).
 
+An eighth set (``ENV=fresh-poll-2x1-2.5gbit ... measure neighbours``), declared after the seventh set's report and
+before it ran (2026-12-02, session 54). The seventh set found the parts do not add up in DistilBERT: its small
+responses cost +61 ms alone (62 of them, 1.0 ms each) and +152 ms among its mid-size and large responses (whole -
+nosmall, medians; 2.45 ms each), where vit_s16's cost +89 alone and +110 among its own (0.86 and 1.09 ms each).
+DistilBERT's small responses follow 9 MiB responses (12 of 62) and 2.25 MiB ones (24); vit_s16's never follow
+anything over 2.25 MiB. So: does a small response cost more after a larger response? Synthetic layouts at 10 ms of
+compute, each a block of one weight then one 3 KiB vector (768 float32, after its weight in backward order, as
+DistilBERT's ``lin1.bias`` after ``lin2.weight``), against the same weights without the vectors, 6 rounds:
+``alt2m`` (32 blocks, 2.25 MiB weights) and ``alt9m`` (16 blocks, 9 MiB weights), ``-nov`` without the vectors. A
+small response's cost after a weight of L: ``a(L) = ((fusion off - defaults) with the vectors - without) / blocks``.
+The simulator charges the same for every small response: a(2.25 MiB) = 2.01 ms, a(9 MiB) = 1.74 ms. Declared: if a
+small response costs more after a larger response, a(9 MiB) - a(2.25 MiB) is at least 1.0 ms and a(9 MiB) at least
+2.0 ms; if not, the two are within 0.5 ms of each other and DistilBERT's interleaving cost is not its neighbours'
+size.
+
     python scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
     python scripts/step_layout_neighbours.py measure embedding   # the second set (~10 min)
     ENV=fresh-poll-2.5gbit python scripts/step_layout_neighbours.py measure anchors   # the third set
@@ -96,6 +111,7 @@ standard errors (DistilBERT's by more than +20 ms, as its whole is 30 ms dearer 
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure fused     # the fifth set (~4 min)
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure large     # the sixth set (~5 min)
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure split     # the seventh set (~12 min)
+    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure neighbours   # the eighth set (~10 min)
     python scripts/step_layout_neighbours.py report     # the prices, the anchors over price x copy rate, two latencies
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/step-layout-neighbours/<job>.jsonl`` beside the layout files; no
@@ -140,6 +156,9 @@ SPLIT_JOBS = {"vit_s16-s-10ms": ("vit_s16", 10.0), "vit_s16-nosmall-10ms": ("vit
               "distilbert-small-10ms": ("distilbert-small", 10.0)}
 #: the split between small and mid-size responses (bytes): the env's knee (``large_from_bytes``)
 SPLIT_BYTES = 262144
+#: the eighth set (6 rounds): job -> ((blocks, weight shape, with the vectors), compute ms)
+NEIGHBOUR_JOBS = {"alt2m-10ms": ((32, (768, 768), True), 10.0), "alt2m-nov-10ms": ((32, (768, 768), False), 10.0),
+                  "alt9m-10ms": ((16, (768, 3072), True), 10.0), "alt9m-nov-10ms": ((16, (768, 3072), False), 10.0)}
 #: DistilBERT's last gradient: word embeddings, 30522 x 768 float32 (89.4 MiB)
 EMBEDDING = "embeddings.word_embeddings.weight"
 
@@ -160,7 +179,7 @@ def _measured_model(job: str, what) -> str:
     beside its records (a ``-emb`` / ``-noemb`` variant, or a synthetic layout of step_layout_sizes.layout's)."""
     if isinstance(what, str):
         return str(RUNS / ENV / SUB / f"{what}.json") if what.endswith(("emb", "small")) else what
-    return str(RUNS / ENV / SUB / f"{job.split('-')[0]}.json")
+    return str(RUNS / ENV / SUB / f"{job.rsplit('-', 1)[0]}.json")
 
 
 def _variant(name: str, out: Path) -> str:
@@ -209,6 +228,23 @@ def _split(name: str, out: Path) -> str:
     return str(f)
 
 
+def _alternating(name: str, blocks: int, shape: tuple[int, int], vectors: bool, out: Path) -> str:
+    """``blocks`` blocks of one float32 weight of ``shape`` (equal backward shares) and, with ``vectors``, a 768-element
+    vector after it (share 0), written to ``out/<name>.json``; its path."""
+    tensors = []
+    for b in range(blocks):
+        tensors.append({"name": f"block{b}.weight", "shape": list(shape), "dtype": "float32",
+                        "compute_share": 1.0 / blocks})
+        if vectors:
+            tensors.append({"name": f"block{b}.bias", "shape": [768], "dtype": "float32", "compute_share": 0.0})
+    f = out / f"{name}.json"
+    f.write_text(json.dumps({"schema": "autotuner.layout/1", "name": name, "order": "backward",
+                             "source": f"scripts/step_layout_neighbours.py: {blocks} blocks of a {shape[0]}x{shape[1]} "
+                                       f"float32 weight{' then a 768-element vector' if vectors else ''}",
+                             "tensors": tensors}, indent=1) + "\n")
+    return str(f)
+
+
 def measure(which: str = "") -> int:
     from step_layout_sizes import replay_jobs
 
@@ -219,6 +255,9 @@ def measure(which: str = "") -> int:
     if which == "fused":
         return replay_jobs(ENV, out, [(job, _equal_layout(job.split("-")[0], *spec, out), compute)
                                       for job, (spec, compute) in FUSED_JOBS.items()])
+    if which == "neighbours":
+        return replay_jobs(ENV, out, [(job, _alternating(job.rsplit("-", 1)[0], *spec, out), compute)
+                                      for job, (spec, compute) in NEIGHBOUR_JOBS.items()], repeats=6)
     if which == "split":
         return replay_jobs(ENV, out, [(job, _split(m, out) if m.endswith("small") else m, compute)
                                       for job, (m, compute) in SPLIT_JOBS.items()], repeats=6)
@@ -242,7 +281,8 @@ def report() -> int:
     print("| job | defaults, measured (median ms) | fusion off - defaults, measured (mean +- se, ms) | simulated at "
           "the env's price (ms) | the price it wants (ms) | / the env's step-phase price |")
     print("|---|---:|---:|---:|---:|---:|")
-    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS, **SPLIT_JOBS}.items():
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS, **SPLIT_JOBS,
+                                **NEIGHBOUR_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -366,7 +406,8 @@ def two_latencies() -> int:
 
     d0, fo = config_from_values({}), config_from_values({"fusion_threshold_mb": 0})
     jobs = {}
-    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS, **SPLIT_JOBS}.items():
+    for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS, **SPLIT_JOBS,
+                                **NEIGHBOUR_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -395,10 +436,12 @@ def two_latencies() -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report"))
-    ap.add_argument("set", nargs="?", choices=("embedding", "anchors", "compute", "fused", "large", "split"),
+    ap.add_argument("set", nargs="?", choices=("embedding", "anchors", "compute", "fused", "large", "split",
+                                                   "neighbours"),
                     help="measure: the second set, the third (the two real layouts alone, on ENV), or the fourth "
                          "(both at 10 and 300 ms of compute, on ENV), the fifth (two synthetic layouts, on ENV) the sixth "
-                         "(sixteen16, on ENV) or the seventh (both split at 256 KiB, on ENV)")
+                         "(sixteen16, on ENV) the seventh (both split at 256 KiB, on ENV) or the "
+                         "eighth (a small response after a 2.25 or 9 MiB one, on ENV)")
     a = ap.parse_args(argv)
     return measure(a.set or "") if a.what == "measure" else report() or joint() or two_latencies() or copy_credits()
 
