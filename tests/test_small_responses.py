@@ -1254,6 +1254,36 @@ def test_a_replayed_step_pays_the_copies_too():
     assert np.median([(r.memcpy_in_us + r.memcpy_out_us) / 1e3 / (r.nbytes / 2**20) for r in big]) >= 0.15
 
 
+def _median_difference_ms(env: str, job: str) -> float:
+    """Median over rounds of fusion off - defaults (ms) of one job of scripts/step_layout_neighbours.py."""
+    from autotuner.readers.runs import parse_records
+
+    f = RUNS / env / "experiments" / "step-layout-neighbours" / f"{job}.jsonl"
+    recs, problems = parse_records(f.read_text(), f.name)
+    assert not problems
+    by: dict[str, dict[str, float]] = {}
+    for r in recs:
+        assert r["status"] == "ok" and not r["timeline_recorded"]
+        by.setdefault(r["trial"].rsplit("/", 1)[1], {})[r["label"]] = r["measured_step_time_ms"]
+    return float(np.median([x["proposal-1"] - x["default"] for x in by.values()]))
+
+
+def test_small_responses_cost_more_among_distilbert_s_large_responses_than_alone():
+    """The seventh set (declared before it ran; 10 ms of compute, 6 rounds, fresh-poll-2x1-2.5gbit), medians of fusion
+    off - defaults: DistilBERT's 62 small responses cost +61 ms alone and +152 among its mid-size and large ones
+    (whole - mid-size-and-large), at least twice as much; vit_s16's 101 cost +89 alone and +110 among its own, less
+    than 1.5 times. Alone, each costs under 1.1 ms (the difference over their count), under the step phase's charged 1.95
+    (docs/accuracy.md, "What fusion off saves on two hosts")."""
+    env = "fresh-poll-2x1-2.5gbit"
+    m = {j: _median_difference_ms(env, j) for j in ("vit_s16-s-10ms", "vit_s16-nosmall-10ms", "vit_s16-small-10ms",
+                                                    "distilbert-s-10ms", "distilbert-nosmall-10ms",
+                                                    "distilbert-small-10ms")}
+    among_d = m["distilbert-s-10ms"] - m["distilbert-nosmall-10ms"]
+    among_v = m["vit_s16-s-10ms"] - m["vit_s16-nosmall-10ms"]
+    assert among_d >= 2 * m["distilbert-small-10ms"] and among_v <= 1.5 * m["vit_s16-small-10ms"]
+    assert m["distilbert-small-10ms"] / 62 < 1.1 and m["vit_s16-small-10ms"] / 101 < 1.1
+
+
 def test_the_accuracy_table_gives_each_replay_the_step_at_both_ends():
     """``autotuner accuracy``: a replay on an env with the range carries ``predicted_range`` (the charged prediction
     at the step phase's end), the table shows it under the prediction where it moves it by more than 2 %, and an env
