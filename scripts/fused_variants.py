@@ -25,11 +25,30 @@ Declared before it ran (2026-12-02, session 54), per MiB of S, medians over jobs
 3. tensor count: ``many32`` within 0.05 ms per MiB of ``fused32``, or not.
 4. renewed values: ``renewed32`` within 0.05 ms per MiB of ``fused32``, or not.
 
+A second set (``--set neighbours``), declared after the eighth set of ``scripts/step_layout_neighbours.py`` (replays
+minutes apart on a contended host could not resolve it) and before it ran (2026-12-02, session 54): does a small
+response cost more right after a larger response? The seventh set found DistilBERT's small responses cost 2.45 ms
+each among its 2.25 and 9 MiB responses and 1.0 ms alone, vit_s16's 1.09 among responses of at most 2.25 MiB and
+0.86 alone. One job, fusion off (``HOROVOD_FUSION_THRESHOLD=0``), every item once per round, 5 rounds after 1 of
+warm-up, 3 jobs, enqueued at once and waited for as above:
+
+* ``weights``: 16 float32 tensors of L (16 lone responses back to back);
+* ``interleaved``: the same 16 with a 3 KiB vector (768 float32) enqueued after each (32 responses, each small one
+  after a weight);
+* ``vectors``: the 16 vectors alone;
+
+for L = 2.25 and 9 MiB. A small response after a weight of L costs ``a(L) = (interleaved - weights) / 16`` (ms, median
+over rounds, then over jobs), one among small ones ``vectors / 16``. Declared: if a small response costs more after a
+larger one, a(9 MiB) - a(2.25 MiB) is at least 0.5 ms and a(9 MiB) at least 1.5x ``vectors / 16``; if not, a(9 MiB)
+is within 0.3 ms of a(2.25 MiB).
+
     python scripts/fused_variants.py measure    # as root, alone (~3 min)
     python scripts/fused_variants.py report
+    python scripts/fused_variants.py measure --set neighbours    # the second set (~2 min)
+    python scripts/fused_variants.py report --set neighbours
 
-Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-variants.jsonl`` (one line per job, appended job by job;
-a killed run resumes); no fit reads them.
+Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-variants.jsonl`` and, for the second set,
+``fused-variants-neighbours.jsonl`` (one line per job, appended job by job; a killed run resumes); no fit reads them.
 """
 from __future__ import annotations
 
@@ -48,26 +67,38 @@ MIB = 2**20
 SIZES = (32 * MIB, 96 * MIB)
 ITEMS = ("lone32", "lone64", "pair", "fused32", "fused64", "many32", "renewed32")
 RECORDS = "experiments/fused-variants.jsonl"
+#: the second set: items and weight sizes L (bytes), fusion off
+NEIGHBOUR_ITEMS = ("weights", "interleaved", "vectors")
+NEIGHBOUR_SIZES = (9 * 2**18, 9 * 2**20)  # 2.25 and 9 MiB
+VECTOR = 768  # float32 elements of a small response (3 KiB)
+#: set -> (items, sizes, records, fusion off)
+SETS = {"pair": (ITEMS, SIZES, RECORDS, False),
+        "neighbours": (NEIGHBOUR_ITEMS, NEIGHBOUR_SIZES, "experiments/fused-variants-neighbours.jsonl", True)}
 TAG = "AUTOTUNER_FUSED_VARIANTS"
 JOBS, ROUNDS, WARMUP = 3, 5, 1
 WAIT_POLL_S = 0.0002  # as the replay's --wait sleep (autotuner.frameworks.horovod.replay.WAIT_POLL_S)
 
 
-def worker(wait: str) -> int:
-    """Runs on every rank under horovodrun: each item of :data:`ITEMS` at each size of :data:`SIZES`, once per round;
-    rank 0 prints one ``TAG {json}`` line: ``{"sizes": [...], "items": {item: [[ms per round] per size]}}``."""
+def worker(wait: str, which: str = "pair") -> int:
+    """Runs on every rank under horovodrun: each item of the set ``which`` (:data:`SETS`) at each of its sizes, once
+    per round; rank 0 prints one ``TAG {json}`` line: ``{"sizes": [...], "items": {item: [[ms per round] per size]}}``."""
     import horovod.torch as hvd
     import torch
 
     hvd.init()
     torch.manual_seed(hvd.rank())
+    items, sizes, _, _ = SETS[which]
 
     def tensors(item: str, s: int) -> list:
         f32, f64 = torch.float32, torch.float64
-        spec = {"lone32": [(s // 4, f32)], "lone64": [(s // 8, f64)],
-                "pair": [(s // 32, f32)] * 8 + [(s // 64, f64)] * 8,
-                "fused32": [(s // 64, f32)] * 16, "fused64": [(s // 128, f64)] * 16,
-                "many32": [(s // 256, f32)] * 64, "renewed32": [(s // 64, f32)] * 16}[item]
+        if which == "neighbours":  # 16 weights of s bytes, each followed (interleaved) by a vector, or the vectors
+            spec = {"weights": [(s // 4, f32)] * 16, "interleaved": [(s // 4, f32), (VECTOR, f32)] * 16,
+                    "vectors": [(VECTOR, f32)] * 16}[item]
+        else:
+            spec = {"lone32": [(s // 4, f32)], "lone64": [(s // 8, f64)],
+                    "pair": [(s // 32, f32)] * 8 + [(s // 64, f64)] * 8,
+                    "fused32": [(s // 64, f32)] * 16, "fused64": [(s // 128, f64)] * 16,
+                    "many32": [(s // 256, f32)] * 64, "renewed32": [(s // 64, f32)] * 16}[item]
         return [(torch.ones(n, dtype=dt), f"fv.{item}.{s}.{i}") for i, (n, dt) in enumerate(spec)]
 
     def wait_all(hs) -> None:
@@ -77,11 +108,11 @@ def worker(wait: str) -> int:
         for h in hs:
             hvd.synchronize(h)
 
-    out: dict[str, list[list[float]]] = {item: [[] for _ in SIZES] for item in ITEMS}
-    held = {(item, s): tensors(item, s) for item in ITEMS for s in SIZES}
+    out: dict[str, list[list[float]]] = {item: [[] for _ in sizes] for item in items}
+    held = {(item, s): tensors(item, s) for item in items for s in sizes}
     for r in range(WARMUP + ROUNDS):
-        for k, s in enumerate(SIZES):
-            for item in ITEMS:
+        for k, s in enumerate(sizes):
+            for item in items:
                 ts = held[(item, s)]
                 if item == "renewed32":
                     for t, _ in ts:
@@ -92,22 +123,23 @@ def worker(wait: str) -> int:
                 if r >= WARMUP:
                     out[item][k].append(round((time.perf_counter() - t0) * 1e3, 4))
     if hvd.rank() == 0:
-        print(f"{TAG} " + json.dumps({"sizes": list(SIZES), "items": out, "ranks": hvd.size(), "wait": wait}),
+        print(f"{TAG} " + json.dumps({"sizes": list(sizes), "items": out, "ranks": hvd.size(), "wait": wait}),
               flush=True)
     time.sleep(0.2)
     hvd.shutdown()
     return 0
 
 
-def _parse(text: str, source: str) -> tuple[list[dict], list[str]]:
-    """Records of :data:`RECORDS`: one JSON object per line with ``trial``, ``sizes`` and ``items``."""
+def _parse(text: str, source: str, which: str = "pair") -> tuple[list[dict], list[str]]:
+    """Records of the set ``which``'s file: one JSON object per line with ``trial``, ``sizes`` and ``items``."""
+    items, sizes, _, _ = SETS[which]
     recs, problems = [], []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
             r = json.loads(line)
-            if not (isinstance(r, dict) and "trial" in r and r["sizes"] == list(SIZES) and set(r["items"]) == set(ITEMS)):
+            if not (isinstance(r, dict) and "trial" in r and r["sizes"] == list(sizes) and set(r["items"]) == set(items)):
                 raise ValueError("not a fused-variants record")
         except (ValueError, KeyError, TypeError) as e:
             problems.append(f"{source}:{i}: {e}")
@@ -116,9 +148,11 @@ def _parse(text: str, source: str) -> tuple[list[dict], list[str]]:
     return recs, problems
 
 
-def measure() -> int:
-    """:data:`JOBS` jobs on the env's own recorded testbed, each appended to :data:`RECORDS` when it ends."""
+def measure(which: str = "pair") -> int:
+    """:data:`JOBS` jobs of the set ``which`` on the env's own recorded testbed, each appended to its records file
+    when it ends."""
     import os
+    from dataclasses import replace
 
     from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
     from autotuner.frameworks.horovod.launch import Job, run_job
@@ -129,8 +163,9 @@ def measure() -> int:
     s = json.loads((RUNS / ENV / "sweep.jsonl").open().readline())["setup"]
     setup = SweepSetup(**s)
     tier = tiers(setup.np, setup.hosts)[-1]
-    (RUNS / ENV / RECORDS).parent.mkdir(parents=True, exist_ok=True)
-    store = TrialStore(RUNS / ENV / RECORDS, parse=_parse)
+    _, _, records, fusion_off = SETS[which]
+    (RUNS / ENV / records).parent.mkdir(parents=True, exist_ok=True)
+    store = TrialStore(RUNS / ENV / records, parse=lambda text, src: _parse(text, src, which))
     done = {r["trial"] for r in store.records()}
     with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, note):
         print(f"{ENV}: {note}", flush=True)
@@ -138,8 +173,9 @@ def measure() -> int:
             if f"job-{k}" in done:
                 continue
             job = Job(np=tier.np, hosts=tier.hosts, command=(sys.executable, str(Path(__file__).resolve()), "worker",
-                                                             "--wait", setup.wait),
-                      prefix=tb.prefix, config=DEFAULTS_0_28, launcher=tb.launcher, timeline=None)
+                                                             "--wait", setup.wait, "--set", which),
+                      prefix=tb.prefix, config=replace(DEFAULTS_0_28, fusion_threshold_bytes=0) if fusion_off
+                      else DEFAULTS_0_28, launcher=tb.launcher, timeline=None)
             print(f"  job {k + 1} of {JOBS}", flush=True)
             res = run_job(job, 900.0)
             m = re.search(TAG + r" (\{.*\})", res.stdout)  # horovodrun prefixes a rank's lines
@@ -169,15 +205,40 @@ def differences(recs: list[dict]) -> dict[tuple[str, int], list[float]]:
     return out
 
 
-def report() -> int:
-    f = RUNS / ENV / RECORDS
+def neighbour_costs(recs: list[dict]) -> dict[str, list[float]]:
+    """The second set: per job, ``a(L)`` for each weight size (``"a(2.25 MiB)"``, ``"a(9 MiB)"``: (interleaved -
+    weights) / 16, medians over rounds of the paired difference) and ``"alone"`` (vectors / 16, median over rounds and
+    sizes), ms per small response."""
+    out: dict[str, list[float]] = {}
+    for r in recs:
+        for k, s in enumerate(r["sizes"]):
+            d = [x - y for x, y in zip(r["items"]["interleaved"][k], r["items"]["weights"][k])]
+            out.setdefault(f"a({s / 2**20:g} MiB)", []).append(statistics.median(d) / 16)
+        out.setdefault("alone", []).append(statistics.median(x for v in r["items"]["vectors"] for x in v) / 16)
+    return out
+
+
+def report(which: str = "pair") -> int:
+    items, sizes, records, _ = SETS[which]
+    f = RUNS / ENV / records
     if not f.exists():
-        print(f"error: no {f}: run `python scripts/fused_variants.py measure` first", file=sys.stderr)
+        print(f"error: no {f}: run `python scripts/fused_variants.py measure --set {which}` first", file=sys.stderr)
         return 2
-    recs, problems = _parse(f.read_text(), f.name)
+    recs, problems = _parse(f.read_text(), f.name, which)
     for p in problems:
         print(f"skipped: {p}", file=sys.stderr)
-    print(f"{ENV}, {RECORDS}: {len(recs)} job(s)\n")
+    print(f"{ENV}, {records}: {len(recs)} job(s)\n")
+    if which == "neighbours":
+        print("| S (MiB) | item | median over rounds and jobs (ms) |")
+        print("|---:|---|---:|")
+        for k, s in enumerate(sizes):
+            for item in items:
+                print(f"| {s / MIB:g} | {item} | {statistics.median(x for r in recs for x in r['items'][item][k]):.1f} |")
+        print("\n| small response | per job (ms) | median (ms) |")
+        print("|---|---|---:|")
+        for name, v in neighbour_costs(recs).items():
+            print(f"| {name} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
+        return 0
     print("| S (MiB) | item | median over rounds and jobs (ms) | per MiB (ms) |")
     print("|---:|---|---:|---:|")
     for k, s in enumerate(SIZES):
@@ -195,8 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report", "worker"))
     ap.add_argument("--wait", choices=("spin", "sleep"), default="sleep", help="worker: how a rank waits")
+    ap.add_argument("--set", choices=tuple(SETS), default="pair", help="the fused pair taken apart, or the neighbours")
     a = ap.parse_args(argv)
-    return {"measure": measure, "report": report}[a.what]() if a.what != "worker" else worker(a.wait)
+    return {"measure": measure, "report": report}[a.what](a.set) if a.what != "worker" else worker(a.wait, a.set)
 
 
 if __name__ == "__main__":
