@@ -1284,6 +1284,25 @@ def test_small_responses_cost_more_among_distilbert_s_large_responses_than_alone
     assert m["distilbert-small-10ms"] / 62 < 1.1 and m["vit_s16-small-10ms"] / 101 < 1.1
 
 
+def test_a_small_response_costs_no_more_right_after_a_larger_one_in_the_probe():
+    """scripts/fused_variants.py --set neighbours (declared before it ran; 3 jobs, fusion off, on
+    fresh-poll-2x1-2.5gbit): a small response right after a 9 MiB response costs within 0.3 ms of one right after a
+    2.25 MiB response (1.43 against 1.54 ms, medians over jobs; among small ones, 1.41): declared outcome 2, the
+    neighbour's size is not what makes DistilBERT's small responses dearer in a replayed step (docs/accuracy.md,
+    "What fusion off saves on two hosts")."""
+    import importlib.util
+    import statistics
+
+    spec = importlib.util.spec_from_file_location("fused_variants", ROOT / "scripts" / "fused_variants.py")
+    fv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fv)
+    f = RUNS / fv.ENV / fv.SETS["neighbours"][2]
+    recs, problems = fv._parse(f.read_text(), f.name, "neighbours")
+    assert not problems and len(recs) == 3
+    a = {k: statistics.median(v) for k, v in fv.neighbour_costs(recs).items()}
+    assert abs(a["a(9 MiB)"] - a["a(2.25 MiB)"]) <= 0.3 and a["a(9 MiB)"] < 1.5 * a["alone"]
+
+
 def test_the_accuracy_table_gives_each_replay_the_step_at_both_ends():
     """``autotuner accuracy``: a replay on an env with the range carries ``predicted_range`` (the charged prediction
     at the step phase's end), the table shows it under the prediction where it moves it by more than 2 %, and an env
