@@ -42,10 +42,22 @@ over rounds, then over jobs), one among small ones ``vectors / 16``. Declared: i
 larger one, a(9 MiB) - a(2.25 MiB) is at least 0.5 ms and a(9 MiB) at least 1.5x ``vectors / 16``; if not, a(9 MiB)
 is within 0.3 ms of a(2.25 MiB).
 
+A third set (``--set layouts``), declared after the second set's report (a small response after a 9 MiB response
+costs 1.43 ms, after a 2.25 MiB one 1.54, after a small one 1.41: not the neighbour's size) and before it ran
+(2026-12-02, session 54): the real layouts' own orders, enqueued at once in one fusion-off job, against their parts.
+For vit_s16 and DistilBERT (the ``sizes`` axis indexes :data:`LAYOUT_MODELS`), in their layouts' backward order:
+``whole`` (every tensor), ``nosmall`` (the tensors of 256 KiB and more), ``small`` (the others). The replays of the
+seventh set of ``scripts/step_layout_neighbours.py`` (tensors handed over through a 10 ms step's backward, cycle by
+cycle) measured a small response at 2.45 ms among DistilBERT's larger ones (whole - nosmall, over 62) against 1.0 alone,
+and 1.09 against 0.86 in vit_s16. Declared: if the replay's hand-over is what makes them dearer, here DistilBERT's
+(whole - nosmall) / 62 is within 0.3 ms of its small / 62; if DistilBERT's order itself is, it is at least 1.5x.
+
     python scripts/fused_variants.py measure    # as root, alone (~3 min)
     python scripts/fused_variants.py report
     python scripts/fused_variants.py measure --set neighbours    # the second set (~2 min)
     python scripts/fused_variants.py report --set neighbours
+    python scripts/fused_variants.py measure --set layouts    # the third set (~2 min)
+    python scripts/fused_variants.py report --set layouts
 
 Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-variants.jsonl`` and, for the second set,
 ``fused-variants-neighbours.jsonl`` (one line per job, appended job by job; a killed run resumes); no fit reads them.
@@ -71,9 +83,23 @@ RECORDS = "experiments/fused-variants.jsonl"
 NEIGHBOUR_ITEMS = ("weights", "interleaved", "vectors")
 NEIGHBOUR_SIZES = (9 * 2**18, 9 * 2**20)  # 2.25 and 9 MiB
 VECTOR = 768  # float32 elements of a small response (3 KiB)
+#: the third set: the shipped layouts (``sizes`` axis: 1-based index into this), items, the small/large split (bytes)
+LAYOUT_MODELS = ("vit_s16", "distilbert")
+LAYOUT_ITEMS = ("whole", "nosmall", "small")
+SPLIT_BYTES = 262144
 #: set -> (items, sizes, records, fusion off)
 SETS = {"pair": (ITEMS, SIZES, RECORDS, False),
-        "neighbours": (NEIGHBOUR_ITEMS, NEIGHBOUR_SIZES, "experiments/fused-variants-neighbours.jsonl", True)}
+        "neighbours": (NEIGHBOUR_ITEMS, NEIGHBOUR_SIZES, "experiments/fused-variants-neighbours.jsonl", True),
+        "layouts": (LAYOUT_ITEMS, (1, 2), "experiments/fused-variants-layouts.jsonl", True)}
+
+
+def layout_elements(model: str, item: str) -> list[int]:
+    """The float32 element counts of ``model``'s shipped layout (autotuner/layouts/<model>.json), backward order:
+    every tensor (``whole``), those of :data:`SPLIT_BYTES` and more (``nosmall``), or the others (``small``)."""
+    import math
+
+    n = [math.prod(t["shape"]) for t in json.loads((ROOT / "autotuner" / "layouts" / f"{model}.json").read_text())["tensors"]]
+    return {"whole": n, "nosmall": [x for x in n if 4 * x >= SPLIT_BYTES], "small": [x for x in n if 4 * x < SPLIT_BYTES]}[item]
 TAG = "AUTOTUNER_FUSED_VARIANTS"
 JOBS, ROUNDS, WARMUP = 3, 5, 1
 WAIT_POLL_S = 0.0002  # as the replay's --wait sleep (autotuner.frameworks.horovod.replay.WAIT_POLL_S)
@@ -91,7 +117,9 @@ def worker(wait: str, which: str = "pair") -> int:
 
     def tensors(item: str, s: int) -> list:
         f32, f64 = torch.float32, torch.float64
-        if which == "neighbours":  # 16 weights of s bytes, each followed (interleaved) by a vector, or the vectors
+        if which == "layouts":  # a shipped layout's tensors, or its parts, in backward order
+            spec = [(n, f32) for n in layout_elements(LAYOUT_MODELS[s - 1], item)]
+        elif which == "neighbours":  # 16 weights of s bytes, each followed (interleaved) by a vector, or the vectors
             spec = {"weights": [(s // 4, f32)] * 16, "interleaved": [(s // 4, f32), (VECTOR, f32)] * 16,
                     "vectors": [(VECTOR, f32)] * 16}[item]
         else:
@@ -218,6 +246,22 @@ def neighbour_costs(recs: list[dict]) -> dict[str, list[float]]:
     return out
 
 
+def layout_costs(recs: list[dict]) -> dict[str, list[float]]:
+    """The third set: per job and model, a small response's cost among the layout's larger responses (``"<model>
+    among"``: (whole - nosmall) / small count) and alone (``"<model> alone"``: small / small count), ms, medians over
+    rounds of the paired difference."""
+    out: dict[str, list[float]] = {}
+    for r in recs:
+        for k, s in enumerate(r["sizes"]):
+            model = LAYOUT_MODELS[s - 1]
+            n = len(layout_elements(model, "small"))
+            it = r["items"]
+            out.setdefault(f"{model} among", []).append(
+                statistics.median(w - x for w, x in zip(it["whole"][k], it["nosmall"][k])) / n)
+            out.setdefault(f"{model} alone", []).append(statistics.median(it["small"][k]) / n)
+    return out
+
+
 def report(which: str = "pair") -> int:
     items, sizes, records, _ = SETS[which]
     f = RUNS / ENV / records
@@ -228,6 +272,18 @@ def report(which: str = "pair") -> int:
     for p in problems:
         print(f"skipped: {p}", file=sys.stderr)
     print(f"{ENV}, {records}: {len(recs)} job(s)\n")
+    if which == "layouts":
+        print("| layout | item | median over rounds and jobs (ms) |")
+        print("|---|---|---:|")
+        for k, s in enumerate(sizes):
+            for item in items:
+                print(f"| {LAYOUT_MODELS[s - 1]} | {item} | "
+                      f"{statistics.median(x for r in recs for x in r['items'][item][k]):.1f} |")
+        print("\n| small response | per job (ms) | median (ms) |")
+        print("|---|---|---:|")
+        for name, v in layout_costs(recs).items():
+            print(f"| {name} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
+        return 0
     if which == "neighbours":
         print("| S (MiB) | item | median over rounds and jobs (ms) |")
         print("|---:|---|---:|")
