@@ -1303,6 +1303,29 @@ def test_a_small_response_costs_no_more_right_after_a_larger_one_in_the_probe():
     assert abs(a["a(9 MiB)"] - a["a(2.25 MiB)"]) <= 0.3 and a["a(9 MiB)"] < 1.5 * a["alone"]
 
 
+def test_enqueued_at_once_both_layouts_small_responses_cost_alike_among_their_larger_ones():
+    """scripts/fused_variants.py --set layouts (declared before it ran; 3 jobs, fusion off): the real layouts' own
+    orders enqueued at once. A small response costs 1.29 ms among vit_s16's larger responses and 1.32 among
+    DistilBERT's (within 0.3 ms of each other), 1.05 and 0.82 alone; in the replays (tensors handed over through the
+    backward) DistilBERT's cost 2.45. By the declared letter DistilBERT's among/alone is at least 1.5x (1.61); its
+    surcharge here is a third of the replay's."""
+    import importlib.util
+    import statistics
+
+    spec = importlib.util.spec_from_file_location("fused_variants", ROOT / "scripts" / "fused_variants.py")
+    fv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fv)
+    f = RUNS / fv.ENV / fv.SETS["layouts"][2]
+    recs, problems = fv._parse(f.read_text(), f.name, "layouts")
+    assert not problems and len(recs) == 3
+    c = {k: statistics.median(v) for k, v in fv.layout_costs(recs).items()}
+    assert abs(c["distilbert among"] - c["vit_s16 among"]) <= 0.3
+    assert c["distilbert among"] >= 1.5 * c["distilbert alone"]
+    replay_among = (_median_difference_ms("fresh-poll-2x1-2.5gbit", "distilbert-s-10ms")
+                    - _median_difference_ms("fresh-poll-2x1-2.5gbit", "distilbert-nosmall-10ms")) / 62
+    assert replay_among - c["distilbert alone"] >= 2.5 * (c["distilbert among"] - c["distilbert alone"])
+
+
 def test_the_accuracy_table_gives_each_replay_the_step_at_both_ends():
     """``autotuner accuracy``: a replay on an env with the range carries ``predicted_range`` (the charged prediction
     at the step phase's end), the table shows it under the prediction where it moves it by more than 2 %, and an env
