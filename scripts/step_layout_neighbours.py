@@ -108,6 +108,14 @@ Its second sitting (``... measure neighbours-b``, 8 rounds, jobs named ``-b``), 
 rounds a contended host scattered by 60-75 ms standard errors (vmstat steal up to 15 %; medians gave a(2.25 MiB)
 2.7 ms and a(9 MiB) 5.0 ms, in the declared direction but not resolved), and before it ran: the same judgement.
 
+A ninth set (``... measure handover``), declared after ``scripts/fused_variants.py --set layouts`` (enqueued at once,
+a small response costs 1.32 ms among DistilBERT's larger responses and 0.82 alone: a surcharge of 0.50 ms against
+the 10 ms replay's 1.45) and before it ran (2026-12-02, session 54): DistilBERT whole and split (as the seventh set),
+replayed at 0.3 ms of compute (its tensors handed over within 0.2 ms, all but at once), 6 rounds. Declared: if the
+hand-over through a 6.7 ms backward is what adds the surcharge, DistilBERT's (whole - nosmall) / 62 - small / 62 is
+at most 0.8 ms here; if it is at least 1.2 ms, it is not the hand-over's timing but something else the replay does
+(its hooks, ``DistributedOptimizer``, its wait).
+
     python scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
     python scripts/step_layout_neighbours.py measure embedding   # the second set (~10 min)
     ENV=fresh-poll-2.5gbit python scripts/step_layout_neighbours.py measure anchors   # the third set
@@ -117,6 +125,7 @@ rounds a contended host scattered by 60-75 ms standard errors (vmstat steal up t
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure split     # the seventh set (~12 min)
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure neighbours   # the eighth set (~10 min)
     ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure neighbours-b # its second sitting
+    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure handover  # the ninth set (~8 min)
     python scripts/step_layout_neighbours.py report     # the prices, the anchors over price x copy rate, two latencies
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/step-layout-neighbours/<job>.jsonl`` beside the layout files; no
@@ -166,6 +175,9 @@ NEIGHBOUR_JOBS = {"alt2m-10ms": ((32, (768, 768), True), 10.0), "alt2m-nov-10ms"
                   "alt9m-10ms": ((16, (768, 3072), True), 10.0), "alt9m-nov-10ms": ((16, (768, 3072), False), 10.0)}
 #: the eighth set's second sitting (8 rounds)
 NEIGHBOUR_JOBS_B = {job.replace("-10ms", "-b-10ms"): spec for job, spec in NEIGHBOUR_JOBS.items()}
+#: the ninth set (6 rounds): job -> (model, compute ms)
+HANDOVER_JOBS = {"distilbert-h-0.3ms": ("distilbert", 0.3), "distilbert-nosmall-h-0.3ms": ("distilbert-nosmall", 0.3),
+                 "distilbert-small-h-0.3ms": ("distilbert-small", 0.3)}
 #: DistilBERT's last gradient: word embeddings, 30522 x 768 float32 (89.4 MiB)
 EMBEDDING = "embeddings.word_embeddings.weight"
 
@@ -262,6 +274,9 @@ def measure(which: str = "") -> int:
     if which == "fused":
         return replay_jobs(ENV, out, [(job, _equal_layout(job.split("-")[0], *spec, out), compute)
                                       for job, (spec, compute) in FUSED_JOBS.items()])
+    if which == "handover":
+        return replay_jobs(ENV, out, [(job, _split(m, out) if m.endswith("small") else m, compute)
+                                      for job, (m, compute) in HANDOVER_JOBS.items()], repeats=6)
     if which == "neighbours-b":
         return replay_jobs(ENV, out, [(job, _alternating(job.rsplit("-", 2)[0], *spec, out), compute)
                                       for job, (spec, compute) in NEIGHBOUR_JOBS_B.items()], repeats=8)
@@ -292,7 +307,8 @@ def report() -> int:
           "the env's price (ms) | the price it wants (ms) | / the env's step-phase price |")
     print("|---|---:|---:|---:|---:|---:|")
     for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS, **SPLIT_JOBS,
-                                **NEIGHBOUR_JOBS, **NEIGHBOUR_JOBS_B}.items():
+                                **NEIGHBOUR_JOBS, **NEIGHBOUR_JOBS_B,
+                                **HANDOVER_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -417,7 +433,8 @@ def two_latencies() -> int:
     d0, fo = config_from_values({}), config_from_values({"fusion_threshold_mb": 0})
     jobs = {}
     for job, (what, compute) in {**JOBS, **EMBEDDING_JOBS, **COMPUTE_JOBS, **FUSED_JOBS, **LARGE_JOBS, **SPLIT_JOBS,
-                                **NEIGHBOUR_JOBS, **NEIGHBOUR_JOBS_B}.items():
+                                **NEIGHBOUR_JOBS, **NEIGHBOUR_JOBS_B,
+                                **HANDOVER_JOBS}.items():
         f = RUNS / ENV / SUB / f"{job}.jsonl"
         if not f.exists():
             continue
@@ -447,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report"))
     ap.add_argument("set", nargs="?", choices=("embedding", "anchors", "compute", "fused", "large", "split",
-                                                   "neighbours", "neighbours-b"),
+                                                   "neighbours", "neighbours-b", "handover"),
                     help="measure: the second set, the third (the two real layouts alone, on ENV), or the fourth "
                          "(both at 10 and 300 ms of compute, on ENV), the fifth (two synthetic layouts, on ENV) the sixth "
                          "(sixteen16, on ENV) the seventh (both split at 256 KiB, on ENV) or the "
