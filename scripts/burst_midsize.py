@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -31,20 +32,29 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "autotuner" / "runs"
 
 
+@contextmanager
+def env_testbed(env: str, records: str):
+    """``env``'s own recorded testbed (its sweep's setup: hosts, link, wait) built and named on stdout, and the folder
+    of ``runs/<env>/<records>`` made; yields ``(setup, tier, tb, note)``: the :class:`SweepSetup`, the cluster's
+    widest tier, the open testbed and its one-line description. The testbed is torn down on leaving."""
+    from autotuner.frameworks.horovod.measure import SweepSetup, tiers
+    from autotuner.realrun.launcher import testbed_for
+
+    setup = SweepSetup(**json.loads((RUNS / env / "sweep.jsonl").open().readline())["setup"])
+    (RUNS / env / records).parent.mkdir(parents=True, exist_ok=True)
+    with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, note):
+        print(f"{env}: {note}", flush=True)
+        yield setup, tiers(setup.np, setup.hosts)[-1], tb, note
+
+
 def measure(env: str, rounds: int, sizes: tuple[int, ...] = SIZES, counts: tuple[int, ...] = COUNTS,
             timelines: tuple[bool, ...] = (False, True), records: str = RECORDS) -> None:
     """The burst probe's ``rounds`` jobs on ``env``'s own recorded testbed (``sizes`` bytes, ``counts`` at once, per round
     one job per ``timelines`` entry), appended to ``runs/<env>/<records>`` (a killed run resumes)."""
-    from autotuner.frameworks.horovod.measure import SweepSetup, run_burst_phase, tiers
-    from autotuner.realrun.launcher import testbed_for
+    from autotuner.frameworks.horovod.measure import run_burst_phase
 
-    s = json.loads((RUNS / env / "sweep.jsonl").open().readline())["setup"]
-    setup = SweepSetup(**s)
-    plan = tiers(setup.np, setup.hosts)
-    (RUNS / env / records).parent.mkdir(parents=True, exist_ok=True)
-    with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, note):
-        print(f"{env}: {note}", flush=True)
-        r = run_burst_phase(RUNS / env, setup, plan[-1], tb, rounds, 900.0, lambda m: print(f"  {m}", flush=True),
+    with env_testbed(env, records) as (setup, tier, tb, _):
+        r = run_burst_phase(RUNS / env, setup, tier, tb, rounds, 900.0, lambda m: print(f"  {m}", flush=True),
                             sizes=sizes, counts=counts, timelines=timelines, records=records)
     print(f"{env}: {r['jobs_new']} new job(s), {r['jobs_recorded']} recorded in {records}", flush=True)
 

@@ -32,7 +32,6 @@ Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-large.jsonl``; no fit r
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -48,16 +47,11 @@ RECORDS = "experiments/fused-large.jsonl"
 def measure(jobs: int = 3) -> int:
     """The fused phase's ``jobs`` jobs at :data:`SIZES` on the env's own recorded testbed, appended to
     :data:`RECORDS` (a killed run resumes)."""
-    from autotuner.frameworks.horovod.measure import SweepSetup, run_fused_phase, tiers
-    from autotuner.realrun.launcher import testbed_for
+    from autotuner.frameworks.horovod.measure import run_fused_phase
+    from burst_midsize import env_testbed
 
-    s = json.loads((RUNS / ENV / "sweep.jsonl").open().readline())["setup"]
-    setup = SweepSetup(**s)
-    plan = tiers(setup.np, setup.hosts)
-    (RUNS / ENV / RECORDS).parent.mkdir(parents=True, exist_ok=True)
-    with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, note):
-        print(f"{ENV}: {note}", flush=True)
-        r = run_fused_phase(RUNS / ENV, setup, plan[-1], tb, jobs, 900.0, lambda m: print(f"  {m}", flush=True),
+    with env_testbed(ENV, RECORDS) as (setup, tier, tb, _):
+        r = run_fused_phase(RUNS / ENV, setup, tier, tb, jobs, 900.0, lambda m: print(f"  {m}", flush=True),
                             sizes=SIZES, records=RECORDS)
     print(f"{ENV}: {r['jobs_new']} new job(s), {r['jobs_recorded']} recorded in {RECORDS}", flush=True)
     return 0

@@ -184,19 +184,13 @@ def measure(which: str = "pair") -> int:
 
     from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
     from autotuner.frameworks.horovod.launch import Job, run_job
-    from autotuner.frameworks.horovod.measure import SweepSetup, tiers
     from autotuner.frameworks.horovod.validation import TrialStore
-    from autotuner.realrun.launcher import testbed_for
+    from burst_midsize import env_testbed
 
-    s = json.loads((RUNS / ENV / "sweep.jsonl").open().readline())["setup"]
-    setup = SweepSetup(**s)
-    tier = tiers(setup.np, setup.hosts)[-1]
     _, _, records, fusion_off = SETS[which]
-    (RUNS / ENV / records).parent.mkdir(parents=True, exist_ok=True)
     store = TrialStore(RUNS / ENV / records, parse=lambda text, src: _parse(text, src, which))
     done = {r["trial"] for r in store.records()}
-    with testbed_for(setup.topology, setup.bandwidth_gbit, setup.link_gbit) as (tb, note):
-        print(f"{ENV}: {note}", flush=True)
+    with env_testbed(ENV, records) as (setup, tier, tb, note):
         for k in range(JOBS):
             if f"job-{k}" in done:
                 continue
