@@ -1077,17 +1077,23 @@ def test_a_model_file_whose_range_is_upside_down_is_one_line_and_exit_2(tmp_path
 NEIGHBOURS = RUNS / "fresh-poll-2x1-4.5gbit" / "experiments" / "step-layout-neighbours"
 
 
-def _paired_ms(job: str) -> tuple[float, float]:
-    """Fusion off - defaults of one job of the sitting, paired by round: mean and standard error (ms)."""
+def _round_differences(f: Path) -> np.ndarray:
+    """Fusion off - defaults (ms) per round of one job of scripts/step_layout_neighbours.py (``validate``'s records,
+    read with the project's reader: no damaged line, every trial ok and without the timeline)."""
     from autotuner.readers.runs import parse_records
 
-    recs, problems = parse_records((NEIGHBOURS / f"{job}.jsonl").read_text(), job)
+    recs, problems = parse_records(f.read_text(), f.name)
     assert not problems
     by: dict[str, dict[str, float]] = {}
     for r in recs:
         assert r["status"] == "ok" and not r["timeline_recorded"]
         by.setdefault(r["trial"].rsplit("/", 1)[1], {})[r["label"]] = r["measured_step_time_ms"]
-    d = np.array([x["proposal-1"] - x["default"] for x in by.values()])
+    return np.array([x["proposal-1"] - x["default"] for x in by.values()])
+
+
+def _paired_ms(job: str) -> tuple[float, float]:
+    """Fusion off - defaults of one job of the sitting, paired by round: mean and standard error (ms)."""
+    d = _round_differences(NEIGHBOURS / f"{job}.jsonl")
     assert len(d) == 5
     return float(d.mean()), float(d.std(ddof=1) / np.sqrt(len(d)))
 
@@ -1153,18 +1159,11 @@ def _nearest_se(env: str, copy: str) -> float:
     fusion off - defaults, with the fused responses' copies ``copy`` = "charged" (the env's rate) or "free" (0)."""
     from autotuner.frameworks.horovod.knobs import config_from_values
     from autotuner.frameworks.horovod.predict import make_scenario
-    from autotuner.readers.runs import parse_records
 
     d0, fo = config_from_values({}), config_from_values({"fusion_threshold_mb": 0})
     jobs = []
     for j in CREDIT_SETS[env]:
-        f = RUNS / env / "experiments" / "step-layout-neighbours" / f"{j}.jsonl"
-        recs, problems = parse_records(f.read_text(), f.name)
-        assert not problems and all(r["status"] == "ok" and not r["timeline_recorded"] for r in recs)
-        by: dict[str, dict[str, float]] = {}
-        for r in recs:
-            by.setdefault(r["trial"].rsplit("/", 1)[1], {})[r["label"]] = r["measured_step_time_ms"]
-        d = np.array([x["proposal-1"] - x["default"] for x in by.values()])
+        d = _round_differences(RUNS / env / "experiments" / "step-layout-neighbours" / f"{j}.jsonl")
         assert len(d) == 5
         sc = make_scenario(MODELS, env, j.split("-")[0], compute_ms=float(j.rsplit("-", 1)[1][:-2]))[0]
         if copy == "free":
@@ -1210,18 +1209,25 @@ def test_the_fused_phase_pays_the_copies_at_the_sizes_a_step_fuses():
         assert np.median([x for b, _, x in pts if b == mib * 2**20]) / mib >= 0.15, mib
 
 
+def _fused_variants():
+    """scripts/fused_variants.py as a module (its sets, reader and differences)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fused_variants", ROOT / "scripts" / "fused_variants.py")
+    fv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fv)
+    return fv
+
+
 def test_the_probe_s_float32_fused_responses_pay_the_copies_whatever_the_dtype_or_tensor_count():
     """scripts/fused_variants.py (declared before it ran), 3 jobs on fresh-poll-2x1-2.5gbit, per MiB of S (medians
     over jobs of the per-round differences): one float32 response of 16 fused tensors costs at least 0.2 ms per MiB
     more than one lone float32 tensor of the same bytes, at 32 and at 96 MiB (declared outcome 2); a lone float64
     tensor costs no more than a lone float32 one (not the dtype), and 64 tensors fused no more than 16 beyond 0.15 ms
     per MiB (not the tensor count)."""
-    import importlib.util
     import statistics
 
-    spec = importlib.util.spec_from_file_location("fused_variants", ROOT / "scripts" / "fused_variants.py")
-    fv = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fv)
+    fv = _fused_variants()
     f = RUNS / fv.ENV / fv.RECORDS
     recs, problems = fv._parse(f.read_text(), f.name)
     assert not problems and len(recs) == 3
@@ -1238,16 +1244,10 @@ def test_a_replayed_step_pays_the_copies_too():
     timeline (experiments/timeline-distilbert/): its fused responses of 64 MiB and more spend at least 0.15 ms per MiB
     in MEMCPY_IN + MEMCPY_OUT. Fusion off's copy credit is real; what the real layouts' differences want instead is
     not the copies (docs/accuracy.md, "What fusion off saves on two hosts")."""
-    from autotuner.readers.runs import parse_records
     from autotuner.readers.timeline import read_timeline
 
     d = RUNS / "fresh-poll-2x1-2.5gbit" / "experiments"
-    recs, problems = parse_records((d / "step-layout-neighbours" / "sixteen16-10ms.jsonl").read_text(), "sixteen16")
-    assert not problems
-    by: dict[str, dict[str, float]] = {}
-    for r in recs:
-        by.setdefault(r["trial"].rsplit("/", 1)[1], {})[r["label"]] = r["measured_step_time_ms"]
-    diffs = [x["proposal-1"] - x["default"] for x in by.values()]
+    diffs = _round_differences(d / "step-layout-neighbours" / "sixteen16-10ms.jsonl")
     assert len(diffs) == 8 and np.mean(diffs) <= -30.0
     big = [r for r in read_timeline(d / "timeline-distilbert" / "default-r0.json.gz").responses if r.nbytes >= 64 * 2**20]
     assert len(big) >= 6
@@ -1256,16 +1256,7 @@ def test_a_replayed_step_pays_the_copies_too():
 
 def _median_difference_ms(env: str, job: str) -> float:
     """Median over rounds of fusion off - defaults (ms) of one job of scripts/step_layout_neighbours.py."""
-    from autotuner.readers.runs import parse_records
-
-    f = RUNS / env / "experiments" / "step-layout-neighbours" / f"{job}.jsonl"
-    recs, problems = parse_records(f.read_text(), f.name)
-    assert not problems
-    by: dict[str, dict[str, float]] = {}
-    for r in recs:
-        assert r["status"] == "ok" and not r["timeline_recorded"]
-        by.setdefault(r["trial"].rsplit("/", 1)[1], {})[r["label"]] = r["measured_step_time_ms"]
-    return float(np.median([x["proposal-1"] - x["default"] for x in by.values()]))
+    return float(np.median(_round_differences(RUNS / env / "experiments" / "step-layout-neighbours" / f"{job}.jsonl")))
 
 
 def test_small_responses_cost_more_among_distilbert_s_large_responses_than_alone():
@@ -1290,12 +1281,9 @@ def test_a_small_response_costs_no_more_right_after_a_larger_one_in_the_probe():
     2.25 MiB response (1.43 against 1.54 ms, medians over jobs; among small ones, 1.41): declared outcome 2, the
     neighbour's size is not what makes DistilBERT's small responses dearer in a replayed step (docs/accuracy.md,
     "What fusion off saves on two hosts")."""
-    import importlib.util
     import statistics
 
-    spec = importlib.util.spec_from_file_location("fused_variants", ROOT / "scripts" / "fused_variants.py")
-    fv = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fv)
+    fv = _fused_variants()
     f = RUNS / fv.ENV / fv.SETS["neighbours"][2]
     recs, problems = fv._parse(f.read_text(), f.name, "neighbours")
     assert not problems and len(recs) == 3
@@ -1309,12 +1297,9 @@ def test_enqueued_at_once_both_layouts_small_responses_cost_alike_among_their_la
     DistilBERT's (within 0.3 ms of each other), 1.05 and 0.82 alone; in the replays (tensors handed over through the
     backward) DistilBERT's cost 2.45. By the declared letter DistilBERT's among/alone is at least 1.5x (1.61); its
     surcharge here is a third of the replay's."""
-    import importlib.util
     import statistics
 
-    spec = importlib.util.spec_from_file_location("fused_variants", ROOT / "scripts" / "fused_variants.py")
-    fv = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fv)
+    fv = _fused_variants()
     f = RUNS / fv.ENV / fv.SETS["layouts"][2]
     recs, problems = fv._parse(f.read_text(), f.name, "layouts")
     assert not problems and len(recs) == 3
