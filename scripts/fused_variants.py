@@ -52,12 +52,42 @@ cycle) measured a small response at 2.45 ms among DistilBERT's larger ones (whol
 and 1.09 against 0.86 in vit_s16. Declared: if the replay's hand-over is what makes them dearer, here DistilBERT's
 (whole - nosmall) / 62 is within 0.3 ms of its small / 62; if DistilBERT's order itself is, it is at least 1.5x.
 
+A fourth set (``--set hooks``), declared after the ninth set of ``scripts/step_layout_neighbours.py`` (DistilBERT
+replayed at 0.3 ms of compute, its tensors handed over all but at once: a small response costs 2.57 ms among the
+larger ones and 1.11 alone, a surcharge of 1.46 ms against the third set's 0.50) and before it ran (2026-12-02,
+session 55): does the replay's path through ``hvd.DistributedOptimizer`` make a small response dearer among larger
+ones? One fusion-off job, ``torch.set_num_threads(1)`` as the replay, for vit_s16 and DistilBERT (``sizes`` indexes
+:data:`LAYOUT_MODELS`), each part (``whole``, ``nosmall``, ``small`` as in the third set) three ways:
+
+* ``direct_*``: the third set's items (``torch.ones``, names ``fv.<part>.<model>.<i>``, ``allreduce_async_`` of
+  every tensor at once);
+* ``values_*``: ``allreduce_async_`` at once of the replay's gradients (each rank's own N(0, 1e-3) values, copied
+  back before every round outside the timed call, as ``replay.renew``) under the replay's names
+  (``allreduce.<layout name>``);
+* ``hooks_*``: the replay's own parameters and graph (``replay._build`` at 0 ms of backward: every stage hands its
+  tensor over at once) under ``hvd.DistributedOptimizer`` with a no-op update; timed from ``loss.backward()`` through
+  the replay's sleep-poll wait and ``opt.step()``'s synchronize, the graph built before the clock starts.
+
+Every item is preceded by the same one-element barrier. A small response among the larger ones costs ``(whole -
+nosmall) / n`` (medians over rounds of the paired difference, then over 3 jobs), alone ``small / n``. Declared, for
+DistilBERT (n = 62):
+
+1. the probe reproduces the third set: ``direct`` among within 0.3 ms of 1.32, alone within 0.3 of 0.82; otherwise
+   the sitting differs, and 2-4 are read against this sitting's ``direct``;
+2. the values or names carry the surcharge: ``values`` among at least 0.5 ms above ``direct`` among;
+3. the optimizer's path carries it: ``hooks`` among at least 0.5 ms above ``values`` among;
+4. neither: ``hooks`` and ``values`` among both within 0.3 ms of ``direct`` among. Then what the replay adds lies
+   outside one step's allreduces (the step's start without a barrier, its forward, its separate jobs), and the next
+   set replays it.
+
     python scripts/fused_variants.py measure    # as root, alone (~3 min)
     python scripts/fused_variants.py report
     python scripts/fused_variants.py measure --set neighbours    # the second set (~2 min)
     python scripts/fused_variants.py report --set neighbours
     python scripts/fused_variants.py measure --set layouts    # the third set (~2 min)
     python scripts/fused_variants.py report --set layouts
+    python scripts/fused_variants.py measure --set hooks    # the fourth set (~4 min)
+    python scripts/fused_variants.py report --set hooks
 
 Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-variants.jsonl`` and, for the second set,
 ``fused-variants-neighbours.jsonl`` (one line per job, appended job by job; a killed run resumes); no fit reads them.
@@ -90,7 +120,9 @@ SPLIT_BYTES = 262144
 #: set -> (items, sizes, records, fusion off)
 SETS = {"pair": (ITEMS, SIZES, RECORDS, False),
         "neighbours": (NEIGHBOUR_ITEMS, NEIGHBOUR_SIZES, "experiments/fused-variants-neighbours.jsonl", True),
-        "layouts": (LAYOUT_ITEMS, (1, 2), "experiments/fused-variants-layouts.jsonl", True)}
+        "layouts": (LAYOUT_ITEMS, (1, 2), "experiments/fused-variants-layouts.jsonl", True),
+        "hooks": (tuple(f"{way}_{part}" for way in ("direct", "values", "hooks") for part in LAYOUT_ITEMS), (1, 2),
+                  "experiments/fused-variants-hooks.jsonl", True)}
 
 
 def layout_elements(model: str, item: str) -> list[int]:
@@ -136,26 +168,115 @@ def worker(wait: str, which: str = "pair") -> int:
         for h in hs:
             hvd.synchronize(h)
 
+    timed = _hooks_items(hvd, torch, sizes, wait_all) if which == "hooks" else {}
     out: dict[str, list[list[float]]] = {item: [[] for _ in sizes] for item in items}
-    held = {(item, s): tensors(item, s) for item in items for s in sizes}
+    held = {(item, s): tensors(item, s) for item in items for s in sizes if which != "hooks"}
     for r in range(WARMUP + ROUNDS):
         for k, s in enumerate(sizes):
             for item in items:
-                ts = held[(item, s)]
-                if item == "renewed32":
-                    for t, _ in ts:
-                        t.normal_(0.0, 1e-3)
-                hvd.allreduce(torch.zeros(1), name="fv.barrier")  # every rank starts the item together
-                t0 = time.perf_counter()
-                wait_all([hvd.allreduce_async_(t, name=name) for t, name in ts])
+                if which == "hooks":
+                    ms = timed[(item, s)]()
+                else:
+                    ts = held[(item, s)]
+                    if item == "renewed32":
+                        for t, _ in ts:
+                            t.normal_(0.0, 1e-3)
+                    hvd.allreduce(torch.zeros(1), name="fv.barrier")  # every rank starts the item together
+                    t0 = time.perf_counter()
+                    wait_all([hvd.allreduce_async_(t, name=name) for t, name in ts])
+                    ms = (time.perf_counter() - t0) * 1e3
                 if r >= WARMUP:
-                    out[item][k].append(round((time.perf_counter() - t0) * 1e3, 4))
+                    out[item][k].append(round(ms, 4))
     if hvd.rank() == 0:
         print(f"{TAG} " + json.dumps({"sizes": list(sizes), "items": out, "ranks": hvd.size(), "wait": wait}),
               flush=True)
     time.sleep(0.2)
     hvd.shutdown()
     return 0
+
+
+def _layout_part(model: str, part: str):
+    """``model``'s shipped layout (:class:`autotuner.model.layout.Layout`) cut to ``part`` (``whole``, ``nosmall``:
+    tensors of :data:`SPLIT_BYTES` and more, ``small``: the others), backward order kept."""
+    from dataclasses import replace
+
+    from autotuner.model.layout import DTYPE_BYTES
+    from autotuner.readers.layouts import load_layout
+
+    lay = load_layout(model)
+    keep = [i for i, (shape, dt) in enumerate(zip(lay.shapes, lay.dtypes))
+            if part == "whole" or (part == "nosmall") == (DTYPE_BYTES[dt] * _prod(shape) >= SPLIT_BYTES)]
+    pick = lambda xs: tuple(xs[i] for i in keep)  # noqa: E731
+    return replace(lay, names=pick(lay.names), shapes=pick(lay.shapes), dtypes=pick(lay.dtypes),
+                   compute_share=pick(lay.compute_share))
+
+
+def _prod(shape) -> int:
+    import math
+
+    return math.prod(shape)
+
+
+def _hooks_items(hvd, torch, sizes, wait_all) -> dict:
+    """The fourth set's items: (item, size) -> a callable that runs the item once and returns its time (ms), every
+    item after the same one-element barrier. ``direct_*`` and ``values_*`` enqueue every tensor at once
+    (``allreduce_async_``); ``hooks_*`` run the replay's own graph and ``hvd.DistributedOptimizer``
+    (:mod:`autotuner.frameworks.horovod.replay`) at 0 ms of backward."""
+    from autotuner.frameworks.horovod import replay
+
+    torch.set_num_threads(1)  # as the replay
+
+    class NoUpdate(torch.optim.Optimizer):
+        """The replay's emulated update at ``--update-ms 0``: its step does nothing."""
+
+        def __init__(self, ps):
+            super().__init__(ps, {})
+
+        def step(self, closure=None):  # noqa: ARG002
+            return None
+
+    def barrier() -> None:
+        hvd.allreduce(torch.zeros(1), name="fv.barrier")
+
+    def enqueue_at_once(ts, names, renew=None):
+        def run() -> float:
+            if renew is not None:
+                renew()
+            barrier()
+            t0 = time.perf_counter()
+            wait_all([hvd.allreduce_async_(t, name=n) for t, n in zip(ts, names)])
+            return (time.perf_counter() - t0) * 1e3
+        return run
+
+    def through_optimizer(lay):
+        params, forward, clock, values = replay._build(lay, 0.0, seed=hvd.rank())
+        opt = hvd.DistributedOptimizer(NoUpdate(params), named_parameters=list(zip(lay.names, params)))
+        x = torch.ones(1, requires_grad=True)
+
+        def run() -> float:
+            replay.renew(params, values)
+            loss = forward(x)  # the graph, built before the clock starts
+            barrier()
+            t0 = time.perf_counter()
+            clock["t0"] = t0
+            loss.backward()
+            replay._sleep_until_done(hvd, opt)
+            opt.step()
+            return (time.perf_counter() - t0) * 1e3
+        return run
+
+    out = {}
+    for s in sizes:
+        for part in LAYOUT_ITEMS:
+            lay = _layout_part(LAYOUT_MODELS[s - 1], part)
+            ones = [torch.ones(_prod(shape)) for shape in lay.shapes]
+            out[(f"direct_{part}", s)] = enqueue_at_once(ones, [f"fv.{part}.{s}.{i}" for i in range(len(ones))])
+            params, _, _, values = replay._build(lay, 0.0, seed=hvd.rank())
+            grads = [prm.grad for prm in params]
+            out[(f"values_{part}", s)] = enqueue_at_once(grads, list(lay.names),  # Horovod adds "allreduce."
+                                                         renew=lambda p=params, v=values: replay.renew(p, v))
+            out[(f"hooks_{part}", s)] = through_optimizer(lay)
+    return out
 
 
 def _parse(text: str, source: str, which: str = "pair") -> tuple[list[dict], list[str]]:
@@ -240,10 +361,11 @@ def neighbour_costs(recs: list[dict]) -> dict[str, list[float]]:
     return out
 
 
-def layout_costs(recs: list[dict]) -> dict[str, list[float]]:
-    """The third set: per job and model, a small response's cost among the layout's larger responses (``"<model>
-    among"``: (whole - nosmall) / small count) and alone (``"<model> alone"``: small / small count), ms, medians over
-    rounds of the paired difference."""
+def layout_costs(recs: list[dict], way: str = "") -> dict[str, list[float]]:
+    """The third set (and the fourth's items ``<way>_<part>``): per job and model, a small response's cost among the
+    layout's larger responses (``"<model> among"``: (whole - nosmall) / small count) and alone (``"<model> alone"``:
+    small / small count), ms, medians over rounds of the paired difference."""
+    pre = f"{way}_" if way else ""
     out: dict[str, list[float]] = {}
     for r in recs:
         for k, s in enumerate(r["sizes"]):
@@ -251,8 +373,8 @@ def layout_costs(recs: list[dict]) -> dict[str, list[float]]:
             n = len(layout_elements(model, "small"))
             it = r["items"]
             out.setdefault(f"{model} among", []).append(
-                statistics.median(w - x for w, x in zip(it["whole"][k], it["nosmall"][k])) / n)
-            out.setdefault(f"{model} alone", []).append(statistics.median(it["small"][k]) / n)
+                statistics.median(w - x for w, x in zip(it[pre + "whole"][k], it[pre + "nosmall"][k])) / n)
+            out.setdefault(f"{model} alone", []).append(statistics.median(it[pre + "small"][k]) / n)
     return out
 
 
@@ -266,17 +388,18 @@ def report(which: str = "pair") -> int:
     for p in problems:
         print(f"skipped: {p}", file=sys.stderr)
     print(f"{ENV}, {records}: {len(recs)} job(s)\n")
-    if which == "layouts":
+    if which in ("layouts", "hooks"):
         print("| layout | item | median over rounds and jobs (ms) |")
         print("|---|---|---:|")
         for k, s in enumerate(sizes):
             for item in items:
                 print(f"| {LAYOUT_MODELS[s - 1]} | {item} | "
                       f"{statistics.median(x for r in recs for x in r['items'][item][k]):.1f} |")
-        print("\n| small response | per job (ms) | median (ms) |")
-        print("|---|---|---:|")
-        for name, v in layout_costs(recs).items():
-            print(f"| {name} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
+        print("\n| small response | way | per job (ms) | median (ms) |")
+        print("|---|---|---|---:|")
+        for way in ("direct", "values", "hooks") if which == "hooks" else ("",):
+            for name, v in layout_costs(recs, way).items():
+                print(f"| {name} | {way or 'direct'} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
         return 0
     if which == "neighbours":
         print("| S (MiB) | item | median over rounds and jobs (ms) |")
@@ -306,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("measure", "report", "worker"))
     ap.add_argument("--wait", choices=("spin", "sleep"), default="sleep", help="worker: how a rank waits")
-    ap.add_argument("--set", choices=tuple(SETS), default="pair", help="the fused pair taken apart, or the neighbours")
+    ap.add_argument("--set", choices=tuple(SETS), default="pair", help="which set (see the docstring)")
     a = ap.parse_args(argv)
     return {"measure": measure, "report": report}[a.what](a.set) if a.what != "worker" else worker(a.wait, a.set)
 
