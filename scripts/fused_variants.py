@@ -89,8 +89,9 @@ DistilBERT (n = 62):
     python scripts/fused_variants.py measure --set hooks    # the fourth set (~4 min)
     python scripts/fused_variants.py report --set hooks
 
-Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-variants.jsonl`` and, for the second set,
-``fused-variants-neighbours.jsonl`` (one line per job, appended job by job; a killed run resumes); no fit reads them.
+Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-variants.jsonl`` and, for the other sets,
+``fused-variants-<set>.jsonl`` (:data:`SETS`; one line per job, appended job by job; a killed run resumes); no fit
+reads them. Outcome of the fourth set: docs/accuracy.md, "In one job, no surcharge".
 """
 from __future__ import annotations
 
