@@ -80,6 +80,20 @@ DistilBERT (n = 62):
    outside one step's allreduces (the step's start without a barrier, its forward, its separate jobs), and the next
    set replays it.
 
+A fifth set (``--set blocks``), declared after the fourth set's report (in one job a small response costs 0.9-1.4 ms
+among DistilBERT's or vit_s16's larger responses, 0.6-0.8 alone) and before it ran (2026-12-02, session 55): the
+step phase's own pattern, whose replays the fit prices at 1.95 ms per small response on this env
+(:mod:`autotuner.frameworks.horovod.stepprobe`: 32 blocks, each one weight then three 1 KiB vectors, backward order),
+enqueued at once in one fusion-off job. The ``sizes`` axis is the weight's bytes: the phase's 256 KiB, and 2.25 MiB
+(768 x 768, vit_s16's and DistilBERT's attention weights). Items as the third set: ``whole`` (the 128 tensors),
+``nosmall`` (the 32 weights), ``small`` (the 96 vectors). A small response among the weights costs ``(whole -
+nosmall) / 96``, alone ``small / 96`` (medians over rounds of the paired difference, then over 3 jobs). Declared:
+
+1. the pattern itself makes small responses dear, as the step phase prices them: among(256 KiB) at least 1.5 ms;
+2. the weight's size matters: among(256 KiB) - among(2.25 MiB) at least 0.4 ms;
+3. neither: among(256 KiB) at most 1.3 ms; then the step phase's 1.95 comes with its replay (tensors handed over
+   through a 100 ms step's backward, the defaults it is paired with), not with the order of its responses.
+
     python scripts/fused_variants.py measure    # as root, alone (~3 min)
     python scripts/fused_variants.py report
     python scripts/fused_variants.py measure --set neighbours    # the second set (~2 min)
@@ -88,6 +102,8 @@ DistilBERT (n = 62):
     python scripts/fused_variants.py report --set layouts
     python scripts/fused_variants.py measure --set hooks    # the fourth set (~4 min)
     python scripts/fused_variants.py report --set hooks
+    python scripts/fused_variants.py measure --set blocks    # the fifth set (~2 min)
+    python scripts/fused_variants.py report --set blocks
 
 Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-variants.jsonl`` and, for the other sets,
 ``fused-variants-<set>.jsonl`` (:data:`SETS`; one line per job, appended job by job; a killed run resumes); no fit
@@ -97,6 +113,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import statistics
 import sys
@@ -104,6 +121,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from autotuner.frameworks.horovod.stepprobe import BLOCKS, VECTOR_SHAPE, WEIGHT_SHAPE  # noqa: E402
 RUNS = ROOT / "autotuner" / "runs"
 ENV = "fresh-poll-2x1-2.5gbit"
 MIB = 2**20
@@ -118,12 +137,17 @@ VECTOR = 768  # float32 elements of a small response (3 KiB)
 LAYOUT_MODELS = ("vit_s16", "distilbert")
 LAYOUT_ITEMS = ("whole", "nosmall", "small")
 SPLIT_BYTES = 262144
+#: the fifth set: the step phase's blocks (its BLOCKS of one weight, then VECTORS_PER_BLOCK vectors of BLOCK_VECTOR
+#: float32 elements); the ``sizes`` axis is the weight's bytes: the phase's own and 768 x 768
+VECTORS_PER_BLOCK, BLOCK_VECTOR = 3, math.prod(VECTOR_SHAPE)
+BLOCK_WEIGHTS = (4 * math.prod(WEIGHT_SHAPE), 768 * 768 * 4)
 #: set -> (items, sizes, records, fusion off)
 SETS = {"pair": (ITEMS, SIZES, RECORDS, False),
         "neighbours": (NEIGHBOUR_ITEMS, NEIGHBOUR_SIZES, "experiments/fused-variants-neighbours.jsonl", True),
         "layouts": (LAYOUT_ITEMS, (1, 2), "experiments/fused-variants-layouts.jsonl", True),
         "hooks": (tuple(f"{way}_{part}" for way in ("direct", "values", "hooks") for part in LAYOUT_ITEMS), (1, 2),
-                  "experiments/fused-variants-hooks.jsonl", True)}
+                  "experiments/fused-variants-hooks.jsonl", True),
+        "blocks": (LAYOUT_ITEMS, BLOCK_WEIGHTS, "experiments/fused-variants-blocks.jsonl", True)}
 
 
 def layout_elements(model: str, item: str) -> list[int]:
@@ -150,7 +174,11 @@ def worker(wait: str, which: str = "pair") -> int:
 
     def tensors(item: str, s: int) -> list:
         f32, f64 = torch.float32, torch.float64
-        if which == "layouts":  # a shipped layout's tensors, or its parts, in backward order
+        if which == "blocks":  # the step phase's blocks with a weight of s bytes, or their parts
+            block = {"whole": [(s // 4, f32)] + [(BLOCK_VECTOR, f32)] * VECTORS_PER_BLOCK, "nosmall": [(s // 4, f32)],
+                     "small": [(BLOCK_VECTOR, f32)] * VECTORS_PER_BLOCK}[item]
+            spec = block * BLOCKS
+        elif which == "layouts":  # a shipped layout's tensors, or its parts, in backward order
             spec = [(n, f32) for n in layout_elements(LAYOUT_MODELS[s - 1], item)]
         elif which == "neighbours":  # 16 weights of s bytes, each followed (interleaved) by a vector, or the vectors
             spec = {"weights": [(s // 4, f32)] * 16, "interleaved": [(s // 4, f32), (VECTOR, f32)] * 16,
@@ -379,6 +407,20 @@ def layout_costs(recs: list[dict], way: str = "") -> dict[str, list[float]]:
     return out
 
 
+def block_costs(recs: list[dict]) -> dict[str, list[float]]:
+    """The fifth set: per job and weight size, a small response's cost among the weights (``"among(<w> MiB)"``:
+    (whole - nosmall) / vectors, medians over rounds of the paired difference) and alone (``"alone(<w> MiB)"``:
+    small / vectors), ms."""
+    n = BLOCKS * VECTORS_PER_BLOCK
+    out: dict[str, list[float]] = {}
+    for r in recs:
+        for k, s in enumerate(r["sizes"]):
+            it, w = r["items"], f"{s / MIB:g} MiB"
+            out.setdefault(f"among({w})", []).append(
+                statistics.median(a - b for a, b in zip(it["whole"][k], it["nosmall"][k])) / n)
+            out.setdefault(f"alone({w})", []).append(statistics.median(it["small"][k]) / n)
+    return out
+
 def report(which: str = "pair") -> int:
     items, sizes, records, _ = SETS[which]
     f = RUNS / ENV / records
@@ -401,6 +443,17 @@ def report(which: str = "pair") -> int:
         for way in ("direct", "values", "hooks") if which == "hooks" else ("",):
             for name, v in layout_costs(recs, way).items():
                 print(f"| {name} | {way or 'direct'} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
+        return 0
+    if which == "blocks":
+        print("| weight (MiB) | item | median over rounds and jobs (ms) |")
+        print("|---:|---|---:|")
+        for k, s in enumerate(sizes):
+            for item in items:
+                print(f"| {s / MIB:g} | {item} | {statistics.median(x for r in recs for x in r['items'][item][k]):.1f} |")
+        print("\n| small response | per job (ms) | median (ms) |")
+        print("|---|---|---:|")
+        for name, v in block_costs(recs).items():
+            print(f"| {name} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
         return 0
     if which == "neighbours":
         print("| S (MiB) | item | median over rounds and jobs (ms) |")
