@@ -211,23 +211,37 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
     for p in problems:
         err.print(f"warning: {p}", highlight=False, markup=False, soft_wrap=True)
     t = Table(title="fitted environments")
-    for col in ("env", "form", "alpha (µs)", "busbw (Gbit/s)", "R²", "MAPE %", "models (compute ms, comm scale)"):
-        t.add_column(col)
+    with_models = any(d["workloads"] for d, _, _ in fitted)
+    for col in ("env", "form", "alpha µs", "busbw Gbit/s", "R²", "MAPE %") + (("models",) if with_models else ()):
+        t.add_column(col, justify="right" if col in ("alpha µs", "busbw Gbit/s", "R²", "MAPE %") else "left")
+    forms: dict[str, tuple[str, list[str]]] = {}  # the fit's own words -> (table cell, envs), printed under it
     for d, path, png in fitted:
         f, inter = d["fit"], d["cost_model"]["inter"]
         r2 = f.get("r2_with_comm_scale", f.get("r2"))
         mp = f.get("mape_percent_with_comm_scale", f.get("mape_percent"))
-        models = ", ".join(f"{m} ({w['forward_ms'] + w['backward_ms']:.1f}, {w.get('comm_scale', 1.0):.2f})"
-                           for m, w in d["workloads"].items())
+        short = short_form(f["form"])
+        if short != f["form"]:
+            forms.setdefault(f["form"], (short, []))[1].append(d["env"])
         # busbw as nccl-tests means it, the large-message plateau: a sweep tier's segment from its knee where it has
         # one (below the knee a span is mostly its fixed cost, and its per-byte slope can be ~0: 51897 Gbit/s on
         # fresh-poll-2.75gbit; the regime lines below give that segment)
         busbw = inter.get("large_bandwidth_gbps", inter["bandwidth_gbps"])
-        t.add_row(d["env"], f["form"], f"{inter['alpha_us']:.1f}", f"{busbw:.2f}",
-                  "-" if r2 is None else f"{r2:.4f}", "-" if mp is None else f"{mp:.1f}", models)
+        t.add_row(d["env"], short, f"{inter['alpha_us']:.1f}", f"{busbw:.2f}",
+                  "-" if r2 is None else f"{r2:.4f}", "-" if mp is None else f"{mp:.1f}",
+                  *((", ".join(d["workloads"]) or "-",) if with_models else ()))
     render_table(out, t)
+    for full, (short, envs) in forms.items():  # several sentences under one cell name their envs
+        shared = sum(s_ == short for s_, _ in forms.values()) > 1
+        out.print(textwrap.fill(f"form {short}" + (f" ({', '.join(envs)})" if shared else "") + f": {full}",
+                                width=max(out.width, 40), subsequent_indent="    ", break_long_words=False,
+                                break_on_hyphens=False), highlight=False, soft_wrap=True)
     for d, path, png in fitted:
         f = d["fit"]
+        if d["workloads"]:  # each fitted model's compute and comm scale
+            out.print(textwrap.fill(f"{d['env']}: models (compute ms, comm scale): " + ", ".join(
+                f"{m} ({w['forward_ms'] + w['backward_ms']:.1f}, {w.get('comm_scale', 1.0):.2f})"
+                for m, w in d["workloads"].items()), width=max(out.width, 40), subsequent_indent="    ",
+                break_long_words=False, break_on_hyphens=False), highlight=False, soft_wrap=True)
         if "r2_with_comm_scale" in f:
             out.print(f"{d['env']}: pooled fit R² {f['r2']:.4f}, MAPE {f['mape_percent']:.1f}% over {f['n_samples']} "
                       f"samples; with per-model comm scale R² {f['r2_with_comm_scale']:.4f}, "
@@ -244,6 +258,15 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
     if problems:
         err.print(f"warning: {len(problems)} input problem(s) above (each names what was dropped or repaired)",
                   highlight=False, markup=False, soft_wrap=True)
+
+
+def short_form(form: str) -> str:
+    """A fit's ``form`` (the model file's ``fit.form``, one sentence) cut to a table cell: an alpha-beta form fitted
+    on an allreduce sweep is ``sweep``, on step times ``steps``, otherwise ``alpha-beta``; the others keep their
+    first words (``wall time``, ``global work``). The fit's own words are printed once under the table."""
+    if form.startswith("alpha-beta"):
+        return "sweep" if "sweep" in form else "steps" if "step times" in form else "alpha-beta"
+    return "wall time" if form.startswith("wall =") else "global work" if form.startswith("global work") else form
 
 
 @app.command(short_help="predict one configuration's step time")

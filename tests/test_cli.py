@@ -118,6 +118,35 @@ def test_fit_takes_an_environment_s_own_folder_and_wraps_its_regime_lines_at_80_
     assert sum(ln.startswith("    ") for ln in regime) > sum(not ln.startswith("    ") for ln in regime) > 8
 
 
+
+def test_fit_s_table_keeps_one_line_per_env_at_80_columns(tmp_path):
+    """Piped at 80 columns, ``fit``'s table gives each env one line when no cell needs more (its "form" cell took five
+    lines per env and its header broke "Gbit/s" in two), drops the "models" column when no env has a fitted model,
+    and says once under the table what each form means; an env with fitted models gets them, with their compute and
+    comm scale, on lines of their own."""
+    import os
+
+    runs = tmp_path / "runs"
+    for env in ("fresh-poll-2x1-2.5gbit", "fresh-poll-2.5gbit"):
+        shutil.copytree(ROOT / "runs" / env, runs / env)
+    p = run("fit", str(runs), "--out", str(tmp_path / "m"), env={**os.environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    head = lines.index("fitted environments")
+    rule = next(i for i in range(head, len(lines)) if lines[i].startswith("---"))
+    header = " ".join(lines[head + 1:rule])
+    assert "Gbit/s" in header.split() and "models" not in header
+    assert [ln.split()[:2] for ln in lines[rule + 1:rule + 3]] == [["fresh-poll-2.5gbit", "sweep"],
+                                                                  ["fresh-poll-2x1-2.5gbit", "sweep"]]
+    assert not lines[rule + 3].startswith(" ")  # no continuation line
+    assert "form sweep: alpha-beta (ring), from an allreduce sweep" in lines
+    shutil.copytree(ROOT / "runs" / "v100-16gbit", runs / "v100-16gbit")
+    p = run("fit", str(runs), "--out", str(tmp_path / "m2"), env={**os.environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    assert "models" in p.stdout.splitlines()[1]
+    assert any(ln.startswith("v100-16gbit: models (compute ms, comm scale): resnet50 (") for ln in p.stdout.splitlines())
+    assert all(len(ln) <= 80 for ln in p.stdout.splitlines()[:12])
+
 def test_broken_row_is_reported_and_rest_fits(tmp_path):
     shutil.copytree(ROOT / "runs" / "v100-16gbit", tmp_path / "runs" / "v100-16gbit")
     rep = tmp_path / "runs" / "v100-16gbit" / "report-000.md"
