@@ -153,8 +153,6 @@ SETS = {"pair": (ITEMS, SIZES, RECORDS, False),
 def layout_elements(model: str, item: str) -> list[int]:
     """The float32 element counts of ``model``'s shipped layout (autotuner/layouts/<model>.json), backward order:
     every tensor (``whole``), those of :data:`SPLIT_BYTES` and more (``nosmall``), or the others (``small``)."""
-    import math
-
     n = [math.prod(t["shape"]) for t in json.loads((ROOT / "autotuner" / "layouts" / f"{model}.json").read_text())["tensors"]]
     return {"whole": n, "nosmall": [x for x in n if 4 * x >= SPLIT_BYTES], "small": [x for x in n if 4 * x < SPLIT_BYTES]}[item]
 TAG = "AUTOTUNER_FUSED_VARIANTS"
@@ -234,16 +232,10 @@ def _layout_part(model: str, part: str):
 
     lay = load_layout(model)
     keep = [i for i, (shape, dt) in enumerate(zip(lay.shapes, lay.dtypes))
-            if part == "whole" or (part == "nosmall") == (DTYPE_BYTES[dt] * _prod(shape) >= SPLIT_BYTES)]
+            if part == "whole" or (part == "nosmall") == (DTYPE_BYTES[dt] * math.prod(shape) >= SPLIT_BYTES)]
     pick = lambda xs: tuple(xs[i] for i in keep)  # noqa: E731
     return replace(lay, names=pick(lay.names), shapes=pick(lay.shapes), dtypes=pick(lay.dtypes),
                    compute_share=pick(lay.compute_share))
-
-
-def _prod(shape) -> int:
-    import math
-
-    return math.prod(shape)
 
 
 def _hooks_items(hvd, torch, sizes, wait_all) -> dict:
@@ -298,7 +290,7 @@ def _hooks_items(hvd, torch, sizes, wait_all) -> dict:
     for s in sizes:
         for part in LAYOUT_ITEMS:
             lay = _layout_part(LAYOUT_MODELS[s - 1], part)
-            ones = [torch.ones(_prod(shape)) for shape in lay.shapes]
+            ones = [torch.ones(math.prod(shape)) for shape in lay.shapes]
             out[(f"direct_{part}", s)] = enqueue_at_once(ones, [f"fv.{part}.{s}.{i}" for i in range(len(ones))])
             params, _, _, values = replay._build(lay, 0.0, seed=hvd.rank())
             grads = [prm.grad for prm in params]
