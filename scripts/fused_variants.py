@@ -94,6 +94,18 @@ nosmall) / 96``, alone ``small / 96`` (medians over rounds of the paired differe
 3. neither: among(256 KiB) at most 1.3 ms; then the step phase's 1.95 comes with its replay (tensors handed over
    through a 100 ms step's backward, the defaults it is paired with), not with the order of its responses.
 
+The fifth set again on five more envs (``ENV=<env> python scripts/fused_variants.py measure --set blocks``), declared
+after its first report and before they ran (2026-12-02, session 55): fresh-poll-2x1-4.5gbit, fresh-poll-2x1-3gbit
+(two hosts, ranks polling), fresh-2x1-5gbit (two hosts, ranks spinning), fresh-poll-3gbit and fresh-poll-2.5gbit (one
+host, HTB on lo). ``report --set blocks`` adds what each env's shipped model simulates for the same jobs (every tensor
+ready at once, fusion off) and the env's step and burst phase prices. Declared, as on fresh-poll-2x1-2.5gbit:
+
+1. on every env, the simulator charges the 96 vectors alone at least twice what they measure;
+2. on every two-host env, the step phase's price is at least 0.3 ms above among(256 KiB);
+3. on every env, a 256 KiB weight alone (``nosmall / 32``) costs more than the simulator charges for it.
+
+Nothing is charged from it; it says whether fresh-poll-2x1-2.5gbit's reading holds on other envs.
+
     python scripts/fused_variants.py measure    # as root, alone (~3 min)
     python scripts/fused_variants.py report
     python scripts/fused_variants.py measure --set neighbours    # the second set (~2 min)
@@ -104,6 +116,7 @@ nosmall) / 96``, alone ``small / 96`` (medians over rounds of the paired differe
     python scripts/fused_variants.py report --set hooks
     python scripts/fused_variants.py measure --set blocks    # the fifth set (~2 min)
     python scripts/fused_variants.py report --set blocks
+    ENV=fresh-poll-3gbit python scripts/fused_variants.py measure --set blocks    # the fifth set on another env
 
 Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-variants.jsonl`` and, for the other sets,
 ``fused-variants-<set>.jsonl`` (:data:`SETS`; one line per job, appended job by job; a killed run resumes); no fit
@@ -114,6 +127,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -124,7 +138,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from autotuner.frameworks.horovod.stepprobe import BLOCKS, VECTOR_SHAPE, WEIGHT_SHAPE  # noqa: E402
 RUNS = ROOT / "autotuner" / "runs"
-ENV = "fresh-poll-2x1-2.5gbit"
+#: the env whose recorded testbed the jobs run on and whose experiments/ folder takes the records (``ENV=...``; every
+#: set but the fifth ran on the default only)
+ENV = os.environ.get("ENV", "fresh-poll-2x1-2.5gbit")
 MIB = 2**20
 SIZES = (32 * MIB, 96 * MIB)
 ITEMS = ("lone32", "lone64", "pair", "fused32", "fused64", "many32", "renewed32")
@@ -173,9 +189,7 @@ def worker(wait: str, which: str = "pair") -> int:
     def tensors(item: str, s: int) -> list:
         f32, f64 = torch.float32, torch.float64
         if which == "blocks":  # the step phase's blocks with a weight of s bytes, or their parts
-            block = {"whole": [(s // 4, f32)] + [(BLOCK_VECTOR, f32)] * VECTORS_PER_BLOCK, "nosmall": [(s // 4, f32)],
-                     "small": [(BLOCK_VECTOR, f32)] * VECTORS_PER_BLOCK}[item]
-            spec = block * BLOCKS
+            spec = [(n, f32) for n in block_elements(item, s)]
         elif which == "layouts":  # a shipped layout's tensors, or its parts, in backward order
             spec = [(n, f32) for n in layout_elements(LAYOUT_MODELS[s - 1], item)]
         elif which == "neighbours":  # 16 weights of s bytes, each followed (interleaved) by a vector, or the vectors
@@ -413,6 +427,35 @@ def block_costs(recs: list[dict]) -> dict[str, list[float]]:
             out.setdefault(f"alone({w})", []).append(statistics.median(it["small"][k]) / n)
     return out
 
+def block_elements(item: str, s: int) -> list[int]:
+    """The fifth set's float32 element counts, in order: :data:`BLOCKS` blocks of a weight of ``s`` bytes and
+    :data:`VECTORS_PER_BLOCK` vectors (``whole``), the weights (``nosmall``) or the vectors (``small``)."""
+    return {"whole": [s // 4] + [BLOCK_VECTOR] * VECTORS_PER_BLOCK, "nosmall": [s // 4],
+            "small": [BLOCK_VECTOR] * VECTORS_PER_BLOCK}[item] * BLOCKS
+
+
+def simulated_blocks(env: str) -> dict[tuple[str, int], float]:
+    """(item, weight bytes) -> what ``env``'s shipped model (autotuner/models/<env>.json) simulates for the fifth
+    set's job (ms): every tensor ready at once (a backward of 1 ns), fusion off, the env's cluster and backend."""
+    from dataclasses import replace
+
+    from autotuner import Cluster
+    from autotuner.frameworks.horovod.fit.fitters import workload_for
+    from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
+    from autotuner.frameworks.horovod.simulator import simulate_step
+    from autotuner.model.costmodel import CostModel
+
+    m = json.loads((ROOT / "autotuner" / "models" / f"{env}.json").read_text())
+    cost, cl = CostModel.from_dict(m["cost_model"]), Cluster(m["cluster"]["nodes"], m["cluster"]["gpus_per_node"])
+    off = replace(DEFAULTS_0_28, fusion_threshold_bytes=0)
+    out = {}
+    for s in BLOCK_WEIGHTS:
+        for item in LAYOUT_ITEMS:
+            sizes = [4 * n for n in block_elements(item, s)]
+            out[(item, s)] = simulate_step(sizes, [0.0] * len(sizes), workload_for(1e-9), off, cost, cl,
+                                           backend=m["cluster"]["backend"]).step_time_s * 1e3
+    return out
+
 def report(which: str = "pair") -> int:
     items, sizes, records, _ = SETS[which]
     f = RUNS / ENV / records
@@ -446,6 +489,16 @@ def report(which: str = "pair") -> int:
         print("|---|---|---:|")
         for name, v in block_costs(recs).items():
             print(f"| {name} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
+        sim = simulated_blocks(ENV)
+        sr = json.loads((ROOT / "autotuner" / "models" / f"{ENV}.json").read_text())["fit"]["small_responses"]
+        print(f"\nthe shipped model: step phase price {sr['step']['fixed_ms']:.2f} ms, burst phase price "
+              f"{sr['burst']['fixed_ms']:.2f} ms\n")
+        print("| weight (MiB) | item | measured (ms) | simulated (ms) |")
+        print("|---:|---|---:|---:|")
+        for k, s in enumerate(sizes):
+            for item in items:
+                print(f"| {s / MIB:g} | {item} | {statistics.median(x for r in recs for x in r['items'][item][k]):.1f} "
+                      f"| {sim[(item, s)]:.1f} |")
         return 0
     if which == "neighbours":
         print("| S (MiB) | item | median over rounds and jobs (ms) |")
