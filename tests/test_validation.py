@@ -341,3 +341,32 @@ def test_validate_runs_the_production_job_unless_asked(tmp_path, monkeypatch):
         res = CliRunner().invoke(app, ["validate", "--env", "e", "--model", "resnet50", *flag])
         assert res.exit_code == 0, res.output
         assert got[-1] is want
+
+
+def test_the_report_shows_the_range_the_small_response_price_leaves_open(tmp_path):
+    """``validate``'s report gives a prediction its range (the step at either end of the small-response price the
+    env's burst and step phases leave open) where it moves the step by more than 2 %, as ``autotuner accuracy`` does
+    for the same rows: on fresh-poll-2x1-2.5gbit, vit_s16's fusion off (charged 715.6 ms, 592.2 measured) gets its
+    burst-phase end beside it, the defaults none; the error column still compares the charged prediction."""
+    import autotuner
+    from autotuner.frameworks.horovod.environments import _model_dirs
+    from autotuner.frameworks.horovod.predict import make_scenario, prediction_ranges
+
+    f = ROOT / "autotuner" / "runs" / "fresh-poll-2x1-2.5gbit" / "validation" / "small-vit_s16-nt.jsonl"
+    recs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+    s = recs[0]["setup"]
+    sc, _ = make_scenario(_model_dirs(None), s["env"], s["model"], nodes=s["testbed_hosts"],
+                          gpus_per_node=s["ranks_per_host"], compute_ms=s["compute_ms"])
+    ranges = prediction_ranges(sc, recs)
+    write_report(recs, tmp_path / "r.md", title="t", notes=[], ranges=ranges)
+    text = (tmp_path / "r.md").read_text()
+    rows = {ln.split("|")[1].strip(): ln.split("|") for ln in text.splitlines() if ln.startswith("| proposal-1")
+            or ln.startswith("| default")}
+    lo, hi = ranges[("proposal-1", "none")]
+    assert f"({lo:.1f}-{hi:.1f})" in rows["proposal-1"][6] and lo < 0.9 * hi
+    assert "(" not in rows["default"][6]
+    assert "prediction(s) with a range in brackets" in text
+    acc = {c["quantity"]: c for c in autotuner.accuracy_table(env="fresh-poll-2x1-2.5gbit")["cases"]
+           if "/small-vit_s16-nt.jsonl (" in c["source"]}
+    want = acc["vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1: step time (ms)"]["predicted_range"]
+    assert want == pytest.approx([lo, hi], abs=0.1)

@@ -574,6 +574,26 @@ def step_range_ms(sc, cfg: Config, charged_ms: float | None = None
     return (times[0], times[1]), (k * r[0], k * r[1])
 
 
+
+def prediction_ranges(sc, records) -> dict[tuple[str, str], tuple[float, float]]:
+    """Per validation job (``(label, compression)``, as :func:`autotuner.frameworks.horovod.report.table` groups
+    records) with fixed knobs, the step time (ms, low to high) at either end of the small-response price the env's
+    phases leave open (:func:`step_range_ms` on scenario ``sc`` with the job's compression; the record's
+    ``predicted_step_time_ms`` reused for the charged end). Empty for a cost model without the range, or ``sc``
+    None. ``records``: validation records (:mod:`autotuner.frameworks.horovod.validation`). Pure (no I/O)."""
+    out: dict[tuple[str, str], tuple[float, float]] = {}
+    if sc is None or sc.cost.small_alpha_range_s is None:
+        return out
+    for r in records:
+        key = (r.get("label") or r["trial"].split("/")[0], str(r.get("compression") or "none"))
+        if r.get("config") is None or key in out:
+            continue
+        rng = step_range_ms(replace(sc, compression=key[1]), Config.from_dict(r["config"]),
+                            r.get("predicted_step_time_ms"))
+        if rng is not None:
+            out[key] = rng[0]
+    return out
+
 def explore(model: str, env: str | None = None, *, config: Config | Mapping[str, Any] | None = None,
             pick_file: Path | None = None, suggest_pick: bool = True, resolution: int = 64,
             nodes: int | None = None, gpus_per_node: int | None = None, bandwidth_gbps: float | None = None,

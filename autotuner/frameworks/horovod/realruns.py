@@ -14,7 +14,7 @@ from .knobs import DEFAULTS_0_28, Config
 from ...readers.layouts import load_layout
 from ...writers.atomic import check_output_dir
 from .environments import _model_dirs, error_band
-from .predict import D2_THREE, load_proposals, make_scenario, suggest_scenario
+from .predict import D2_THREE, load_proposals, make_scenario, prediction_ranges, suggest_scenario
 
 
 class ProfileDevice(StrEnum):
@@ -405,7 +405,8 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
                      "(Horovod's defaults: 3, 10, 20)")
     notes += store.dropped
     report = vdir / f"{name}-report.md"
-    verdict, _ = write_report(recs, report, title=f"Validation: {setup.model} on {setup.env}", notes=notes)
+    verdict, _ = write_report(recs, report, title=f"Validation: {setup.model} on {setup.env}", notes=notes,
+                              ranges=prediction_ranges(sc, recs))
     return recs, report, verdict
 
 

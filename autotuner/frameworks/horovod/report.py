@@ -227,15 +227,39 @@ def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path) -> list[Pa
     return paths
 
 
-def write_report(records: list[dict[str, Any]], path: Path, *, title: str, notes: list[str]) -> tuple[str, list[Path]]:
-    """Write ``path`` (Markdown, atomically) and its plots beside it; return (verdict line, plot paths)."""
+#: a prediction's range is shown where its ends lie further apart than this fraction of it (as ``autotuner accuracy``)
+RANGE_SHOWN = 0.02
+
+
+def _predicted_cell(r, ranges) -> str:
+    """A row's predicted step (ms), and where the small-response price the env's phases leave open moves it by more
+    than :data:`RANGE_SHOWN`, its range: ``715.6 (600.6-715.6)``."""
+    lo, hi = ranges.get((r["label"], r["compression"]), (r["predicted_ms"], r["predicted_ms"]))
+    if r["predicted_ms"] == r["predicted_ms"] and hi - lo > RANGE_SHOWN * r["predicted_ms"]:
+        return f"{_fmt(r['predicted_ms'])} ({_fmt(lo)}-{_fmt(hi)})"
+    return _fmt(r["predicted_ms"])
+
+
+def write_report(records: list[dict[str, Any]], path: Path, *, title: str, notes: list[str],
+                 ranges: dict[tuple[str, str], tuple[float, float]] | None = None) -> tuple[str, list[Path]]:
+    """Write ``path`` (Markdown, atomically) and its plots beside it; return (verdict line, plot paths).
+    ``ranges``: per job ``(label, compression)``, the predicted step (ms, low to high) at either end of the
+    small-response price the env's phases leave open
+    (:func:`autotuner.frameworks.horovod.predict.prediction_ranges`), shown beside the prediction where it moves it
+    by more than :data:`RANGE_SHOWN`; the error column compares the charged prediction."""
     t = table(records)
     v = verdict(t)
+    ranges = ranges or {}
     stem = path.with_suffix("")
     pngs = plots(t, records, stem)
     lines = [f"# {title}", "", f"**{v}**", ""]
     tl_note = _timeline_note(t)
-    lines += [f"- {n}" for n in list(notes) + ([tl_note] if tl_note else [])]
+    shown = sum(_predicted_cell(r, ranges) != _fmt(r["predicted_ms"]) for _, r in t.iterrows())
+    rng_note = (f"{shown} prediction(s) with a range in brackets: the step time with a small response priced at "
+                "either of the env's burst and step phases (the error column compares the charged step phase's); "
+                "the price they leave open moves it by more than 2 % (docs/accuracy.md, \"The small-response price "
+                "the phases leave open\")") if shown else None
+    lines += [f"- {n}" for n in list(notes) + [x for x in (tl_note, rng_note) if x]]
     lines += ["", "| configuration | knobs | ok/failed | measured step ms (min-max) | IQR ms | predicted ms | error % "
               "| responses/step | score bytes/µs |", "|---|---|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
@@ -245,7 +269,7 @@ def write_report(records: list[dict[str, Any]], path: Path, *, title: str, notes
                and r["step_ms"] == r["step_ms"] else _fmt(r["error_pct"]))
         lines.append(f"| {_job(r)} | {_cfg_str(r['config'], r['compression'])} | {r['n_ok']}/{r['n_failed']} | "
                      f"{steps} | {_fmt(r['iqr_ms'])} | "
-                     f"{_fmt(r['predicted_ms'])} | {err} | {_fmt(r['responses_per_step'], 2)} | "
+                     f"{_predicted_cell(r, ranges)} | {err} | {_fmt(r['responses_per_step'], 2)} | "
                      f"{_fmt(r['score'], 2)} |")
     failed = [r for r in records if r["status"] != "ok"]
     if failed:
