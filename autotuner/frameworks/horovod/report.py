@@ -179,8 +179,10 @@ def _timeline_note(t: pd.DataFrame) -> str | None:
             "so their error % is left out (n/a); the verdict compares trials run alike; responses/step come from it")
 
 
-def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path) -> list[Path]:
-    """``<stem>-predicted-vs-measured.png`` and ``<stem>-throughput.png``; returns the paths written."""
+def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path,
+          ranges: dict[tuple[str, str], tuple[float, float]] | None = None) -> list[Path]:
+    """``<stem>-predicted-vs-measured.png`` and ``<stem>-throughput.png``; returns the paths written. ``ranges``
+    (:func:`write_report`'s): a prediction's range, drawn as its vertical bar."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -189,22 +191,34 @@ def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path) -> list[Pa
     ok = t[(t["n_ok"] > 0) & t["step_ms"].notna()]  # a default autotune run has no fixed-knob steps
     pv = ok[ok["predicted_ms"].notna()]
     if not pv.empty:
+        ranges = ranges or {}
+        ends = pd.DataFrame([ranges.get((r["label"], r["compression"]), (r["predicted_ms"], r["predicted_ms"]))
+                             for _, r in pv.iterrows()], index=pv.index, columns=["lo", "hi"])
         fig, ax = plt.subplots(figsize=(5, 5))
-        lo = min(pv["step_min_ms"].min(), pv["predicted_ms"].min()) * 0.9
-        hi = max(pv["step_max_ms"].max(), pv["predicted_ms"].max()) * 1.1
+        lo = min(pv["step_min_ms"].min(), pv["predicted_ms"].min(), ends["lo"].min()) * 0.9
+        hi = max(pv["step_max_ms"].max(), pv["predicted_ms"].max(), ends["hi"].max()) * 1.1
         ax.plot([lo, hi], [lo, hi], "k--", lw=0.8, label="predicted = measured")
         ax.fill_between([lo, hi], [lo * 0.9, hi * 0.9], [lo * 1.1, hi * 1.1], color="0.9", label="±10%")
         for tl, sub in pv.groupby("timeline"):
+            e = ends.loc[sub.index]
             ax.errorbar(sub["step_ms"], sub["predicted_ms"],
                         xerr=[sub["step_ms"] - sub["step_min_ms"], sub["step_max_ms"] - sub["step_ms"]],
+                        yerr=[(sub["predicted_ms"] - e["lo"]).clip(lower=0), (e["hi"] - sub["predicted_ms"]).clip(lower=0)],
                         fmt="o", mfc="none" if tl else None, color="tab:orange" if tl else "tab:blue",
                         label=("with Horovod's timeline (its cost not predicted)" if tl
                                else "without timeline (the predicted job)"))
+        placed: list[tuple[float, float]] = []
+        near = 0.03 * (hi - lo)  # points closer than this on both axes get their labels stacked, not overprinted
         for _, r in pv.iterrows():  # timeline rows labelled below their point: a label's two jobs can sit together
-            ax.annotate(_job(r), (r["step_ms"], r["predicted_ms"]), fontsize=7, xytext=(3, -9 if r["timeline"] else 3),
+            xy = (r["step_ms"], r["predicted_ms"])
+            k = sum(abs(xy[0] - a) < near and abs(xy[1] - b) < near for a, b in placed)
+            placed.append(xy)
+            ax.annotate(_job(r), xy, fontsize=7, xytext=(3, (-9 if r["timeline"] else 3) - 9 * k),
                         textcoords="offset points")
-        ax.set(xlabel="measured step time (ms)", ylabel="predicted step time (ms)", xlim=(lo, hi), ylim=(lo, hi),
-               title="predicted vs measured step time")
+        ax.set(xlabel="measured step time (ms): median, bar = range over repeats",
+               ylabel="predicted step time (ms)" + (": bar = the small-response price left open"
+                                                    if (ends["hi"] > ends["lo"]).any() else ""),
+               xlim=(lo, hi), ylim=(lo, hi), title="predicted vs measured step time")
         ax.legend(fontsize=7)
         fig.tight_layout()
         p = Path(f"{stem}-predicted-vs-measured.png")
@@ -251,7 +265,7 @@ def write_report(records: list[dict[str, Any]], path: Path, *, title: str, notes
     v = verdict(t)
     ranges = ranges or {}
     stem = path.with_suffix("")
-    pngs = plots(t, records, stem)
+    pngs = plots(t, records, stem, ranges)
     lines = [f"# {title}", "", f"**{v}**", ""]
     tl_note = _timeline_note(t)
     shown = sum(_predicted_cell(r, ranges) != _fmt(r["predicted_ms"]) for _, r in t.iterrows())
