@@ -60,9 +60,11 @@ def test_fit_writes_models(refit_all):
 
 
 def test_a_refit_of_the_committed_runs_gives_every_shipped_cost_model(refit_all):
-    """Every model file ``fit runs/`` writes charges what the shipped one does (its ``cost_model``), within the
-    stated refit tolerance (tests/refit.py): a change to the fit that moves a charged term shows here until the
-    shipped models are refitted."""
+    """Every model file ``fit runs/`` writes charges what the shipped one does (its ``cost_model``) and carries its
+    ``trust`` (the real trials it was checked on: the band ``suggest`` holds gains against and the trust line of
+    every prediction), within the stated refit tolerance (tests/refit.py): a change to the fit that moves a charged
+    term, or validation records added under an env, show here until the shipped models are refitted
+    (fresh-poll-2x1-2.5gbit's said "never checked against a real run" beside 50 committed trials)."""
     p, out = refit_all
     assert p.returncode == 0, p.stderr
     written = sorted(f.name for f in out.glob("*.json"))
@@ -71,7 +73,8 @@ def test_a_refit_of_the_committed_runs_gives_every_shipped_cost_model(refit_all)
         shipped = ROOT / "autotuner" / "models" / name
         assert shipped.is_file(), f"{name}: fitted from runs/ but not shipped"
         got, want = json.loads((out / name).read_text()), json.loads(shipped.read_text())
-        bad = refit_mismatches(got.get("cost_model"), want.get("cost_model"))
+        bad = (refit_mismatches(got.get("cost_model"), want.get("cost_model"), path="cost_model")
+               + refit_mismatches(got.get("trust"), want.get("trust"), path="trust"))
         assert not bad, (name, bad[:10])
 
 
@@ -109,7 +112,10 @@ def test_fit_takes_an_environment_s_own_folder_and_wraps_its_regime_lines_at_80_
     p = run("fit", str(ROOT / "runs" / "fresh-poll-2x1-2.5gbit"), "--out", str(tmp_path),
             env={**os.environ, "COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
-    assert (tmp_path / "fresh-poll-2x1-2.5gbit.json").exists()
+    # checked against the same real trials as ``fit runs/`` checks it (it counted 10 trials of 50, no repeat spread)
+    got = json.loads((tmp_path / "fresh-poll-2x1-2.5gbit.json").read_text())["trust"]
+    want = json.loads((ROOT / "autotuner" / "models" / "fresh-poll-2x1-2.5gbit.json").read_text())["trust"]
+    assert got["trials"] == 50 and not refit_mismatches(got, want)
     lines = p.stdout.splitlines()
     at = lines.index("fresh-poll-2x1-2.5gbit: where each figure comes from")
     regime = lines[at + 1:next(i for i, ln in enumerate(lines) if ln.startswith("wrote "))]

@@ -66,8 +66,11 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
         fitted.append((d, path, png))
     from .views.accuracy import trust_of
 
+    # an environment's own folder (``fit runs/mycluster``) is checked from the runs folder it sits in, as ``fit runs/``
+    # checks it: its validation records are read from <runs>/<env>/validation
+    roots = Path(runs_dir).resolve().parent if (Path(runs_dir) / "env.toml").is_file() else runs_dir
     for d, path, _ in fitted:  # every model written first: trust_of predicts with the new fits
-        d["trust"] = trust_of(runs_dir, model_dir, d["env"])
+        d["trust"] = trust_of(roots, model_dir, d["env"])
         write_model(model_dir, d)
     if not fitted:  # one line, naming every problem, and nothing written
         raise FitError(f"no environment could be fitted: {'; '.join(problems)}")
