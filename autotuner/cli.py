@@ -1404,18 +1404,31 @@ def envs_cmd(model_dir: Optional[Path] = _model_dir_opt(),
         print(json.dumps(rows, allow_nan=False))
         return
     t = Table(title="environments")
-    for col in ("env", "shape", "backend", "link Gbit/s", "source", "calibrated models", "trust"):
-        t.add_column(col, justify="right" if col == "link Gbit/s" else "left")
+    checked = "checked: error % mean/worst (trials)"
+    for col in ("env", "shape", "backend", "link Gbit/s", "source", "calibrated models", checked):
+        t.add_column(col, justify="right" if col in ("link Gbit/s", checked) else "left")
+    problems = []
     for r in rows:
         if "problem" in r:
-            t.add_row(r["env"], "", "", "", "unreadable", "", r["problem"])
+            t.add_row(r["env"], "", "", "", "unreadable", "", "see below")
+            problems.append(f"{r['env']}: {r['problem']}")
             continue
+        gpu = str(r["gpu"] or "")
+        c = r["checked"]
         t.add_row(r["env"] + (" (default)" if r["default"] else ""),
-                  f"{r['nodes']}x{r['gpus_per_node']}" + (f" {r['gpu']}" if r["gpu"] else ""), str(r["backend"] or "?"),
-                  f"{r['link_gbps']:g}" if r["link_gbps"] else "", r["source"], ", ".join(r["models"]) or "-",
-                  r["trust"])
+                  f"{r['nodes']}x{r['gpus_per_node']}" + (" CPU" if gpu.startswith("none") else f" {gpu}" if gpu else ""),
+                  str(r["backend"] or "?"), f"{r['link_gbps']:g}" if r["link_gbps"] else "", r["source"],
+                  ", ".join(r["models"]) or "-",
+                  "never" if c is None else f"{c['mean_error_pct']:.1f}/{c['worst_pct']:+.1f} ({c['trials']})")
     render_table(out, t)
-    out.print("PyTorch DDP environments: autotuner ddp envs", highlight=False)
+    for line in problems:
+        err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+    out.print(textwrap.fill("checked: each env's predictions against its real trials, mean and worst error and the "
+                            "trials (the trust line every prediction carries; autotuner envs --json gives it whole, "
+                            "with the jobs left out); never: not checked against a real run; CPU: ranks without a "
+                            "GPU. PyTorch DDP environments: autotuner ddp envs",
+                            width=max(out.width, 40), break_long_words=False, break_on_hyphens=False),
+              highlight=False, soft_wrap=True)
 
 
 @app.command("profile", short_help="time your model's gradients: a layout JSON")

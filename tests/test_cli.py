@@ -153,6 +153,29 @@ def test_fit_s_table_keeps_one_line_per_env_at_80_columns(tmp_path):
     assert any(ln.startswith("v100-16gbit: models (compute ms, comm scale): resnet50 (") for ln in p.stdout.splitlines())
     assert all(len(ln) <= 80 for ln in p.stdout.splitlines()[:12])
 
+
+def test_envs_fits_80_columns_with_each_env_s_checked_figures():
+    """``autotuner envs`` piped at 80 columns: no line wider (its trust column's words made lines of 90), every env
+    on at most two lines (it took nine), and each env's checked figures as the API gives them (``checked``: mean and
+    worst error, trials; fresh-poll-2x1-2.5gbit's 6.3 % and +20.8 % over 50 trials), ``never`` where not checked."""
+    import os
+
+    import autotuner
+
+    rows = {r["env"]: r for r in autotuner.envs()}
+    assert rows["fresh-poll-2x1-2.5gbit"]["checked"]["trials"] == 50 and rows["v100-5gbit"]["checked"] is None
+    p = run("envs", env={**os.environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert max(len(ln) for ln in lines) <= 80
+    rule = next(i for i, ln in enumerate(lines) if ln.startswith("---"))
+    starts = [i for i in range(rule + 1, len(lines)) if lines[i][:1].strip()]  # an env's first line
+    table_end = next(i for i in starts if lines[i].startswith("checked:"))
+    firsts = [i for i in starts if i < table_end]
+    assert len(firsts) == len(rows) and all(b - a <= 2 for a, b in zip(firsts, firsts[1:] + [table_end]))
+    first = {lines[i].split()[0]: lines[i] for i in firsts}
+    assert first["fresh-poll-2x1-2.5gbit"].endswith("6.3/+20.8") and first["v100-5gbit"].endswith("never")
+
 def test_broken_row_is_reported_and_rest_fits(tmp_path):
     shutil.copytree(ROOT / "runs" / "v100-16gbit", tmp_path / "runs" / "v100-16gbit")
     rep = tmp_path / "runs" / "v100-16gbit" / "report-000.md"

@@ -247,8 +247,10 @@ def envs(model_dir: Path | Sequence[Path] | None = None) -> list[dict[str, Any]]
     """``autotuner envs``: every environment a command can use (the first folder holding
     ``<env>.json`` wins), each with ``env``, ``nodes``, ``gpus_per_node``, ``gpu``, ``backend``,
     ``link_gbps`` (Gbit/s), ``source`` (``measured``, ``lab report``, ``specs``), ``models``
-    (calibrated model names), ``default``, ``path`` and ``trust`` (the trust line, as
-    :func:`error_band` gives it). Unreadable files are listed with ``problem`` instead."""
+    (calibrated model names), ``default``, ``path``, ``trust`` (the trust line, as
+    :func:`error_band` gives it) and ``checked`` (its figures: ``trials``, ``configurations``, ``mean_error_pct``,
+    ``worst_pct``, %; None where never checked against a real run). Unreadable files are listed with ``problem``
+    instead."""
     from .fit.store import find_models, load_env
     from ...specs import is_spec
 
@@ -268,7 +270,10 @@ def envs(model_dir: Path | Sequence[Path] | None = None) -> list[dict[str, Any]]
                     "gpu": c.get("gpu"), "backend": c.get("backend"),
                     "link_gbps": (raw.get("cost_model") or {}).get("link_gbps"), "source": kind,
                     "models": sorted(raw.get("workloads") or {}), "default": bool(raw.get("default")),
-                    "path": str(path), "trust": error_band(dirs, fenv)["line"]})
+                    "path": str(path), "trust": (band := error_band(dirs, fenv))["line"],
+                    "checked": ({k: band["trust"][k] for k in ("trials", "configurations", "mean_error_pct",
+                                                                 "worst_pct")}
+                                if (band["trust"] or {}).get("configurations") else None)})
     return out
 
 
