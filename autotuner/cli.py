@@ -926,11 +926,13 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
     t = Table(title="predicted vs measured")
     for col in ("env", "quantity", "measured", "predicted", "error", "used by the fit", "source"):
         t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+    from .frameworks.horovod.report import RANGE_SHOWN  # validate's report shows a range past the same fraction
+
     ranged = 0
     for c in d["cases"]:
         pred = f"{c['predicted']:.2f}"
         lo, hi = c.get("predicted_range") or (c["predicted"], c["predicted"])
-        if hi - lo > 0.02 * c["predicted"]:  # the small-response price the phases leave open moves it
+        if hi - lo > RANGE_SHOWN * c["predicted"]:  # the small-response price the phases leave open moves it
             pred, ranged = pred + f"\n{lo:.0f}-{hi:.0f}", ranged + 1
         t.add_row(c["env"], c["quantity"], f"{c['measured']:.2f}", pred, f"{c['error_percent']:+.1f}%",
                   "yes" if c["used_by_fit"] else "no (held out)", c["source"])

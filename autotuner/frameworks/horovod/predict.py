@@ -574,7 +574,6 @@ def step_range_ms(sc, cfg: Config, charged_ms: float | None = None
     return (times[0], times[1]), (k * r[0], k * r[1])
 
 
-
 def prediction_ranges(sc, records) -> dict[tuple[str, str], tuple[float, float]]:
     """Per validation job (``(label, compression)``, as :func:`autotuner.frameworks.horovod.report.table` groups
     records) with fixed knobs, the step time (ms, low to high) at either end of the small-response price the env's
@@ -593,6 +592,7 @@ def prediction_ranges(sc, records) -> dict[tuple[str, str], tuple[float, float]]
         if rng is not None:
             out[key] = rng[0]
     return out
+
 
 def explore(model: str, env: str | None = None, *, config: Config | Mapping[str, Any] | None = None,
             pick_file: Path | None = None, suggest_pick: bool = True, resolution: int = 64,
