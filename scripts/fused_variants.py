@@ -106,6 +106,22 @@ ready at once, fusion off) and the env's step and burst phase prices. Declared, 
 
 Nothing is charged from it; it says whether fresh-poll-2x1-2.5gbit's reading holds on other envs.
 
+A sixth set (``--set decay``), declared after the fifth set's six envs and before it ran (2026-12-02, session 55):
+the fifth set timed the same 96 vectors alone at 0.68 ms each after light traffic and 1.07 after heavy traffic on
+fresh-poll-2x1-2.5gbit, 0.80 and 1.72 on fresh-poll-3gbit. How long does heavy traffic make small responses dearer?
+One fusion-off job, the ``sizes`` axis the delay ``d`` (ms): each item first runs a prelude, untimed, then sleeps
+``d``, then the 96 vectors enqueued at once after the barrier, timed:
+
+* ``after_heavy``: the prelude is 8 float32 weights of 2.25 MiB enqueued at once (18 MiB);
+* ``after_light``: the prelude is the 96 vectors themselves.
+
+A vector costs ``item / 96`` (medians over rounds and jobs), at d = 0, 10, 50 and 200 ms. Declared, on
+fresh-poll-2x1-2.5gbit and fresh-poll-3gbit:
+
+1. the history effect reproduces: at d = 0, after_heavy is at least 1.3x after_light;
+2. it decays: the first d at which after_heavy comes within 10 % of after_light is reported; if none does by 200 ms,
+   whatever heavy traffic leaves behind outlasts a training step's backward and is not a transient of the link.
+
     python scripts/fused_variants.py measure    # as root, alone (~3 min)
     python scripts/fused_variants.py report
     python scripts/fused_variants.py measure --set neighbours    # the second set (~2 min)
@@ -117,6 +133,7 @@ Nothing is charged from it; it says whether fresh-poll-2x1-2.5gbit's reading hol
     python scripts/fused_variants.py measure --set blocks    # the fifth set (~2 min)
     python scripts/fused_variants.py report --set blocks
     ENV=fresh-poll-3gbit python scripts/fused_variants.py measure --set blocks    # the fifth set on another env
+    ENV=fresh-poll-3gbit python scripts/fused_variants.py measure --set decay    # the sixth set (~2 min)
 
 Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-variants.jsonl`` and, for the other sets,
 ``fused-variants-<set>.jsonl`` (:data:`SETS`; one line per job, appended job by job; a killed run resumes); no fit
@@ -157,13 +174,16 @@ SPLIT_BYTES = 262144
 #: float32 elements); the ``sizes`` axis is the weight's bytes: the phase's own and 768 x 768
 VECTORS_PER_BLOCK, BLOCK_VECTOR = 3, math.prod(VECTOR_SHAPE)
 BLOCK_WEIGHTS = (4 * math.prod(WEIGHT_SHAPE), 768 * 768 * 4)
+#: the sixth set: delays (ms) after the prelude, and the heavy prelude (float32 weights of 2.25 MiB)
+DECAY_MS, HEAVY_WEIGHTS = (0, 10, 50, 200), 8
 #: set -> (items, sizes, records, fusion off)
 SETS = {"pair": (ITEMS, SIZES, RECORDS, False),
         "neighbours": (NEIGHBOUR_ITEMS, NEIGHBOUR_SIZES, "experiments/fused-variants-neighbours.jsonl", True),
         "layouts": (LAYOUT_ITEMS, (1, 2), "experiments/fused-variants-layouts.jsonl", True),
         "hooks": (tuple(f"{way}_{part}" for way in ("direct", "values", "hooks") for part in LAYOUT_ITEMS), (1, 2),
                   "experiments/fused-variants-hooks.jsonl", True),
-        "blocks": (LAYOUT_ITEMS, BLOCK_WEIGHTS, "experiments/fused-variants-blocks.jsonl", True)}
+        "blocks": (LAYOUT_ITEMS, BLOCK_WEIGHTS, "experiments/fused-variants-blocks.jsonl", True),
+        "decay": (("after_heavy", "after_light"), DECAY_MS, "experiments/fused-variants-decay.jsonl", True)}
 
 
 def layout_elements(model: str, item: str) -> list[int]:
@@ -188,7 +208,10 @@ def worker(wait: str, which: str = "pair") -> int:
 
     def tensors(item: str, s: int) -> list:
         f32, f64 = torch.float32, torch.float64
-        if which == "blocks":  # the step phase's blocks with a weight of s bytes, or their parts
+        if which == "decay":  # the prelude: heavy weights, or the vectors themselves (own names: not the timed ones)
+            spec = ([(BLOCK_WEIGHTS[1] // 4, f32)] * HEAVY_WEIGHTS if item == "after_heavy"
+                    else [(BLOCK_VECTOR, f32)] * (BLOCKS * VECTORS_PER_BLOCK))
+        elif which == "blocks":  # the step phase's blocks with a weight of s bytes, or their parts
             spec = [(n, f32) for n in block_elements(item, s)]
         elif which == "layouts":  # a shipped layout's tensors, or its parts, in backward order
             spec = [(n, f32) for n in layout_elements(LAYOUT_MODELS[s - 1], item)]
@@ -212,11 +235,21 @@ def worker(wait: str, which: str = "pair") -> int:
     timed = _hooks_items(hvd, torch, sizes, wait_all) if which == "hooks" else {}
     out: dict[str, list[list[float]]] = {item: [[] for _ in sizes] for item in items}
     held = {(item, s): tensors(item, s) for item in items for s in sizes if which != "hooks"}
+    vectors = [(torch.ones(BLOCK_VECTOR), f"fv.decay.v.{i}") for i in range(BLOCKS * VECTORS_PER_BLOCK)]
     for r in range(WARMUP + ROUNDS):
         for k, s in enumerate(sizes):
             for item in items:
                 if which == "hooks":
                     ms = timed[(item, s)]()
+                elif which == "decay":  # a prelude, untimed, then s ms of sleep, then the vectors, timed
+                    pre = held[(item, s)]
+                    hvd.allreduce(torch.zeros(1), name="fv.barrier")
+                    wait_all([hvd.allreduce_async_(t, name=name) for t, name in pre])
+                    time.sleep(s / 1e3)
+                    hvd.allreduce(torch.zeros(1), name="fv.barrier")
+                    t0 = time.perf_counter()
+                    wait_all([hvd.allreduce_async_(t, name=name) for t, name in vectors])
+                    ms = (time.perf_counter() - t0) * 1e3
                 else:
                     ts = held[(item, s)]
                     if item == "renewed32":
@@ -478,6 +511,15 @@ def report(which: str = "pair") -> int:
         for way in ("direct", "values", "hooks") if which == "hooks" else ("",):
             for name, v in layout_costs(recs, way).items():
                 print(f"| {name} | {way or 'direct'} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
+        return 0
+    if which == "decay":
+        n = BLOCKS * VECTORS_PER_BLOCK
+        print("| delay (ms) | vector after heavy traffic (ms) | after light traffic (ms) | ratio |")
+        print("|---:|---:|---:|---:|")
+        for k, d in enumerate(sizes):
+            h, lt = (statistics.median(x for r in recs for x in r["items"][item][k]) / n
+                     for item in ("after_heavy", "after_light"))
+            print(f"| {d} | {h:.2f} | {lt:.2f} | {h / lt:.2f} |")
         return 0
     if which == "blocks":
         print("| weight (MiB) | item | median over rounds and jobs (ms) |")
