@@ -800,6 +800,11 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                                                        "(then $AUTOTUNER_RUNS_DIR, ./runs, the user's and the "
                                                        "shipped runs)"),
               model_dir: Optional[Path] = _model_dir_opt(),
+              reference_version: Optional[str] = typer.Option(
+                  None, "--reference-version", show_default=False,
+                  help="the defaults compared: this Horovod release's, e.g. 0.28.1 (128 MiB, 1 ms) or 0.20.3 "
+                       "(64 MiB, 5 ms) (default: the env's own Horovod version)",
+                  callback=opt.horovod_release("--reference-version")),
               as_json: bool = typer.Option(False, "--json", help="print the table as JSON")) -> None:
     """What-if at scale: step time, throughput, scaling efficiency per node count, or per rank count on one
     node (--ranks); best config and defaults; the whole run's wall time (s) where the env has its run shape.
@@ -818,7 +823,7 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                                                                                            "--bandwidth-gbps"),
                         batch_size=batch_size, compute_ms=compute_ms, compression=str(compression),
                         backend=None if backend is None else str(backend), out_dir=out_dir, runs_dir=runs_dir,
-                        model_dir=model_dir)
+                        model_dir=model_dir, reference_version=reference_version)
     res, files, trust, batch = result.scaling, result.files, result.trust, result.batch
     for w in result.warnings:
         err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
@@ -875,7 +880,8 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         wide.print(f, highlight=False, soft_wrap=True)
     wide.print("efficiency = throughput(N) / (N/N0 x throughput(N0)), "
                + ("N = ranks, N0 = smallest rank count; " if by_ranks else "N0 = smallest node count; ")
-               + "defaults = Horovod 0.28 (128 MiB, 1 ms, cache on, flat)", highlight=False)
+               + f"defaults = Horovod {res.reference_version}'s ({res.reference.fusion_threshold_bytes / MIB:g} MiB, "
+                 f"{res.reference.cycle_time_ms:g} ms, cache on, flat)", highlight=False, soft_wrap=True)
     if wall:
         run = result.run
         wide.print(f"wall s = predicted wall time of the whole run: {run.startup_s:g} s start-up + steps per rank x step "

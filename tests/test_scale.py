@@ -185,3 +185,30 @@ def test_scale_and_explore_work_on_one_shipped_env_of_each_kind(tmp_path, env, m
             "--json")
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
     assert json.loads(p.stdout)["files"] and len(list((tmp_path / "e").glob("*.png"))) == 2
+
+
+def test_scale_and_explore_compare_with_the_env_s_own_horovod_defaults(tmp_path):
+    """On v100-16gbit (its reports ran Horovod 0.20.3: 64 MiB, 5 ms) ``scale``'s default columns and ``explore``'s
+    defaults mark are 0.20.3's, as ``suggest``'s reference row is (both were Horovod 0.28's whatever the env);
+    ``--reference-version 0.28.1`` names another, and the printed line says which."""
+    import autotuner
+    from autotuner.frameworks.horovod.knobs import DEFAULTS_0_20
+    from autotuner.frameworks.horovod.views.scale import what_if as _w
+    from autotuner.frameworks.horovod.search.at_size import step_times_ms
+
+    r = autotuner.scale("vgg16", "v100-16gbit", nodes=[4], out_dir=tmp_path / "s")
+    assert r.scaling.reference_version == "0.20.3" and r.scaling.reference == DEFAULTS_0_20
+    sc, _ = make_scenario(MODELS, "v100-16gbit", "vgg16")
+    want = float(step_times_ms(_w(sc, nodes=4), [DEFAULTS_0_20])[0])
+    assert r.scaling.table["default_step_time_ms"].iloc[0] == pytest.approx(want, rel=1e-9)
+    s = autotuner.suggest("vgg16", "v100-16gbit", compression="none")
+    assert s.default.step_time_ms == pytest.approx(want, rel=1e-6)
+    p = run("scale", "--model", "vgg16", "--env", "v100-16gbit", "--nodes", "4", "--out", str(tmp_path / "c"),
+            "--reference-version", "0.28.1")
+    assert p.returncode == 0, p.stderr
+    assert "defaults = Horovod 0.28.1's (128 MiB, 1 ms, cache on, flat)" in p.stdout
+    e = autotuner.explore("vgg16", "v100-16gbit", resolution=4, suggest_pick=False, out_dir=tmp_path / "e")
+    mark = next(m for m in e.exploration.marks if m.kind == "default")
+    assert mark.name == "Horovod 0.20.3 defaults" and mark.config == DEFAULTS_0_20
+    assert_one_line_error(run("scale", "--model", "vgg16", "--out", str(tmp_path / "d"), "--reference-version", "9.9"),
+                          "not a Horovod release")

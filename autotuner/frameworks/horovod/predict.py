@@ -608,7 +608,8 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
     The marked configuration: ``config`` (knobs by option name or a Config), else the first of
     ``pick_file`` (``suggest --json`` output or a list), else suggest's own pick for this compression
     (:func:`suggest_scenario`, with the env's error band: the same answer as ``autotuner suggest
-    --compression C``) when ``suggest_pick``. ``resolution``: points per axis. Returns an
+    --compression C``) when ``suggest_pick``. The defaults marked are those of the env's own Horovod version
+    (env.toml's ``horovod_version``). ``resolution``: points per axis. Returns an
     :class:`autotuner.results.ExploreResult`; raises an AutotunerError (one line) for bad input."""
     import time
 
@@ -622,6 +623,7 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
     check_output_dir(Path(out_dir), "--out")
     sc, fenv = make_scenario(mdirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node, bandwidth_gbps=bandwidth_gbps,
                              compression=compression, compute_ms=compute_ms, backend=backend)
+    version = env_horovod_version(fenv)[0]  # the defaults marked, as suggest compares with them
     t0 = time.perf_counter()
     label, t_suggest = "suggest pick", None
     if config is not None:
@@ -631,14 +633,15 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
     elif suggest_pick:
         pick = Config.from_dict(suggest_scenario(sc, top=1, compressions=(str(compression),),
                                                  band=error_band(mdirs, fenv),
-                                                 reference_version=env_horovod_version(fenv)[0])["proposals"][0]["config"])
+                                                 reference_version=version)["proposals"][0]["config"])
         t_suggest = time.perf_counter() - t0
     else:
         pick = None
     # each measured job is predicted with its own compression (frameworks.horovod.views.explore.measured_points): any map shows them
     same_setup = nodes is None and gpus_per_node is None and bandwidth_gbps is None and backend is None
     records = read_validation_records(rdirs, sc.env) if same_setup else []
-    ex = explore_grid(sc, resolution=resolution, suggested=pick, measured_records=records, pick_label=label)
+    ex = explore_grid(sc, resolution=resolution, suggested=pick, measured_records=records, pick_label=label,
+                      reference_version=version)
     t1 = time.perf_counter()
     stem = Path(out_dir) / f"{sc.env}-{Path(sc.model).stem}"
     files = heatmaps(ex, stem.with_name("explore-" + stem.name)) + \
@@ -651,15 +654,17 @@ def scale(model: str, env: str | None = None, *, nodes: Sequence[int] | None = N
           gpus_per_node: int | None = None, bandwidths_gbps: Sequence[float] | None = None,
           batch_size: int | None = None, compute_ms: float | None = None, compression: str = "none",
           backend: str | None = None, out_dir: Path = Path("scale"), runs_dir: Path | Sequence[Path] | None = None,
-          model_dir: Path | Sequence[Path] | None = None):
+          model_dir: Path | Sequence[Path] | None = None, reference_version: str | None = None):
     """``autotuner scale``: what-if at scale (:func:`autotuner.frameworks.horovod.views.scale.scale`): per node count
     (``nodes``; default 1, 2, 4, ..., 64) or per rank count on one node (``ranks``), and per link
     rate (``bandwidths_gbps``, Gbit/s; default the env's), the best configuration and the defaults'
     step time, throughput and scaling efficiency; the plot written to ``out_dir``. The batch per GPU
     (for samples/s) is ``batch_size``, else a profiled layout's, else the env's (runs/<env>/env.toml),
-    else its timed run's. Returns an :class:`autotuner.results.ScaleResult`; raises an
-    AutotunerError (one line) for bad input (``nodes`` with ``ranks``, ``ranks`` with
-    ``gpus_per_node``, non-positive counts or rates)."""
+    else its timed run's. The defaults are those of ``reference_version`` (a Horovod release), else of the
+    env's own Horovod version (env.toml's ``horovod_version``, as ``suggest`` compares). Returns an
+    :class:`autotuner.results.ScaleResult`; raises an AutotunerError (one line) for bad input (``nodes`` with
+    ``ranks``, ``ranks`` with ``gpus_per_node``, non-positive counts or rates, a string that names no Horovod
+    release)."""
     from ...errors import ExploreError
     from ...results import ScaleResult
     from .views.plots_explore import scale_plot
@@ -669,15 +674,17 @@ def scale(model: str, env: str | None = None, *, nodes: Sequence[int] | None = N
         raise ExploreError("--ranks and --nodes: give one (--ranks: ranks on one node; --nodes: node counts)")
     if ranks is not None and gpus_per_node is not None:
         raise ExploreError("--ranks and --gpus-per-node: give one (--ranks sets the ranks on the one node)")
+    asked = None if reference_version is None else check_horovod_version(reference_version, "reference_version")
     mdirs, rdirs = _model_dirs(model_dir), _runs_dirs(runs_dir)
     check_output_dir(Path(out_dir), "--out")
     sc, fenv = make_scenario(mdirs, env, model, compression=compression, compute_ms=compute_ms, backend=backend)
+    version = asked or env_horovod_version(fenv)[0]
     env_batch = env_batch_size(rdirs, sc.env)
     batch = (batch_size or (sc.layout.batch_size if sc.layout.measured else None) or env_batch
              or (sc.run.batch_size if sc.run else None))
     ns = None if ranks is not None else list(nodes if nodes is not None else SCALE_NODES)
     res = scale_grid(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bandwidths_gbps, batch_per_gpu=batch,
-                     ranks=None if ranks is None else list(ranks))
+                     ranks=None if ranks is None else list(ranks), reference_version=version)
     files = scale_plot(res, Path(out_dir) / f"scale-{sc.env}-{Path(sc.model).stem}")
     return ScaleResult(res, tuple(str(f) for f in files), error_band(mdirs, fenv)["line"],
                        tuple(layout_warnings(sc, fenv, batch_size or env_batch)), batch, sc.run, sc.backend)

@@ -25,11 +25,12 @@ import pandas as pd
 from ....errors import ExploreError
 from ..knobs import (
     CACHE_ON,
-    DEFAULTS_0_28,
     KNOB_BY_FIELD,
+    LAST_RELEASE,
     MIB,
     Config,
     autotune_start_configs,
+    defaults_for,
 )
 from ....model.costmodel import Cluster
 from ..search.grid import Combo  # the one on/off combination type
@@ -150,7 +151,8 @@ def scenario_info(sc) -> dict[str, Any]:
 
 def explore(sc, *, resolution: int = 24, suggested: Config | None = None,
             measured_records: Iterable[tuple[str, dict]] = (), evaluate: Evaluator = step_times_ms,
-            sensitivity_points: int = 48, pick_label: str = "suggest pick") -> Exploration:
+            sensitivity_points: int = 48, pick_label: str = "suggest pick",
+            reference_version: str = LAST_RELEASE) -> Exploration:
     """Predicted step time over fusion threshold × cycle time for every on/off combination.
 
     Args:
@@ -162,6 +164,8 @@ def explore(sc, *, resolution: int = 24, suggested: Config | None = None,
         measured_records: (source name, validation record) pairs (:func:`measured_points`).
         evaluate: the grid evaluator (default :func:`step_times_ms`).
         sensitivity_points: points per continuous knob in the sensitivity curves.
+        reference_version: the Horovod release whose defaults are marked (and where its autotune starts:
+            :func:`autotuner.frameworks.horovod.knobs.defaults_for`); the env's own, as ``suggest`` compares.
 
     Raises:
         ExploreError: resolution < 2 or > 200.
@@ -186,9 +190,10 @@ def explore(sc, *, resolution: int = 24, suggested: Config | None = None,
         off = [ms[i] for i in idx if configs[i].fusion_threshold_bytes == 0]
         by_combo.append((str(label), c_best, m_best, float(min(off)) if off else float("nan")))
 
-    marked = [("Horovod 0.28 defaults", "default", DEFAULTS_0_28)]
+    ref = defaults_for(reference_version)
+    marked = [(f"Horovod {reference_version} defaults", "default", ref)]
     for cb in cmb:
-        for i, c in enumerate(autotune_start_configs(DEFAULTS_0_28), 1):
+        for i, c in enumerate(autotune_start_configs(ref), 1):
             marked.append((f"autotune start {i} ({cb.label})", "autotune-start", cb.apply(c)))
     if suggested is not None:
         marked.append((pick_label, "suggest", suggested))

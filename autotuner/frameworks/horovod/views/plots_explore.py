@@ -23,7 +23,7 @@ from .scale import Scaling  # noqa: E402
 
 MARK_STYLE = {  # kind -> (marker, face colour, size, legend label); the defaults' star is drawn larger and
     # under the other marks, so that a pick equal to the defaults shows as a cross inside the star
-    "default": ("*", "white", 320, "Horovod 0.28 defaults"),
+    "default": ("*", "white", 320, "Horovod defaults"),  # the legend names the mark (its version)
     "autotune-start": ("^", "none", 70, "autotune start points"),
     "suggest": ("X", "red", 90, "suggest pick"),
     "grid-best": ("o", "lime", 90, "grid best"),
@@ -185,7 +185,7 @@ def heatmaps(ex: Exploration, stem: Path) -> list[Path]:
             h = a.scatter([x], [m.config.cycle_time_ms], marker=mk, s=size, facecolors=face,
                           edgecolors="red" if m.kind == "autotune-start" else "black", linewidths=1.2,
                           zorder=4 if m.kind == "default" else 5)
-            handles.setdefault(m.name if m.kind == "suggest" else leg, h)
+            handles.setdefault(m.name if m.kind in ("suggest", "default") else leg, h)  # the defaults' version
         meas = ex.measured
         if len(meas):
             mm = meas[(meas["cache"] == want.cache) & (meas["hierarchical_allreduce"] == want.hierarchical_allreduce)]
@@ -261,15 +261,16 @@ def scale_plot(sc: Scaling, stem: Path) -> list[Path]:
     the predicted wall time of the whole run (s) when the rows have it, else throughput (GPU-steps/s)."""
     t = sc.table
     by_ranks = sc.axis == "ranks"
+    dflt = f"Horovod {sc.reference_version} defaults"
     fig, axs = plt.subplots(2, 2, figsize=(11, 7.5))
     (a_t, a_e), (a_f, a_h) = axs
     for i, (bw, g) in enumerate(t.groupby("bandwidth_gbps", sort=True)):
         col = f"C{i}"
         n = g[sc.axis]
         a_t.plot(n, g["best_step_time_ms"], "o-", color=col, label=f"{bw:g} Gbit/s best")
-        a_t.plot(n, g["default_step_time_ms"], "s--", color=col, alpha=0.7, label=f"{bw:g} Gbit/s defaults")
+        a_t.plot(n, g["default_step_time_ms"], "s--", color=col, alpha=0.7, label=f"{bw:g} Gbit/s {dflt}")
         a_e.plot(n, g["best_efficiency"], "o-", color=col, label=f"{bw:g} Gbit/s best")
-        a_e.plot(n, g["default_efficiency"], "s--", color=col, alpha=0.7, label=f"{bw:g} Gbit/s defaults")
+        a_e.plot(n, g["default_efficiency"], "s--", color=col, alpha=0.7, label=f"{bw:g} Gbit/s {dflt}")
         a_f.fill_between(n, g["near_threshold_lo_mb"].clip(lower=0.5), g["near_threshold_hi_mb"].clip(lower=0.5),
                          color=col, alpha=0.15)
         a_f.plot(n, g["best_fusion_threshold_mb"].clip(lower=0.5), "o-", color=col, label=f"{bw:g} Gbit/s")
@@ -282,7 +283,7 @@ def scale_plot(sc: Scaling, stem: Path) -> list[Path]:
         if by_ranks:
             y = "wall_time_s" if "best_wall_time_s" in g else "gpu_steps_per_s"
             a_h.plot(n, g[f"best_{y}"], "o-", color=col, label=f"{bw:g} Gbit/s best")
-            a_h.plot(n, g[f"default_{y}"], "s--", color=col, alpha=0.7, label=f"{bw:g} Gbit/s defaults")
+            a_h.plot(n, g[f"default_{y}"], "s--", color=col, alpha=0.7, label=f"{bw:g} Gbit/s {dflt}")
         else:
             m = (g["nodes"] > 1) & g["hier_gain_percent"].notna()
             if m.any():

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ....errors import ExploreError
-from ..knobs import DEFAULTS_0_28, MIB
+from ..knobs import DEFAULTS_0_28, LAST_RELEASE, MIB, Config, defaults_for
 from ....model.costmodel import Cluster
 from ..search.at_size import (  # noqa: F401 (best_at_size, BestAtSize: the scale view's search)
     BestAtSize,
@@ -51,7 +51,7 @@ class Scaling:
     Attributes:
         scenario: the base scenario (dict, :func:`scenario_info`).
         table: one row per (bandwidth_gbps, nodes): ``nodes``, ``gpus_per_node``, ``ranks``,
-            ``bandwidth_gbps``; for ``best`` and ``default`` (Horovod 0.28 defaults):
+            ``bandwidth_gbps``; for ``best`` and ``default`` (the defaults of :attr:`reference_version`):
             ``*_step_time_ms``, ``*_steps_per_s``, ``*_samples_per_s`` (NaN without a batch
             size), ``*_gpu_steps_per_s`` (steps/s × ranks, throughput in per-GPU batches),
             ``*_efficiency`` (throughput(N) / (N/N0 · throughput(N0)), N0 = smallest node count,
@@ -80,18 +80,24 @@ class Scaling:
     evaluations: int
     seconds: float = 0.0
     axis: str = "nodes"
+    #: the Horovod release whose defaults the ``default`` columns are, and those defaults
+    reference_version: str = LAST_RELEASE
+    reference: Config = DEFAULTS_0_28
 
     def to_dict(self) -> dict[str, Any]:
         t = self.table.astype(object).where(self.table.notna(), None)
         return {"scenario": self.scenario, "batch_per_gpu": self.batch_per_gpu, "axis": self.axis,
                 "rows": t.to_dict(orient="records"), "findings": list(self.findings),
-                "evaluations": self.evaluations, "seconds": self.seconds}
+                "evaluations": self.evaluations, "seconds": self.seconds,
+                "reference_version": self.reference_version, "reference": self.reference.to_dict()}
 
 
 def scale(sc, nodes: Sequence[int] | None, *, gpus_per_node: int | None = None,
           bandwidths_gbps: Sequence[float] | None = None, batch_per_gpu: int | None = None,
-          ranks: Sequence[int] | None = None, evaluate: Evaluator = step_times_ms) -> Scaling:
-    """Best configuration and Horovod's defaults at each node count (and link rate), or at each
+          ranks: Sequence[int] | None = None, evaluate: Evaluator = step_times_ms,
+          reference_version: str = LAST_RELEASE) -> Scaling:
+    """Best configuration and Horovod's defaults (those of ``reference_version``,
+    :func:`autotuner.frameworks.horovod.knobs.defaults_for`) at each node count (and link rate), or at each
     rank count on one node (single-server scaling).
 
     Args:
@@ -130,13 +136,14 @@ def scale(sc, nodes: Sequence[int] | None, *, gpus_per_node: int | None = None,
     bws = list(bandwidths_gbps) if bandwidths_gbps else [sc.cost.link_gbps]
     if any(not b > 0 for b in bws):
         raise ExploreError(f"bandwidths must be > 0 Gbit/s, got {bws}")
+    reference = defaults_for(reference_version)
     t0 = time.perf_counter()
     rows, n_eval = [], 0
     for bw in bws:
         for n, gpn in points:
             s = what_if(sc, nodes=n, gpus_per_node=gpn, bandwidth_gbps=bw)
             b = best_at_size(s, evaluate=evaluate)
-            d_ms = float(evaluate(s, [DEFAULTS_0_28])[0])
+            d_ms = float(evaluate(s, [reference])[0])
             n_eval += b.evaluations + 1
             size = s.cluster.size
             row = {"bandwidth_gbps": bw, "nodes": n, "gpus_per_node": s.cluster.gpus_per_node, "ranks": size,
@@ -170,7 +177,8 @@ def scale(sc, nodes: Sequence[int] | None, *, gpus_per_node: int | None = None,
     no_hier = None if has_hierarchical(sc) else str(getattr(sc, "effective_backend", None))
     findings = tuple(_findings_ranks(t, bw) if axis == "ranks" else
                      _findings(t, bw, sc.cost.intra is not None, no_hier=no_hier) for bw in bws)
-    return Scaling(scenario_info(sc), t, findings, batch_per_gpu, n_eval, time.perf_counter() - t0, axis=axis)
+    return Scaling(scenario_info(sc), t, findings, batch_per_gpu, n_eval, time.perf_counter() - t0, axis=axis,
+                   reference_version=reference_version, reference=reference)
 
 
 def _findings_ranks(t: pd.DataFrame, bw: float) -> str:
