@@ -46,7 +46,7 @@ from autotuner import (  # noqa: E402  (option types)
 )
 
 from . import options as opt  # noqa: E402  (the command line's own option checks)
-from .render import MIB, fit_regime_lines, fmt_num, render_table  # noqa: E402  (the command line's own rendering)
+from .render import MIB, RANGE_SHOWN, fit_regime_lines, fmt_num, render_table  # noqa: E402  (the command line's own rendering)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Predict and tune Horovod's knobs (and PyTorch DDP's: autotuner ddp) from measured "
@@ -932,8 +932,6 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
     t = Table(title="predicted vs measured")
     for col in ("env", "quantity", "measured", "predicted", "error", "used by the fit", "source"):
         t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
-    from .frameworks.horovod.report import RANGE_SHOWN  # validate's report shows a range past the same fraction
-
     ranged = 0
     for c in d["cases"]:
         pred = f"{c['predicted']:.2f}"

@@ -166,7 +166,11 @@ def render_table(console: Console, table: Table) -> None:
     console.print(table, crop=False)
 
 
-__all__ = ["render_table", "plain_table", "table_cells", "fmt_num", "MIB"]
+#: a prediction's range (the small-response price the env's phases leave open) is shown beside it where its ends lie
+#: further apart than this fraction of it: ``autotuner accuracy``'s table and ``validate``'s report
+RANGE_SHOWN = 0.02
+
+__all__ = ["render_table", "plain_table", "table_cells", "fmt_num", "MIB", "RANGE_SHOWN"]
 
 
 def _timeline_fixed(small: dict) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from ...render import RANGE_SHOWN
 from ...schemas.records import timeline_recorded
 from ...writers.atomic import atomic_write_text, save_figure
 from .validation import TrialKind
@@ -239,10 +240,6 @@ def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path,
         p = Path(f"{stem}-throughput.png")
         paths.append(save_figure(fig, p, dpi=110))
     return paths
-
-
-#: a prediction's range is shown where its ends lie further apart than this fraction of it (as ``autotuner accuracy``)
-RANGE_SHOWN = 0.02
 
 
 def _predicted_cell(r, ranges) -> str:
