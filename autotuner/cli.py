@@ -1578,6 +1578,26 @@ def _one_line(msg: str) -> str:
     return " ".join(str(msg).split())
 
 
+class _Discard:
+    """A text stream that keeps nothing: ``sys.stderr`` once the user has pressed Ctrl-C (:func:`main`)."""
+
+    def write(self, s: str) -> int:
+        return len(s)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return False
+
+
+def _say_interrupted() -> None:
+    """The one line a Ctrl-C ends with, written to file descriptor 2 itself: ``sys.stderr`` is silenced from the
+    signal on (:func:`main`)."""
+    sys.stdout.flush()
+    os.write(2, (INTERRUPTED + "\n").encode())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status: 0, 2 for any user error (one line on stderr),
     130 after Ctrl-C (one line on stderr; typer turns KeyboardInterrupt into exit code 130)."""
@@ -1585,12 +1605,18 @@ def main(argv: list[str] | None = None) -> int:
     # by the garbage collector) and prints it as "Exception ignored in ...". A Ctrl-C landing there
     # would be lost and leave a traceback on stderr: note every SIGINT, keep such a lost one off
     # stderr, and still end with the one line and 130 (the command ran on to its end).
+    # From the Ctrl-C on, nothing but that line reaches stderr: a library's warning or a warning line of the command
+    # printed while it winds down (3 lines at one of 10 moments of a fit on the CI machine kind, 2026-12-02) is not
+    # news to a user who stopped it. ``sys.stderr`` is swapped for a sink (restored on return) and the line is
+    # written to descriptor 2 directly.
     interrupted, done = [], []
     unraisable = sys.unraisablehook
+    real_stderr = sys.stderr
 
     def on_sigint(signum, frame):
         interrupted.append(signum)
         if not done:  # once the command has ended, a late Ctrl-C changes nothing: its status stands
+            sys.stderr = _Discard()
             raise KeyboardInterrupt
 
     def on_unraisable(u):
@@ -1605,11 +1631,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             rc = _run(argv, interrupted)
         except KeyboardInterrupt:  # landed after _run's own handlers, before it returned
-            err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
+            _say_interrupted()
             rc = 130
         done.append(True)
     finally:
         sys.unraisablehook = unraisable
+        sys.stderr = real_stderr
         if old is not None:
             # as the program, a Ctrl-C from here to the process's end would kill it by the signal
             # (status -2, no line) while Python shuts down: the command has ended, so it is ignored
@@ -1644,11 +1671,11 @@ def _run(argv: list[str] | None, interrupted: list) -> int:
         err.print(f"error: {cmd}{_one_line(e.format_message())}", highlight=False, markup=False, soft_wrap=True)
         return 2
     except (typer.Abort, KeyboardInterrupt):
-        err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
+        _say_interrupted()
         return 130
     except SystemExit as e:
         if interrupted:  # a Ctrl-C that something turned into an exit: still the one line and 130
-            err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
+            _say_interrupted()
             return 130
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     except BaseException:
@@ -1656,11 +1683,11 @@ def _run(argv: list[str] | None, interrupted: list) -> int:
         # body's __set_name__ (3.11: "RuntimeError: Error calling __set_name__", seen in matplotlib's
         # import, issue 29), a codec, an import hook. After a Ctrl-C any such exception is the Ctrl-C.
         if interrupted:
-            err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
+            _say_interrupted()
             return 130
         raise
     if rv == 130 or interrupted:
-        err.print(INTERRUPTED, highlight=False, markup=False, soft_wrap=True)
+        _say_interrupted()
         return 130
     return rv if isinstance(rv, int) else 0
 

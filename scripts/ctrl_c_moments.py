@@ -90,7 +90,9 @@ def one(argv: list[str], delay: float | None) -> dict:
     else:
         verdict = "FAIL"
     return {"delay_s": delay, "rc": p.returncode, "seconds": round(time.monotonic() - t0, 3),
-            "stderr_lines": len(lines), "first_stderr": lines[0][:160] if lines else "", "verdict": verdict}
+            "stderr_lines": len(lines), "first_stderr": lines[0][:160] if lines else "", "verdict": verdict,
+            # a failure keeps what it printed, so that a rare one can be read (the last 12 lines, 200 characters each)
+            **({"stderr_tail": [ln[:200] for ln in lines[-12:]]} if verdict == "FAIL" else {})}
 
 
 #: a traceback frame in the autotuner package (its own code has run)
