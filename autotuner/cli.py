@@ -1171,17 +1171,29 @@ def ddp_envs_cmd(runs_dir: Optional[Path] = _runs_dir_opt(),
         print(json.dumps(rows, allow_nan=False))
         return
     t = Table(title="DDP environments (torch.distributed Gloo, fitted from each env's own sweep)")
-    for col in ("env", "shape", "link Gbit/s", "alpha µs", "busbw Gbit/s", "queued µs", "trust"):
-        t.add_column(col, justify="left" if col in ("env", "shape", "trust") else "right")
+    checked = "checked: error % mean/worst (trials)"
+    for col in ("env", "shape", "link Gbit/s", "alpha µs", "busbw Gbit/s", "queued µs", checked):
+        t.add_column(col, justify="left" if col in ("env", "shape") else "right")
+    problems = []
     for r in rows:
         if "problem" in r:
-            t.add_row(r["env"], "", "", "", "", "", f"unreadable: {r['problem']}")
+            t.add_row(r["env"], "", "", "", "", "", "see below")
+            problems.append(f"{r['env']}: {r['problem']}")
             continue
+        c = r["checked"]
         t.add_row(r["env"], f"{r['nodes']}x{r['ranks_per_node']}", f"{r['link_gbit']:g}" if r["link_gbit"] else "",
                   f"{r['alpha_us']:.0f}", f"{r['busbw_gbps']:.2f}" if r["busbw_gbps"] else "",
-                  "-" if r["queued_saving_us"] is None else f"{r['queued_saving_us']:.0f}", r["trust"])
+                  "-" if r["queued_saving_us"] is None else f"{r['queued_saving_us']:.0f}",
+                  "never" if c is None else f"{c['mean_error_pct']:.1f}/{c['worst_pct']:+.1f} ({c['trials']})")
     render_table(out, t)
-    if not rows:
+    for line in problems:
+        err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+    if rows:
+        out.print(textwrap.fill("checked: each env's predictions against its real DDP runs, mean and worst error and "
+                                "the trials (autotuner ddp envs --json gives each trust line whole); never: not "
+                                "checked against a real DDP run", width=max(out.width, 40), break_long_words=False,
+                                break_on_hyphens=False), highlight=False, soft_wrap=True)
+    else:
         out.print("no DDP environment yet: autotuner ddp measure --env NAME --np 2", highlight=False)
 
 

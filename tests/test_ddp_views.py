@@ -92,6 +92,31 @@ def test_ddp_envs_lists_every_committed_env_and_a_damaged_one_as_a_problem(tmp_p
     assert "queued_saving_us" in got["ddp-2gbit"]  # the shipped envs follow the given folder
 
 
+
+def test_ddp_envs_fits_80_columns_one_line_per_env(tmp_path):
+    """``autotuner ddp envs`` piped at 80 columns: one line per env (its trust column took four), the checked figures
+    the API gives (``checked``: mean and worst error of the env's real runs, trials, as its trust line says them), an
+    unreadable env warned on stderr in one line."""
+    import os
+
+    import autotuner
+
+    rows = {r["env"]: r for r in autotuner.ddp_envs()}
+    c = rows["ddp-2x1-3gbit"]["checked"]
+    assert c["trials"] > 0 and f"mean error {c['mean_error_pct']:.1f} %, worst {c['worst_pct']:+.1f} %" in \
+        rows["ddp-2x1-3gbit"]["trust"]
+    bad = tmp_path / "ddp-broken"
+    bad.mkdir()
+    (bad / "ddp-sweep.jsonl").write_text('{"ranks": 2}\n')
+    p = run("ddp", "envs", "--runs-dir", str(tmp_path), env={**os.environ, "COLUMNS": "80"}, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    rule = next(i for i, ln in enumerate(lines) if ln.startswith("---"))
+    table = lines[rule + 1:next(i for i, ln in enumerate(lines) if ln.startswith("checked:"))]
+    assert max(len(ln) for ln in lines) <= 80 and all(ln[:1].strip() for ln in table)  # no continuation line
+    assert any(ln.startswith("ddp-2x1-3gbit ") and ln.endswith(f"({c['trials']})") for ln in table)
+    assert [ln for ln in p.stderr.splitlines() if ln.startswith("warning: ddp-broken: ")]
+
 def test_ddp_validates_verdict_and_report_from_the_committed_replays(tmp_path):
     """``ddp validate`` ends with one verdict line and a Markdown report beside its records: the fastest measured
     setting against DDP's defaults, whether the simulator ranks it first, the errors; one table row per setting."""

@@ -89,8 +89,10 @@ def ddp_envs(runs_dir: Path | None = None) -> list[dict]:
     """``autotuner ddp envs``: every DDP environment of the runs search path (a folder with ``ddp-sweep.jsonl``; the
     first folder holding a name wins), each with ``env``, ``nodes``, ``ranks_per_node``, ``link_gbit`` (the sweep's
     link or shaped loopback, Gbit/s), ``alpha_us``, ``busbw_gbps``, ``queued_saving_us`` (None without a burst
-    phase), ``fp16`` (the float16 allreduce measured), ``sweep_jobs``, ``path`` and ``trust`` (its replays' line).
-    An env whose records cannot be read or fitted is listed with ``problem`` (one line) instead."""
+    phase), ``fp16`` (the float16 allreduce measured), ``sweep_jobs``, ``path``, ``trust`` (its replays' line) and
+    ``checked`` (its figures: ``trials``, ``settings``, ``mean_error_pct``, ``worst_pct``, %; None where never
+    checked against a real DDP run). An env whose records cannot be read or fitted is listed with ``problem`` (one
+    line) instead."""
     from ...errors import AutotunerError
     from ...paths import runs_search_path
     from .records import env_cluster
@@ -111,7 +113,12 @@ def ddp_envs(runs_dir: Path | None = None) -> list[dict]:
                         "link_gbit": setup.get("link_gbit") or setup.get("bandwidth_gbit"),
                         "alpha_us": info["alpha_us"], "busbw_gbps": info["busbw_gbps"],
                         "queued_saving_us": q["saving_us"] if q["jobs"] else None, "fp16": cost.fp16 is not None,
-                        "sweep_jobs": len(sweep), "path": str(folder), "trust": _trust(folder, cost)[0]})
+                        "sweep_jobs": len(sweep), "path": str(folder),
+                        "trust": _trust(folder, cost, checked := _checked(folder, cost))[0],
+                        "checked": None if not checked else {
+                            "trials": sum(r.trials for r in checked), "settings": len(checked),
+                            "mean_error_pct": statistics.mean(abs(r.error_pct) for r in checked),
+                            "worst_pct": max(checked, key=lambda r: abs(r.error_pct)).error_pct}})
         except AutotunerError as e:
             out.append({"env": name, "path": str(folder), "problem": str(e).splitlines()[0]})
     return out
