@@ -46,7 +46,7 @@ from autotuner import (  # noqa: E402  (option types)
 )
 
 from . import options as opt  # noqa: E402  (the command line's own option checks)
-from .render import MIB, RANGE_SHOWN, fit_regime_lines, fmt_num, render_table  # noqa: E402  (the command line's own rendering)
+from .render import CHECKED_HEADER, MIB, RANGE_SHOWN, checked_cell, fit_regime_lines, fmt_num, render_table  # noqa: E402  (the command line's own rendering)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Predict and tune Horovod's knobs (and PyTorch DDP's: autotuner ddp) from measured "
@@ -1171,8 +1171,7 @@ def ddp_envs_cmd(runs_dir: Optional[Path] = _runs_dir_opt(),
         print(json.dumps(rows, allow_nan=False))
         return
     t = Table(title="DDP environments (torch.distributed Gloo, fitted from each env's own sweep)")
-    checked = "checked: error % mean/worst (trials)"
-    for col in ("env", "shape", "link Gbit/s", "alpha µs", "busbw Gbit/s", "queued µs", checked):
+    for col in ("env", "shape", "link Gbit/s", "alpha µs", "busbw Gbit/s", "queued µs", CHECKED_HEADER):
         t.add_column(col, justify="left" if col in ("env", "shape") else "right")
     problems = []
     for r in rows:
@@ -1180,11 +1179,9 @@ def ddp_envs_cmd(runs_dir: Optional[Path] = _runs_dir_opt(),
             t.add_row(r["env"], "", "", "", "", "", "see below")
             problems.append(f"{r['env']}: {r['problem']}")
             continue
-        c = r["checked"]
         t.add_row(r["env"], f"{r['nodes']}x{r['ranks_per_node']}", f"{r['link_gbit']:g}" if r["link_gbit"] else "",
                   f"{r['alpha_us']:.0f}", f"{r['busbw_gbps']:.2f}" if r["busbw_gbps"] else "",
-                  "-" if r["queued_saving_us"] is None else f"{r['queued_saving_us']:.0f}",
-                  "never" if c is None else f"{c['mean_error_pct']:.1f}/{c['worst_pct']:+.1f} ({c['trials']})")
+                  "-" if r["queued_saving_us"] is None else f"{r['queued_saving_us']:.0f}", checked_cell(r["checked"]))
     render_table(out, t)
     for line in problems:
         err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
@@ -1422,9 +1419,8 @@ def envs_cmd(model_dir: Optional[Path] = _model_dir_opt(),
         print(json.dumps(rows, allow_nan=False))
         return
     t = Table(title="environments")
-    checked = "checked: error % mean/worst (trials)"
-    for col in ("env", "shape", "backend", "link Gbit/s", "source", "calibrated models", checked):
-        t.add_column(col, justify="right" if col in ("link Gbit/s", checked) else "left")
+    for col in ("env", "shape", "backend", "link Gbit/s", "source", "calibrated models", CHECKED_HEADER):
+        t.add_column(col, justify="right" if col in ("link Gbit/s", CHECKED_HEADER) else "left")
     problems = []
     for r in rows:
         if "problem" in r:
@@ -1432,12 +1428,10 @@ def envs_cmd(model_dir: Optional[Path] = _model_dir_opt(),
             problems.append(f"{r['env']}: {r['problem']}")
             continue
         gpu = str(r["gpu"] or "")
-        c = r["checked"]
         t.add_row(r["env"] + (" (default)" if r["default"] else ""),
                   f"{r['nodes']}x{r['gpus_per_node']}" + (" CPU" if gpu.startswith("none") else f" {gpu}" if gpu else ""),
                   str(r["backend"] or "?"), f"{r['link_gbps']:g}" if r["link_gbps"] else "", r["source"],
-                  ", ".join(r["models"]) or "-",
-                  "never" if c is None else f"{c['mean_error_pct']:.1f}/{c['worst_pct']:+.1f} ({c['trials']})")
+                  ", ".join(r["models"]) or "-", checked_cell(r["checked"]))
     render_table(out, t)
     for line in problems:
         err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)

@@ -170,7 +170,18 @@ def render_table(console: Console, table: Table) -> None:
 #: further apart than this fraction of it: ``autotuner accuracy``'s table and ``validate``'s report
 RANGE_SHOWN = 0.02
 
-__all__ = ["render_table", "plain_table", "table_cells", "fmt_num", "MIB", "RANGE_SHOWN"]
+#: the header of ``envs``' and ``ddp envs``' column of an env's checked figures (:func:`checked_cell`)
+CHECKED_HEADER = "checked: error % mean/worst (trials)"
+
+
+def checked_cell(c: dict | None) -> str:
+    """An env's checked figures (``envs()``/``ddp_envs()`` rows' ``checked``: ``mean_error_pct``, ``worst_pct``,
+    ``trials``) as one cell, ``1.2/-3.0 (99)``; ``never`` for None."""
+    return "never" if c is None else f"{c['mean_error_pct']:.1f}/{c['worst_pct']:+.1f} ({c['trials']})"
+
+
+__all__ = ["render_table", "plain_table", "table_cells", "fmt_num", "MIB", "RANGE_SHOWN", "CHECKED_HEADER",
+           "checked_cell"]
 
 
 def _timeline_fixed(small: dict) -> str:

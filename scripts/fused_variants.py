@@ -232,6 +232,14 @@ def worker(wait: str, which: str = "pair") -> int:
         for h in hs:
             hvd.synchronize(h)
 
+    def at_once(ts) -> float:
+        """``ts`` ((tensor, name) pairs) enqueued at once after the barrier (every rank starts together), waited
+        for; ms."""
+        hvd.allreduce(torch.zeros(1), name="fv.barrier")
+        t0 = time.perf_counter()
+        wait_all([hvd.allreduce_async_(t, name=name) for t, name in ts])
+        return (time.perf_counter() - t0) * 1e3
+
     timed = _hooks_items(hvd, torch, sizes, wait_all) if which == "hooks" else {}
     out: dict[str, list[list[float]]] = {item: [[] for _ in sizes] for item in items}
     held = {(item, s): tensors(item, s) for item in items for s in sizes if which != "hooks"}
@@ -242,23 +250,15 @@ def worker(wait: str, which: str = "pair") -> int:
                 if which == "hooks":
                     ms = timed[(item, s)]()
                 elif which == "decay":  # a prelude, untimed, then s ms of sleep, then the vectors, timed
-                    pre = held[(item, s)]
-                    hvd.allreduce(torch.zeros(1), name="fv.barrier")
-                    wait_all([hvd.allreduce_async_(t, name=name) for t, name in pre])
+                    at_once(held[(item, s)])
                     time.sleep(s / 1e3)
-                    hvd.allreduce(torch.zeros(1), name="fv.barrier")
-                    t0 = time.perf_counter()
-                    wait_all([hvd.allreduce_async_(t, name=name) for t, name in vectors])
-                    ms = (time.perf_counter() - t0) * 1e3
+                    ms = at_once(vectors)
                 else:
                     ts = held[(item, s)]
                     if item == "renewed32":
                         for t, _ in ts:
                             t.normal_(0.0, 1e-3)
-                    hvd.allreduce(torch.zeros(1), name="fv.barrier")  # every rank starts the item together
-                    t0 = time.perf_counter()
-                    wait_all([hvd.allreduce_async_(t, name=name) for t, name in ts])
-                    ms = (time.perf_counter() - t0) * 1e3
+                    ms = at_once(ts)
                 if r >= WARMUP:
                     out[item][k].append(round(ms, 4))
     if hvd.rank() == 0:
@@ -489,6 +489,28 @@ def simulated_blocks(env: str) -> dict[tuple[str, int], float]:
                                            backend=m["cluster"]["backend"]).step_time_s * 1e3
     return out
 
+def _pooled_ms(recs: list[dict], item: str, k: int) -> float:
+    """Median over every round of every job of ``item`` at size index ``k`` (ms)."""
+    return statistics.median(x for r in recs for x in r["items"][item][k])
+
+
+def _item_table(recs: list[dict], items, sizes, axis: str, name, sim: dict | None = None) -> None:
+    """Print a Markdown table of each item's median over rounds and jobs per size (``axis``: the size column's
+    header, ``name(s)``: its cell), and ``sim[(item, s)]`` beside it where given."""
+    print(f"| {axis} | item | median over rounds and jobs (ms) |" + (" simulated (ms) |" if sim else ""))
+    print("|---:|---|---:|" + ("---:|" if sim else ""))
+    for k, s in enumerate(sizes):
+        for item in items:
+            print(f"| {name(s)} | {item} | {_pooled_ms(recs, item, k):.1f} |" + (f" {sim[(item, s)]:.1f} |" if sim else ""))
+
+
+def _cost_table(costs: dict[str, list[float]], way: str | None = None) -> None:
+    """Print per-job figures and their median (ms), one row per name of ``costs``; ``way`` adds that column."""
+    for name, v in costs.items():
+        print(f"| {name} |" + (f" {way} |" if way is not None else "") +
+              f" {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
+
+
 def report(which: str = "pair") -> int:
     items, sizes, records, _ = SETS[which]
     f = RUNS / ENV / records
@@ -500,64 +522,36 @@ def report(which: str = "pair") -> int:
         print(f"skipped: {p}", file=sys.stderr)
     print(f"{ENV}, {records}: {len(recs)} job(s)\n")
     if which in ("layouts", "hooks"):
-        print("| layout | item | median over rounds and jobs (ms) |")
-        print("|---|---|---:|")
-        for k, s in enumerate(sizes):
-            for item in items:
-                print(f"| {LAYOUT_MODELS[s - 1]} | {item} | "
-                      f"{statistics.median(x for r in recs for x in r['items'][item][k]):.1f} |")
+        _item_table(recs, items, sizes, "layout", lambda s: LAYOUT_MODELS[s - 1])
         print("\n| small response | way | per job (ms) | median (ms) |")
         print("|---|---|---|---:|")
         for way in ("direct", "values", "hooks") if which == "hooks" else ("",):
-            for name, v in layout_costs(recs, way).items():
-                print(f"| {name} | {way or 'direct'} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
+            _cost_table(layout_costs(recs, way), way or "direct")
         return 0
     if which == "decay":
         n = BLOCKS * VECTORS_PER_BLOCK
         print("| delay (ms) | vector after heavy traffic (ms) | after light traffic (ms) | ratio |")
         print("|---:|---:|---:|---:|")
         for k, d in enumerate(sizes):
-            h, lt = (statistics.median(x for r in recs for x in r["items"][item][k]) / n
-                     for item in ("after_heavy", "after_light"))
+            h, lt = (_pooled_ms(recs, item, k) / n for item in ("after_heavy", "after_light"))
             print(f"| {d} | {h:.2f} | {lt:.2f} | {h / lt:.2f} |")
         return 0
-    if which == "blocks":
-        print("| weight (MiB) | item | median over rounds and jobs (ms) |")
-        print("|---:|---|---:|")
-        for k, s in enumerate(sizes):
-            for item in items:
-                print(f"| {s / MIB:g} | {item} | {statistics.median(x for r in recs for x in r['items'][item][k]):.1f} |")
+    if which in ("blocks", "neighbours"):
+        _item_table(recs, items, sizes, "weight (MiB)" if which == "blocks" else "S (MiB)", lambda s: f"{s / MIB:g}")
         print("\n| small response | per job (ms) | median (ms) |")
         print("|---|---|---:|")
-        for name, v in block_costs(recs).items():
-            print(f"| {name} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
-        sim = simulated_blocks(ENV)
-        sr = json.loads((ROOT / "autotuner" / "models" / f"{ENV}.json").read_text())["fit"]["small_responses"]
-        print(f"\nthe shipped model: step phase price {sr['step']['fixed_ms']:.2f} ms, burst phase price "
-              f"{sr['burst']['fixed_ms']:.2f} ms\n")
-        print("| weight (MiB) | item | measured (ms) | simulated (ms) |")
-        print("|---:|---|---:|---:|")
-        for k, s in enumerate(sizes):
-            for item in items:
-                print(f"| {s / MIB:g} | {item} | {statistics.median(x for r in recs for x in r['items'][item][k]):.1f} "
-                      f"| {sim[(item, s)]:.1f} |")
-        return 0
-    if which == "neighbours":
-        print("| S (MiB) | item | median over rounds and jobs (ms) |")
-        print("|---:|---|---:|")
-        for k, s in enumerate(sizes):
-            for item in items:
-                print(f"| {s / MIB:g} | {item} | {statistics.median(x for r in recs for x in r['items'][item][k]):.1f} |")
-        print("\n| small response | per job (ms) | median (ms) |")
-        print("|---|---|---:|")
-        for name, v in neighbour_costs(recs).items():
-            print(f"| {name} | {', '.join(f'{x:.2f}' for x in v)} | {statistics.median(v):.2f} |")
+        _cost_table(block_costs(recs) if which == "blocks" else neighbour_costs(recs))
+        if which == "blocks":
+            sr = json.loads((ROOT / "autotuner" / "models" / f"{ENV}.json").read_text())["fit"]["small_responses"]
+            print(f"\nthe shipped model: step phase price {sr['step']['fixed_ms']:.2f} ms, burst phase price "
+                  f"{sr['burst']['fixed_ms']:.2f} ms\n")
+            _item_table(recs, items, sizes, "weight (MiB)", lambda s: f"{s / MIB:g}", sim=simulated_blocks(ENV))
         return 0
     print("| S (MiB) | item | median over rounds and jobs (ms) | per MiB (ms) |")
     print("|---:|---|---:|---:|")
     for k, s in enumerate(SIZES):
         for item in ITEMS:
-            v = statistics.median(x for r in recs for x in r["items"][item][k]) / (2 if item == "pair" else 1)
+            v = _pooled_ms(recs, item, k) / (2 if item == "pair" else 1)
             print(f"| {s // MIB} | {item}{' (per response)' if item == 'pair' else ''} | {v:.1f} | {v / (s / MIB):.3f} |")
     print("\n| comparison | S (MiB) | per job (ms per MiB of S) | median |")
     print("|---|---:|---|---:|")

@@ -115,10 +115,7 @@ def ddp_envs(runs_dir: Path | None = None) -> list[dict]:
                         "queued_saving_us": q["saving_us"] if q["jobs"] else None, "fp16": cost.fp16 is not None,
                         "sweep_jobs": len(sweep), "path": str(folder),
                         "trust": _trust(folder, cost, checked := _checked(folder, cost))[0],
-                        "checked": None if not checked else {
-                            "trials": sum(r.trials for r in checked), "settings": len(checked),
-                            "mean_error_pct": statistics.mean(abs(r.error_pct) for r in checked),
-                            "worst_pct": max(checked, key=lambda r: abs(r.error_pct)).error_pct}})
+                        "checked": _checked_figures(checked)})
         except AutotunerError as e:
             out.append({"env": name, "path": str(folder), "problem": str(e).splitlines()[0]})
     return out
@@ -395,19 +392,28 @@ def _trust(folder: Path, cost, checked: list | None = None) -> tuple[str, float,
     """(trust line, band, band source) of a DDP env from its replays (``checked``, else :func:`_checked`), or the
     default band."""
     checked = _checked(folder, cost) if checked is None else checked
-    if not checked:
+    fig = _checked_figures(checked)
+    if fig is None:
         return ("never checked against a real DDP run", DEFAULT_BAND,
                 "this machine's run-to-run noise (no DDP replay on this env)")
-    errs = [abs(r.error_pct) for r in checked]
     n_lay = len({r.model for r in checked})
     scripts = sum(r.trials for r in checked if r.command)
-    total = sum(r.trials for r in checked)
+    total = fig["trials"]
     what = "real DDP replays" if not scripts else "runs of a user's DDP script" if scripts == total else "real DDP runs"
     mixed = f", {scripts} of them a user's script" if 0 < scripts < total else ""
     line = (f"checked on {total} {what} ({len(checked)} settings, {n_lay} layout{'s' if n_lay != 1 else ''}{mixed}): "
-            f"mean error {statistics.mean(errs):.1f} %, worst "
-            f"{max(checked, key=lambda r: abs(r.error_pct)).error_pct:+.1f} %")
-    return line, statistics.mean(errs) / 100, "the env's mean error on its real DDP runs"
+            f"mean error {fig['mean_error_pct']:.1f} %, worst {fig['worst_pct']:+.1f} %")
+    return line, fig["mean_error_pct"] / 100, "the env's mean error on its real DDP runs"
+
+
+def _checked_figures(checked: list) -> dict | None:
+    """A DDP env's checked figures from its replays (:func:`_checked`'s rows): ``trials``, ``settings``,
+    ``mean_error_pct`` (mean absolute error, %), ``worst_pct`` (signed, %); None where there are none."""
+    if not checked:
+        return None
+    return {"trials": sum(r.trials for r in checked), "settings": len(checked),
+            "mean_error_pct": statistics.mean(abs(r.error_pct) for r in checked),
+            "worst_pct": max(checked, key=lambda r: abs(r.error_pct)).error_pct}
 
 
 def ddp_tune(env: str, model: str, *, name: str | None = None, compute_ms: float = 100.0, steps: int = 5,
