@@ -41,11 +41,22 @@ Declared before it ran (2026-12-02, session 56), medians over steps and rounds:
 
 Nothing is charged from it: it says what the next model of the regime must get right.
 
+A second set (``measure --set plain``), declared after the first set's report and before it ran (2026-12-02, session
+56): reading 1 failed (vit_s16 fusion off 621.4 ms, rounds 555.2-747.9, against 444.4-505.5 committed; the machine's
+load rose from 1.1 to 3.7 over the set and the rounds' steps scattered 413-820 ms), so it cannot say whether the poller
+or the sitting slowed the jobs. The same jobs again, each beside the replay itself (``python -m
+autotuner.frameworks.horovod.replay``, the harness ``validate`` runs, no poller), interleaved per (model, knobs), 3
+rounds; the poller's worker now sets ``torch.set_num_threads(1)`` as the replay does. Declared: if the poller is
+harmless, each (model, knobs)'s poller median is within 5 % of the plain replay's median of the same rounds; the
+services are then read as the step's own.
+
     ENV=fresh-poll-2x1-4.5gbit python scripts/completion_times.py measure     # as root, ~6 min
+    ENV=fresh-poll-2x1-4.5gbit python scripts/completion_times.py measure --set plain    # ~8 min
     ENV=fresh-poll-2x1-4.5gbit python scripts/completion_times.py report
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -88,6 +99,7 @@ def worker(model: str) -> int:
     from autotuner.readers.layouts import load_layout
 
     hvd.init()
+    torch.set_num_threads(1)  # as the replay
     layout = load_layout(str(ROOT / "autotuner" / "layouts" / f"{model}.json"))
     forward_s, backward_s = COMPUTE_MS * FORWARD_SHARE / 1e3, COMPUTE_MS * (1 - FORWARD_SHARE) / 1e3
     params, forward, clock, values = _build(layout, backward_s, seed=hvd.rank())
@@ -154,9 +166,9 @@ def worker(model: str) -> int:
     return 0
 
 
-def measure() -> int:
+def measure(second: bool = False) -> int:
     """:data:`ROUNDS` rounds of one job per (model, knobs) on the env's own recorded testbed, each appended to the
-    records when it ends (a killed run resumes)."""
+    records when it ends (a killed run resumes); ``second``: the second set, each job beside the plain replay."""
     from autotuner.frameworks.horovod.launch import Job, run_job
     from autotuner.frameworks.horovod.validation import TrialStore
     from burst_midsize import env_testbed
@@ -167,25 +179,33 @@ def measure() -> int:
         if setup.wait != "sleep":
             print(f"error: {ENV} waits by {setup.wait!r}; the poller stands for --wait sleep", file=sys.stderr)
             return 2
-        for k in range(ROUNDS):
-            for model in MODELS:
-                for knobs in KNOBS:
-                    trial = f"{model}/{knobs}/round-{k}"
-                    if trial in have:
-                        continue
-                    job = Job(np=tier.np, hosts=tier.hosts, command=(sys.executable, str(Path(__file__).resolve()),
-                                                                     "worker", model),
-                              prefix=tb.prefix, config=_config(knobs), launcher=tb.launcher, timeline=None)
-                    print(f"  {trial}", flush=True)
-                    res = run_job(job, 600.0)
-                    m = re.search(TAG + r" (\{.*\})", res.stdout)
-                    if res.returncode != 0 or m is None:
-                        tail = [ln for ln in (res.stderr + res.stdout).splitlines() if ln.strip()][-1:] or ["none"]
-                        print(f"error: {trial}: horovodrun exit {res.returncode}: {tail[0][-300:]}", file=sys.stderr)
-                        return 1
-                    store.append({"trial": trial, "knobs": knobs, "round": k, **json.loads(m.group(1)),
-                                  "compute_ms": COMPUTE_MS, "testbed": note, "load_avg_1m": round(os.getloadavg()[0], 2),
-                                  "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        ways = ("poller", "plain") if second else ("poller",)
+        rounds = range(ROUNDS, 2 * ROUNDS) if second else range(ROUNDS)
+        for k, model, knobs, way in itertools.product(rounds, MODELS, KNOBS, ways):
+            trial = f"{model}/{knobs}/round-{k}" + ("/plain" if way == "plain" else "")
+            if trial in have:
+                continue
+            cmd = ((sys.executable, str(Path(__file__).resolve()), "worker", model) if way == "poller" else
+                   (sys.executable, "-m", "autotuner.frameworks.horovod.replay", "--model", model,
+                    "--compute-ms", f"{COMPUTE_MS:g}", "--steps", str(STEPS), "--warmup", str(WARMUP),
+                    "--wait", "sleep"))
+            job = Job(np=tier.np, hosts=tier.hosts, command=cmd,
+                      prefix=tb.prefix, config=_config(knobs), launcher=tb.launcher, timeline=None)
+            print(f"  {trial}", flush=True)
+            res = run_job(job, 600.0)
+            tag = TAG if way == "poller" else "AUTOTUNER_RESULT"
+            m = re.search(tag + r" (\{.*\})", res.stdout)
+            if res.returncode != 0 or m is None:
+                tail = [ln for ln in (res.stderr + res.stdout).splitlines() if ln.strip()][-1:] or ["none"]
+                print(f"error: {trial}: horovodrun exit {res.returncode}: {tail[0][-300:]}", file=sys.stderr)
+                return 1
+            out = json.loads(m.group(1))
+            if way == "plain":  # the replay's own result: its step times only
+                out = {"model": model, "ranks": out["ranks"], "steps": [],
+                       "plain_step_times_ms": out["step_times_ms"]}
+            store.append({"trial": trial, "knobs": knobs, "round": k, "way": way, **out,
+                          "compute_ms": COMPUTE_MS, "testbed": note, "load_avg_1m": round(os.getloadavg()[0], 2),
+                          "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return 0
 
 
@@ -292,8 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["worker"] and len(argv) == 2 and argv[1] in MODELS:
         return worker(argv[1])
-    if argv == ["measure"]:
-        return measure()
+    if argv in (["measure"], ["measure", "--set", "plain"]):
+        return measure(second=len(argv) == 3)
     if argv == ["report"]:
         return report()
     print("usage: completion_times.py measure | report", file=sys.stderr)
