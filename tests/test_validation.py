@@ -13,6 +13,8 @@ from autotuner.frameworks.horovod.validation import (Outcome, Setup, TrialStore,
                                   run_pending)
 from autotuner.frameworks.horovod.report import table, verdict, write_report
 
+RUNS = Path(__file__).resolve().parent.parent / "runs"
+
 ROOT = Path(__file__).resolve().parents[1]
 P1 = Config(fusion_threshold_bytes=4 * MIB, cycle_time_ms=2.0)
 P2 = Config(fusion_threshold_bytes=0, cycle_time_ms=5.0)
@@ -370,3 +372,30 @@ def test_the_report_shows_the_range_the_small_response_price_leaves_open(tmp_pat
            if "/small-vit_s16-nt.jsonl (" in c["source"]}
     want = acc["vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1: step time (ms)"]["predicted_range"]
     assert want == pytest.approx([lo, hi], abs=0.1)
+
+
+def test_the_report_gives_each_configuration_s_speedup_over_the_sitting_s_defaults_and_names_a_shifted_sitting(tmp_path):
+    """A sitting whose defaults miss their prediction by -16 % (fresh-2x1-5gbit's third DistilBERT sitting, committed):
+    every row's error carries that shift; the report gives each configuration's throughput over the same sitting's
+    defaults, measured / predicted, and says the sitting is shifted. Rows run with the timeline get no ratio."""
+    recs = [json.loads(x) for x in (RUNS / "fresh-2x1-5gbit" / "validation" /
+                                     "small-distilbert-sitting-3.jsonl").read_text().splitlines()]
+    t = table(recs)
+    by = t.set_index("label")
+    d, p1 = by.loc["default"], by.loc["proposal-1"]
+    assert p1["speedup"] == pytest.approx(d["step_ms"] / p1["step_ms"]) and d["speedup"] == 1.0
+    assert p1["predicted_speedup"] == pytest.approx(d["predicted_ms"] / p1["predicted_ms"])
+    write_report(recs, tmp_path / "r.md", title="t", notes=[])
+    md = (tmp_path / "r.md").read_text()
+    assert f"| {p1['speedup']:.3f}x / {p1['predicted_speedup']:.3f}x |" in md
+    assert "This sitting's defaults are predicted -16.1 % off their measured step" in md
+    # a sitting whose defaults are predicted within 10 %: the column's line, no shift named
+    ok = [json.loads(x) for x in (RUNS / "fresh-poll-2x1-2.5gbit" / "validation" /
+                                   "small-vit_s16-nt.jsonl").read_text().splitlines()]
+    write_report(ok, tmp_path / "ok.md", title="t", notes=[])
+    md = (tmp_path / "ok.md").read_text()
+    assert "vs defaults: each configuration's throughput" in md and "This sitting's defaults" not in md
+    # the timeline's rows: no ratio (another job than the defaults')
+    tl = table([r | {"timeline_recorded": True} for r in recs if r["label"] != "default"] +
+               [r for r in recs if r["label"] == "default"])
+    assert tl["timeline"].sum() == 3 and tl[tl["timeline"]]["speedup"].isna().all() and tl["speedup"].notna().sum() == 1

@@ -43,7 +43,9 @@ def table(records: list[dict[str, Any]]) -> pd.DataFrame:
     timeline ran in its trials), n_ok, n_failed, step_ms (median over repeats), step_min_ms,
     step_max_ms, iqr_ms (median of per-repeat IQRs), predicted_ms (for the job without the timeline),
     error_pct ((predicted - measured) / measured, %; NaN where the timeline ran: another job than the
-    prediction's), throughput (steps/s), responses_per_step, score (bytes/µs, Horovod autotune's unit).
+    prediction's), throughput (steps/s), responses_per_step, score (bytes/µs, Horovod autotune's unit),
+    speedup (the defaults' measured step over this row's: > 1 faster; NaN where either ran with the timeline or the
+    defaults have no successful trial) and predicted_speedup (the same ratio of the predictions), both dimensionless.
     """
     rows = []
     for r in records:
@@ -54,7 +56,8 @@ def table(records: list[dict[str, Any]]) -> pd.DataFrame:
                      "pred": r.get("predicted_step_time_ms"), "score": r.get("score_bytes_per_us"),
                      "rps": (r.get("timeline") or {}).get("responses_per_step")})
     cols = ["label", "kind", "config", "compression", "timeline", "n_ok", "n_failed", "step_ms", "step_min_ms",
-            "step_max_ms", "iqr_ms", "predicted_ms", "error_pct", "throughput", "responses_per_step", "score"]
+            "step_max_ms", "iqr_ms", "predicted_ms", "error_pct", "throughput", "responses_per_step", "score",
+            "speedup", "predicted_speedup"]
     if not rows:
         return pd.DataFrame(columns=cols)
     df = pd.DataFrame(rows)
@@ -74,7 +77,13 @@ def table(records: list[dict[str, Any]]) -> pd.DataFrame:
                     "throughput": 1e3 / step if step == step else float("nan"),
                     "responses_per_step": ok["rps"].dropna().median() if ok["rps"].notna().any() else float("nan"),
                     "score": ok["score"].dropna().median() if ok["score"].notna().any() else float("nan")})
-    return pd.DataFrame(out, columns=cols)
+    t = pd.DataFrame(out, columns=[c for c in cols if c not in ("speedup", "predicted_speedup")])
+    ref = t[(t["kind"] == str(TrialKind.default)) & (t["compression"] == "none") & ~t["timeline"] & (t["n_ok"] > 0)]
+    alike = ~t["timeline"]
+    t["speedup"] = (ref["step_ms"].iloc[0] / t["step_ms"]).where(alike) if len(ref) else float("nan")
+    t["predicted_speedup"] = ((ref["predicted_ms"].iloc[0] / t["predicted_ms"]).where(alike) if len(ref)
+                              else float("nan"))
+    return t[cols]
 
 
 def _rows(t: pd.DataFrame, label: str, timeline: bool | None) -> pd.DataFrame:
@@ -251,6 +260,34 @@ def _predicted_cell(r, ranges) -> str:
     return _fmt(r["predicted_ms"])
 
 
+#: a sitting's defaults predicted further off than this (|error %|) get a line saying the sitting is shifted
+SHIFTED_SITTING_PCT = 10.0
+
+
+def _speedup_cell(r) -> str:
+    """``0.979x / 0.999x``: the row's throughput over the defaults', measured / predicted; blank where not alike."""
+    if r["speedup"] != r["speedup"] or r["predicted_speedup"] != r["predicted_speedup"]:
+        return ""
+    return f"{r['speedup']:.3f}x / {r['predicted_speedup']:.3f}x"
+
+
+def _speedup_note(t: pd.DataFrame) -> str | None:
+    """The report's line on the ratio column, and on a sitting whose defaults miss their prediction by more than
+    :data:`SHIFTED_SITTING_PCT`; None where no row has the ratio."""
+    if not t["speedup"].notna().any():
+        return None
+    note = ("vs defaults: each configuration's throughput over the defaults' of this sitting, measured / predicted "
+            "(> 1: faster; production jobs only): it compares configurations run in one sitting, where the "
+            "error column compares each with the env's fit, measured in another")
+    ref = t[(t["kind"] == str(TrialKind.default)) & t["speedup"].notna()]
+    if len(ref) and abs(ref["error_pct"].iloc[0]) > SHIFTED_SITTING_PCT:
+        e = ref["error_pct"].iloc[0]
+        note += (f". This sitting's defaults are predicted {e:+.1f} % off their measured step: the whole sitting may "
+                 f"run {'slower' if e < 0 else 'faster'} than the env's fit saw, so read each error % beside the "
+                 "defaults' and the ratio")
+    return note
+
+
 def write_report(records: list[dict[str, Any]], path: Path, *, title: str, notes: list[str],
                  ranges: dict[tuple[str, str], tuple[float, float]] | None = None) -> tuple[str, list[Path]]:
     """Write ``path`` (Markdown, atomically) and its plots beside it; return (verdict line, plot paths).
@@ -270,9 +307,10 @@ def write_report(records: list[dict[str, Any]], path: Path, *, title: str, notes
                 "either of the env's burst and step phases (the error column compares the charged step phase's); "
                 "the price they leave open moves it by more than 2 % (docs/accuracy.md, \"The small-response price "
                 "the phases leave open\")") if shown else None
-    lines += [f"- {n}" for n in list(notes) + [x for x in (tl_note, rng_note) if x]]
+    lines += [f"- {n}" for n in list(notes) + [x for x in (tl_note, rng_note, _speedup_note(t)) if x]]
     lines += ["", "| configuration | knobs | ok/failed | measured step ms (min-max) | IQR ms | predicted ms | error % "
-              "| responses/step | score bytes/µs |", "|---|---|---|---|---|---|---|---|---|"]
+              "| vs defaults, measured / predicted | responses/step | score bytes/µs |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for _, r in t.iterrows():
         steps = (f"{_fmt(r['step_ms'])} ({_fmt(r['step_min_ms'])}-{_fmt(r['step_max_ms'])})" if r["step_ms"] == r["step_ms"]
                  else "no fixed-knob steps (see below)")
@@ -280,7 +318,7 @@ def write_report(records: list[dict[str, Any]], path: Path, *, title: str, notes
                and r["step_ms"] == r["step_ms"] else _fmt(r["error_pct"]))
         lines.append(f"| {_job(r)} | {_cfg_str(r['config'], r['compression'])} | {r['n_ok']}/{r['n_failed']} | "
                      f"{steps} | {_fmt(r['iqr_ms'])} | "
-                     f"{_predicted_cell(r, ranges)} | {err} | {_fmt(r['responses_per_step'], 2)} | "
+                     f"{_predicted_cell(r, ranges)} | {err} | {_speedup_cell(r)} | {_fmt(r['responses_per_step'], 2)} | "
                      f"{_fmt(r['score'], 2)} |")
     failed = [r for r in records if r["status"] != "ok"]
     if failed:
