@@ -65,10 +65,26 @@ b. Tail polling is harmless: each (model, knobs)'s instrumented median within 5 
 c. If (a) says the env's: the class of response whose tail services summed fall furthest below the simulated sum is
    where the simulator over-charges (a class more than 20 ms below).
 
+A fourth set (``ENV=fresh-poll-2x1-2.5gbit ... measure --set probe``), declared after the third set's report and before
+it ran (2026-12-02, session 56). After the backward, vit_s16's and DistilBERT's small responses cost 1.78 and 1.73 ms
+on the mean where the simulator charges 2.05 (the step phase's 1.95 ms plus the bytes), and vit_s16's weights cost
+what is simulated. The step phase solves its price from fusion off - defaults of its own synthetic layout (32 blocks
+of a 256 KiB weight and three 1 KiB vectors, 100 ms of compute); on this env a queued 256 KiB response measured 1.1 ms
+above the charged line (the mid-size phase: 2.91 against 1.82 ms; the fused-variants fifth set: 2.95 against 1.91),
+and fusion off runs 32 of them lone where the defaults fuse them. The phase's own layout, replayed the same way (tail
+polling beside the plain replay, 3 rounds, 100 ms). Declared:
+
+i. The sitting reproduces the phase: the plain replay's fusion off - defaults (medians) within 25 % of the committed
+   187.5 ms (rounds 166.8-214.9).
+ii. One tail price for the three layouts: the vectors' mean service after the backward within 0.25 ms of 1.75 ms.
+iii. If the step phase's price carries its weights' under-pricing: the 256 KiB weights' mean service after the
+   backward at least 0.5 ms above the simulated, and the vectors' at least 0.15 ms below the simulated.
+
     ENV=fresh-poll-2x1-4.5gbit python scripts/completion_times.py measure     # as root, ~6 min
     ENV=fresh-poll-2x1-4.5gbit python scripts/completion_times.py measure --set plain    # ~8 min
     ENV=fresh-poll-2x1-4.5gbit python scripts/completion_times.py report
     ENV=fresh-poll-2x1-2.5gbit python scripts/completion_times.py measure --set tail     # ~10 min
+    ENV=fresh-poll-2x1-2.5gbit python scripts/completion_times.py measure --set probe    # ~4 min
     ENV=fresh-poll-2x1-2.5gbit python scripts/completion_times.py report
 """
 from __future__ import annotations
@@ -92,6 +108,9 @@ ENV = os.environ.get("ENV", "fresh-poll-2x1-4.5gbit")
 RECORDS = "experiments/completion-times.jsonl"
 TAG = "AUTOTUNER_COMPLETION_TIMES"
 MODELS = ("vit_s16", "distilbert")
+#: the step phase's own synthetic layout (autotuner.frameworks.horovod.stepprobe), replayed at its own compute
+PROBE = "step-probe"
+PROBE_FILE = Path("/tmp/autotuner-completion-times-step-probe.json")  # the replay reads a layout from a file
 KNOBS = ("defaults", "fusion-off")
 COMPUTE_MS, STEPS, WARMUP, ROUNDS = 300.0, 8, 2, 3
 POLL_S = 0.0002  # as the replay's --wait sleep (autotuner.frameworks.horovod.replay.WAIT_POLL_S)
@@ -102,6 +121,24 @@ def _config(knobs: str):
     from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
 
     return DEFAULTS_0_28 if knobs == "defaults" else replace(DEFAULTS_0_28, fusion_threshold_bytes=0)
+
+
+def layout_spec(model: str) -> str:
+    """What the replay and ``make_scenario`` load for ``model``: a shipped layout's file, or the step phase's layout
+    written to :data:`PROBE_FILE`."""
+    if model != PROBE:
+        return str(ROOT / "autotuner" / "layouts" / f"{model}.json")
+    from autotuner.frameworks.horovod.stepprobe import LAYOUT
+
+    PROBE_FILE.write_text(json.dumps(LAYOUT))
+    return str(PROBE_FILE)
+
+
+def compute_ms_of(model: str) -> float:
+    """Emulated compute per step, ms: the step phase's own (100 ms) for its layout, else :data:`COMPUTE_MS`."""
+    from autotuner.frameworks.horovod.stepprobe import COMPUTE_MS as PROBE_MS
+
+    return PROBE_MS if model == PROBE else COMPUTE_MS
 
 
 def worker(model: str, tail: bool = False) -> int:
@@ -119,8 +156,9 @@ def worker(model: str, tail: bool = False) -> int:
 
     hvd.init()
     torch.set_num_threads(1)  # as the replay
-    layout = load_layout(str(ROOT / "autotuner" / "layouts" / f"{model}.json"))
-    forward_s, backward_s = COMPUTE_MS * FORWARD_SHARE / 1e3, COMPUTE_MS * (1 - FORWARD_SHARE) / 1e3
+    layout = load_layout(str(PROBE_FILE) if model == PROBE else layout_spec(model))  # measure wrote the probe's
+    compute = compute_ms_of(model)
+    forward_s, backward_s = compute * FORWARD_SHARE / 1e3, compute * (1 - FORWARD_SHARE) / 1e3
     params, forward, clock, values = _build(layout, backward_s, seed=hvd.rank())
     index = {id(p): i for i, p in enumerate(params)}
 
@@ -197,8 +235,10 @@ def worker(model: str, tail: bool = False) -> int:
 
 #: the sets: their rounds and the ways each (model, knobs) runs in a round (poller: the poller's worker; plain: the
 #: replay itself; tail: the worker polling only after the backward)
-MEASURE_SETS = {"first": (range(ROUNDS), ("poller",)), "plain": (range(ROUNDS, 2 * ROUNDS), ("poller", "plain")),
-                "tail": (range(2 * ROUNDS, 3 * ROUNDS), ("tail", "plain"))}
+MEASURE_SETS = {"first": (range(ROUNDS), ("poller",), MODELS),
+                "plain": (range(ROUNDS, 2 * ROUNDS), ("poller", "plain"), MODELS),
+                "tail": (range(2 * ROUNDS, 3 * ROUNDS), ("tail", "plain"), MODELS),
+                "probe": (range(3 * ROUNDS, 4 * ROUNDS), ("tail", "plain"), (PROBE,))}
 
 
 def measure(which: str = "first") -> int:
@@ -214,15 +254,16 @@ def measure(which: str = "first") -> int:
         if setup.wait != "sleep":
             print(f"error: {ENV} waits by {setup.wait!r}; the poller stands for --wait sleep", file=sys.stderr)
             return 2
-        rounds, ways = MEASURE_SETS[which]
-        for k, model, knobs, way in itertools.product(rounds, MODELS, KNOBS, ways):
+        rounds, ways, models = MEASURE_SETS[which]
+        specs = {m: layout_spec(m) for m in models}
+        for k, model, knobs, way in itertools.product(rounds, models, KNOBS, ways):
             trial = f"{model}/{knobs}/round-{k}" + ("" if way == "poller" else f"/{way}")
             if trial in have:
                 continue
             cmd = ((sys.executable, str(Path(__file__).resolve()), "worker", model, *(("--tail",) if way == "tail" else ()))
                    if way != "plain" else
-                   (sys.executable, "-m", "autotuner.frameworks.horovod.replay", "--model", model,
-                    "--compute-ms", f"{COMPUTE_MS:g}", "--steps", str(STEPS), "--warmup", str(WARMUP),
+                   (sys.executable, "-m", "autotuner.frameworks.horovod.replay", "--model", specs[model],
+                    "--compute-ms", f"{compute_ms_of(model):g}", "--steps", str(STEPS), "--warmup", str(WARMUP),
                     "--wait", "sleep"))
             job = Job(np=tier.np, hosts=tier.hosts, command=cmd,
                       prefix=tb.prefix, config=_config(knobs), launcher=tb.launcher, timeline=None)
@@ -239,7 +280,7 @@ def measure(which: str = "first") -> int:
                 out = {"model": model, "ranks": out["ranks"], "steps": [],
                        "plain_step_times_ms": out["step_times_ms"]}
             store.append({"trial": trial, "knobs": knobs, "round": k, "way": way, **out,
-                          "compute_ms": COMPUTE_MS, "testbed": note, "load_avg_1m": round(os.getloadavg()[0], 2),
+                          "compute_ms": compute_ms_of(model), "testbed": note, "load_avg_1m": round(os.getloadavg()[0], 2),
                           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
     return 0
 
@@ -270,7 +311,7 @@ def simulated(model: str, knobs: str, env: str | None = None) -> dict:
     from autotuner.frameworks.horovod.predict import make_scenario
     from autotuner.frameworks.horovod.simulator import simulate_step
 
-    sc, _ = make_scenario(None, env or ENV, model, compute_ms=COMPUTE_MS)
+    sc, _ = make_scenario(None, env or ENV, layout_spec(model), compute_ms=compute_ms_of(model))
     r = simulate_step(sc.layout.sizes_bytes, sc.layout.ready_fraction, sc.workload, _config(knobs), sc.cost,
                       sc.cluster, trace=True, backend=sc.backend)
     st = r.trace.steps[-1]
@@ -332,7 +373,7 @@ def _services_by_class(steps: list[dict], sim: dict, tail: bool = False) -> dict
             for c, v in per.items() if v and (cls[c] & keep_sim).any()}
 
 
-SETS = {name: rounds for name, (rounds, _) in MEASURE_SETS.items()}
+SETS = {name: rounds for name, (rounds, _, _) in MEASURE_SETS.items()}
 
 
 def report() -> int:
@@ -341,7 +382,6 @@ def report() -> int:
         print(f"error: no records in runs/{ENV}/{RECORDS}", file=sys.stderr)
         return 2
     print(f"{ENV}: {len(recs)} jobs, {COMPUTE_MS:g} ms of compute")
-    sims = {(m, k): simulated(m, k) for m in MODELS for k in KNOBS}
     for name, rounds in SETS.items():
         rs_set = [r for r in recs if r["round"] in rounds]
         if not rs_set:
@@ -351,6 +391,7 @@ def report() -> int:
               "measured / simulated | tail after it (ms), measured / simulated |")
         print("|---|---|---:|---:|---:|---:|")
         svc = {}
+        sims = {(m, k): simulated(m, k) for m in MEASURE_SETS[name][2] for k in KNOBS}
         for (model, knobs), sim in sims.items():
             rs = [r for r in rs_set if r["model"] == model and r["knobs"] == knobs and r.get("way", "poller") != "plain"]
             if not rs:
@@ -366,10 +407,10 @@ def report() -> int:
                   f"({', '.join(f'{x:.1f}' for x in med)}) | {sim['step_ms']:.1f} | "
                   f"{by_end:.0%} / {np.mean(sim['done'] <= be):.0%} | {tail:.1f} / {max(sim['done']) - be:.1f} |")
             if knobs == "fusion-off":
-                svc[model] = _services_by_class(steps, sim, tail=name == "tail")
+                svc[model] = _services_by_class(steps, sim, tail=name in ("tail", "probe"))
         print("\nfusion off, per class of response: service = done - max(previous done, enqueued), ms per response "
               "(mean, median), and summed over the step's responses of the class (median over steps)"
-              + (": only those after one done in the tail (responses: mean per step)" if name == "tail" else "") + "\n")
+              + (": only those after one done in the tail (responses: mean per step)" if name in ("tail", "probe") else "") + "\n")
         print("| model | class | responses | mean, measured / simulated | median, measured | summed, measured / "
               "simulated |")
         print("|---|---|---:|---:|---:|---:|")
@@ -378,7 +419,8 @@ def report() -> int:
                 print(f"| {model} | {c} | {k} | {mean:.2f} / {smean:.2f} | {med:.2f} | {summed:.1f} / {ssum:.1f} |")
         plain = [r for r in rs_set if r.get("way") == "plain"]
         if plain:
-            print(f"\nthe {'tail-polling' if name == 'tail' else 'poller'}'s jobs beside the plain replay's, same rounds "
+            who = "tail-polling" if name in ("tail", "probe") else "poller"
+            print(f"\nthe {who}'s jobs beside the plain replay's, same rounds "
                   "(median step, ms)\n")
             print("| model | knobs | instrumented | plain | instrumented / plain | simulated |")
             print("|---|---|---:|---:|---:|---:|")
@@ -391,7 +433,7 @@ def report() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["worker"] and len(argv) in (2, 3) and argv[1] in MODELS and argv[2:] in ([], ["--tail"]):
+    if argv[:1] == ["worker"] and len(argv) in (2, 3) and argv[1] in MODELS + (PROBE,) and argv[2:] in ([], ["--tail"]):
         return worker(argv[1], tail=len(argv) == 3)
     if argv == ["measure"] or (argv[:2] == ["measure", "--set"] and len(argv) == 3 and argv[2] in MEASURE_SETS):
         return measure(argv[2] if len(argv) == 3 else "first")
