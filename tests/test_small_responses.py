@@ -1532,3 +1532,23 @@ def test_on_fresh_poll_2x1_2_5gbit_the_over_charge_is_vit_s16_s_small_responses_
     by = ct._services_by_class(steps, sim, tail=True)
     (_, _, small_sum, _, small_sim, _), (_, _, w_sum, _, w_sim, _) = by["small"], by["weight"]
     assert small_sum < small_sim - 20 and abs(w_sum - w_sim) < 10, by
+
+
+def test_the_step_phase_s_price_carries_its_256_kib_weights_under_pricing():
+    """--set probe (declared before it ran; the step phase's own layout at 100 ms, tail polling beside the plain
+    replay, 3 rounds, fresh-poll-2x1-2.5gbit): after the backward its 1 KiB vectors cost what vit_s16's and DistilBERT's
+    small responses do (within 0.25 ms of 1.75 on the mean) and less than simulated, its 256 KiB weights at least
+    0.5 ms more than simulated: the one latency solved from fusion off - defaults reads the weights' excess as the
+    vectors'."""
+    ct = _completion_times()
+    env = "fresh-poll-2x1-2.5gbit"
+    recs, rounds = ct.load(env), ct.SETS["probe"]
+    plain = {k: ct.step_median(recs, rounds, ct.PROBE, k, True) for k in ct.KNOBS}
+    committed = json.loads((MODELS / f"{env}.json").read_text())["fit"]["small_responses"]["step"]["delta_ms"]
+    assert abs((plain["fusion-off"] - plain["defaults"]) / committed - 1) < 0.25
+    sim = ct.simulated(ct.PROBE, "fusion-off", env)
+    steps = [s for r in recs if r["round"] in rounds and r["knobs"] == "fusion-off" and r["way"] == "tail"
+             for s in r["steps"]]
+    by = ct._services_by_class(steps, sim, tail=True)
+    (v_mean, _, _, v_sim, _, _), (w_mean, _, _, w_sim, _, _) = by["small"], by["weight"]
+    assert abs(v_mean - 1.75) < 0.25 and v_mean < v_sim - 0.15 and w_mean > w_sim + 0.5, by
