@@ -929,8 +929,11 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
                        "used by the fit, so they show the fit, not the prediction", highlight=False, soft_wrap=True)
     for n in d["notes"]:
         err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
-    t = Table(title="predicted vs measured")
-    for col in ("env", "quantity", "measured", "predicted", "error", "used by the fit", "source"):
+    envs = {c["env"] for c in d["cases"]}
+    one = next(iter(envs)) if len(envs) == 1 else None  # one env: named in the title, not on every row
+    t = Table(title="predicted vs measured" + (f": {one}" if one else ""))
+    cols = ("quantity", "measured", "predicted", "error", "fit used", "source")
+    for col in cols if one else ("env",) + cols:
         t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
     ranged = 0
     for c in d["cases"]:
@@ -938,9 +941,13 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
         lo, hi = c.get("predicted_range") or (c["predicted"], c["predicted"])
         if hi - lo > RANGE_SHOWN * c["predicted"]:  # the small-response price the phases leave open moves it
             pred, ranged = pred + f"\n{lo:.0f}-{hi:.0f}", ranged + 1
-        t.add_row(c["env"], c["quantity"], f"{c['measured']:.2f}", pred, f"{c['error_percent']:+.1f}%",
-                  "yes" if c["used_by_fit"] else "no (held out)", c["source"])
+        src = c["source"].removeprefix(f"{one}/") if one else c["source"]
+        row = (c["quantity"], f"{c['measured']:.2f}", pred, f"{c['error_percent']:+.1f}%",
+               "yes" if c["used_by_fit"] else "no", src)
+        t.add_row(*(row if one else (c["env"],) + row))
     render_table(wide, t)
+    wide.print("fit used: yes = the fit read this number, so it shows the fit, not a prediction; no = held out",
+               highlight=False, soft_wrap=True)
     if ranged:
         wide.print(f"{ranged} prediction(s) with a second line: the step time with a small response priced at either "
                    "of the env's burst and step phases (the step phase's charged; the price they leave open moves it "

@@ -176,6 +176,23 @@ def test_envs_fits_80_columns_with_each_env_s_checked_figures():
     first = {lines[i].split()[0]: lines[i] for i in firsts}
     assert first["fresh-poll-2x1-2.5gbit"].endswith("6.3/+20.8") and first["v100-5gbit"].endswith("never")
 
+def test_accuracy_of_one_env_names_it_once_and_fits_80_columns():
+    """``autotuner accuracy --env E`` piped at 80 columns: the env in the table's title, not in a column repeated on
+    every row (it took 24 of the 80 and wrapped each quantity over six lines), sources under the env's folder, a short
+    "fit used" column with its legend; every line within 80."""
+    import os
+
+    p = run("accuracy", "--env", "fresh-poll-2x1-2.5gbit", env={**os.environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    title = lines.index("predicted vs measured: fresh-poll-2x1-2.5gbit")
+    legend = next(i for i, ln in enumerate(lines) if ln.startswith("fit used: yes = the fit read this number"))
+    table = lines[title + 1:legend]
+    assert max(len(ln) for ln in table) <= 80 and table[0].split()[0] == "quantity"
+    assert not any("fresh-poll-2x1-2.5gbit/" in ln for ln in table)
+    assert sum(ln.startswith(("distilbert", "vit_s16")) for ln in table) == 10
+
+
 def test_broken_row_is_reported_and_rest_fits(tmp_path):
     shutil.copytree(ROOT / "runs" / "v100-16gbit", tmp_path / "runs" / "v100-16gbit")
     rep = tmp_path / "runs" / "v100-16gbit" / "report-000.md"
