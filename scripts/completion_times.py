@@ -86,6 +86,7 @@ iii. If the step phase's price carries its weights' under-pricing: the 256 KiB w
     ENV=fresh-poll-2x1-2.5gbit python scripts/completion_times.py measure --set tail     # ~10 min
     ENV=fresh-poll-2x1-2.5gbit python scripts/completion_times.py measure --set probe    # ~4 min
     ENV=fresh-poll-2x1-2.5gbit python scripts/completion_times.py report
+    python scripts/completion_times.py weights    # every fresh env's 256 KiB price, and a linearised what-if
 """
 from __future__ import annotations
 
@@ -431,6 +432,48 @@ def report() -> int:
     return 0
 
 
+def weights_256k() -> int:
+    """After the fourth set, not declared, nothing charged: per fresh env, what a queued 256 KiB response costs in the
+    mid-size phase (``burst-mid.jsonl``, median marginal over jobs, no timeline) less what the shipped model simulates
+    for it (ms), and, linearised on the committed predictions, what the small-response rows would read were the step
+    phase solved with its 32 weights at that measured price: the price moves by ``-residual x 32 / 96`` (its weights'
+    excess read as its vectors'), each row by its slope between the env's burst and step prices."""
+    from autotuner.frameworks.horovod.fit.store import load_env
+    from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s, burst_marginals_ms
+    from autotuner.frameworks.horovod.views.accuracy import cases
+    from autotuner.paths import model_search_path, runs_search_path
+
+    resid = {}
+    for d in sorted(RUNS.glob("fresh-*/burst-mid.jsonl")):
+        cost = load_env(model_search_path(), d.parent.name).cost
+        m = [x for r in map(json.loads, d.read_text().splitlines()) if not r.get("timeline_recorded")
+             for b, _, x in burst_marginals_ms(r) if b == 256 << 10]
+        resid[d.parent.name] = float(np.median(m)) - _burst_marginal_sim_s(cost, 256 << 10, 8, 2) * 1e3
+    print("| env | 256 KiB, measured - simulated (ms) |\n|---|---:|")
+    for e, r in resid.items():
+        print(f"| {e} | {r:+.2f} |")
+    before = after = 0
+    moved = []
+    for c in cases(runs_search_path(), model_search_path()):
+        m = re.search(r"\((\S+) MiB, \S+ ms(.*?)\)", c.what)
+        if not (c.env in resid and c.what.endswith("step time (ms)") and m and "timeline ran" not in c.what
+                and (float(m.group(1)) <= 1 or "cache off" in m.group(2))):
+            continue
+        small = json.loads((ROOT / "autotuner" / "models" / f"{c.env}.json").read_text())["fit"]["small_responses"]
+        a_step, a_burst = small["step"]["fixed_ms"], small["burst"]["fixed_ms"]
+        lo, hi = c.predicted_range or (c.predicted, c.predicted)
+        other = lo if abs(hi - c.predicted) < 1e-6 else hi
+        slope = (c.predicted - other) / (a_step - a_burst) if abs(a_step - a_burst) > 1e-9 else 0.0
+        new = c.predicted - slope * resid[c.env] * 32 / 96
+        e0, e1 = c.error_pct, 100 * (new / c.measured - 1)
+        before, after = before + (abs(e0) > 10), after + (abs(e1) > 10)
+        if (abs(e0) > 10) != (abs(e1) > 10):
+            moved.append(f"{c.env}: {c.what.split(':')[0]}: {e0:+.1f} -> {e1:+.1f} %")
+    print(f"\nsmall-response rows beyond 10 % (no repeat-range rule): {before} charged, {after} linearised")
+    print("\n".join(moved))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["worker"] and len(argv) in (2, 3) and argv[1] in MODELS + (PROBE,) and argv[2:] in ([], ["--tail"]):
@@ -439,7 +482,9 @@ def main(argv: list[str] | None = None) -> int:
         return measure(argv[2] if len(argv) == 3 else "first")
     if argv == ["report"]:
         return report()
-    print("usage: completion_times.py measure | report", file=sys.stderr)
+    if argv == ["weights"]:
+        return weights_256k()
+    print("usage: completion_times.py measure [--set first|plain|tail|probe] | report | weights", file=sys.stderr)
     return 2
 
 
