@@ -890,6 +890,10 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     wide.print("wrote " + ", ".join(str(f) for f in files), highlight=False, soft_wrap=True)
 
 
+#: ``accuracy``'s mark on a row whose measured number the fit read (its error shows the fit, not a prediction)
+USED_BY_FIT = "(used by the fit)"
+
+
 @app.command("accuracy", short_help="every measured number beside its prediction")
 def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one environment (default: every one)"),
                  runs_dir: Optional[Path] = _runs_dir_opt(),
@@ -929,25 +933,24 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
                        "used by the fit, so they show the fit, not the prediction", highlight=False, soft_wrap=True)
     for n in d["notes"]:
         err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
-    envs = {c["env"] for c in d["cases"]}
-    one = next(iter(envs)) if len(envs) == 1 else None  # one env: named in the title, not on every row
-    t = Table(title="predicted vs measured" + (f": {one}" if one else ""))
-    cols = ("quantity", "measured", "predicted", "error", "fit used", "source")
-    for col in cols if one else ("env",) + cols:
-        t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
-    ranged = 0
+    by_env: dict[str, list[dict]] = {}
     for c in d["cases"]:
-        pred = f"{c['predicted']:.2f}"
-        lo, hi = c.get("predicted_range") or (c["predicted"], c["predicted"])
-        if hi - lo > RANGE_SHOWN * c["predicted"]:  # the small-response price the phases leave open moves it
-            pred, ranged = pred + f"\n{lo:.0f}-{hi:.0f}", ranged + 1
-        src = c["source"].removeprefix(f"{one}/") if one else c["source"]
-        row = (c["quantity"], f"{c['measured']:.2f}", pred, f"{c['error_percent']:+.1f}%",
-               "yes" if c["used_by_fit"] else "no", src)
-        t.add_row(*(row if one else (c["env"],) + row))
-    render_table(wide, t)
-    wide.print("fit used: yes = the fit read this number, so it shows the fit, not a prediction; no = held out",
-               highlight=False, soft_wrap=True)
+        by_env.setdefault(c["env"], []).append(c)
+    ranged = 0
+    for env_name, rows in by_env.items():  # one table per env, named in its title (80 columns: no env column)
+        t = Table(title=f"predicted vs measured: {env_name}")
+        for col in ("quantity", "measured", "predicted", "error", "source"):
+            t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+        for c in rows:
+            pred = f"{c['predicted']:.2f}"
+            lo, hi = c.get("predicted_range") or (c["predicted"], c["predicted"])
+            if hi - lo > RANGE_SHOWN * c["predicted"]:  # the small-response price the phases leave open moves it
+                pred, ranged = pred + f"\n{lo:.0f}-{hi:.0f}", ranged + 1
+            t.add_row(c["quantity"] + (f" {USED_BY_FIT}" if c["used_by_fit"] else ""), f"{c['measured']:.2f}", pred,
+                      f"{c['error_percent']:+.1f}%", c["source"].removeprefix(f"{env_name}/"))
+        render_table(wide, t)
+    wide.print(f"{USED_BY_FIT}: the fit read this number, so its row shows the fit, not a prediction; every other row "
+               "is held out", highlight=False, soft_wrap=True)
     if ranged:
         wide.print(f"{ranged} prediction(s) with a second line: the step time with a small response priced at either "
                    "of the env's burst and step phases (the step phase's charged; the price they leave open moves it "

@@ -176,20 +176,29 @@ def test_envs_fits_80_columns_with_each_env_s_checked_figures():
     first = {lines[i].split()[0]: lines[i] for i in firsts}
     assert first["fresh-poll-2x1-2.5gbit"].endswith("6.3/+20.8") and first["v100-5gbit"].endswith("never")
 
-def test_accuracy_of_one_env_names_it_once_and_fits_80_columns():
-    """``autotuner accuracy --env E`` piped at 80 columns: the env in the table's title, not in a column repeated on
-    every row (it took 24 of the 80 and wrapped each quantity over six lines), sources under the env's folder, a short
-    "fit used" column with its legend; every line within 80."""
+def test_accuracy_names_each_env_once_and_fits_80_columns():
+    """``autotuner accuracy`` piped at 80 columns: one table per env, named in its title, not in a column repeated on
+    every row (it took 24 of the 80, wrapped each quantity over six lines and ran lines to 111 columns), sources under
+    the env's folder, a row the fit read marked in its quantity (a legend says what the mark means); every table line
+    within 80. ``--env E``: E's table alone."""
     import os
 
-    p = run("accuracy", "--env", "fresh-poll-2x1-2.5gbit", env={**os.environ, "COLUMNS": "80"})
+    legend = "(used by the fit): the fit read this number"
+    p = run("accuracy", env={**os.environ, "COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
+    first, end = lines.index("predicted vs measured: fresh-0.5gbit"), next(
+        i for i, ln in enumerate(lines) if ln.startswith(legend))
+    assert max(len(ln) for ln in lines[first:end]) <= 80
+    titles = [ln for ln in lines if ln.startswith("predicted vs measured: ")]
+    assert len(titles) == len(set(titles)) >= 30 and "predicted vs measured: v100-16gbit" in titles
+    assert any(ln.endswith("(used by the fit)") or " (used by the fit) " in ln for ln in lines[first:end])
+    p = run("accuracy", "--env", "fresh-poll-2x1-2.5gbit", env={**os.environ, "COLUMNS": "80"})
+    lines = p.stdout.splitlines()
     title = lines.index("predicted vs measured: fresh-poll-2x1-2.5gbit")
-    legend = next(i for i, ln in enumerate(lines) if ln.startswith("fit used: yes = the fit read this number"))
-    table = lines[title + 1:legend]
+    table = lines[title + 1:next(i for i, ln in enumerate(lines) if ln.startswith(legend))]
     assert max(len(ln) for ln in table) <= 80 and table[0].split()[0] == "quantity"
-    assert not any("fresh-poll-2x1-2.5gbit/" in ln for ln in table)
+    assert not any("fresh-poll-2x1-2.5gbit/" in ln for ln in table) and "(used by the fit)" not in "".join(table)
     assert sum(ln.startswith(("distilbert", "vit_s16")) for ln in table) == 10
 
 
