@@ -398,7 +398,8 @@ def report() -> int:
     if not recs:
         print(f"error: no records in runs/{ENV}/{RECORDS}", file=sys.stderr)
         return 2
-    print(f"{ENV}: {len(recs)} jobs, {COMPUTE_MS:g} ms of compute")
+    computes = ", ".join(sorted({f"{r['compute_ms']:g}" for r in recs}))
+    print(f"{ENV}: {len(recs)} jobs, at {computes} ms of compute")
     for name, rounds in SETS.items():
         rs_set = [r for r in recs if r["round"] in rounds]
         if not rs_set:
