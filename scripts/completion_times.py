@@ -112,6 +112,7 @@ Declared:
     ENV=fresh-poll-3gbit python scripts/completion_times.py measure --set sitting   # ~2 min
     ENV=fresh-poll-3gbit python scripts/completion_times.py measure --set onehost   # ~3 min
     ENV=fresh-poll-3gbit python scripts/completion_times.py report
+    python scripts/completion_times.py same-sitting   # the step phase's price re-solved from a set's own sitting
 """
 from __future__ import annotations
 
@@ -518,6 +519,43 @@ def weights_256k() -> int:
     return 0
 
 
+#: the same-sitting check: env -> (the set whose plain step-probe jobs price a small response, the set whose plain
+#: replays of the real layouts it predicts, those layouts, their compute in ms)
+SAME_SITTING = {"fresh-poll-3gbit": ("onehost", "onehost", ("mobilenet_v2",)),
+                "fresh-poll-2x1-2.5gbit": ("probe", "tail", ("vit_s16", "distilbert"))}
+
+
+def same_sitting(env: str) -> dict:
+    """After the sixth set, not declared, nothing charged: the price a small response would be charged were the step
+    phase measured in the same sitting as the replays, and what it predicts. The fit's own solve
+    (:func:`autotuner.frameworks.horovod.fit.sweep._step_delta_sim_ms`, scipy ``brentq``) on the set's plain step-probe
+    jobs (fusion off - defaults, medians over the set's steps), on the shipped model otherwise; then the real layouts
+    simulated at that price against their plain replays. Returns ``{"charged_ms", "delta_ms", "price_ms", "rows":
+    [(model, knobs, predicted ms, measured ms), ...]}``."""
+    from scipy.optimize import brentq
+
+    from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms
+    from autotuner.frameworks.horovod.predict import make_scenario
+    from autotuner.frameworks.horovod.simulator import simulate_step
+
+    probe_set, replay_set, models = SAME_SITTING[env]
+    recs = load(env)
+    sc, _ = make_scenario(None, env, layout_spec(PROBE), compute_ms=compute_ms_of(PROBE))
+    d = (step_median(recs, SETS[probe_set], PROBE, "fusion-off", True)
+         - step_median(recs, SETS[probe_set], PROBE, "defaults", True))
+    a = brentq(lambda x: _step_delta_sim_ms(sc.cost, sc.cluster, x, "fusion-off", sc.backend) - d, 0.0, 5.0, xtol=1e-4)
+    rows = []
+    for model in models:
+        m, _ = make_scenario(None, env, layout_spec(model), compute_ms=compute_ms_of(model))
+        cost = replace(m.cost, inter=replace(m.cost.inter, alpha_s=a * 1e-3 / (2 * (m.cluster.size - 1))))
+        for knobs in KNOBS:
+            pred = simulate_step(m.layout.sizes_bytes, m.layout.ready_fraction, m.workload, _config(knobs), cost,
+                                 m.cluster, backend=m.backend).step_time_s * 1e3
+            rows.append((model, knobs, pred, step_median(recs, SETS[replay_set], model, knobs, True)))
+    return {"charged_ms": 2 * (sc.cluster.size - 1) * sc.cost.inter.alpha_s * 1e3,
+            "delta_ms": d, "price_ms": a, "rows": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["worker"] and len(argv) in (2, 3) and argv[1] in MODELS + (PROBE, "mobilenet_v2") \
@@ -529,7 +567,16 @@ def main(argv: list[str] | None = None) -> int:
         return report()
     if argv == ["weights"]:
         return weights_256k()
-    print("usage: completion_times.py measure [--set first|plain|tail|probe] | report | weights", file=sys.stderr)
+    if argv == ["same-sitting"]:
+        for env in SAME_SITTING:
+            r = same_sitting(env)
+            print(f"{env}: step probe's fusion off - defaults {r['delta_ms']:.1f} ms this sitting -> "
+                  f"{r['price_ms']:.3f} ms per small response (charged {r['charged_ms']:.3f})")
+            for model, knobs, pred, meas in r["rows"]:
+                print(f"  {model} {knobs}: predicted {pred:.1f} at that price, measured {meas:.1f} "
+                      f"({100 * (pred / meas - 1):+.1f} %)")
+        return 0
+    print("usage: completion_times.py measure [--set NAME] | report | weights | same-sitting", file=sys.stderr)
     return 2
 
 
