@@ -530,8 +530,12 @@ def same_sitting(env: str) -> dict:
     phase measured in the same sitting as the replays, and what it predicts. The fit's own solve
     (:func:`autotuner.frameworks.horovod.fit.sweep._step_delta_sim_ms`, scipy ``brentq``) on the set's plain step-probe
     jobs (fusion off - defaults, medians over the set's steps), on the shipped model otherwise; then the real layouts
-    simulated at that price against their plain replays. Returns ``{"charged_ms", "delta_ms", "price_ms", "rows":
-    [(model, knobs, predicted ms, measured ms), ...]}``."""
+    simulated at that price against their plain replays. Solved twice: as the fit solves it, and with the step phase's
+    256 KiB weights charged what they cost after the backward in the same set's tail-polling jobs (their mean service
+    less the simulated one, added to the line above the knee for the solve only, where the knee is at most 256 KiB;
+    the real layouts keep the shipped line). Returns ``{"charged_ms", "delta_ms", "weights_extra_ms", "price_ms":
+    [as the fit, weights at their price], "rows": [(model, knobs, predicted ms as the fit, predicted ms with the
+    weights at their price, measured ms), ...]}``."""
     from scipy.optimize import brentq
 
     from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms
@@ -540,20 +544,27 @@ def same_sitting(env: str) -> dict:
 
     probe_set, replay_set, models = SAME_SITTING[env]
     recs = load(env)
+    rounds = SETS[probe_set]
     sc, _ = make_scenario(None, env, layout_spec(PROBE), compute_ms=compute_ms_of(PROBE))
-    d = (step_median(recs, SETS[probe_set], PROBE, "fusion-off", True)
-         - step_median(recs, SETS[probe_set], PROBE, "defaults", True))
-    a = brentq(lambda x: _step_delta_sim_ms(sc.cost, sc.cluster, x, "fusion-off", sc.backend) - d, 0.0, 5.0, xtol=1e-4)
+    p, t = sc.cluster.size, sc.cost.inter
+    d = step_median(recs, rounds, PROBE, "fusion-off", True) - step_median(recs, rounds, PROBE, "defaults", True)
+    steps = [x for r in recs if r["round"] in rounds and r["model"] == PROBE and r["knobs"] == "fusion-off"
+             and r.get("way") == "tail" for x in r["steps"]]
+    w = _services_by_class(steps, simulated(PROBE, "fusion-off", env), tail=True)["weight"]
+    extra = w[0] - w[3] if t.large_from_bytes is not None and t.large_from_bytes <= 256 << 10 else 0.0
+    weighted = replace(sc.cost, inter=replace(t, large_alpha_s=max(0.0, t.large_alpha_s + extra * 1e-3 / (2 * (p - 1)))))
+    prices = [brentq(lambda x, c=c: _step_delta_sim_ms(c, sc.cluster, x, "fusion-off", sc.backend) - d, 0.0, 6.0,
+                     xtol=1e-4) for c in (sc.cost, weighted)]
     rows = []
     for model in models:
         m, _ = make_scenario(None, env, layout_spec(model), compute_ms=compute_ms_of(model))
-        cost = replace(m.cost, inter=replace(m.cost.inter, alpha_s=a * 1e-3 / (2 * (m.cluster.size - 1))))
         for knobs in KNOBS:
-            pred = simulate_step(m.layout.sizes_bytes, m.layout.ready_fraction, m.workload, _config(knobs), cost,
-                                 m.cluster, backend=m.backend).step_time_s * 1e3
-            rows.append((model, knobs, pred, step_median(recs, SETS[replay_set], model, knobs, True)))
-    return {"charged_ms": 2 * (sc.cluster.size - 1) * sc.cost.inter.alpha_s * 1e3,
-            "delta_ms": d, "price_ms": a, "rows": rows}
+            pred = [simulate_step(m.layout.sizes_bytes, m.layout.ready_fraction, m.workload, _config(knobs),
+                                  replace(m.cost, inter=replace(m.cost.inter, alpha_s=a * 1e-3 / (2 * (p - 1)))),
+                                  m.cluster, backend=m.backend).step_time_s * 1e3 for a in prices]
+            rows.append((model, knobs, *pred, step_median(recs, SETS[replay_set], model, knobs, True)))
+    return {"charged_ms": 2 * (p - 1) * t.alpha_s * 1e3, "delta_ms": d, "weights_extra_ms": extra,
+            "price_ms": prices, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -570,11 +581,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv == ["same-sitting"]:
         for env in SAME_SITTING:
             r = same_sitting(env)
-            print(f"{env}: step probe's fusion off - defaults {r['delta_ms']:.1f} ms this sitting -> "
-                  f"{r['price_ms']:.3f} ms per small response (charged {r['charged_ms']:.3f})")
-            for model, knobs, pred, meas in r["rows"]:
-                print(f"  {model} {knobs}: predicted {pred:.1f} at that price, measured {meas:.1f} "
-                      f"({100 * (pred / meas - 1):+.1f} %)")
+            a, aw = r["price_ms"]
+            print(f"{env}: step probe's fusion off - defaults {r['delta_ms']:.1f} ms this sitting -> {a:.3f} ms per "
+                  f"small response as the fit solves it, {aw:.3f} with its 256 KiB weights "
+                  f"{r['weights_extra_ms']:+.2f} ms (charged {r['charged_ms']:.3f})")
+            for model, knobs, pred, pred_w, meas in r["rows"]:
+                print(f"  {model} {knobs}: measured {meas:.1f}, predicted {pred:.1f} ({100 * (pred / meas - 1):+.1f} %)"
+                      f" / {pred_w:.1f} ({100 * (pred_w / meas - 1):+.1f} %)")
         return 0
     print("usage: completion_times.py measure [--set NAME] | report | weights | same-sitting", file=sys.stderr)
     return 2

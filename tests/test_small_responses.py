@@ -1588,9 +1588,15 @@ def test_on_one_host_the_step_phase_s_price_drifts_between_sittings_and_a_same_s
     assert r["delta_ms"] > 2 * step["delta_ms"] and r["charged_ms"] == pytest.approx(step["fixed_ms"], rel=1e-6)
     defaults = ct.step_median(recs, rounds, ct.PROBE, "defaults", True)
     assert abs(defaults / float(np.median([x[1] for x in step["rounds"]])) - 1) < 0.05
-    rows = {(m, k): (pred, meas) for m, k, pred, meas in r["rows"]}
+    rows = {(m, k): (pred, meas) for m, k, pred, _, meas in r["rows"]}
     pred, meas = rows[("mobilenet_v2", "fusion-off")]
     assert abs(pred / meas - 1) < 0.10 and abs(sim["step_ms"] / meas - 1) > 0.20
-    two = {(m, k): (p, mm) for m, k, p, mm in ct.same_sitting("fresh-poll-2x1-2.5gbit")["rows"]}
-    p2, m2 = two[("vit_s16", "fusion-off")]
+    # two hosts: the same solve makes vit_s16 worse; with the phase's 256 KiB weights at their tail price the price
+    # falls to about the vectors' own (1.72 ms) and vit_s16 comes nearer, DistilBERT stays within 5 %
+    r2 = ct.same_sitting("fresh-poll-2x1-2.5gbit")
+    two = {(m, k): (p, pw, mm) for m, k, p, pw, mm in r2["rows"]}
+    p2, pw2, m2 = two[("vit_s16", "fusion-off")]
     assert p2 / m2 - 1 > ct.simulated("vit_s16", "fusion-off", "fresh-poll-2x1-2.5gbit")["step_ms"] / m2 - 1 > 0.10
+    assert r2["weights_extra_ms"] > 1.0 and abs(r2["price_ms"][1] - 1.72) < 0.2 and pw2 < p2
+    pd, pwd, md = two[("distilbert", "fusion-off")]
+    assert abs(pwd / md - 1) < 0.05
