@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from functools import lru_cache
 import re
 from pathlib import Path
 
@@ -20,6 +21,17 @@ from autotuner.render import fit_regime_lines
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "runs"
 MODELS = ROOT / "autotuner" / "models"
+
+
+@lru_cache(maxsize=None)
+def _script(name: str):
+    """``scripts/<name>.py`` as a module (its records readers, sets and report helpers), loaded once."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 class _TL:  # the one attribute busy_small_response reads of a timeline
@@ -714,15 +726,6 @@ def test_the_burst_probe_refuses_bad_sizes_and_counts_in_one_line(capsys, args, 
 
 # --------------------------------------------------------------------------- mid-size bursts (the line above the knee)
 
-def _burst_midsize():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("burst_midsize", ROOT / "scripts" / "burst_midsize.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def _mid_record(cost, shift_ms: float, repeat: int, p: int = 2, jitter_ms: float = 0.0, offset_ms: float = 3.0,
                 below_ms_per_mib: float = 0.0, below_fixed_ms: float = 0.0) -> dict:
     """A burst-mid.jsonl record whose wall times are the simulator's on ``cost`` with every response at or above the
@@ -790,7 +793,7 @@ def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resol
     of the no-timeline wall clock at every size at or above the knee."""
     from autotuner.readers.sweep import parse_burst_records
 
-    mod = _burst_midsize()
+    mod = _script("burst_midsize")
     envs = sorted(p.parent.name for p in RUNS.glob(f"*/{mod.RECORDS}"))
     assert set(FRESH) | {"local-gloo-1gbit-sweep"} <= set(envs), envs
     charged = {}
@@ -1211,16 +1214,6 @@ def test_the_fused_phase_pays_the_copies_at_the_sizes_a_step_fuses():
         assert np.median([x for b, _, x in pts if b == mib * 2**20]) / mib >= 0.15, mib
 
 
-def _fused_variants():
-    """scripts/fused_variants.py as a module (its sets, reader and differences)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("fused_variants", ROOT / "scripts" / "fused_variants.py")
-    fv = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(fv)
-    return fv
-
-
 def test_the_probe_s_float32_fused_responses_pay_the_copies_whatever_the_dtype_or_tensor_count():
     """scripts/fused_variants.py (declared before it ran), 3 jobs on fresh-poll-2x1-2.5gbit, per MiB of S (medians
     over jobs of the per-round differences): one float32 response of 16 fused tensors costs at least 0.2 ms per MiB
@@ -1229,7 +1222,7 @@ def test_the_probe_s_float32_fused_responses_pay_the_copies_whatever_the_dtype_o
     per MiB (not the tensor count)."""
     import statistics
 
-    fv = _fused_variants()
+    fv = _script("fused_variants")
     f = RUNS / fv.ENV / fv.RECORDS
     recs, problems = fv._parse(f.read_text(), f.name)
     assert not problems and len(recs) == 3
@@ -1285,7 +1278,7 @@ def test_a_small_response_costs_no_more_right_after_a_larger_one_in_the_probe():
     "What fusion off saves on two hosts")."""
     import statistics
 
-    fv = _fused_variants()
+    fv = _script("fused_variants")
     f = RUNS / fv.ENV / fv.SETS["neighbours"][2]
     recs, problems = fv._parse(f.read_text(), f.name, "neighbours")
     assert not problems and len(recs) == 3
@@ -1301,7 +1294,7 @@ def test_enqueued_at_once_both_layouts_small_responses_cost_alike_among_their_la
     surcharge here is a third of the replay's."""
     import statistics
 
-    fv = _fused_variants()
+    fv = _script("fused_variants")
     f = RUNS / fv.ENV / fv.SETS["layouts"][2]
     recs, problems = fv._parse(f.read_text(), f.name, "layouts")
     assert not problems and len(recs) == 3
@@ -1333,7 +1326,7 @@ def test_in_one_job_neither_the_replay_s_values_nor_its_optimizer_make_small_res
     gave (docs/accuracy.md, "In one job, no surcharge")."""
     import statistics
 
-    fv = _fused_variants()
+    fv = _script("fused_variants")
     f = RUNS / fv.ENV / fv.SETS["hooks"][2]
     recs, problems = fv._parse(f.read_text(), f.name, "hooks")
     assert not problems and len(recs) == 3
@@ -1352,7 +1345,7 @@ def test_in_one_job_the_step_phase_s_small_responses_cost_more_after_256_kib_wei
     solves from the phase's replays on this env (docs/accuracy.md, "The step phase's own blocks in one job")."""
     import json
 
-    fv = _fused_variants()
+    fv = _script("fused_variants")
     f = RUNS / fv.ENV / fv.SETS["blocks"][2]
     recs, problems = fv._parse(f.read_text(), f.name, "blocks")
     assert not problems and len(recs) == 3
@@ -1378,7 +1371,7 @@ def test_fresh_poll_2x1_2_5gbit_s_reading_of_the_step_phase_s_blocks_holds_on_no
     import json
     import statistics
 
-    fv = _fused_variants()
+    fv = _script("fused_variants")
     held = {1: set(), 2: set(), 3: set()}
     for env in BLOCK_ENVS:
         f = RUNS / env / fv.SETS["blocks"][2]
@@ -1405,7 +1398,7 @@ def test_heavy_traffic_does_not_make_the_next_small_responses_dearer():
     of delay (docs/accuracy.md, "Heavy traffic does not make the next small responses dearer")."""
     import statistics
 
-    fv = _fused_variants()
+    fv = _script("fused_variants")
     for env in ("fresh-poll-2x1-2.5gbit", "fresh-poll-3gbit"):
         f = RUNS / env / fv.SETS["decay"][2]
         recs, problems = fv._parse(f.read_text(), f.name, "decay")
@@ -1443,7 +1436,7 @@ def test_the_replays_surcharge_is_their_defaults_not_their_fusion_off():
     import statistics
 
     env = "fresh-poll-2x1-2.5gbit"
-    fv = _fused_variants()
+    fv = _script("fused_variants")
     f = RUNS / fv.ENV / fv.SETS["hooks"][2]
     recs, _ = fv._parse(f.read_text(), f.name, "hooks")
     k = fv.LAYOUT_MODELS.index("distilbert")
@@ -1490,22 +1483,12 @@ def test_suggest_notes_the_rows_the_price_left_open_moves_past_the_band():
 
 # --------------------------------------------------------------------------- completion times (session 56)
 
-def _completion_times():
-    """scripts/completion_times.py as a module (its records reader, medians and services)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("completion_times", ROOT / "scripts" / "completion_times.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_a_poller_thread_slows_a_two_host_fusion_off_step_the_plain_replay_meets_the_model_that_sitting():
     """scripts/completion_times.py --set plain (declared before it ran; 3 interleaved rounds on fresh-poll-2x1-4.5gbit's
     testbed, 300 ms of compute): a Python thread polling the oldest handle every 0.2 ms slows vit_s16's fusion off
     1.17x against the plain replay beside it, so its services are not the step's own; the plain replays of that sitting
     are predicted within 4 %, vit_s16's fusion off included (the env's committed sittings measured 444.4-505.5 ms)."""
-    ct = _completion_times()
+    ct = _script("completion_times")
     recs, rounds = ct.load("fresh-poll-2x1-4.5gbit"), ct.SETS["plain"]
     assert len([r for r in recs if r["round"] in rounds]) == 2 * 3 * 2 * 2
     ratio = (ct.step_median(recs, rounds, "vit_s16", "fusion-off", False)
@@ -1524,7 +1507,7 @@ def test_on_fresh_poll_2x1_2_5gbit_the_over_charge_is_vit_s16_s_small_responses_
     earlier sittings 592.2 and 637.2), and after the backward its small responses' services summed fall more than 20 ms
     below the simulated ones while its weights' stay within 10 ms: the price a small response is charged there, not
     the weights or the schedule's tail, carries the excess."""
-    ct = _completion_times()
+    ct = _script("completion_times")
     env = "fresh-poll-2x1-2.5gbit"
     recs, rounds = ct.load(env), ct.SETS["tail"]
     sim = ct.simulated("vit_s16", "fusion-off", env)
@@ -1542,7 +1525,7 @@ def test_the_step_phase_s_price_carries_its_256_kib_weights_under_pricing():
     small responses do (within 0.25 ms of 1.75 on the mean) and less than simulated, its 256 KiB weights at least
     0.5 ms more than simulated: the one latency solved from fusion off - defaults reads the weights' excess as the
     vectors'."""
-    ct = _completion_times()
+    ct = _script("completion_times")
     env = "fresh-poll-2x1-2.5gbit"
     recs, rounds = ct.load(env), ct.SETS["probe"]
     plain = {k: ct.step_median(recs, rounds, ct.PROBE, k, True) for k in ct.KNOBS}
@@ -1560,7 +1543,7 @@ def test_fresh_poll_3gbit_s_mobilenet_fusion_off_miss_is_the_model_s_not_the_sit
     """--set sitting (declared before it ran; the plain replay alone at the committed sitting's 60 ms, 3 rounds): the
     defaults within 5 % of the committed sitting's 116.7 ms, the fusion off above 178.1 ms (more than 10 % over the
     160.3 predicted): the miss named in MISSED is the model's."""
-    ct = _completion_times()
+    ct = _script("completion_times")
     recs, rounds = ct.load("fresh-poll-3gbit"), ct.SETS["sitting"]
     d = ct.step_median(recs, rounds, "mobilenet_v2", "defaults", True)
     f = ct.step_median(recs, rounds, "mobilenet_v2", "fusion-off", True)
@@ -1575,7 +1558,7 @@ def test_on_one_host_the_step_phase_s_price_drifts_between_sittings_and_a_same_s
     twice the committed one's (the defaults within 5 % of theirs), and the fit's solve on it (read after, not
     declared) prices a small response at which MobileNetV2's fusion off is predicted within 10 %, where the shipped
     price misses it by more than 20 %. On fresh-poll-2x1-2.5gbit the same solve leaves vit_s16 further off."""
-    ct = _completion_times()
+    ct = _script("completion_times")
     env = "fresh-poll-3gbit"
     recs, rounds = ct.load(env), ct.SETS["onehost"]
     sim = ct.simulated("mobilenet_v2", "fusion-off", env)
@@ -1606,7 +1589,7 @@ def test_held_out_a_same_sitting_step_phase_does_not_carry_mobilenet_on_fresh_po
     """--set heldout (declared before it ran; fresh-poll-1.25gbit, the plain replay alone, 3 rounds): the declared
     reading (the same-sitting price predicts MobileNetV2's fusion off within 10 % and no further off than the shipped
     price) fails: the step phase's own job and MobileNetV2's fusion off moved apart since the committed sittings."""
-    ct = _completion_times()
+    ct = _script("completion_times")
     env = "fresh-poll-1.25gbit"
     r = ct.same_sitting(env)
     rows = {(m, k): (pred, meas) for m, k, pred, _, meas in r["rows"]}
