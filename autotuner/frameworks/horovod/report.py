@@ -189,6 +189,28 @@ def _timeline_note(t: pd.DataFrame) -> str | None:
             "so their error % is left out (n/a); the verdict compares trials run alike; responses/step come from it")
 
 
+#: vertical step (points) by which a label moves down until it overprints no label placed before it
+LABEL_STEP_PT = 9
+
+
+def place_labels(ax, labels: list[tuple[str, tuple[float, float], float]]) -> list:
+    """Annotate ``ax`` (its limits set) with ``labels``: ``(text, (x, y) in data units, y offset in points)``, each
+    3 points right of its point; a label whose drawn box would overlap one placed before it moves down by
+    :data:`LABEL_STEP_PT` points until it overlaps none. Returns the matplotlib texts, in order."""
+    renderer = ax.figure.canvas.get_renderer()
+    boxes, texts = [], []
+    for text, xy, dy in labels:
+        for k in range(len(boxes) + 1):  # at most one step per label placed before it
+            t = ax.annotate(text, xy, fontsize=7, xytext=(3, dy - LABEL_STEP_PT * k), textcoords="offset points")
+            box = t.get_window_extent(renderer)
+            if not any(box.overlaps(b) for b in boxes):
+                break
+            t.remove()
+        boxes.append(box)
+        texts.append(t)
+    return texts
+
+
 def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path,
           ranges: dict[tuple[str, str], tuple[float, float]] | None = None) -> list[Path]:
     """``<stem>-predicted-vs-measured.png`` and ``<stem>-throughput.png``; returns the paths written. ``ranges``
@@ -217,18 +239,13 @@ def plots(t: pd.DataFrame, records: list[dict[str, Any]], stem: Path,
                         fmt="o", mfc="none" if tl else None, color="tab:orange" if tl else "tab:blue",
                         label=("with Horovod's timeline (its cost not predicted)" if tl
                                else "without timeline (the predicted job)"))
-        placed: list[tuple[float, float]] = []
-        near = 0.03 * (hi - lo)  # points closer than this on both axes get their labels stacked, not overprinted
-        for _, r in pv.iterrows():  # timeline rows labelled below their point: a label's two jobs can sit together
-            xy = (r["step_ms"], r["predicted_ms"])
-            k = sum(abs(xy[0] - a) < near and abs(xy[1] - b) < near for a, b in placed)
-            placed.append(xy)
-            ax.annotate(_job(r), xy, fontsize=7, xytext=(3, (-9 if r["timeline"] else 3) - 9 * k),
-                        textcoords="offset points")
         ax.set(xlabel="measured step time (ms): median, bar = range over repeats",
                ylabel="predicted step time (ms)" + (": bar = the small-response price left open"
                                                     if (ends["hi"] > ends["lo"]).any() else ""),
                xlim=(lo, hi), ylim=(lo, hi), title="predicted vs measured step time")
+        # timeline rows labelled below their point: a label's two jobs can sit together
+        place_labels(ax, [(_job(r), (r["step_ms"], r["predicted_ms"]), -9 if r["timeline"] else 3)
+                          for _, r in pv.iterrows()])
         ax.legend(fontsize=7)
         fig.tight_layout()
         p = Path(f"{stem}-predicted-vs-measured.png")
