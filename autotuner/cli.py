@@ -286,8 +286,13 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
              timeline_steps: int = typer.Option(2, "--timeline-steps", help="steady-state steps in the timeline",
                                                 callback=opt.checked(opt.Count, "--timeline-steps")),
              as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+             reference_version: Optional[str] = typer.Option(
+                 None, "--reference-version", show_default=False,
+                 help="the Horovod release whose defaults the unset knobs take (default: the env's own, from its "
+                      "env.toml; 0.20.x: 64 MiB / 5 ms, 0.21 on: 128 MiB / 1 ms)",
+                 callback=opt.horovod_release("--reference-version")),
              knobs: dict = None) -> None:
-    """Simulate one configuration (unset knobs take Horovod 0.28's defaults).
+    """Simulate one configuration (unset knobs take the defaults of the env's own Horovod release).
 
     Example:
 
@@ -299,7 +304,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     r = autotuner.simulate(model, env, config=knobs, compression=str(compression), nodes=nodes,
                            gpus_per_node=gpus_per_node, bandwidth_gbps=bandwidth_gbps, compute_ms=compute_ms,
                            backend=None if backend is None else str(backend), model_dir=model_dir,
-                           timeline=timeline, timeline_steps=timeline_steps)
+                           timeline=timeline, timeline_steps=timeline_steps, reference_version=reference_version)
     for w in r.warnings:
         err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
     for n in r.notes:
@@ -310,6 +315,10 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     be = f", backend {r.backend}" if r.backend else ""
     out.print(f"[bold]{r.model}[/] (layout {r.layout}, {r.n_tensors} tensors, {r.layout_mib:.1f} MiB) on "
               f"[bold]{r.env}[/] ({r.nodes}x{r.gpus_per_node}, {r.link_gbps:g} Gbit/s{be})", soft_wrap=True)
+    c = r.config
+    out.print(f"knobs: {c.fusion_threshold_mb:g} MiB, {c.cycle_time_ms:g} ms, cache {c.cache_capacity}"
+              + (", hierarchical allreduce" if c.hierarchical_allreduce else "")
+              + f" (unset knobs: Horovod {r.reference_version}'s defaults)", highlight=False, soft_wrap=True)
     out.print(f"step time {r.step_time_ms:.1f} ms, {len(r.responses)} responses/step, collectives {r.comm_ms:.1f} ms "
               f"({r.overlap:.0%} during backward), autotune score {r.score_bytes_per_us:.1f} bytes/µs", soft_wrap=True)
     if r.step_time_range_ms is not None:

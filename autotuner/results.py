@@ -188,7 +188,9 @@ class SimulateResult:
     by ``timeline=``, else None. ``step_time_range_ms``: ``(low, high)``, the step time (ms) with a small response's
     fixed cost at either end of ``small_price_range_ms`` (ms per response, low to high: the env's burst and step
     phases, :attr:`autotuner.model.costmodel.CostModel.small_alpha_range_s`), every other term as charged; None for a
-    model without that range (docs/accuracy.md, "The small-response price the phases leave open")."""
+    model without that range (docs/accuracy.md, "The small-response price the phases leave open").
+    ``reference_version``: the Horovod release whose defaults the knobs left unset took (the env's own, or the one
+    asked for)."""
 
     env: str
     model: str
@@ -216,12 +218,14 @@ class SimulateResult:
     timeline: str | None = None
     step_time_range_ms: tuple[float, float] | None = None
     small_price_range_ms: tuple[float, float] | None = None
+    reference_version: str = LAST_RELEASE
 
     def to_dict(self) -> dict[str, Any]:
         """The ``simulate --json`` object."""
         d = {"env": self.env, "model": self.model, "layout": self.layout, "nodes": self.nodes,
              "gpus_per_node": self.gpus_per_node, "bandwidth_gbps": self.link_gbps, "compression": self.compression,
-             "backend": self.backend, "config": self.config.to_dict(), "step_time_ms": self.step_time_ms,
+             "backend": self.backend, "config": self.config.to_dict(), "reference_version": self.reference_version,
+             "step_time_ms": self.step_time_ms,
              "score_bytes_per_us": self.score_bytes_per_us, "comm_ms": self.comm_ms, "overlap": self.overlap,
              "bytes_per_step": self.bytes_per_step,
              "responses": [{"bytes": r.nbytes, "tensors": r.tensors, "start_ms": r.start_ms,

@@ -12,11 +12,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_simulate_json_defaults():
+    """Unset knobs take the defaults of the env's own Horovod release: the default env (v100-16gbit, lab report 001)
+    ran 0.20.3, whose defaults are 64 MiB / 5 ms; a fresh env ran 0.28.1 (128 MiB / 1 ms)."""
     p = run("simulate", "--model", "resnet50", "--json")
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
-    assert d["config"]["fusion_threshold_mb"] == 128 and d["config"]["cycle_time_ms"] == 1.0
+    assert d["config"]["fusion_threshold_mb"] == 64 and d["config"]["cycle_time_ms"] == 5.0
+    assert d["reference_version"] == "0.20.3"
     assert d["step_time_ms"] > 0 and d["score_bytes_per_us"] > 0
+    d = json.loads(run("simulate", "--model", "resnet50", "--env", "fresh-poll-2gbit", "--compute-ms", "100",
+                       "--json").stdout)
+    assert d["config"]["fusion_threshold_mb"] == 128 and d["config"]["cycle_time_ms"] == 1.0
+    assert d["reference_version"] == "0.28.1"
 
 
 def test_simulate_what_ifs_move_the_prediction():

@@ -3,6 +3,7 @@ records, and the command line prints what they return; tables never cut a number
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 import json
 
 import io
@@ -16,7 +17,7 @@ from autotuner.errors import AutotunerError
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_20, DEFAULTS_0_28, MIB, Config
 from autotuner.render import plain_table, render_table
 
-from cli_helpers import run
+from cli_helpers import assert_one_line_error, run
 
 
 def test_suggest_returns_a_frozen_typed_result():
@@ -100,6 +101,30 @@ def test_simulate_returns_a_typed_result_equal_to_the_cli_json():
     assert sum(x.tensors for x in r.responses) == r.n_tensors
     p = run("simulate", "--model", "resnet50", "--env", "local-gloo-1gbit", "--fusion-threshold-mb", "8", "--json")
     assert p.returncode == 0 and json.loads(p.stdout)["step_time_ms"] == pytest.approx(r.step_time_ms)
+
+
+def test_simulate_fills_unset_knobs_from_the_env_s_own_horovod_release():
+    """Session 57, found as a new user would: ``simulate`` on v100-5gbit (Horovod 0.20, lab report 001) simulated
+    Horovod 0.28's 128 MiB / 1 ms for the knobs left unset, another job than the env's own defaults (64 MiB / 5 ms),
+    and its text never said which knobs it simulated. Now they take the env's release's defaults, or those of
+    ``--reference-version``; the text names the knobs and the release; a knob set keeps its value."""
+    own = autotuner.simulate("vgg16", "v100-5gbit")
+    assert own.reference_version == "0.20" and own.config == DEFAULTS_0_20
+    asked = autotuner.simulate("vgg16", "v100-5gbit", reference_version="0.28.1", config={"cycle_time_ms": 2})
+    assert asked.reference_version == "0.28.1" and asked.config == replace(DEFAULTS_0_28, cycle_time_ms=2.0)
+    assert autotuner.simulate("vgg16", "v100-5gbit", config=DEFAULTS_0_28).config == DEFAULTS_0_28
+    assert own.step_time_ms != pytest.approx(autotuner.simulate("vgg16", "v100-5gbit", config=DEFAULTS_0_28).step_time_ms,
+                                             rel=1e-6)
+    p = run("simulate", "--model", "vgg16", "--env", "v100-5gbit")
+    assert p.returncode == 0, p.stderr
+    assert "knobs: 64 MiB, 5 ms, cache 1024 (unset knobs: Horovod 0.20's defaults)" in p.stdout
+    d = json.loads(run("simulate", "--model", "vgg16", "--env", "v100-5gbit", "--reference-version", "0.28.1",
+                       "--json").stdout)
+    assert d["reference_version"] == "0.28.1" and d["config"] == DEFAULTS_0_28.to_dict()
+    assert_one_line_error(run("simulate", "--model", "vgg16", "--reference-version", "1.3"),
+                          "--reference-version '1.3': not a Horovod release")
+    with pytest.raises(autotuner.AutotunerError, match="not a Horovod release"):
+        autotuner.simulate("vgg16", reference_version="0.29")
 
 
 def test_suggest_cli_prints_the_api_result():

@@ -509,11 +509,15 @@ def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | No
 def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str, Any] | None = None,
              compression: str = "none", nodes: int | None = None, gpus_per_node: int | None = None,
              bandwidth_gbps: float | None = None, compute_ms: float | None = None, backend: str | None = None,
-             model_dir: Path | Sequence[Path] | None = None, timeline: Path | None = None, timeline_steps: int = 2):
+             model_dir: Path | Sequence[Path] | None = None, timeline: Path | None = None, timeline_steps: int = 2,
+             reference_version: str | None = None):
     """Predicted step of one configuration: ``autotuner simulate`` as a function.
 
     ``config``: a :class:`~autotuner.frameworks.horovod.knobs.Config`, or knobs by option name in flag units / field
-    name (unset ones take Horovod 0.28.1's defaults; None: the defaults). ``compression``: the
+    name (None: no knob set). Unset knobs take the defaults of ``reference_version`` (a Horovod release), else of the
+    env's own release (its model file's ``cluster.horovod_version``: 64 MiB / 5 ms before 0.21.0, 128 MiB / 1 ms
+    since; :func:`autotuner.frameworks.horovod.knobs.defaults_for`), else of the last release; the result's
+    ``reference_version`` names it. ``compression``: the
     gradient compression simulated (a lossy one is simulated as asked, and ``warnings`` says so).
     ``timeline``: also write the simulated steps (``timeline_steps`` of them) as a Horovod timeline
     there. Other arguments as :func:`suggest`. Returns a :class:`autotuner.results.SimulateResult`;
@@ -522,7 +526,9 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
     from .knobs import config_from_values
     from ...results import Response, SimulateResult
 
-    cfg = config if isinstance(config, Config) else config_from_values(dict(config or {}))
+    asked = None if reference_version is None else check_horovod_version(reference_version, "reference_version")
+    if not isinstance(config, Config):
+        config_from_values(dict(config or {}))  # a bad knob is named before any file is read
     if timeline is not None:
         check_output_dir(Path(timeline).parent, "--timeline")
     dirs = _model_dirs(model_dir)
@@ -530,6 +536,10 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
                              bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms,
                              backend=backend)
     notes, warnings = [], []
+    version, note = (asked, None) if asked is not None else env_horovod_version(fenv)
+    if note:
+        notes.append(note)
+    cfg = config if isinstance(config, Config) else config_from_values(dict(config or {}), base=defaults_for(version))
     if compression in LOSSY:  # simulated as asked, never silently
         warnings.append(LOSSY[Compression(compression)])
     why = hierarchical_allreduce_note(sc.effective_backend) if cfg.hierarchical_allreduce else None
@@ -555,7 +565,8 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
         wall_time_s=None if run is None else sc.wall_s(r.step_time_s),
         startup_s=None if run is None else run.startup_s,
         timeline=None if written is None else str(written),
-        step_time_range_ms=None if rng is None else rng[0], small_price_range_ms=None if rng is None else rng[1])
+        step_time_range_ms=None if rng is None else rng[0], small_price_range_ms=None if rng is None else rng[1],
+        reference_version=version)
 
 
 def step_range_ms(sc, cfg: Config, charged_ms: float | None = None
