@@ -868,23 +868,30 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     cols += [("default ms", lambda r: f"{r['default_step_time_ms']:.1f}"),
              ("default eff.", lambda r: f"{r['default_efficiency']:.3f}")]
     cols += [("default wall s", lambda r: f"{r['default_wall_time_s']:.1f}")] if wall else []
-    cols += [("speed-up", lambda r: f"{r['speedup_vs_default']:.3f}x"),
-             ("fusion MiB", lambda r: f"{r['best_fusion_threshold_mb']:g}"),
-             ("within 1% MiB", lambda r: f"{r['near_threshold_lo_mb']:g}-{r['near_threshold_hi_mb']:g}"),
-             ("cycle ms", lambda r: f"{r['best_cycle_time_ms']:g}"), ("cache", lambda r: "on" if r["best_cache"] else "off")]
+    cols += [("speed-up", lambda r: f"{r['speedup_vs_default']:.3f}x")]
+    # the best knobs in a table of their own, keyed as the first: one table of both is ~110 columns wide, and an
+    # 80-column terminal wraps each of its lines
+    key = 1 if by_ranks else 2
+    knob_cols = cols[:key] + [
+        ("fusion MiB", lambda r: f"{r['best_fusion_threshold_mb']:g}"),
+        ("within 1% MiB", lambda r: f"{r['near_threshold_lo_mb']:g}-{r['near_threshold_hi_mb']:g}"),
+        ("cycle ms", lambda r: f"{r['best_cycle_time_ms']:g}"), ("cache", lambda r: "on" if r["best_cache"] else "off")]
     # hierarchical allreduce: not on one node, and not where it was never searched (a backend without it:
     # every row "no" and "-"; the finding line below says why)
     if not by_ranks and res.table["hier_gain_percent"].notna().any():
-        cols += [("hier.", lambda r: "yes" if r["best_hierarchical_allreduce"] else "no"),
-                 ("hier. gain %", lambda r: "-" if r["hier_gain_percent"] != r["hier_gain_percent"]
-                  else f"{r['hier_gain_percent']:+.1f}")]
+        knob_cols += [("hier.", lambda r: "yes" if r["best_hierarchical_allreduce"] else "no"),
+                      ("hier. gain %", lambda r: "-" if r["hier_gain_percent"] != r["hier_gain_percent"]
+                       else f"{r['hier_gain_percent']:+.1f}")]
     for bw, g in res.table.groupby("bandwidth_gbps", sort=True):
-        t = Table(title=f"one node ({bw:g} Gbit/s inter-node link)" if by_ranks else f"{bw:g} Gbit/s inter-node link")
-        for col, _ in cols:
-            t.add_column(col, justify="right")
-        for _, r in g.iterrows():
-            t.add_row(*(f(r) for _, f in cols))
-        render_table(wide, t)
+        where = f"one node ({bw:g} Gbit/s inter-node link)" if by_ranks else f"{bw:g} Gbit/s inter-node link"
+        for title, cs in ((f"{where}: step time, best and Horovod's defaults", cols),
+                          (f"{where}: the best knobs", knob_cols)):
+            t = Table(title=title)
+            for col, _ in cs:
+                t.add_column(col, justify="right")
+            for _, r in g.iterrows():
+                t.add_row(*(f(r) for _, f in cs))
+            render_table(wide, t)
     for f in res.findings:
         wide.print(f, highlight=False, soft_wrap=True)
     wide.print("efficiency = throughput(N) / (N/N0 x throughput(N0)), "

@@ -194,3 +194,23 @@ def test_scale_nodes_unchanged_and_default_nodes(tmp_path):
     d = _json("scale", "--model", "vgg16", "--env", "v100-16gbit", "--out", str(tmp_path), "--json")
     assert d["axis"] == "nodes" and [r["nodes"] for r in d["rows"]] == [1, 2, 4, 8, 16, 32, 64]
     assert not any("best_wall_time_s" in r for r in d["rows"])
+
+
+def test_scale_tables_fit_80_columns(tmp_path):
+    """Session 57, found as a new user would: ``COLUMNS=80 autotuner scale --model vgg16 --env v100-5gbit | cat``
+    printed one table 113 columns wide (step times and the best knobs side by side), so an 80-column terminal wrapped
+    each row. Now two tables per link rate, each keyed by nodes and GPUs, every line of them within 80."""
+    import itertools
+    import os
+
+    p = run("scale", "--model", "vgg16", "--env", "v100-5gbit", "--bandwidth-gbps", "5,25", "--out", str(tmp_path),
+            env={**os.environ, "COLUMNS": "80"})
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    titles = [i for i, ln in enumerate(lines) if ln.endswith(("Horovod's defaults", "the best knobs"))]
+    assert [lines[i] for i in titles] == [f"{bw} Gbit/s inter-node link: {what}" for bw in (5, 25) for what in
+                                          ("step time, best and Horovod's defaults", "the best knobs")]
+    for i in titles:
+        block = list(itertools.takewhile(lambda ln: ln.startswith(("nodes", "-----", " ")), lines[i + 1:]))
+        assert block and all(len(ln) <= 80 for ln in block), block
+        assert block[0].split()[:2] == ["nodes", "GPUs"] and len([ln for ln in block if ln.strip()[:1].isdigit()]) == 7
