@@ -63,12 +63,14 @@ def _predictions() -> dict[tuple[str, str, str], float]:
             for c in cases(runs_search_path(), model_search_path()) if c.what.endswith("step time (ms)")}
 
 
+@lru_cache(maxsize=None)
 def sittings(env: str) -> dict[tuple, list[Sitting]]:
     """Every sitting of every job of ``env`` run without Horovod's timeline, by job key (model, fusion threshold
     bytes, cycle time ms, cache capacity, compression, compute ms): each validation file's rows (measured = median
     of its trials, as ``autotuner accuracy``) and each completion-time set's plain replays (median of their steps;
     repeats: the rounds' medians). fp16 rows over zero gradients or the same values on every rank are other jobs
-    and left out, as are trials that ran a real training command."""
+    and left out, as are trials that ran a real training command. Read once per env (cached): the caller must not
+    change what it returns."""
     from autotuner.frameworks.horovod.views.accuracy import _other_jobs
     from autotuner.readers.runs import read_validation_files
     from autotuner.paths import runs_search_path
