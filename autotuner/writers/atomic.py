@@ -9,6 +9,7 @@ the path. Append-only trial records are written elsewhere
 """
 from __future__ import annotations
 
+import errno
 import io
 import os
 import tempfile
@@ -31,14 +32,31 @@ def check_output_dir(path: Path, what: str = "--out") -> Path:
     p = Path(path)
     try:
         p.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=p, prefix=".write-check.", suffix=".tmp")
-        os.close(fd)
-        os.unlink(tmp)
+        _probe_write(p)
     except FileExistsError:
         raise OutputError(f"{what} {p}: cannot write there (a file is in the way, not a directory)") from None
     except OSError as e:
         raise OutputError(f"{what} {p}: cannot write there ({_reason(e)})") from None
     return p
+
+
+def _probe_write(folder: Path) -> None:
+    """Create a file in ``folder`` and remove it; OSError when that cannot be done. On Linux the file is unnamed
+    (``O_TMPFILE``: it never appears in the folder, so a Ctrl-C at any moment leaves nothing behind); elsewhere, or on
+    a file system without it, a named temporary file removed in a ``finally``."""
+    flag = getattr(os, "O_TMPFILE", None)
+    if flag is not None:
+        try:
+            os.close(os.open(folder, flag | os.O_WRONLY, 0o600))
+            return
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+                raise
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".write-check.", suffix=".tmp")
+    try:
+        os.close(fd)
+    finally:
+        os.unlink(tmp)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> Path:
