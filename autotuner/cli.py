@@ -953,18 +953,23 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
     for c in d["cases"]:
         by_env.setdefault(c["env"], []).append(c)
     ranged = 0
-    for env_name, rows in by_env.items():  # one table per env, named in its title (80 columns: no env column)
-        t = Table(title=f"predicted vs measured: {env_name}")
-        for col in ("quantity", "measured", "predicted", "error", "source"):
-            t.add_column(col, justify="right" if col in ("measured", "predicted", "error") else "left")
+    for env_name, rows in by_env.items():  # per env a heading, then a table per source file named in its title
+        wide.print(f"predicted vs measured: {env_name}", highlight=False, markup=False, soft_wrap=True)
+        by_file: dict[str, list[dict]] = {}  # (80 columns: neither the env nor the file repeated on every row)
         for c in rows:
-            pred = f"{c['predicted']:.2f}"
-            lo, hi = c.get("predicted_range") or (c["predicted"], c["predicted"])
-            if hi - lo > RANGE_SHOWN * c["predicted"]:  # the small-response price the phases leave open moves it
-                pred, ranged = pred + f"\n{lo:.0f}-{hi:.0f}", ranged + 1
-            t.add_row(c["quantity"] + (f" {USED_BY_FIT}" if c["used_by_fit"] else ""), f"{c['measured']:.2f}", pred,
-                      f"{c['error_percent']:+.1f}%", c["source"].removeprefix(f"{env_name}/"))
-        render_table(wide, t)
+            by_file.setdefault(c["file"], []).append(c)
+        for file, frows in by_file.items():
+            t = Table(title=file.removeprefix(f"{env_name}/"))
+            for col in ("quantity", "measured", "predicted", "error", "from"):
+                t.add_column(col, justify="left" if col == "quantity" else "right")
+            for c in frows:
+                pred = f"{c['predicted']:.2f}"
+                lo, hi = c.get("predicted_range") or (c["predicted"], c["predicted"])
+                if hi - lo > RANGE_SHOWN * c["predicted"]:  # the small-response price the phases leave open moves it
+                    pred, ranged = pred + f"\n{lo:.0f}-{hi:.0f}", ranged + 1
+                t.add_row(c["quantity"] + (f" {USED_BY_FIT}" if c["used_by_fit"] else ""), f"{c['measured']:.2f}",
+                          pred, f"{c['error_percent']:+.1f}%", c["where"])
+            render_table(wide, t)
     wide.print(f"{USED_BY_FIT}: the fit read this number, so its row shows the fit, not a prediction; every other row "
                "is held out", highlight=False, soft_wrap=True)
     if ranged:

@@ -68,8 +68,11 @@ def _pieces(cell: str, paths: bool) -> list[str]:
 
 
 def _wrap(cell: str, width: int, paths: bool) -> list[str]:
-    """``cell`` in lines of at most ``width`` characters, broken between words (and, with ``paths``, after a
-    ``/``), never inside one; a piece longer than ``width`` stands on its own line."""
+    """``cell`` in lines of at most ``width`` characters, broken at its own newlines (as rich does on a terminal),
+    then between words (and, with ``paths``, after a ``/``), never inside one; a piece longer than ``width`` stands
+    on its own line."""
+    if "\n" in cell:
+        return [ln for part in cell.split("\n") for ln in _wrap(part, width, paths)]
     if not paths:
         return textwrap.wrap(cell, width, break_long_words=False, break_on_hyphens=False) or [""]
     out, cur = [], ""
@@ -91,7 +94,7 @@ def _fitted_widths(headers: list[str], rows: list[list[str]], width: int | None,
     too; each time the column with the most room first, never under its longest word (in a ``paths`` column, its
     longest path segment)."""
     cells = [[h] + [r[i] for r in rows] for i, h in enumerate(headers)]
-    widths = [max(len(c) for c in col) for col in cells]
+    widths = [max(len(ln) for c in col for ln in c.split("\n")) for col in cells]
     if width is None:
         return widths
     paths = paths or [False] * len(headers)
@@ -99,7 +102,8 @@ def _fitted_widths(headers: list[str], rows: list[list[str]], width: int | None,
     def word(c, i):
         return max((len(w) for w in _pieces(c, paths[i])), default=0)
 
-    header_only = [max([word(col[0], i)] + [len(c) for c in col[1:]]) for i, col in enumerate(cells)]
+    header_only = [max([word(col[0], i)] + [len(ln) for c in col[1:] for ln in c.split("\n")])
+                   for i, col in enumerate(cells)]
     any_cell = [max(word(c, i) for c in col) for i, col in enumerate(cells)]
     for floor in (header_only, any_cell):
         while sum(widths) + 2 * (len(widths) - 1) > width:

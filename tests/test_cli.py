@@ -184,10 +184,11 @@ def test_envs_fits_80_columns_with_each_env_s_checked_figures():
     assert first["fresh-poll-2x1-2.5gbit"].endswith("6.3/+20.8") and first["v100-5gbit"].endswith("never")
 
 def test_accuracy_names_each_env_once_and_fits_80_columns():
-    """``autotuner accuracy`` piped at 80 columns: one table per env, named in its title, not in a column repeated on
-    every row (it took 24 of the 80, wrapped each quantity over six lines and ran lines to 111 columns), sources under
-    the env's folder, a row the fit read marked in its quantity (a legend says what the mark means); every table line
-    within 80. ``--env E``: E's table alone."""
+    """``autotuner accuracy`` piped at 80 columns: per env a heading, then one table per source file named in its
+    title, neither repeated on every row (an env column took 24 of the 80 and wrapped each quantity over six lines; a
+    source column, 30 more, still wrapped a quantity over five), the row's trials or report line in a narrow "from"
+    column, a row the fit read marked in its quantity (a legend says what the mark means); every table line within
+    80, a replay's quantity on at most two lines. ``--env E``: E's tables alone."""
     import os
 
     legend = "(used by the fit): the fit read this number"
@@ -204,9 +205,16 @@ def test_accuracy_names_each_env_once_and_fits_80_columns():
     lines = p.stdout.splitlines()
     title = lines.index("predicted vs measured: fresh-poll-2x1-2.5gbit")
     table = lines[title + 1:next(i for i, ln in enumerate(lines) if ln.startswith(legend))]
-    assert max(len(ln) for ln in table) <= 80 and table[0].split()[0] == "quantity"
+    assert max(len(ln) for ln in table) <= 80
+    files = [i for i, ln in enumerate(table) if ln.startswith("validation/")]
+    assert [table[i] for i in files] == ["validation/small-distilbert-nt.jsonl", "validation/small-vit_s16-nt.jsonl"]
+    assert all(table[i + 1].split() == ["quantity", "measured", "predicted", "error", "from"] for i in files)
     assert not any("fresh-poll-2x1-2.5gbit/" in ln for ln in table) and "(used by the fit)" not in "".join(table)
-    assert sum(ln.startswith(("distilbert", "vit_s16")) for ln in table) == 10
+    rows = [i for i, ln in enumerate(table) if ln.startswith(("distilbert", "vit_s16"))]
+    assert len(rows) == 10 and all(table[i].endswith("5 trials") for i in rows)
+    # each row ends where the next row, the next file or the end begins: its quantity wrapped over two lines at most
+    ends = sorted(rows[1:] + files[1:] + [len(table)])
+    assert all(min(e for e in ends if e > i) - i <= 2 for i in rows)
 
 
 def test_broken_row_is_reported_and_rest_fits(tmp_path):

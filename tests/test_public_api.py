@@ -201,6 +201,23 @@ def test_piped_tables_break_a_text_columns_path_after_a_slash_and_never_a_number
     assert sum("1013.9/897.5" in ln for ln in lines) == 1 and "(3 trials)" in text
     assert "fresh-poll-2gbit/validation/fp16-mobilenet_v2" in plain_table(t, None)  # no width: one line
 
+@pytest.mark.parametrize("width", [None, 40, 80])
+def test_piped_tables_break_a_cell_at_its_own_newlines(width):
+    """A cell's newline is a line break piped as on a terminal (rich honours it): ``accuracy``'s prediction with
+    its range below (``906.44\\n839-906``) printed as "906.44 839-906" on one line once its column was wide enough,
+    read as one number beside another; the column is as wide as the cell's longest line, not the whole cell."""
+    t = Table(title=None)
+    t.add_column("quantity")
+    t.add_column("predicted", justify="right")
+    t.add_row("distilbert proposal-1 (0 MiB, 1 ms) on 2x1: step time (ms)", "906.44\n839-906")
+    lines = plain_table(t, width).splitlines()
+    assert not any("906.44 839-906" in ln for ln in lines)
+    row = next(i for i, ln in enumerate(lines) if ln.rstrip().endswith("906.44"))
+    assert lines[row + 1].rstrip().endswith("839-906")
+    assert lines[row].index("906.44") + len("906.44") == lines[row + 1].index("839-906") + len("839-906")
+    assert max(len(ln) for ln in lines) <= (width or 80)
+
+
 
 @pytest.mark.parametrize("width", [30, 40, 52, 80])
 def test_piped_tables_never_part_a_number_from_its_unit(width):

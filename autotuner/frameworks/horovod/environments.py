@@ -303,19 +303,21 @@ def accuracy_table(runs_dir: Path | Sequence[Path] | None = None, model_dir: Pat
     searched in order (:mod:`autotuner.paths`); None: the default search.
 
     Returns ``{"cases": [...], "summary": [...], "notes": [...]}``: each case is one measured
-    number (env, quantity, measured, predicted, error in percent, source file and line, and
-    ``used_by_fit``: whether the fit was calibrated on it; for a replay's step time on an env whose phases leave a
+    number (env, quantity, measured, predicted, error in percent, source file and line; the source again as
+    ``file`` and ``where`` in it, e.g. ``"5 trials"`` or ``"line 39"``
+    (:func:`autotuner.frameworks.horovod.views.accuracy.source_parts`); and ``used_by_fit``: whether the fit was calibrated on it; for a replay's step time on an env whose phases leave a
     small response's price open, ``predicted_range``: [low, high] ms, the prediction at either end of it); the
     summary gives per environment the held-out step-time MAPE and worst case (:func:`autotuner.frameworks.horovod.views.accuracy.summary`). Raises
     RunsError for an unreadable runs dir, ScenarioError for an unknown env.
     """
-    from .views.accuracy import cases, summary
+    from .views.accuracy import cases, source_parts, summary
 
     runs_dir, model_dir = _runs_dirs(runs_dir), _model_dirs(model_dir)
     notes: list[str] = []
     cs = cases(runs_dir, model_dir, env, notes, cost_model=cost_model)  # cost_model: see frameworks.horovod.views.accuracy.cases
     return {"cases": [{"env": c.env, "quantity": c.what, "measured": c.measured, "predicted": c.predicted,
                        "error_percent": c.error_pct, "source": c.source, "used_by_fit": c.calibrated,
+                       **dict(zip(("file", "where"), source_parts(c.source))),
                        **({} if c.predicted_range is None else {"predicted_range": list(c.predicted_range)})}
                       for c in cs],
             "summary": summary(cs), "notes": notes}

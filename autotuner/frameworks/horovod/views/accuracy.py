@@ -301,6 +301,24 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
     return out
 
 
+_TRIALS = re.compile(r"^(?P<file>.*) \((?P<n>\d+) trials?\)$")
+_LINES = re.compile(r"^(?P<file>.*):(?P<lines>\d+(?:-\d+)?)$")
+
+
+def source_parts(source: str) -> tuple[str, str]:
+    """A case's ``source`` split into the file and where in it: ``("env/validation/x.jsonl", "5 trials")`` for
+    ``"env/validation/x.jsonl (5 trials)"``, ``("env/report-000.md", "line 39")`` or ``("...", "lines 39-46")`` for a
+    report's line or lines, ``(source, "")`` otherwise (a source the readers wrote in no such form)."""
+    m = _TRIALS.match(source)
+    if m:
+        n = int(m["n"])
+        return m["file"], f"{n} trial" + ("" if n == 1 else "s")
+    m = _LINES.match(source)
+    if m:
+        return m["file"], ("lines " if "-" in m["lines"] else "line ") + m["lines"]
+    return source, ""
+
+
 def markdown(cs: list[Case]) -> str:
     lines = ["| env | quantity | measured | predicted | error | source | calibrated on it |",
              "|---|---|---:|---:|---:|---|---|"]
