@@ -219,3 +219,23 @@ def test_an_env_checked_only_against_another_job_says_so():
     assert t["other_jobs"] and set(t["other_jobs"]) <= set(OTHER_JOB)
     line = error_band(models, load_env(models, only[0]))["line"]
     assert f"every one ran another job than predicted: {', '.join(t['other_jobs'])}" in line, line
+
+
+def test_each_case_names_its_file_and_where_in_it():
+    """``accuracy_table``'s cases carry their source split as ``file`` and ``where`` (what ``accuracy`` titles a table
+    with, and prints in its "from" column): a validation file's trials, a lab report's line or lines."""
+    from autotuner.frameworks.horovod.views.accuracy import source_parts
+
+    assert source_parts("e/validation/x-1.jsonl (5 trials)") == ("e/validation/x-1.jsonl", "5 trials")
+    assert source_parts("e/validation/x.jsonl (1 trial)") == ("e/validation/x.jsonl", "1 trial")
+    assert source_parts("v100-16gbit/report-000.md:39-46") == ("v100-16gbit/report-000.md", "lines 39-46")
+    assert source_parts("laptop-cpu/report-003.md:50") == ("laptop-cpu/report-003.md", "line 50")
+    assert source_parts("somewhere else") == ("somewhere else", "")
+    from autotuner import accuracy_table
+
+    cs = accuracy_table(env="v100-16gbit")["cases"]
+    assert {c["file"] for c in cs} >= {"v100-16gbit/report-000.md"}
+    import re
+
+    assert all(c["source"].startswith(c["file"]) and re.fullmatch(r"lines? \d+(-\d+)?|\d+ trials?", c["where"])
+               for c in cs), cs

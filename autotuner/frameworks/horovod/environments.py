@@ -305,8 +305,8 @@ def accuracy_table(runs_dir: Path | Sequence[Path] | None = None, model_dir: Pat
     Returns ``{"cases": [...], "summary": [...], "notes": [...]}``: each case is one measured
     number (env, quantity, measured, predicted, error in percent, source file and line; the source again as
     ``file`` and ``where`` in it, e.g. ``"5 trials"`` or ``"line 39"``
-    (:func:`autotuner.frameworks.horovod.views.accuracy.source_parts`); and ``used_by_fit``: whether the fit was calibrated on it; for a replay's step time on an env whose phases leave a
-    small response's price open, ``predicted_range``: [low, high] ms, the prediction at either end of it); the
+    (:func:`autotuner.frameworks.horovod.views.accuracy.source_parts`); and ``used_by_fit``: whether the fit was
+    calibrated on it; for a replay's step time on an env whose phases leave a small response's price open, ``predicted_range``: [low, high] ms, the prediction at either end of it); the
     summary gives per environment the held-out step-time MAPE and worst case (:func:`autotuner.frameworks.horovod.views.accuracy.summary`). Raises
     RunsError for an unreadable runs dir, ScenarioError for an unknown env.
     """
