@@ -67,6 +67,11 @@ def _pieces(cell: str, paths: bool) -> list[str]:
     return [t for t in (_PIECE.findall(cell) if paths else re.split(r"[ \t\n]+", cell)) if t and not t.isspace()]
 
 
+def _cell_width(cell: str) -> int:
+    """The characters ``cell`` takes across: its longest line (a cell's newline breaks it, piped as on a terminal)."""
+    return max(len(ln) for ln in cell.split("\n"))
+
+
 def _wrap(cell: str, width: int, paths: bool) -> list[str]:
     """``cell`` in lines of at most ``width`` characters, broken at its own newlines (as rich does on a terminal),
     then between words (and, with ``paths``, after a ``/``), never inside one; a piece longer than ``width`` stands
@@ -94,7 +99,7 @@ def _fitted_widths(headers: list[str], rows: list[list[str]], width: int | None,
     too; each time the column with the most room first, never under its longest word (in a ``paths`` column, its
     longest path segment)."""
     cells = [[h] + [r[i] for r in rows] for i, h in enumerate(headers)]
-    widths = [max(len(ln) for c in col for ln in c.split("\n")) for col in cells]
+    widths = [max(_cell_width(c) for c in col) for col in cells]
     if width is None:
         return widths
     paths = paths or [False] * len(headers)
@@ -102,8 +107,7 @@ def _fitted_widths(headers: list[str], rows: list[list[str]], width: int | None,
     def word(c, i):
         return max((len(w) for w in _pieces(c, paths[i])), default=0)
 
-    header_only = [max([word(col[0], i)] + [len(ln) for c in col[1:] for ln in c.split("\n")])
-                   for i, col in enumerate(cells)]
+    header_only = [max([word(col[0], i)] + [_cell_width(c) for c in col[1:]]) for i, col in enumerate(cells)]
     any_cell = [max(word(c, i) for c in col) for i, col in enumerate(cells)]
     for floor in (header_only, any_cell):
         while sum(widths) + 2 * (len(widths) - 1) > width:
@@ -159,7 +163,7 @@ def render_table(console: Console, table: Table) -> None:
         words = [w for cell in [headers[i]] + [r[i] for r in rows] for w in cell.split()]
         col.min_width = max([len(w) for w in words] or [1])
         col.overflow = "fold"
-    natural = sum(max([len(headers[i])] + [len(r[i]) for r in rows]) for i in range(len(headers)))
+    natural = sum(max(_cell_width(c) for c in [headers[i]] + [r[i] for r in rows]) for i in range(len(headers)))
     if natural + 3 * len(headers) + 1 > console.width:  # too wide with rules and padding
         # no vertical rules, two spaces between columns, each column as narrow as its longest word
         table.box, table.show_edge, table.pad_edge = box.SIMPLE_HEAD, False, False

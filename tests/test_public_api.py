@@ -256,3 +256,4 @@ def test_terminal_tables_never_cut_a_number(width):
     assert "…" not in text
     for number in ("123.456", "1.739x", "704.1", "1.000x"):
         assert number in text
+
