@@ -169,8 +169,13 @@ def render_table(console: Console, table: Table) -> None:
         table.box, table.show_edge, table.pad_edge = box.SIMPLE_HEAD, False, False
         table.padding, table.collapse_padding = (0, 1), True
         if natural + 2 * len(headers) > console.width:
-            for col in table.columns:
-                col.max_width = col.min_width
+            # the piped table's widths where they fit (headers wrap first, then text); else each column as narrow as
+            # its longest word
+            widths = _fitted_widths(headers, rows, console.width - 1, [c.justify != "right" for c in table.columns])
+            fits = sum(widths) + 2 * (len(widths) - 1) <= console.width - 1
+            for col, w in zip(table.columns, widths):
+                col.max_width = max(w, col.min_width) if fits else col.min_width
+                col.width = col.max_width if fits else None
     console.print(table, crop=False)
 
 

@@ -257,3 +257,21 @@ def test_terminal_tables_never_cut_a_number(width):
     for number in ("123.456", "1.739x", "704.1", "1.000x"):
         assert number in text
 
+
+def test_terminal_tables_too_wide_take_the_piped_widths_where_they_fit():
+    """On a terminal a table too wide for it took each column as narrow as its longest word, all of them: at 80
+    columns ``accuracy``'s quantity shrank to "proposal-1" and a row ran over six lines while the numbers kept room to
+    spare. It now takes the piped table's widths (headers wrap first, then text) where those fit, as piped."""
+    t = Table(title="validation/x.jsonl")
+    for col in ("quantity", "measured", "predicted", "error", "from"):
+        t.add_column(col, justify="left" if col == "quantity" else "right")
+    t.add_row("vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1: step time (ms)", "478.57", "543.36\n443-543", "+13.5%",
+              "5 trials")
+    con = Console(width=80, force_terminal=True, record=True, color_system=None)
+    render_table(con, t)
+    lines = [ln.rstrip() for ln in con.export_text().splitlines()]
+    assert max(len(ln) for ln in lines) <= 80
+    row = next(i for i, ln in enumerate(lines) if ln.startswith("vit_s16"))
+    assert lines[row].startswith("vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1:") and lines[row].endswith("5 trials")
+    assert lines[row + 1].startswith("step time (ms)") and lines[row + 1].endswith("443-543")
+    assert len(lines) == row + 2
