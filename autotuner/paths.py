@@ -1,8 +1,12 @@
 """Where fitted models and measured runs are found, and where new ones are written.
 
-The committed models and runs ship inside the package (``autotuner/models``,
-``autotuner/runs``), so every command finds them from any working directory. A user's own
-fits and measurements live outside the package and win over a shipped file of the same name.
+The fitted models ship inside the package (``autotuner/models``), with the small reference data
+the predicting commands read on a shipped environment (``autotuner/reference``: every env's
+``env.toml``, and a DDP env's own phases and replays, :func:`reference_files`), so ``suggest``
+and ``ddp suggest`` work from any working directory. The measurement records themselves live in
+the repository's ``runs/`` and are not in the wheel: ``fit``, ``validate`` and ``accuracy`` find
+them as ``./runs`` from the repository's root. A user's own fits and measurements live outside
+the package and win over a shipped file of the same name.
 
 Fitted models (``<env>.json``), searched in this order; for each env the first folder holding
 ``<env>.json`` wins, the envs offered are the union, and the default env comes from the first
@@ -25,7 +29,7 @@ Runs (``<env>/env.toml`` and its measurements), searched in this order:
 3. ``./runs`` when the working directory holds a runs tree (a folder with an ``*/env.toml``,
    as the repository's root does);
 4. the user's folder, ``platformdirs.user_data_dir("autotuner")/runs``;
-5. the shipped runs, ``autotuner/runs`` in the installed package.
+5. the shipped reference data, ``autotuner/reference`` in the installed package.
 
 An environment's ``env.toml`` is read from the first folder holding it; validation records
 are read from every folder. ``validate`` (and any command recording measurements) writes to
@@ -58,8 +62,20 @@ def shipped_models() -> Path:
 
 
 def shipped_runs() -> Path:
-    """The measured runs shipped in the package (``autotuner/runs``)."""
-    return Path(str(resources.files("autotuner") / "runs"))
+    """The reference data shipped in the package (``autotuner/reference``): the files of the
+    repository's ``runs/`` that :func:`reference_files` names, laid out as a runs tree."""
+    return Path(str(resources.files("autotuner") / "reference"))
+
+
+def reference_files(runs: Path) -> list[str]:
+    """The files of runs tree ``runs`` that ship in the wheel, as paths relative to it (sorted):
+    every ``<env>/env.toml``, and for a DDP env its phases ``<env>/ddp-*.jsonl`` and replays
+    ``<env>/ddp-validation/*.jsonl`` with the layout files they name (``ddp suggest``'s cost model, trust line and error band)."""
+    runs = Path(runs)
+    out = [p for p in runs.glob("*/env.toml")]
+    for env in {p.parent for p in runs.glob("*/ddp-sweep.jsonl")}:
+        out += list(env.glob("ddp-*.jsonl")) + list(env.glob("ddp-validation/*.jsonl")) + list(env.glob("ddp-validation/*.json"))
+    return sorted(str(p.relative_to(runs)) for p in out if p.is_file())
 
 
 def _from_env(var: str) -> Path | None:

@@ -287,9 +287,9 @@ def _sweep_predicts_training():
     against the committed ResNet50 replay trials of runs/local-gloo-1gbit that the issue names:
     holdout-sweep and the three validate runs (resnet50, -replication, -replication-2)."""
     from autotuner.frameworks.horovod.environments import accuracy_table as accuracy
-    from autotuner.paths import shipped_models, shipped_runs
+    from autotuner.paths import shipped_models
 
-    d = accuracy(shipped_runs(), shipped_models(), "local-gloo-1gbit", cost_model="local-gloo-1gbit-sweep")
+    d = accuracy(ROOT / "runs", shipped_models(), "local-gloo-1gbit", cost_model="local-gloo-1gbit-sweep")
     files = ("holdout-sweep.jsonl", "resnet50.jsonl", "resnet50-replication.jsonl", "resnet50-replication-2.jsonl")
     rows = [c for c in d["cases"] if c["quantity"].endswith("step time (ms)")
             and any(f"/validation/{f} " in c["source"] for f in files)]

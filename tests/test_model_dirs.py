@@ -1,4 +1,5 @@
-"""Issue 12: fitted models (and runs) are found from any working directory (autotuner/paths.py).
+"""Fitted models and the shipped reference data are found from any working directory; the
+measurement records are found from the repository's root (autotuner/paths.py).
 
 Every command here runs in an empty temporary working directory with ``HOME`` and
 ``XDG_DATA_HOME`` inside ``tmp_path``, so the real per-user folder is never read or written, and
@@ -21,9 +22,9 @@ from autotuner.errors import ModelStoreError, RunsError
 from autotuner.frameworks.horovod.fit.store import default_env, list_envs, load_env
 
 ROOT = Path(__file__).resolve().parents[1]
-#: every shipped env has something to predict (issue 21: accuracy shows every env): validation envs, sweep
-#: envs replayed for real (issue 20) or predicting the trials of their own setup, reports, and the held-out
-#: runs in the model files of t4x4-pcie, t4x4-compression and laptop-cpu
+#: every committed env has something to predict (accuracy shows every env): validation envs, sweep envs
+#: replayed for real or predicting the trials of their own setup, reports, and the held-out runs in the
+#: model files of t4x4-pcie, t4x4-compression and laptop-cpu
 STEP_ENVS = {"local-gloo-1gbit", "local-gloo-2x2", "local-gloo-2x2-poll", "v100-16gbit", "v100-5gbit", "fresh-0.5gbit",
              "fresh-2x1-5gbit", "fresh-3gbit", "fresh-poll-0.75gbit", "fresh-poll-2gbit", "fresh-poll-2x1-2gbit",
              "fresh-1.5gbit", "fresh-poll-1.25gbit", "fresh-poll-2x1-3gbit", "fresh-poll-2x1-4gbit",
@@ -32,7 +33,8 @@ STEP_ENVS = {"local-gloo-1gbit", "local-gloo-2x2", "local-gloo-2x2-poll", "v100-
              "fresh-poll-1.5gbit", "fresh-poll-3.5gbit", "fresh-poll-4gbit", "fresh-poll-2.2gbit", "fresh-poll-2x1-2.5gbit",
              "local-gloo-1gbit-sweep", "t4x4-pcie", "t4x4-compression", "laptop-cpu"}
 SHIPPED = ROOT / "autotuner" / "models"
-SHIPPED_RUNS = ROOT / "autotuner" / "runs"
+SHIPPED_RUNS = ROOT / "autotuner" / "reference"
+RUNS = ROOT / "runs"
 
 
 def _snapshot(d: Path) -> dict[str, bytes]:
@@ -108,20 +110,23 @@ def test_suggest_finds_the_shipped_model_from_an_empty_directory(sandbox):
     assert list(sandbox[0].iterdir()) == []  # nothing written in the working directory
 
 
-def test_accuracy_works_from_an_empty_directory(sandbox):
-    d = _ok_json(_run(sandbox, "accuracy", "--json"))
+def test_accuracy_reads_the_repository_runs_and_says_where_they_are_from_elsewhere(sandbox):
+    d = _ok_json(_run(sandbox, "accuracy", "--json", "--runs-dir", str(RUNS)))
     assert {c["env"] for c in d["cases"]} == STEP_ENVS
     assert {s["env"] for s in d["summary"]} == STEP_ENVS
+    # the package ships no records: from an empty directory accuracy says where they are
+    _one_line_error(_run(sandbox, "accuracy", "--json"), "ships fitted models, not records", "--runs-dir")
 
 
-def test_scale_and_explore_read_the_shipped_runs_from_an_empty_directory(sandbox, tmp_path):
-    # scale takes the batch size from the shipped runs/v100-16gbit/env.toml (batch_size = 32)
+def test_scale_and_explore_read_the_shipped_reference_from_an_empty_directory(sandbox, tmp_path):
+    # scale takes the batch size from the shipped v100-16gbit/env.toml (batch_size = 32)
     d = _ok_json(_run(sandbox, "scale", "--model", "resnet50", "--nodes", "1,2", "--out", str(tmp_path / "s"), "--json"))
     assert d["batch_per_gpu"] == 32, "no batch size: the shipped runs were not found"
-    # explore overlays the shipped validation records of local-gloo-1gbit
-    d = _ok_json(_run(sandbox, "explore", "--model", "resnet50", "--env", "local-gloo-1gbit", "--resolution", "2",
-                      "--no-suggest", "--out", str(tmp_path / "e"), "--json"))
-    assert d["measured"], "no measured points: the shipped runs were not found"
+    # explore overlays the validation records of local-gloo-1gbit where the runs are at hand (not shipped)
+    args = ("explore", "--model", "resnet50", "--env", "local-gloo-1gbit", "--resolution", "2", "--no-suggest", "--json")
+    assert not _ok_json(_run(sandbox, *args, "--out", str(tmp_path / "e")))["measured"]
+    d = _ok_json(_run(sandbox, *args, "--out", str(tmp_path / "e2"), "--runs-dir", str(RUNS)))
+    assert d["measured"], "no measured points: --runs-dir was not read"
 
 
 # --- a user's own fit wins ----------------------------------------------------------------------
@@ -200,7 +205,7 @@ def test_no_model_anywhere_names_the_folders(tmp_path):
 
 def _one_env_runs(tmp_path: Path) -> Path:
     runs = tmp_path / "runs-in"
-    shutil.copytree(SHIPPED_RUNS / "v100-5gbit", runs / "v100-5gbit")
+    shutil.copytree(RUNS / "v100-5gbit", runs / "v100-5gbit")
     return runs
 
 
@@ -275,7 +280,7 @@ def test_runs_search_and_output(clean_env, monkeypatch):
     # a ./runs that holds environments (the repository's root) is searched and written to
     monkeypatch.chdir(ROOT)
     assert paths.runs_output_dir() == Path("runs")
-    assert paths.runs_search_path() == [Path("runs"), user_runs]  # ./runs is the shipped one here: listed once
+    assert paths.runs_search_path() == [Path("runs"), user_runs, SHIPPED_RUNS]
     # a ./runs without environments (e.g. TensorBoard's) is not
     (empty / "runs" / "logs").mkdir(parents=True)
     monkeypatch.chdir(empty)
@@ -289,9 +294,10 @@ def test_runs_search_and_output(clean_env, monkeypatch):
 
 # --- a non-editable install ----------------------------------------------------------------------
 
-def test_a_built_wheel_ships_the_models_and_runs(tmp_path):
+def test_a_built_wheel_ships_the_models_and_reference_data_and_no_records(tmp_path):
     """Build the wheel from a copy of the source, install it into a plain folder, and run it
-    from an empty directory: the shipped models and runs come from the installed package."""
+    from an empty directory: the shipped models and reference data come from the installed
+    package, and both frameworks' suggest answer on a shipped env; no measurement record ships."""
     pytest.importorskip("wheel")
     src = tmp_path / "src"
     src.mkdir()
@@ -308,7 +314,10 @@ def test_a_built_wheel_ships_the_models_and_runs(tmp_path):
     assert p.returncode == 0, p.stderr
     site = tmp_path / "site"
     assert (site / "autotuner" / "models" / "v100-16gbit.json").is_file()
-    assert (site / "autotuner" / "runs" / "v100-16gbit" / "env.toml").is_file()
+    assert (site / "autotuner" / "reference" / "v100-16gbit" / "env.toml").is_file()
+    assert not (site / "autotuner" / "runs").exists()
+    assert not [p for p in site.rglob("*") if p.suffix in (".gz", ".png", ".md") and "dist-info" not in str(p)]
+    assert sum(p.stat().st_size for p in wheels) < 5e6
     work = tmp_path / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in (paths.MODEL_DIR_ENV, paths.RUNS_DIR_ENV)}
@@ -322,6 +331,6 @@ def test_a_built_wheel_ships_the_models_and_runs(tmp_path):
     assert all(line.startswith(str(site)) for line in p.stdout.split()), p.stdout
     d = _ok_json(py("-m", "autotuner.cli", "suggest", "--model", "vgg16", "--n-calls", "2", "--json"))
     assert d["env"] == "v100-16gbit"
-    d = _ok_json(py("-m", "autotuner.cli", "accuracy", "--json"))
-    assert {c["env"] for c in d["cases"]} == STEP_ENVS
+    d = _ok_json(py("-m", "autotuner.cli", "ddp", "suggest", "--env", "ddp-2x1-3gbit", "--model", "resnet50", "--json"))
+    assert d["env"] == "ddp-2x1-3gbit"
     assert list(work.iterdir()) == []

@@ -110,7 +110,7 @@ def test_json_fixture_says_it_is_not_measured():
 
 def test_nothing_shipped_comes_from_these_fixtures():
     """A shipped environment must be measured: no env under runs/ reads nccl-tests fixtures."""
-    for runs in (ROOT / "runs", ROOT / "autotuner" / "runs"):
+    for runs in (ROOT / "runs", ROOT / "autotuner" / "reference"):
         for toml in runs.glob("*/env.toml") if runs.is_dir() else []:
             for f in toml.parent.rglob("*"):
                 if f.is_file() and f.suffix in (".txt", ".json", ".toml", ".log"):

@@ -354,7 +354,7 @@ def test_the_report_shows_the_range_the_small_response_price_leaves_open(tmp_pat
     from autotuner.frameworks.horovod.environments import _model_dirs
     from autotuner.frameworks.horovod.predict import make_scenario, prediction_ranges
 
-    f = ROOT / "autotuner" / "runs" / "fresh-poll-2x1-2.5gbit" / "validation" / "small-vit_s16-nt.jsonl"
+    f = ROOT / "runs" / "fresh-poll-2x1-2.5gbit" / "validation" / "small-vit_s16-nt.jsonl"
     recs = [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
     s = recs[0]["setup"]
     sc, _ = make_scenario(_model_dirs(None), s["env"], s["model"], nodes=s["testbed_hosts"],

@@ -73,7 +73,9 @@ def _read_runs_from(runs_dirs: list[Path]):
         for e in es:
             envs.setdefault(e.name, e)
     if not envs:
-        raise RunsError(f"no environment (folder with env.toml) found in any of {', '.join(map(str, runs_dirs))}")
+        raise RunsError(f"no measured environment (a folder with env.toml and its records) in any of "
+                        f"{', '.join(map(str, runs_dirs))}: the package ships fitted models, not records; run from "
+                        "the repository's root (./runs) or pass --runs-dir")
     return [envs[k] for k in sorted(envs)], problems
 
 
