@@ -13,7 +13,7 @@ import numpy as np
 from ...errors import ScenarioError
 from ...model.costmodel import Cluster, CostModel
 from ...model.workload import Workload, hand_over_times
-from .knobs import DdpConfig
+from .knobs import DdpConfig, sends_half_precision
 from .reducer import _checked, simulate_ddp_step
 
 
@@ -48,7 +48,7 @@ def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs,
     walk = (ready_t, copy, cpu, bwd_end)
     for hook in dict.fromkeys(c.comm_hook for c in configs):
         idx = np.array([j for j, c in enumerate(configs) if c.comm_hook == hook])
-        compressed = hook in ("fp16_compress", "bf16_compress")
+        compressed = sends_half_precision(hook)
         wire_cost = cost.for_fp16() if compressed else cost
         fp = cost.fp16 if compressed else None
 

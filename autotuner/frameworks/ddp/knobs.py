@@ -34,6 +34,22 @@ COMM_HOOKS: Mapping[str, tuple[int, bool, str]] = {
     "powerSGD": (0, True, "model.register_comm_hook(powerSGD_hook.PowerSGDState(process_group=None), "
                           "powerSGD_hook.powerSGD_hook)"),
 }
+#: the hooks the search proposes when the env measured float16 allreduces (else only ``allreduce``): lossless
+#: hooks the simulator prices; bf16 is simulated as fp16's bytes but not proposed (its casts are not measured),
+#: powerSGD is lossy and never proposed
+SEARCHED_HOOKS_FP16 = ("allreduce", "fp16_compress")
+
+
+def searched_hooks(fp16: bool) -> tuple[str, ...]:
+    """The comm hooks suggest, explore, scale and tune search: ``allreduce`` and, with ``fp16`` (the env measured
+    float16 allreduces), ``fp16_compress`` (:data:`SEARCHED_HOOKS_FP16`)."""
+    return SEARCHED_HOOKS_FP16 if fp16 else ("allreduce",)
+
+
+def sends_half_precision(hook: str) -> bool:
+    """True for a hook that casts each bucket to a 2-byte float before the allreduce (fp16/bf16 compress,
+    torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py)."""
+    return COMM_HOOKS[hook][0] == 2
 
 
 @dataclass(frozen=True)

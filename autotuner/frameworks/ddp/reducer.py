@@ -53,7 +53,7 @@ import numpy as np
 from ...errors import ScenarioError
 from ...model.costmodel import Cluster, CostModel
 from ...model.workload import Workload, hand_over_times
-from .knobs import DdpConfig
+from .knobs import DdpConfig, sends_half_precision
 
 
 def assign_buckets(sizes_bytes, dtypes, limits, order=None) -> tuple[list[list[int]], list[int]]:
@@ -167,7 +167,7 @@ def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostMo
     hook = cfg.comm_hook
     if hook == "powerSGD":
         raise ScenarioError("the powerSGD hook is lossy and not simulated (issue 30: show, never propose)")
-    compressed = hook in ("fp16_compress", "bf16_compress")
+    compressed = sends_half_precision(hook)
     wire_cost = cost.for_fp16() if compressed else cost
     fp16 = cost.fp16 if compressed and cost.fp16 is not None else None
     # the hooks' copies run on the backward's thread: every later gradient waits for them

@@ -24,7 +24,7 @@ from ...errors import ScenarioError
 from ...model.costmodel import Cluster, CostModel, CostModelError
 from ...model.workload import Workload
 from .fastsim import simulate_ddp_batch
-from .knobs import DdpConfig
+from .knobs import DdpConfig, searched_hooks
 from .suggest import CAPS_MIB, DdpProposal, suggest_ddp
 
 #: node counts when none are given (Horovod's ``scale`` uses the same)
@@ -141,7 +141,7 @@ def explore_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: C
     """The predicted steady-state step (ms) over :data:`~autotuner.frameworks.ddp.suggest.CAPS_MIB` for the view off
     and on and each hook (``fp16``: the fp16 hook too), DDP's default cap per curve, and ``measured`` (tuples
     (label shown, measured ms, low ms, high ms, predicted ms, the setting's label), passed through). Raises ScenarioError as the simulator."""
-    hooks = ("allreduce", "fp16_compress") if fp16 else ("allreduce",)
+    hooks = searched_hooks(fp16)
     combos = [(v, h) for h in hooks for v in (False, True)]
     cfgs = [DdpConfig(bucket_cap_mb=c, gradient_as_bucket_view=v, comm_hook=h) for v, h in combos
             for c in (None, *CAPS_MIB)]

@@ -19,7 +19,7 @@ import numpy as np
 from ...model.costmodel import Cluster, CostModel
 from ...model.workload import Workload
 from .fastsim import simulate_ddp_batch
-from .knobs import DdpConfig
+from .knobs import DdpConfig, searched_hooks
 
 #: the single caps searched (MiB): DDP's default (None) and 0.25 .. 256 MiB, 4 per octave
 CAPS_MIB = tuple(float(f"{c:.3g}") for c in np.geomspace(0.25, 256, 41))
@@ -97,7 +97,7 @@ def suggest_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: C
     :func:`~autotuner.frameworks.ddp.reducer.simulate_ddp_step`). ``band``: the env's error band (fraction of the
     step); ``fp16``: search the fp16 hook (the env measured float16 allreduces). Raises ScenarioError as the
     simulator."""
-    hooks = ("allreduce", "fp16_compress") if fp16 else ("allreduce",)
+    hooks = searched_hooks(fp16)
     grid = [DdpConfig(bucket_cap_mb=c, gradient_as_bucket_view=v, comm_hook=h)
             for h in hooks for v in (False, True) for c in (None, *CAPS_MIB)]
     lists = [DdpConfig(bucket_cap_mb_list=caps, gradient_as_bucket_view=True) for caps in _lists()]

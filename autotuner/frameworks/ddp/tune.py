@@ -19,14 +19,14 @@ from typing import Callable
 
 import numpy as np
 
-from .knobs import DEFAULT_BUCKET_CAP_MB, DdpConfig
+from .knobs import DEFAULT_BUCKET_CAP_MB, DdpConfig, searched_hooks
 
 TUNE_CAPS_MIB = (None, 1, 2, 4, 8, 16, 25, 32, 64, 128, 200)
 
 
 def candidate_grid(fp16: bool) -> list[DdpConfig]:
     """Every candidate, DDP's defaults first: len = 11 x 2 x (2 with fp16, else 1)."""
-    hooks = ("allreduce", "fp16_compress") if fp16 else ("allreduce",)
+    hooks = searched_hooks(fp16)
     return [DdpConfig(bucket_cap_mb=c, gradient_as_bucket_view=v, comm_hook=h)
             for h in hooks for v in (False, True) for c in TUNE_CAPS_MIB]
 
