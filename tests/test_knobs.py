@@ -91,8 +91,8 @@ def test_flag_units_convert_once_and_round_to_the_nearest_byte():
 
 
 def test_docs_knob_table_is_current():
-    """docs/knobs.md is generated: run `python scripts/gen_knob_table.py` after changing the table."""
-    assert (ROOT / "docs" / "knobs.md").read_text() == markdown_table()
+    """docs/reference/knobs.md is generated: run `python scripts/gen_knob_table.py` after changing the table."""
+    assert (ROOT / "docs" / "reference" / "knobs.md").read_text() == markdown_table()
 
 
 def test_each_flag_and_env_name_is_spelled_once_in_the_package():

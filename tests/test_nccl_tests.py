@@ -431,10 +431,10 @@ def test_env_toml_checks():
 
 
 def test_the_docs_env_toml_is_valid_and_names_the_commands():
-    doc = (ROOT / "docs" / "nccl-tests.md").read_text()
+    doc = (ROOT / "docs" / "how-to" / "nccl-tests.md").read_text()
     import tomllib
     toml = doc.split("```toml\n", 1)[1].split("```", 1)[0]
-    check_env_toml(tomllib.loads(toml), "docs/nccl-tests.md")
+    check_env_toml(tomllib.loads(toml), "docs/how-to/nccl-tests.md")
     for cmd in ("./build/all_reduce_perf -b 1K -e 512M -f 2 -g 8", "mpirun -np 16 -N 8", "make MPI=1",
                 "autotuner fit my-runs/", "--compute-ms"):
         assert cmd in doc, cmd
