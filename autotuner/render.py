@@ -1,4 +1,4 @@
-"""How the command line prints a table: never a number cut to ``1.73…`` (issue 21).
+"""How the command line prints a table: never a number cut to ``1.73…``.
 
 - Output that is not a terminal (a pipe, a file, CI) gets plain aligned text: the title, a header
   line, a rule, one line per row, columns two spaces apart, nothing cut, so ``grep``/``awk`` read it.

@@ -1,7 +1,7 @@
 """Typed results of the public API (:func:`autotuner.suggest`, :func:`autotuner.simulate`).
 
 Frozen records holding :class:`~autotuner.frameworks.horovod.knobs.Config` objects and numbers in stated units; the
-command line renders them and ``--json`` prints :meth:`to_dict` (the same keys as before issue 21).
+command line renders them and ``--json`` prints :meth:`to_dict`.
 Pure: no I/O.
 """
 from __future__ import annotations

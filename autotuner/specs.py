@@ -1,4 +1,4 @@
-"""Environments from published link figures, never measured (``autotuner env new``, issue 21).
+"""Environments from published link figures, never measured (``autotuner env new``).
 
 "8 nodes x 8 A100, NVLink inside, 100 Gbit/s InfiniBand, NCCL" becomes a cost model without a
 sweep: each tier of the alpha-beta ring model (docs/cost-model.md) takes

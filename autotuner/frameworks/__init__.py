@@ -1,5 +1,5 @@
 """One folder per data-parallel framework: its knob table, the simulator of its synchronisation engine, its replay
-workload, its launcher and its jobs (issue 30's structure). The cost model, testbed, search, ``tune``'s core, readers
+workload, its launcher and its jobs. The cost model, testbed, search, ``tune``'s core, readers
 and views are shared; a framework imports nothing of another (``tests/test_architecture.py``; docs/architecture.md,
 "Frameworks", for what of the shared layers still reads Horovod's pure core).
 

@@ -2,7 +2,8 @@
 
 Pure: numbers in, numbers out. Used for CPU-only ranks (lab report 003: 1-8 MPI processes on
 one laptop), where the ranks' compute shares the cores instead of running on separate devices.
-One fitted parameter per environment, shared by every model (issue 13's calibration budget).
+One fitted parameter per environment, shared by every model (the calibration budget: everything
+else is predicted, not fitted).
 See docs/laptop-cpu.md for the fit and its limits.
 """
 from __future__ import annotations
@@ -33,8 +34,8 @@ class Contention:
       ``slowdown(1) = 1``; it is non-decreasing in ``N``, equal to ``max(1, N/c)`` for
       ``p = 0`` (plain processor sharing) and to ``N`` for ``p = 1``.
 
-    Source and reasoning: issue 13 ("compute depends on how many ranks share the cores:
-    oversubscription, and torch's intra-op threads when one rank has the machine to itself");
+    Source and reasoning: compute depends on how many ranks share the cores (oversubscription,
+    and torch's intra-op threads when one rank has the machine to itself);
     Amdahl's law for the intra-op threads; processor sharing (the OS scheduler's fair share)
     beyond one rank per core. Hyper-threads are assumed to add no compute: the two threads of a
     core share its vector (FMA) units, which dense convolutions saturate; so ``logical_cpus``

@@ -155,7 +155,7 @@ class Negotiation:
     collective's latency does not show. Idle cycles keep the products. None: not measured.
 
     ``cpu_s``: compute time (s) a rank loses to one cycle of its background thread when its
-    compute has no spare core (CPU ranks filling their host's cores, issue 20 part 4): measured
+    compute has no spare core (CPU ranks filling their host's cores): measured
     by ``measure``'s ``cpu`` phase (:mod:`autotuner.frameworks.horovod.cpuprobe`, fitted by
     :func:`autotuner.frameworks.horovod.fit.sweep.cycle_cpu`); :meth:`compute_stretch` turns it into the compute's
     slowdown at a cycle time. None: not measured.
@@ -222,7 +222,7 @@ def _finite_non_negative(obj, what: str, *values: float) -> None:
 @dataclass(frozen=True)
 class ComputeDelay:
     """How much longer a response's collective runs while the ranks' compute fills the host's
-    cores (issue 20, part 4: "the collective slowed by compute").
+    cores (the collective slowed by compute).
 
     A Gloo collective is a chain of TCP sends and receives driven by Horovod's background thread
     and Gloo's threads (Horovod 0.28.1 ``horovod/common/ops/gloo_operations.cc``
@@ -672,7 +672,7 @@ class CostModel:
 
     def cpu_shared(self, ranks_per_host: int, cores: int, measured_ranks_per_host: int, nodes: int) -> "CostModel":
         """This model for ``ranks_per_host`` ranks sharing a host's ``cores`` CPU cores, when its
-        host-local tier was measured with ``measured_ranks_per_host`` ranks on such a host (issue 20).
+        host-local tier was measured with ``measured_ranks_per_host`` ranks on such a host.
 
         Gloo moves host-local traffic over TCP loopback: the copies into and out of the socket
         buffers and the reduction run on the ranks' own cores, so that tier is CPU-bound. With

@@ -29,7 +29,7 @@ paths inside the data file's folder (:data:`RelPath`, :data:`LayoutRef`), never
 The readers validate, then hand the original (now checked) dicts on, so that what is computed
 from a valid file does not change.
 
-One module per file kind (issue 21): :mod:`.core` (the one-line error, field types, plain names,
+One module per file kind: :mod:`.core` (the one-line error, field types, plain names,
 knob values), :mod:`.env` (env.toml and ``measure``'s records), :mod:`.layout`, :mod:`.model_file`,
 :mod:`.records` (validation records, setup, proposals). Every name is importable from here.
 """

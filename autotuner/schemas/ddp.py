@@ -1,4 +1,4 @@
-"""The DDP records' shapes (issue 30): a DDP sweep job (``ddp-sweep.jsonl``), a burst-phase job
+"""The DDP records' shapes: a DDP sweep job (``ddp-sweep.jsonl``), a burst-phase job
 (``ddp-burst.jsonl``) and a DDP trial
 (``ddp-validation/*.jsonl``, ``ddp-tune/*.jsonl``), as :mod:`autotuner.frameworks.ddp.realrun` writes them.
 Unknown keys are kept; what a reader uses is checked (types, finite positive times, one sample list per size)."""

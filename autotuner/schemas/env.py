@@ -77,7 +77,7 @@ class EnvToml(Knobs):
     nodes: Count | None = None
     gpus_per_node: GpusPerNode | None = None
     link_gbps: LinkGbit | None = None
-    #: CPU cores each host's ranks share (``measure`` records the cores it ran on; issue 20)
+    #: CPU cores each host's ranks share (``measure`` records the cores it ran on)
     cores_per_host: Count | None = None
     #: the machine and software stack the env was measured on (``measure`` writes its host, CPU model, cores, Horovod
     #: and torch versions): envs of one ``stack`` share what the host does, and the fit borrows across those measured

@@ -110,7 +110,7 @@ class Record(_Schema):
     label: str | None = None
     repeat: Index | None = None
     config: Knobs | None = None
-    #: the gradient compression the trial's DistributedOptimizer applied (records before issue 22: none)
+    #: the gradient compression the trial's DistributedOptimizer applied (older records lack it: none)
     compression: Literal["none", "fp16"] = "none"
     status: Text
     measured_step_time_ms: Positive | None = None
@@ -120,10 +120,10 @@ class Record(_Schema):
     score_bytes_per_us: NonNeg | None = None
     timeline: TimelineSummary | None = None
     #: whether Horovod's timeline was recorded in the trial (its writer's cost is then in the measured step
-    #: times); records before issue 29 lack it: :func:`timeline_recorded` infers it from ``timeline``
+    #: times); older records lack it: :func:`timeline_recorded` infers it from ``timeline``
     timeline_recorded: bool | None = None
-    #: the values the trial's gradients held (``"normal(0, 0.001)"``, ``"the script's own"``); replay records
-    #: before issue 29's second pass lack it: they allreduced zeros (:func:`zero_gradients`)
+    #: the values the trial's gradients held (``"normal(0, 0.001)"``, ``"the script's own"``); the oldest replay
+    #: records lack it: they allreduced zeros (:func:`zero_gradients`)
     gradients: str | None = None
     autotune: dict[str, Any] | None = None
     setup: Setup
@@ -134,7 +134,7 @@ class Record(_Schema):
 def timeline_recorded(rec: dict[str, Any]) -> bool:
     """Whether Horovod's timeline ran in the trial of validation record ``rec`` (a dict as read).
 
-    Its ``timeline_recorded`` flag when it has one (written since issue 29). Older records lack it:
+    Its ``timeline_recorded`` flag when it has one. Older records lack it:
     ``validate`` then recorded the timeline in every fixed-configuration trial unless ``--no-timeline``,
     never in the autotune run, and stored its summary in ``timeline``; so a record ran it exactly when it
     carries a ``timeline`` summary (a dict, its ``error`` form included). A failed trial whose timeline was
@@ -166,7 +166,7 @@ VALUES_RENEWED = "per rank, renewed each step"
 def same_values_on_every_rank(rec: dict[str, Any]) -> bool:
     """Whether the trial of validation record ``rec`` allreduced the *same* values on every rank: a Horovod replay
     trial (``setup.command`` empty) with gradient-like values (``gradients`` set) recorded before the replay renewed
-    them between steps (``gradients`` without :data:`VALUES_RENEWED`, issue 29's fourth pass). Horovod writes the
+    them between steps (``gradients`` without :data:`VALUES_RENEWED`). Horovod writes the
     average back into each gradient, so from the second step on those ranks held identical values; Gloo's software
     float16 sum of ``x + x`` rounds exactly and ran 10-22 % faster than a sum of two ranks' own values
     (``scripts/fp16_rank_values.py``; docs/compression.md, "Fourth pass"). Such an fp16 trial is another job than a

@@ -1,5 +1,5 @@
 """The DDP burst phase: what an allreduce costs when it is launched while the previous one still runs, as DDP
-launches its buckets, against the sweep's lone allreduce after a barrier (issue 30).
+launches its buckets, against the sweep's lone allreduce after a barrier.
 
 DDP hands each bucket to the process group as soon as it is ready (``Reducer::mark_bucket_ready`` ->
 ``run_comm_hook`` -> ``ProcessGroupGloo::allreduce``, which queues the work for the group's worker threads;

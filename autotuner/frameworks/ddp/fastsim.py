@@ -33,7 +33,7 @@ def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs,
         return step, first, count
 
     if any(c.comm_hook == "powerSGD" for c in configs):
-        raise ScenarioError("the powerSGD hook is lossy and not simulated (issue 30: show, never propose)")
+        raise ScenarioError("the powerSGD hook is lossy and not simulated (shown, never proposed)")
     ready_t = hand_over_times(workload.forward_s + ready * workload.backward_s, workload.forward_s,
                               workload.host_backward_s)
     order = np.argsort(ready_t, kind="stable")

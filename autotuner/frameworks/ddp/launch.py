@@ -6,8 +6,8 @@ one ``torchrun`` per host in its network namespace, joined by c10d rendezvous at
 
 Every process is an :class:`autotuner.realrun.launcher.OwnedProcess`: nothing is left running when
 :func:`run_ddp` returns or raises. A job's result is what rank 0 printed: a rank that aborts at exit after its
-steps were measured (``terminate called without an active exception``, seen in 2 of 5 torchrun runs on this
-machine, issue 30) gives a non-zero exit status but keeps the printed result: :class:`DdpJobResult` says both, and
+steps were measured (``terminate called without an active exception``, seen in 2 of 5 torchrun runs on a
+2-core machine) gives a non-zero exit status but keeps the printed result: :class:`DdpJobResult` says both, and
 the readers decide by the result line, never by the exit status alone.
 """
 from __future__ import annotations

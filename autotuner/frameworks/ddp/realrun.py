@@ -8,7 +8,7 @@ statuses) and ``<runs>/<env>/ddp-validation/<name>.jsonl`` (one per trial: ``lab
 knobs), ``status``, ``measured_step_time_ms`` (median of the measured steps), ``step_times_ms``, ``first_step_ms``,
 ``buckets`` (DDP's own rebuilt bucket sizes), ``gradients``, the replay's ``minor_faults_per_step``,
 ``malloc_env``, ``stages`` and ``stage_overrun_ms`` where it reports them, ``exit``, ``setup``, ``testbed``, ``wall_s``).
-A trial's result is rank 0's result line: a rank aborting at teardown after it (issue 30: 2 of 5 runs here) leaves a
+A trial's result is rank 0's result line: a rank aborting at teardown after it (2 of 5 runs on a 2-core machine) leaves a
 non-zero exit status in ``exit`` and the trial ``ok``; no result line is a failed trial, with the last stderr.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from .knobs import DdpConfig
 
 #: the sweep's sizes: 4 KiB .. 128 MiB, doubling (DDP's buckets: 1 MiB first, 25 MiB default, up to hundreds)
 SWEEP_SIZES = tuple(1 << k for k in range(12, 28))
-#: the bucket settings a validation replays by default (issue 30's >= 10): DDP's default, single caps from 1 to
+#: the bucket settings a validation replays by default (at least 10): DDP's default, single caps from 1 to
 #: 200 MiB, 25 MiB set explicitly (its first bucket 25 MiB, not 1: the first-bucket effect), a per-bucket list,
 #: the gradient view, the fp16 hook
 #: the burst phase's file and default job count (:mod:`.burstprobe`)

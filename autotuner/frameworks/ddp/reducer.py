@@ -166,7 +166,7 @@ def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostMo
     (:func:`_advance`)."""
     hook = cfg.comm_hook
     if hook == "powerSGD":
-        raise ScenarioError("the powerSGD hook is lossy and not simulated (issue 30: show, never propose)")
+        raise ScenarioError("the powerSGD hook is lossy and not simulated (shown, never proposed)")
     compressed = sends_half_precision(hook)
     wire_cost = cost.for_fp16() if compressed else cost
     fp16 = cost.fp16 if compressed and cost.fp16 is not None else None

@@ -12,15 +12,15 @@ real sizes, count and backward order. Compute is emulated with the Horovod repla
 backward ``2 compute_ms / 3``, tensor ``i``'s gradient produced when ``ready_fraction[i]`` of the backward has
 elapsed) in one of three ways (``--stages``):
 
-- ``shifted`` (the default since 2026-11-27): each stage sleeps to its deadline
+- ``shifted`` (the default): each stage sleeps to its deadline
   ``backward start + ready_fraction[i] * backward``, shifted later by all the time the backward's thread spent
   *between* stages so far (autograd's ``AccumulateGrad`` and DDP's hook: the copy into the bucket, a compress hook's
   cast). So the hooks' work delays every later gradient, as on a CPU rank's real backward, while a stage's own late
   wake-up from its sleep is not carried into the next (absolute deadlines).
-- ``deadline`` (the records before 2026-11-27): absolute deadlines, unshifted: the hooks' work hides in the slack
+- ``deadline`` (the oldest records' kind): absolute deadlines, unshifted: the hooks' work hides in the slack
   before each next deadline, as if the compute ran on another device (measured: ``runs/ddp-1x4-16core``,
   docs/ddp.md).
-- ``duration`` (the first try, 2026-11-27; its records say so): each stage sleeps for its own share
+- ``duration`` (an earlier kind; its records say so): each stage sleeps for its own share
   ``(ready_fraction[i] - ready_fraction[i - 1]) * backward`` from the moment autograd enters it. Every stage's late
   wake-up (the sleep's overshoot, 0.05-0.3 ms, more on busy cores) then adds up over the layout's hundreds of
   stages: the emulated backward runs longer than asked (docs/ddp.md).

@@ -1,4 +1,4 @@
-"""DDP at scale and DDP's bucket cap explored (issue 30): what-ifs on the Reducer simulator. Pure: a cost model and
+"""DDP at scale and DDP's bucket cap explored: what-ifs on the Reducer simulator. Pure: a cost model and
 a layout in, frozen dataclasses out; the plots are :mod:`.plots`.
 
 **Scale** (:func:`scale_ddp`): per node count and link rate, DDP's defaults and the best setting

@@ -1,4 +1,4 @@
-"""DDP's best bucket setting for a layout on an environment (issue 30): the exact grid over ``bucket_cap_mb``, the
+"""DDP's best bucket setting for a layout on an environment: the exact grid over ``bucket_cap_mb``, the
 gradient view and the fp16 hook, and a search over ``bucket_cap_mb_list`` (per-bucket caps), all with the batch
 simulator (:func:`autotuner.frameworks.ddp.fastsim.simulate_ddp_batch`). Pure: a cost model and a layout in, a
 :class:`DdpSuggestion` out.

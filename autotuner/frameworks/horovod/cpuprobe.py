@@ -1,6 +1,6 @@
 """The ``cpu`` phase of ``autotuner measure``: how much compute a rank loses to Horovod's cycles.
 
-Where ranks compute on the CPU and fill their host's cores (issue 20, part 4), every cycle of
+Where ranks compute on the CPU and fill their host's cores, every cycle of
 Horovod's background thread takes the CPU from a compute thread: ``RunLoopOnce`` wakes after
 its sleep and runs ``ComputeResponseList``, which with the response cache does its bit-vector
 allreduces over the controller's Gloo context every cycle, idle or not (Horovod 0.28.1

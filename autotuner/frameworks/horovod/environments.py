@@ -79,7 +79,7 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
 
 def error_band(model_dir: Path | Sequence[Path], fenv) -> dict[str, Any]:
     """The error band ``suggest`` holds a predicted gain against, and the trust line every
-    prediction carries (issue 20).
+    prediction carries.
 
     Where ``fenv`` (a :class:`autotuner.frameworks.horovod.fit.store.FittedEnv`) has been checked against real
     trials (its model file's ``trust``, written by ``fit``: :func:`autotuner.frameworks.horovod.views.accuracy.trust_of`),

@@ -35,8 +35,8 @@ REPEATS = 7
 #: the summed values: gradient-like, N(0, GRADIENT_STD**2) seeded by rank, as the replay's gradients
 #: (:data:`autotuner.frameworks.horovod.replay.GRADIENT_STD`); Gloo's software float16 sum costs less for zeros or ones
 #: than for random mantissas (docs/compression.md, "The values matter"). Averaged as training does
-#: (``hvd.Average``: Horovod rescales the float16 result, ``ScaleBuffer``), since issue 29's second pass;
-#: the phase's records before it summed ones (``op=Sum``).
+#: (``hvd.Average``: Horovod rescales the float16 result, ``ScaleBuffer``); the phase's oldest records summed
+#: ones (``op=Sum``).
 GRADIENT_STD = 1e-3
 #: the cast samples: sets of (tensors, float32 bytes each) as a layout's gradients come, 4 MiB a set: the cast's
 #: cost per tensor (a call, an allocation) and per element are told apart by the fit
@@ -45,8 +45,8 @@ CAST_REPEATS = 9
 #: tensors per timed allreduce, enqueued at once and fused into one response (the default 64 MiB threshold holds
 #: every size): what a training step's responses are. Against a lone tensor of the same bytes no consistent
 #: difference was measured (``scripts/fp16_fused_vs_lone.py``, 2 Gbit/s loopback, 16 MiB of float16: fused 201.4
-#: against lone 219.1 ms at 23:00, 186.4 against 173.6 at 23:59); the phase's records before issue 29's third
-#: pass timed one tensor (``tensors`` absent).
+#: against lone 219.1 ms, an hour later 186.4 against 173.6); the phase's older records timed one tensor
+#: (``tensors`` absent).
 TENSORS = 64
 
 

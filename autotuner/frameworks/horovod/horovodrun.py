@@ -8,8 +8,8 @@ Usage (the arguments are horovodrun's own)::
 Horovod 0.28.1's launcher asks ``gloo_built()`` before every ``--gloo`` job (horovod/runner/launch.py
 ``run_controller``); that check (horovod/common/util.py ``gloo_built`` -> ``_check_extension_lambda``) forks a
 process that imports each framework extension in turn, ``horovod.tensorflow`` and then ``horovod.torch`` (that is,
-torch): 7.5 s of a 16 s two-rank job on this project's 2-core machines (cProfile of ``horovodrun -np 2 -H
-localhost:2`` with a script that only calls ``hvd.init()``, 2026-11-29), paid again by every job of a ``measure``,
+torch): 7.5 s of a 16 s two-rank job on a 2-core machine (cProfile of ``horovodrun -np 2 -H
+localhost:2`` with a script that only calls ``hvd.init()``), paid again by every job of a ``measure``,
 ``validate`` or ``tune``. The build's answer cannot change while its extension libraries stay the same, so it is
 asked once, by Horovod's own ``gloo_built``, and kept in ``horovod-build.json`` in the per-user cache folder
 (``platformdirs.user_cache_dir("autotuner")``), keyed by Horovod's version and the path, size and modification time of

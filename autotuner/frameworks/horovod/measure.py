@@ -256,8 +256,8 @@ def cores_per_host() -> int:
 def host_cores(machine_cores: int, testbed_hosts: int | None) -> int:
     """The cores one host's ranks really have: all of ``machine_cores`` on a real host; on an emulated
     cluster of ``testbed_hosts`` network namespaces, which all run on this machine's cores, their
-    share ``machine_cores // testbed_hosts`` (at least 1; issue 29: 2 emulated hosts on 2 cores
-    were recorded with 2 cores each, so the CPU terms of a CPU layout were skipped there)."""
+    share ``machine_cores // testbed_hosts`` (at least 1). 2 emulated hosts on 2 cores have 1 core
+    each: counted as 2 each, the CPU terms of a CPU layout would be skipped there."""
     return max(1, machine_cores // max(1, testbed_hosts or 1))
 
 

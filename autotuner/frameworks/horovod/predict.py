@@ -195,8 +195,8 @@ def _cpu_fills_cores(layout, ranks_per_host: int, cores: int | None) -> bool:
 
 
 def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[str]:
-    """One line per way a profiled layout differs from the environment it is predicted in
-    (issue 20): its ``device`` against the env's ranks (the model file's ``cluster.gpu``:
+    """One line per way a profiled layout differs from the environment it is predicted in:
+    its ``device`` against the env's ranks (the model file's ``cluster.gpu``:
     "none (CPU ranks)" for an env measured with CPU ranks, a GPU's name otherwise) and its
     ``batch_size`` against the env's (``env_batch``: :func:`env_batch_size`, or the timed run's),
     and a CPU layout whose ranks fill the host's ``cores_per_host`` (compute and Horovod's threads
@@ -289,7 +289,7 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     ``reference_version``: the Horovod release whose defaults are the reference
     (:func:`autotuner.frameworks.horovod.knobs.defaults_for`: 64 MiB / 5 ms before 0.21.0, else 128 MiB / 1 ms; None: the last
     release, :data:`autotuner.frameworks.horovod.knobs.LAST_RELEASE`), returned as ``reference_version``.
-    Noise-aware, minimal-change choice (issue 20; :func:`autotuner.frameworks.horovod.search.ranking.minimal_change`):
+    Noise-aware, minimal-change choice (:func:`autotuner.frameworks.horovod.search.ranking.minimal_change`):
     ``band`` is :func:`error_band`'s result for the env (None: the :data:`MIN_GAIN` tie rule).
     The search's trials and the whole default grid around the reference
     (:func:`autotuner.frameworks.horovod.search.grid.neighbourhood`) are pooled; a proposal is made only when the

@@ -37,7 +37,7 @@ class Compression(StrEnum):
 
 @dataclass(frozen=True)
 class CompressionRow:
-    """One gradient compression, described once (issue 21: a row, not five dicts).
+    """One gradient compression, described once (a row, not five dicts).
 
     ``ratio``: bytes on the wire per fp32 gradient byte (fp16: 2 of 4 bytes; int8: 1 of 4);
     ``in_horovod``: shipped by Horovod 0.28.1, so ``suggest`` searches it; ``code``: how the

@@ -16,7 +16,7 @@ Record keys (one line per trial): ``trial`` (id, e.g. ``proposal-1/r2``), ``kind
 ``spread_ms`` (interquartile range of the step times), ``predicted_step_time_ms`` (the env's cost
 model at launch time, or null: a prediction for the job without Horovod's timeline),
 ``timeline_recorded`` (whether Horovod's timeline ran in the trial: its writer's cost is then in the step
-times; off by default, as in a production job; records before issue 29 lack the key, see
+times; off by default, as in a production job; older records lack the key, see
 :func:`autotuner.schemas.records.timeline_recorded`), ``timeline`` (fused-response samples read from the
 trial's timeline, or null), ``autotune`` (the autotune log's samples, best row, score), ``setup``, ``testbed``,
 ``score_bytes_per_us`` (bytes allreduced per step / step time: the unit of Horovod's autotune

@@ -18,7 +18,7 @@ header or ``(model)`` cell of its own, a repeated run or model, a run or model t
 not name (when the caller passes its ids) and one env.toml names that the report lacks.
 Typos such as ``1359.3.9ms`` are read as the leading number (``1359.3``) and noted.
 
-Three more formats (issue 13; docs/lab-reports-002-004.md has the tables and their oddities):
+Three more formats (docs/lab-reports-002-004.md has the tables and their oddities):
 
 - ``backend runs`` (report 002, :func:`parse_backend_runs`): backend | servers | GPUs per server |
   wall clock (``real 1m53.525s<br/>user ...<br/>sys ...``) | throughput (``1,084.56 images/sec``)
@@ -33,7 +33,7 @@ Their tables are found by a header row (``通信后端``, ``训练算法``) and 
 label; all-empty rows and ``---`` rows are skipped silently, every other row that is not read is
 one ``source:line: ...`` line in ``problems`` and the rest of the table is still read.
 
-One module per report (issue 21): :mod:`.report_000_001` (responses, breakdown), :mod:`.report_002`
+One module per report: :mod:`.report_000_001` (responses, breakdown), :mod:`.report_002`
 (backend runs), :mod:`.report_003` (cpu scaling), :mod:`.report_004` (compression runs); the
 helpers they share in :mod:`.common`. Every name is importable from here.
 """

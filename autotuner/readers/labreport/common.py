@@ -54,7 +54,7 @@ def _closest(name: str, names) -> str:
 
 
 
-# ---------------------------------------------------------------- reports 002, 003, 004 (issue 13)
+# ---------------------------------------------------------------- reports 002, 003, 004
 
 _CENTER_RE = re.compile(r"<\s*/?\s*center\s*>", re.I)
 _BR_RE = re.compile(r"<\s*br\s*/?\s*>", re.I)

@@ -25,7 +25,7 @@ Every command started here gets a parent-death SIGKILL on Linux (:func:`die_with
 
 Nothing here does I/O at import time; every command is an argument list, never a shell string.
 
-One module per job (issue 21): :mod:`.process` (parent-death signals, signal traps, running a command),
+One module per job: :mod:`.process` (parent-death signals, signal traps, running a command),
 :mod:`.netns` (a shaped loopback, namespace bookkeeping and cleanup), :mod:`.cluster` (emulated
 hosts joined by a switch), :mod:`.probes` (TCP throughput probes). Every name is importable from here.
 """

@@ -8,7 +8,7 @@ Each run is the shell's ``time`` of a whole job, so (:mod:`autotuner.model.wallc
 with ``step`` simulated by :func:`autotuner.frameworks.horovod.simulator.simulate_step` for the env's layout
 and one compute constant on one node of N ranks (N = 1: Horovod does nothing, step = compute).
 
-Calibration budget (issue 13): one compute constant per (report, model), nothing else fitted.
+Calibration budget: one compute constant per (report, model), nothing else fitted.
 
 - **Compute ``c``** from the serial run (report 004 L36, 142.338 s): the one row not held out.
 - **Start-up ``F``**: the serial run alone cannot separate it from the compute (one equation,
@@ -56,7 +56,7 @@ from .fitters import (
     workload_for,
 )
 
-#: issue 13's bound on a held-out prediction (fraction of the measured wall time)
+#: the bound on a held-out prediction (fraction of the measured wall time)
 TOLERANCE = 0.10
 #: the start-up scan's resolution (s) for ``startup_within_tolerance_s``
 STARTUP_GRID_S = 0.05

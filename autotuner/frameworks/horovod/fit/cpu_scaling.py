@@ -66,7 +66,7 @@ from .fitters import (
 CPU_MEMCPY_BPS = 10e9
 #: Gbit/s -> bytes/s
 GBIT = 1e9 / 8
-#: the held-out target of issue 13 (per cent)
+#: the bound on a held-out prediction (per cent of the measured time)
 HELD_OUT_TOLERANCE_PERCENT = 10.0
 
 

@@ -1,4 +1,4 @@
-"""The best configuration of a scenario at one size: the scale view's search (issue 21: searches
+"""The best configuration of a scenario at one size: the scale view's search (searches
 live in :mod:`autotuner.search`), and the pieces the views share to evaluate and rank grids.
 
 Pure: a scenario in, configurations and step times (ms) out; every prediction goes through

@@ -3,7 +3,7 @@
 Every configuration of the grid is evaluated (exact shortcuts only: configurations the
 simulator cannot tell apart are simulated once, see :mod:`autotuner.frameworks.horovod.fastsim`). Pure: no I/O.
 
-The default grid is issue 4's: fusion threshold 0-512 MiB in 1 MiB steps (513 values) ×
+The default grid: fusion threshold 0-512 MiB in 1 MiB steps (513 values) ×
 cycle time 0.1-99.6 ms in 0.5 ms steps (200 values) × the on/off knobs (response cache
 on with Horovod's default capacity 1024 / off, hierarchical allreduce off/on, hierarchical
 allgather off/on: 8 combinations) = 820,800 configurations.
@@ -88,7 +88,7 @@ def grid_table(sc: Scenario, fusion_mb=GRID_FUSION_MB, cycle_ms=GRID_CYCLE_MS,
     Returns:
         ``{column: array of shape (len(combos) * F * C,)}`` for each of :data:`COLUMNS`; rows
         ordered by combo, then threshold, then cycle time; ``step_time_ms`` in ms. No pandas:
-        ``suggest`` answers from it in well under a second (issue 21).
+        ``suggest`` answers from it in well under a second.
     """
     fixed = fixed or {}
     f = np.asarray(fusion_mb, dtype=float).reshape(-1)

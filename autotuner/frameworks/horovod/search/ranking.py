@@ -117,7 +117,7 @@ class Pick:
 
 
 def minimal_change(df, ref: Config, band: float) -> Pick:
-    """Issue 20's noise-aware rule over a table of evaluated configurations.
+    """The noise-aware rule over a table of evaluated configurations.
 
     ``df``: a table (:func:`autotuner.frameworks.horovod.search.grid.grid_table`: column -> array) or a pandas
     DataFrame with the columns of :data:`autotuner.frameworks.horovod.search.grid.COLUMNS`

@@ -26,11 +26,11 @@ from ....schemas.records import same_values_on_every_rank, timeline_recorded, ze
 
 #: what a validation row's quantity says when its trials ran Horovod's timeline (not the predicted job)
 TIMELINE_RAN = "timeline ran"
-#: what an fp16 validation row's quantity says when its replay allreduced zeros (records before issue 29's second
-#: pass, :func:`autotuner.schemas.records.zero_gradients`): a CPU sums float16 zeros far faster than gradients
+#: what an fp16 validation row's quantity says when its replay allreduced zeros (the oldest
+#: records, :func:`autotuner.schemas.records.zero_gradients`): a CPU sums float16 zeros far faster than gradients
 ZERO_GRADIENTS = "zero gradients"
 #: what an fp16 validation row's quantity says when its replay's ranks held the same values from the second step on
-#: (records before issue 29's fourth pass, :func:`autotuner.schemas.records.same_values_on_every_rank`): Gloo's
+#: (older records, :func:`autotuner.schemas.records.same_values_on_every_rank`): Gloo's
 #: float16 sum of ``x + x`` runs 10-22 % faster than a training job's sum of two ranks' own values
 SAME_VALUES = "same values on every rank"
 #: the tags of rows whose trials ran another job than the one predicted
@@ -344,7 +344,7 @@ def summary(cs: list[Case]) -> list[dict]:
         st = [c for c in cs if c.env == env and (c.what.endswith("step time (ms)") or c.what.endswith(WALL))]
         held = [c for c in st if not c.calibrated]
         worst = max(held, key=lambda c: abs(c.error_pct), default=None)
-        # like with like (issue 29): the held-out rows whose trials ran the job predicted
+        # like with like: the held-out rows whose trials ran the job predicted
         prod = [c for c in held if not any(t in c.what for t in OTHER_JOB)]
         pworst = max(prod, key=lambda c: abs(c.error_pct), default=None)
         out.append({"env": env, "step_time_rows": len(st), "used_by_fit": len(st) - len(held),
@@ -383,7 +383,7 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     each); trials on another shape than the env's (``validate --testbed-hosts``) are what-ifs and
     left out; ``repeat_spread_pct``: median over configurations run >= 2 times of (max - min) / median
     of their trials' step times (%); ``band``: the larger of the mean error and the repeat spread,
-    as a fraction: predicted differences inside it are not evidence. Like with like (issue 29): rows whose
+    as a fraction: predicted differences inside it are not evidence. Like with like: rows whose
     trials ran another job than the prediction's (:data:`OTHER_JOB`: Horovod's timeline, fp16 over zero
     gradients or over the same values on every rank) are left out of every figure, their trials too, and
     counted in ``other_job_configurations`` (``other_jobs``: which, as the rows' tags); where every held-out

@@ -1,5 +1,5 @@
 """The figures of docs/validation.md's "Two emulated hosts" section, from an env's committed records
-(issue 14; moved here from a script in issue 21 so that tests and the script share one definition).
+(one definition, shared by the tests and the script).
 
 :class:`Figures` reads the real trials under ``runs/<env>/validation/`` (written by
 scripts/validate_2x2.sh; read with :func:`autotuner.readers.runs.read_validation_files`) and predicts
@@ -42,7 +42,7 @@ def predict(fenv, model: str, cfg: Config, shape: tuple[int, int], compute_ms: f
     host)`` and its cost model (:meth:`autotuner.frameworks.horovod.fit.store.FittedEnv.cost_for`); ``per_message``:
     the alternative reading of the large-message intercept (module docstring, item 4)."""
     L = load_layout(model)
-    cost = fenv.cost_for(Cluster(*shape))  # more ranks on a host than cores: its share (issue 20)
+    cost = fenv.cost_for(Cluster(*shape))  # more ranks on a host than cores: its share
     if per_message and cost.inter.large_from_bytes is not None:
         p = shape[0] * shape[1]
         if p > 2:  # 2(p-1) alpha' = 2 alpha  =>  alpha' = alpha / (p-1)

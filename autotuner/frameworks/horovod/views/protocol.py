@@ -3,7 +3,7 @@
 Input: the validation records of one environment (``<runs>/<env>/validation/<name>.jsonl``,
 :mod:`autotuner.frameworks.horovod.validation`) and that environment's fitted model. Output: per
 configuration the measured step time (median over repeats of each trial's median, with the
-repeats' range) next to the prediction, and the summary figures issue 20 asks for:
+repeats' range) next to the prediction, and the summary figures:
 
 - **MAPE**, **worst** error and **bias** (mean signed error), in % of the measured step time;
 - **Kendall τ** of predicted vs measured step times, over all pairs and over the pairs whose
