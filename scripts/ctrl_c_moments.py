@@ -1,4 +1,4 @@
-"""Ctrl-C at many moments of a command, as a user presses it (issue 29): one line on stderr, exit 130.
+"""Ctrl-C at many moments of a command, as a user presses it: one line on stderr, exit 130.
 
 For each command: time two uninterrupted runs (T: the faster; the first may run cold or on a loaded machine, and
 moments spaced over a slow run fall after a faster one has finished), then start it again ``--moments`` times as
@@ -14,7 +14,7 @@ that ended before its signal (exit 0) is counted as "finished first", not as a p
     python scripts/ctrl_c_moments.py --moments 30              # fit, suggest, explore
     python scripts/ctrl_c_moments.py --commands fit --moments 10 --copies 1 --json   # the test's (~1 min on CI)
 
-Used by tests/test_reproducers.py (fewer moments) and for the figures in the issue's note.
+Used by tests/test_reproducers.py (fewer moments).
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@
 # (Horovod issue #3996). A tiny compiler wrapper rewrites the flag. It also drops -g: Horovod's setup.py builds
 # CMake's RelWithDebInfo (setup.py, custom_build_ext: -O3 -g after CMakeLists.txt's -O2 -> -O3), and the debug
 # information of every unit that includes torch's headers costs build time and nothing at run time (on this
-# project's 2-core CI machines: 17 min with -g, 7.6 min without, 2026-11-28): GCC's code is the same with or
+# project's 2-core CI machines: 17 min with -g, 7.6 min without): GCC's code is the same with or
 # without -g (same -O3, only no symbols for gdb). Uses the system cmake (3.25);
 # pip's cmake 4.x rejects Horovod's old CMake files.
 # Idempotent: does nothing if `import horovod.torch` already works.

@@ -1,11 +1,11 @@
 """Run the long real-run checks (tests marked ``long``) and append their outcomes to a committed record.
 
 README command 2 (what ``.ci/run`` runs) leaves out the tests marked ``long``: each starts real ``horovodrun`` /
-``torchrun`` jobs for 40 s to 6.5 min on this project's 2-core CI machines (measured 2026-11-29, ``pytest -m real
+``torchrun`` jobs for 40 s to 6.5 min on this project's 2-core CI machines (``pytest -m real
 --durations=0``: the all-phases ``measure`` 379 s, ``validate --timeline`` 96 s, a killed ``tune`` resumed 86 s, the
 two-host ``measure`` 74 s and ``validate`` 65 s, the hierarchical flags on Gloo 51 s, the page-fault probe 39 s;
-together 13 of the suite's 22 minutes of real runs). The brief asks for long real-run experiments as scripts whose
-records are committed, tests reading those records, and short real jobs in the command: this is that script.
+together 13 of the suite's 22 minutes of real runs). Long real-run checks run from this script, whose
+record is committed and read by a test, while the command keeps the short real jobs.
 
 It runs ``python -m pytest -q -p no:cacheprovider -m long`` (one process: these tests take the machine to
 themselves, as under xdist) with a JUnit XML report, and appends one JSON line per test to the record

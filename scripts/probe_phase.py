@@ -27,7 +27,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "autotuner" / "runs"
+RUNS = ROOT / "runs"
 
 
 def setup_args(env: str) -> list[str]:

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
 """The below-knee bound's two forms side by side on named envs (issue 29 part 5): each env fitted from its measured
-files alone (``scripts/fresh_env.py``'s ``fit_alone``) with the bound as shipped (second form: below the knee no
+files alone (``research/scripts/fresh_env.py``'s ``fit_alone``) with the bound as shipped (second form: below the knee no
 cheaper per byte than the segment from it) and with its first form (only a slope above the link's line rate
 borrows), then every like-with-like small-response row (no timeline) and the defaults of ``autotuner accuracy``
 under both. A diagnosis of what the second form changes, not a judgement (that is the held-out script's).
 
-    python scripts/below_knee_forms.py fresh-poll-1.5gbit fresh-poll-3.5gbit
+    python research/scripts/below_knee_forms.py fresh-poll-1.5gbit fresh-poll-3.5gbit
 
 Prints a markdown table; exit 2 on an env with no measured sweep under runs/.
 """

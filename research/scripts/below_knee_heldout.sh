@@ -6,12 +6,12 @@
 # defaults, 5 interleaved repeats, no timeline. Declared: each row judged as tests/test_small_responses.py judges
 # every row (within 10 % or inside its repeats' range); the fit's output says whether the bound fired (it fires
 # only where the sweep's spans below the knee give a busbw above the link's 3 Gbit/s).
-# As root, alone on the machine (~12 min):  bash scripts/below_knee_heldout.sh
+# As root, alone on the machine (~12 min):  bash research/scripts/below_knee_heldout.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ENV=${ENV:-fresh-poll-3gbit}; G=${G:-3}
 autotuner measure --env "$ENV" --bandwidth-gbit "$G" --wait sleep --runs-dir runs
-python -c "import sys; sys.path.insert(0, 'scripts'); import fresh_env; fresh_env.fit_alone('$ENV')"
+python -c "import sys; sys.path.insert(0, 'research/scripts'); import fresh_env; fresh_env.fit_alone('$ENV')"
 P=$(mktemp)
 trap 'rm -f "$P"' EXIT
 echo '[{"fusion_threshold_mb": 0, "cycle_time_ms": 1}, {"fusion_threshold_mb": 1, "cycle_time_ms": 1},

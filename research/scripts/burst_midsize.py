@@ -11,8 +11,8 @@ each env's own recorded setup (link rate, emulated hosts, wait mode): the burst 
 the phase runs only the jobs without the timeline, and the fit reads only those:
 :func:`autotuner.frameworks.horovod.fit.sweep.mid_response`).
 
-    python scripts/burst_midsize.py fresh-poll-2x1-3gbit fresh-3gbit --rounds 3
-    python scripts/burst_midsize.py --report            # what the records say, beside the shipped models
+    python research/scripts/burst_midsize.py fresh-poll-2x1-3gbit fresh-3gbit --rounds 3
+    python research/scripts/burst_midsize.py --report            # what the records say, beside the shipped models
 
 As root, on a quiet machine (nothing else measuring), one env at a time.
 """
@@ -28,8 +28,8 @@ import numpy as np
 
 from autotuner.frameworks.horovod.measure import MID_COUNTS as COUNTS, MID_RECORDS as RECORDS, MID_SIZES as SIZES
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "autotuner" / "runs"
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "runs"
 
 
 @contextmanager

@@ -112,18 +112,18 @@ Declared: the same-sitting price (``same-sitting``: the fit's solve on this sitt
 MobileNetV2's fusion off within 10 % of this sitting's plain replay, and no further off than the shipped price does. If
 the shipped price is itself within 5 % here, the set cannot tell the two apart, and says so.
 
-    ENV=fresh-poll-2x1-4.5gbit python scripts/completion_times.py measure     # as root, ~6 min
-    ENV=fresh-poll-2x1-4.5gbit python scripts/completion_times.py measure --set plain    # ~8 min
-    ENV=fresh-poll-2x1-4.5gbit python scripts/completion_times.py report
-    ENV=fresh-poll-2x1-2.5gbit python scripts/completion_times.py measure --set tail     # ~10 min
-    ENV=fresh-poll-2x1-2.5gbit python scripts/completion_times.py measure --set probe    # ~4 min
-    ENV=fresh-poll-2x1-2.5gbit python scripts/completion_times.py report
-    python scripts/completion_times.py weights    # every fresh env's 256 KiB price, and a linearised what-if
-    ENV=fresh-poll-3gbit python scripts/completion_times.py measure --set sitting   # ~2 min
-    ENV=fresh-poll-3gbit python scripts/completion_times.py measure --set onehost   # ~3 min
-    ENV=fresh-poll-3gbit python scripts/completion_times.py report
-    ENV=fresh-poll-1.25gbit python scripts/completion_times.py measure --set heldout   # ~4 min
-    python scripts/completion_times.py same-sitting   # the step phase's price re-solved from a set's own sitting
+    ENV=fresh-poll-2x1-4.5gbit python research/scripts/completion_times.py measure     # as root, ~6 min
+    ENV=fresh-poll-2x1-4.5gbit python research/scripts/completion_times.py measure --set plain    # ~8 min
+    ENV=fresh-poll-2x1-4.5gbit python research/scripts/completion_times.py report
+    ENV=fresh-poll-2x1-2.5gbit python research/scripts/completion_times.py measure --set tail     # ~10 min
+    ENV=fresh-poll-2x1-2.5gbit python research/scripts/completion_times.py measure --set probe    # ~4 min
+    ENV=fresh-poll-2x1-2.5gbit python research/scripts/completion_times.py report
+    python research/scripts/completion_times.py weights    # every fresh env's 256 KiB price, and a linearised what-if
+    ENV=fresh-poll-3gbit python research/scripts/completion_times.py measure --set sitting   # ~2 min
+    ENV=fresh-poll-3gbit python research/scripts/completion_times.py measure --set onehost   # ~3 min
+    ENV=fresh-poll-3gbit python research/scripts/completion_times.py report
+    ENV=fresh-poll-1.25gbit python research/scripts/completion_times.py measure --set heldout   # ~4 min
+    python research/scripts/completion_times.py same-sitting   # the step phase's price re-solved from a set's own sitting
 """
 from __future__ import annotations
 
@@ -139,9 +139,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "autotuner" / "runs"
-sys.path.insert(0, str(ROOT / "scripts"))
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "runs"
+sys.path.insert(0, str(ROOT / "research" / "scripts"))
 ENV = os.environ.get("ENV", "fresh-poll-2x1-4.5gbit")
 RECORDS = "experiments/completion-times.jsonl"
 TAG = "AUTOTUNER_COMPLETION_TIMES"

@@ -10,7 +10,7 @@ tells whether the compute thread lost the CPU (runnable but not running) or ran 
 
 Run on a shaped link (as root)::
 
-    python scripts/cpu_contention.py --bandwidth-gbit 2 --out runs/fresh-poll-2gbit/experiments/cpu-contention.jsonl
+    python research/scripts/cpu_contention.py --bandwidth-gbit 2 --out runs/fresh-poll-2gbit/experiments/cpu-contention.jsonl
 
 Appends one JSON line per stream (``stream``, ``bytes``, ``tensors``, ``cycle_time_ms``,
 ``matmul_ms_alone``, ``matmul_ms_with_comm``, ``stretch``, ``busy_fraction``, ``cpu_share``: the
@@ -48,7 +48,7 @@ def rank_main(kernel: str, streams: dict, plain: bool = False) -> None:
     a, b = torch.randn(256, 1024), torch.randn(1024, 1024)
     work = lambda: torch.mm(a, b)  # noqa: E731
     if kernel == "model":  # examples/train_horovod.py's transformer: forward + backward, no hooks
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
         import train_horovod as th
         m = th.build_model()
         x = torch.randn(16, th.SEQ, th.FEATURES)
@@ -133,7 +133,7 @@ def main() -> int:
     if a.np < 1 or a.cycle_time_ms <= 0:
         print("error: --np and --cycle-time-ms must be positive", file=sys.stderr)
         return 2
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
     from autotuner.realrun.testbed import shaped_network
 
     cmd = ["horovodrun", "-np", str(a.np), "-H", f"localhost:{a.np}", "--gloo", "--cycle-time-ms",

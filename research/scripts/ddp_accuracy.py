@@ -1,6 +1,6 @@
 """Every DDP replay of an environment beside its prediction from the env's own sweep alone (issue 30).
 
-    python scripts/ddp_accuracy.py ddp-2gbit [more envs]
+    python research/scripts/ddp_accuracy.py ddp-2gbit [more envs]
 
 Fits the env's cost model from ``runs/<env>/ddp-sweep.jsonl`` (:func:`autotuner.frameworks.ddp.fit.cost_model_from_sweep`)
 and prints, per layout and bucket setting: trials, measured median step (range), predicted, error; the first
@@ -14,7 +14,7 @@ import itertools
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 
@@ -29,10 +29,10 @@ def main() -> int:
 
     envs = sys.argv[1:]
     if not envs:
-        print("usage: python scripts/ddp_accuracy.py ENV [ENV ...]", file=sys.stderr)
+        print("usage: python research/scripts/ddp_accuracy.py ENV [ENV ...]", file=sys.stderr)
         return 2
     for env in envs:
-        d = ROOT / "autotuner" / "runs" / env
+        d = ROOT / "runs" / env
         cost, info, _ = env_cost(d)
         print(f"## {env}: alpha {info['alpha_us']:.0f} us, busbw {info['busbw_gbps']:.2f} Gbit/s, copy "
               f"{info['copy_GBps']:.1f} GB/s, float16 sum {info['fp16'].get('sum_extra_ns_per_elem') or 0:.1f} ns/elem, "

@@ -1,8 +1,8 @@
 """Is an allreduce cheaper back to back than alone? (issue 30: on 2 emulated hosts DDP's small buckets measured
 faster than the DDP sweep's lone allreduces predict.)
 
-    python scripts/ddp_back_to_back.py                                   # 2 ranks, 2 Gbit/s loopback
-    python scripts/ddp_back_to_back.py --testbed-hosts 2 --link-gbit 3   # 2 emulated hosts x 1 rank
+    python research/scripts/ddp_back_to_back.py                                   # 2 ranks, 2 Gbit/s loopback
+    python research/scripts/ddp_back_to_back.py --testbed-hosts 2 --link-gbit 3   # 2 emulated hosts x 1 rank
 
 Under torchrun (Gloo), for 256 KiB, 1 MiB and 4 MiB: 20 lone ``dist.all_reduce`` calls, each after a barrier (the
 sweep's way), and 5 rounds of 20 ``all_reduce(async_op=True)`` issued back to back and waited for together (DDP's
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 SIZES, N = (256 << 10, 1 << 20, 4 << 20), 20
 

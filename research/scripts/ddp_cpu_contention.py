@@ -12,7 +12,7 @@ Every rank (torchrun, Gloo, ``torch.set_num_threads(1)``) times, in interleaved 
 Prints per round: compute ms per iteration alone / beside the stream, allreduce ms alone / beside compute. Run as
 root on a shaped loopback (as ddp-2gbit was measured)::
 
-    python scripts/ddp_cpu_contention.py --bandwidth-gbit 2 --out runs/ddp-2gbit/experiments/ddp-cpu-contention.jsonl
+    python research/scripts/ddp_cpu_contention.py --bandwidth-gbit 2 --out runs/ddp-2gbit/experiments/ddp-cpu-contention.jsonl
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def rank_main(a) -> None:

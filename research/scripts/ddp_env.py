@@ -1,8 +1,8 @@
 """Measure a DDP environment for issue 30, as `autotuner ddp measure` then `autotuner ddp validate` per layout
 (the default 11 bucket settings, 3 interleaved repeats, no timeline): the records the DDP tests read.
 
-    python scripts/ddp_env.py --env ddp-2gbit --np 2 --bandwidth-gbit 2 --models resnet18,resnet101
-    python scripts/ddp_env.py --env ddp-2x1-3gbit --testbed-hosts 2 --ranks-per-host 1 --link-gbit 3 --models ...
+    python research/scripts/ddp_env.py --env ddp-2gbit --np 2 --bandwidth-gbit 2 --models resnet18,resnet101
+    python research/scripts/ddp_env.py --env ddp-2x1-3gbit --testbed-hosts 2 --ranks-per-host 1 --link-gbit 3 --models ...
 
 Records: runs/<env>/ddp-sweep.jsonl and runs/<env>/ddp-validation/<model>.jsonl (autotuner/frameworks/ddp/realrun.py
 says what each holds); a killed run resumes. As root (shaped links are network namespaces with HTB), on a quiet
@@ -14,9 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-RUNS = ROOT / "autotuner" / "runs"
+RUNS = ROOT / "runs"
 
 
 def main() -> int:

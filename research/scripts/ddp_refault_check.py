@@ -2,7 +2,7 @@
 with glibc as it comes and with freed pages kept (``MALLOC_TRIM_THRESHOLD_``/``MALLOC_MMAP_THRESHOLD_``), to see
 the gradients' re-faulting (docs/ddp.md, "An uncontended machine") in a real DDP step rather than the probe's loop.
 
-    python scripts/ddp_refault_check.py --out runs/ddp-2gbit/refault-1rank.json
+    python research/scripts/ddp_refault_check.py --out runs/ddp-2gbit/refault-1rank.json
 
 4 variants x ``--repeats`` interleaved rounds of one torchrun job each (the DDP replay workload, 100 ms of emulated
 compute, 10 steps after 3 warm-up). Output: per variant the job medians (ms) and their median; one JSON file.
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 KEEP = {"MALLOC_TRIM_THRESHOLD_": "4000000000", "MALLOC_MMAP_THRESHOLD_": "4000000000"}

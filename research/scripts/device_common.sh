@@ -1,4 +1,4 @@
-# Sourced by the scripts/device_*.sh scripts (a lent device machine, the device tool; DEVELOPERS.md): on a machine
+# Sourced by the research/scripts/device_*.sh scripts (a lent device machine, the device tool; DEVELOPERS.md): on a machine
 # whose python lacks the CLI's dependencies, install the wheels carried in .whl/ into /tmp/site; unbuffered output;
 # `at` runs the autotuner CLI from the working tree (the device image has no venv).
 if [ -d .whl ] && ! python3 -c "import pydantic, typer, platformdirs" 2>/dev/null; then

@@ -1,18 +1,18 @@
 #!/bin/bash
-# Issue 30, after scripts/device_ddp_faults.sh: the same env (ddp-1x4-16core, a lent nvidia-h200 machine's 16 CPU
+# Issue 30, after research/scripts/device_ddp_faults.sh: the same env (ddp-1x4-16core, a lent nvidia-h200 machine's 16 CPU
 # cores, 4 Gloo ranks) with the DDP replay's backward emulated by stage durations (the replay's --stages duration,
 # the default since 2026-11-27: the hooks' work on the backward's thread delays every later gradient, as on a CPU
 # rank's real backward) instead of absolute deadlines (which absorbed the copy into the bucket at 300 ms).
 #   D  resnet101-300ms-durations  300 ms: DDP's default, 1 MiB, 200 MiB, the view, the fp16 hook, x2 interleaved
 #   E  resnet101-100ms-durations  100 ms: DDP's default and the view, x1 (the stages' overrun: writes vs compute)
-#   bash scripts/device_ddp_durations.sh OUTDIR [small]      (small: resnet18, 2 ranks, 1 step: a dry run here)
+#   bash research/scripts/device_ddp_durations.sh OUTDIR [small]      (small: resnet18, 2 ranks, 1 step: a dry run here)
 set -u
 out=${1:?usage: device_ddp_durations.sh OUTDIR [small]}
 scale=${2:-full}
 env_name=ddp-1x4-16core
 mkdir -p "$out/$env_name/ddp-validation"
-. scripts/device_common.sh
-cp "autotuner/runs/$env_name/ddp-sweep.jsonl" "autotuner/runs/$env_name/ddp-burst.jsonl" "$out/$env_name/"
+. research/scripts/device_common.sh
+cp "runs/$env_name/ddp-sweep.jsonl" "runs/$env_name/ddp-burst.jsonl" "$out/$env_name/"
 if [ "$scale" = small ]; then
   M="--model resnet18 --np 2 --steps 1 --warmup 1"; RD=1
 else

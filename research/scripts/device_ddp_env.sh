@@ -7,14 +7,14 @@
 # lent machine (a Firecracker VM on 2026-11-27).
 # Also the float16/bfloat16 elementwise probe on its GPU, against the datasheet figure (issue 29).
 # Run from the repository root with .whl/ carried (pydantic, typer 0.29, platformdirs):
-#   bash scripts/device_ddp_env.sh "$OUT" ENV [SCALE]
+#   bash research/scripts/device_ddp_env.sh "$OUT" ENV [SCALE]
 # SCALE=small is a dry run (a few seconds of sweep, one round of 2 steps) to check the script itself.
 set -u
 out=${1:?usage: device_ddp_env.sh OUTDIR ENV [small]}
 env_name=${2:?usage: device_ddp_env.sh OUTDIR ENV [small]}
 scale=${3:-full}
 mkdir -p "$out"
-. scripts/device_common.sh
+. research/scripts/device_common.sh
 runs=$out  # $OUT/<env>/ddp-validation/<file>: two folders down, what the device tool brings back; appended trial by trial
 if [ "$scale" = small ]; then
   M="--jobs 1 --repeats 2 --burst-jobs 1"; V="--steps 2 --warmup 1 --repeats 1"
@@ -26,7 +26,7 @@ fi
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo "no GPU"
   python3 -c "import torch; print('torch', torch.__version__)"
   if nvidia-smi >/dev/null 2>&1; then
-    echo "== fp16/bf16 elementwise"; python3 scripts/gpu_fp16_probe.py --out "$out/fp16-gpu.json" || echo "FAILED fp16 probe"
+    echo "== fp16/bf16 elementwise"; python3 research/scripts/gpu_fp16_probe.py --out "$out/fp16-gpu.json" || echo "FAILED fp16 probe"
   fi
   echo "== ddp measure ($scale)"; date -u
   time at ddp measure --env "$env_name" --np 4 --runs-dir "$runs" $M || echo "FAILED ddp measure"

@@ -5,19 +5,19 @@
 # per step (the replay's minor_faults_per_step) and the MALLOC_* variables it ran with (malloc_env):
 #   A  resnet101-faults  100 ms compute (the env's records), glibc's defaults: DDP's default, 1 MiB, the view, x1
 #   B  resnet101-notrim  the same settings x2 with MALLOC_TRIM_THRESHOLD_/MALLOC_MMAP_THRESHOLD_ set so that glibc
-#                        keeps freed gradient pages (0 faults in scripts/first_touch_probe.py here and there)
+#                        keeps freed gradient pages (0 faults in research/scripts/first_touch_probe.py here and there)
 #   C  resnet101-300ms   300 ms compute (the backward's 178 MB of gradient writes fit inside its 200 ms), glibc's
 #                        defaults: DDP's default, 1 MiB, 200 MiB, the view, the fp16 hook, x3 interleaved
 # If the held gradients' re-faults are what the simulator misses at 100 ms, B's DDP default comes down to the view's
 # gap the simulator predicts, and C is predicted as well as the 2-host envs.
-#   bash scripts/device_ddp_faults.sh OUTDIR [small]      (small: resnet18, 2 ranks, 1 step: a dry run here)
+#   bash research/scripts/device_ddp_faults.sh OUTDIR [small]      (small: resnet18, 2 ranks, 1 step: a dry run here)
 set -u
 out=${1:?usage: device_ddp_faults.sh OUTDIR [small]}
 scale=${2:-full}
 env_name=ddp-1x4-16core
 mkdir -p "$out/$env_name/ddp-validation"
-. scripts/device_common.sh
-cp "autotuner/runs/$env_name/ddp-sweep.jsonl" "autotuner/runs/$env_name/ddp-burst.jsonl" "$out/$env_name/"
+. research/scripts/device_common.sh
+cp "runs/$env_name/ddp-sweep.jsonl" "runs/$env_name/ddp-burst.jsonl" "$out/$env_name/"
 if [ "$scale" = small ]; then
   M="--model resnet18 --np 2 --steps 1 --warmup 1"; RA=1; RB=1; RC=1
 else

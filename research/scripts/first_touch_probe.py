@@ -1,7 +1,7 @@
 """What writing a step's gradients costs a CPU rank when they are held to the step's end (DDP without
 ``gradient_as_bucket_view``) against when each is dropped after its copy into the bucket (with the view), issue 30.
 
-    python scripts/first_touch_probe.py --model resnet101 --procs 1 --out first-touch.json
+    python research/scripts/first_touch_probe.py --model resnet101 --procs 1 --out first-touch.json
 
 Each step makes every gradient fresh (``clone()``, as autograd makes each gradient after
 ``zero_grad(set_to_none=True)``) and copies it into a preallocated flat bucket, as DDP's hook does
@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

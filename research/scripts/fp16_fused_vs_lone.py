@@ -2,8 +2,8 @@
 ranks is predicted 6-21 % too slow; the fp16 phase times one tensor per allreduce, a training step's responses
 fuse many.)
 
-    python scripts/fp16_fused_vs_lone.py --bandwidth-gbit 2            # 2 ranks, shaped loopback (root)
-    python scripts/fp16_fused_vs_lone.py --testbed-hosts 2 --link-gbit 3
+    python research/scripts/fp16_fused_vs_lone.py --bandwidth-gbit 2            # 2 ranks, shaped loopback (root)
+    python research/scripts/fp16_fused_vs_lone.py --testbed-hosts 2 --link-gbit 3
 
 On 2 ranks, for B = 4 and 16 MiB of float16 (and float32 of the same element count, 2B): one tensor, and 64 tensors
 of B/64 enqueued at once (one fused response at the 64 MiB default threshold), and 64 float16 tensors cast from
@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 ROUNDS = 5
 

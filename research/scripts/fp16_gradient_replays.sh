@@ -7,7 +7,7 @@
 # fit reads validation records' step times). Records: runs/<env>/validation/<name>-gradients${NAME_SUFFIX}.jsonl
 # (NAME_SUFFIX=-3 for issue 29's third pass: the fp16 phase timing fused responses).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 props=$(mktemp -d)
 trap 'rm -rf "$props"' EXIT
 knobs() {  # fusion threshold (bytes), cycle time (ms) -> one fp16 proposal

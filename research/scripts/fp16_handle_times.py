@@ -2,7 +2,7 @@
 on CPU ranks is predicted too slow, and the timeline's writer costs a float16 step 58 %, so it cannot say which
 response the model overcharges.)
 
-    python scripts/fp16_handle_times.py --env fresh-poll-2gbit [--model resnet18]
+    python research/scripts/fp16_handle_times.py --env fresh-poll-2gbit [--model resnet18]
 
 Runs the replay workload's step (:mod:`autotuner.frameworks.horovod.replay`'s own graph, compute, optimizer and
 ``--wait sleep`` polling) with the setup of the env's committed fp16 replays, 128 MiB / 1 ms, once uncompressed
@@ -21,7 +21,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 TAG = "HANDLES"
 
@@ -76,7 +76,7 @@ def worker(model: str, compute_ms: float, compression: str, steps: int, warmup: 
 def fp16_replay_setup(env: str) -> dict | None:
     """The setup (compute, link or loopback rate, shape, wait) of ``env``'s first committed fp16 replay with
     gradient-like values (``validation/fp16-*gradients*.jsonl``), or None with one line on stderr."""
-    recs = sorted((ROOT / "autotuner" / "runs" / env / "validation").glob("fp16-*gradients*.jsonl"))
+    recs = sorted((ROOT / "runs" / env / "validation").glob("fp16-*gradients*.jsonl"))
     if not recs:
         print(f"error: {env} has no committed fp16 replay with gradient values", file=sys.stderr)
         return None
@@ -106,7 +106,7 @@ def main() -> int:
     from autotuner.realrun.launcher import testbed_for
     from autotuner.frameworks.horovod.views.accuracy import simulate_trial
 
-    env_dir = ROOT / "autotuner" / "runs" / a.env
+    env_dir = ROOT / "runs" / a.env
     setup = fp16_replay_setup(a.env)
     if setup is None:
         return 2

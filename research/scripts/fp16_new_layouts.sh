@@ -4,7 +4,7 @@
 # the fourth pass), predicted from the env's fp16 phase (runs/<env>/fp16.jsonl) and sweep alone. As root on a quiet
 # machine. Records: runs/<env>/validation/fp16-<model>-new.jsonl
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 props=$(mktemp -d)
 trap 'rm -rf "$props"' EXIT
 echo '[{"config": {"fusion_threshold_bytes": 134217728, "cycle_time_ms": 1.0, "cache_capacity": 1024, "hierarchical_allreduce": false, "hierarchical_allgather": false}, "compression": "fp16"}]' > "$props/defaults.json"

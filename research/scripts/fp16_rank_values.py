@@ -1,9 +1,9 @@
 """Does Gloo's float16 sum cost a CPU less when every rank holds the same values? (issue 29: the Horovod replay's
 fp16 steps run faster than the fp16 phase predicts.)
 
-    python scripts/fp16_rank_values.py                       # 2 ranks on loopback
-    python scripts/fp16_rank_values.py --bandwidth-gbit 2    # 2 ranks, shaped loopback (root)
-    python scripts/fp16_rank_values.py --bandwidth-gbit 2 --out runs/fresh-poll-2gbit/experiments/fp16-rank-values.jsonl
+    python research/scripts/fp16_rank_values.py                       # 2 ranks on loopback
+    python research/scripts/fp16_rank_values.py --bandwidth-gbit 2    # 2 ranks, shaped loopback (root)
+    python research/scripts/fp16_rank_values.py --bandwidth-gbit 2 --out runs/fresh-poll-2gbit/experiments/fp16-rank-values.jsonl
 
 The Horovod replay (``autotuner/frameworks/horovod/replay.py`` before this change) gave each rank its own N(0, 1e-6)
 gradients once and never wrote them again; Horovod writes the averaged result back into every gradient
@@ -29,7 +29,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 BYTES, TENSORS, ROUNDS = 16 << 20, 64, 7
 

@@ -1,7 +1,7 @@
 """Each response of a real fp16 training step against the cost model's price for it (issue 29: fp16 on CPU ranks
 is predicted 6-21 % too slow while the fp16 phase it is fitted from is reproduced within 1-3 %).
 
-    python scripts/fp16_response_spans.py --env fresh-poll-2gbit [--model resnet18] [--out DIR]
+    python research/scripts/fp16_response_spans.py --env fresh-poll-2gbit [--model resnet18] [--out DIR]
 
 Runs the setup of the env's committed fp16 replays (``validation/fp16-*-gradients.jsonl``: compute, link or
 loopback rate, wait mode, shape) with Horovod's timeline,
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

@@ -1,6 +1,6 @@
 """Every committed real fp16 trial next to its prediction, with two model folders side by side (issue 29).
 
-    python scripts/fp16_trials.py [--before DIR] [--after DIR]
+    python research/scripts/fp16_trials.py [--before DIR] [--after DIR]
 
 Reads ``runs/<env>/validation/*.jsonl`` and ``runs/<env>/tune/*.jsonl`` for trials run with
 ``hvd.Compression.fp16`` and predicts each with :func:`autotuner.frameworks.horovod.views.accuracy.simulate_trial` (the trial's
@@ -17,7 +17,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 
@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", type=Path, default=None, help="model folder of the earlier fit")
     ap.add_argument("--after", type=Path, default=ROOT / "autotuner" / "models", help="model folder of the new fit")
     a = ap.parse_args(argv)
-    runs = ROOT / "autotuner" / "runs"
+    runs = ROOT / "runs"
     cols = [("after", a.after)] + ([("before", a.before)] if a.before else [])
     print("| env | file | knobs | trials | measured ms | " + " | ".join(f"{n} ms (error)" for n, _ in cols) + " |")
     print("|---|---|---|---:|---:|" + "---:|" * len(cols))

@@ -1,8 +1,8 @@
 """What Gloo's float16 sum costs a CPU, by the values summed (issue 29, second pass; docs/compression.md, "The
 values matter, and so does the wait").
 
-    python scripts/fp16_values.py                                  # 2 ranks on loopback
-    python scripts/fp16_values.py --testbed-hosts 2 --link-gbit 3  # 2 emulated hosts x 1 rank (root)
+    python research/scripts/fp16_values.py                                  # 2 ranks on loopback
+    python research/scripts/fp16_values.py --testbed-hosts 2 --link-gbit 3  # 2 emulated hosts x 1 rank (root)
 
 On 2 ranks: 16 MiB of float32 and of float16, in 64 tensors enqueued at once and averaged (as a training step's
 fused response), for zeros, ones and N(0, s^2) values with s = 1, 1e-3, 1e-5; 5 timed rounds each after a
@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 BYTES, TENSORS, ROUNDS = 16 << 20, 64, 5
 

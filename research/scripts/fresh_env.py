@@ -4,11 +4,11 @@ its sweep alone, ask suggest for a layout no fit has seen, replay >= 10 configur
 layout for real (interleaved repeats), then print MAPE, worst, bias, Kendall tau and the pick
 against the defaults and autotune's best.
 
-    python scripts/fresh_env.py --env fresh-3gbit --model vit_s16 --compute-ms 300 -- --bandwidth-gbit 3
-    python scripts/fresh_env.py --env fresh-2x1-2gbit --model distilbert -- --testbed-hosts 2 \\
+    python research/scripts/fresh_env.py --env fresh-3gbit --model vit_s16 --compute-ms 300 -- --bandwidth-gbit 3
+    python research/scripts/fresh_env.py --env fresh-2x1-2gbit --model distilbert -- --testbed-hosts 2 \\
         --ranks-per-host 1 --link-gbit 2
-    python scripts/fresh_env.py --env fresh-3gbit --model vit_s16 --only report   # figures again
-    python scripts/fresh_env.py --env fresh-poll-0.75gbit --model mobilenet_v2 --compute-ms 150 --wait sleep \
+    python research/scripts/fresh_env.py --env fresh-3gbit --model vit_s16 --only report   # figures again
+    python research/scripts/fresh_env.py --env fresh-poll-0.75gbit --model mobilenet_v2 --compute-ms 150 --wait sleep \
         --tag h2 --only validate -- --bandwidth-gbit 0.75     # the same env replayed again, as fresh-<model>-h2
 
 Arguments after ``--`` are the testbed options ``measure`` and ``validate`` share. Every phase
@@ -32,7 +32,7 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "runs"
 MODELS = ROOT / "autotuner" / "models"
 
@@ -141,7 +141,7 @@ def main() -> int:
     ap.add_argument("--only", choices=("measure", "fit", "suggest", "validate", "report"))
     ap.add_argument("--timelines", action="store_true",
                     help="record and keep each replay's Horovod timeline (for autotuner compare); off by default: "
-                         "the writer costs the replays 3-10 %% (scripts/replay_phases.py), which a user's run does not pay")
+                         "the writer costs the replays 3-10 %% (research/scripts/replay_phases.py), which a user's run does not pay")
     ap.add_argument("--tag", default="", help="name the replays fresh-<model>-<tag> (a second replay of one env, "
                                               "e.g. after a change to the replay workload; the pick is shared)")
     ap.add_argument("testbed", nargs=argparse.REMAINDER, help="after --: measure/validate testbed options")

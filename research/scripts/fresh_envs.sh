@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Issue 20's fresh environments, each measured, fitted on its sweep alone and replayed by
-# scripts/fresh_env.py (as root, on a quiet machine, one at a time; every phase resumes).
-#   bash scripts/fresh_envs.sh spin    # the first three: Horovod's spinning wait in sweep and replay
-#   bash scripts/fresh_envs.sh sleep   # the three judged after the fix: polling waits (docs/fresh-environments.md)
+# research/scripts/fresh_env.py (as root, on a quiet machine, one at a time; every phase resumes).
+#   bash research/scripts/fresh_envs.sh spin    # the first three: Horovod's spinning wait in sweep and replay
+#   bash research/scripts/fresh_envs.sh sleep   # the three judged after the fix: polling waits (docs/fresh-environments.md)
 set -euo pipefail
-cd "$(dirname "$0")/.."
-P="python scripts/fresh_env.py"
+cd "$(dirname "$0")/../.."
+P="python research/scripts/fresh_env.py"
 case "${1:-sleep}" in
   spin)
     $P --env fresh-3gbit --model vit_s16 --compute-ms 300 -- --bandwidth-gbit 3

@@ -13,8 +13,8 @@ own recorded setup. Per size: the host time a fused response adds over a lone on
 bytes (``HostPasses.memcpy_s``: both pay the line and the gap). The two fused responses share one cycle's wait and
 negotiation that two lone calls pay twice, so the difference reads a little under the copies (about half a cycle).
 
-    python scripts/fused_host_passes.py fresh-poll-2x1-3gbit fresh-poll-1.25gbit --rounds 3
-    python scripts/fused_host_passes.py --report
+    python research/scripts/fused_host_passes.py fresh-poll-2x1-3gbit fresh-poll-1.25gbit --rounds 3
+    python research/scripts/fused_host_passes.py --report
 
 Records: ``runs/<env>/experiments/fused-host-passes.jsonl``, one line per job (appended as each job ends; a killed
 run resumes at the next job). No fit reads them. As root, on a quiet machine, one env at a time.
@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-RUNS = ROOT / "autotuner" / "runs"
+RUNS = ROOT / "runs"
 RECORDS = "experiments/fused-host-passes.jsonl"
 MIB = 1 << 20
 SIZES = (4 * MIB, 16 * MIB, 32 * MIB)

@@ -1,6 +1,6 @@
 """Issue 29 part 5: do fused responses pay the fusion buffer's copies at the sizes a real step fuses?
 
-The fourth set of ``scripts/step_layout_neighbours.py`` (fresh-poll-2x1-2.5gbit, 2026-12-02, session 54) found that
+The fourth set of ``research/scripts/step_layout_neighbours.py`` (fresh-poll-2x1-2.5gbit, 2026-12-02, session 54) found that
 the two real layouts' fusion off - defaults, at 10 and at 300 ms of compute, meet one small-response price (1.10 ms)
 only with **no** copy credit: over copy rates >= 0 and prices 0.3-3 ms, the least chi-square is at 0.00 ms per MiB
 (0.00-0.08 within delta chi-square 4) against the 0.24 the env charges; on fresh-poll-2x1-4.5gbit the same (0.00,
@@ -24,8 +24,8 @@ Declared before it ran (2026-12-02, session 54):
 (its ``c`` term, about -1.7 ms on this env, is the fused pair's shared cycle: read ``x(S) / S`` at the large sizes,
 where it is small beside the copies).
 
-    python scripts/fused_large.py measure    # as root, alone (~4 min)
-    python scripts/fused_large.py report
+    python research/scripts/fused_large.py measure    # as root, alone (~4 min)
+    python research/scripts/fused_large.py report
 
 Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-large.jsonl``; no fit reads them.
 """
@@ -36,8 +36,8 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "autotuner" / "runs"
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "runs"
 ENV = "fresh-poll-2x1-2.5gbit"
 MIB = 2**20
 SIZES = (4 * MIB, 16 * MIB, 32 * MIB, 64 * MIB, 96 * MIB)
@@ -78,7 +78,7 @@ def points(f: Path) -> dict[int, list[tuple[float, float, float]]]:
 def report() -> int:
     f = RUNS / ENV / RECORDS
     if not f.exists():
-        print(f"error: no {f}: run `python scripts/fused_large.py measure` first", file=sys.stderr)
+        print(f"error: no {f}: run `python research/scripts/fused_large.py measure` first", file=sys.stderr)
         return 2
     print(f"{ENV}, {RECORDS}: x(S) = (T_fused(S) - 2 T_lone(S)) / 2 per job\n")
     print("| S (MiB) | jobs | lone, median (ms) | fused pair, median (ms) | x(S), jobs (ms) | x(S) / S, median (ms per MiB) |")

@@ -2,7 +2,7 @@
 
 On fresh-poll-2x1-2.5gbit, in one sitting (session 54; docs/accuracy.md, "What fusion off saves on two hosts"), the
 fused phase's pair (8 float32 + 8 float64 tensors of S/8 enqueued together: two fused responses of S) cost 0.17-0.24 ms
-per MiB more than two lone float32 tensors of S, at S = 16-96 MiB (``scripts/fused_large.py``), while a real step's
+per MiB more than two lone float32 tensors of S, at S = 16-96 MiB (``research/scripts/fused_large.py``), while a real step's
 defaults, which fuse 76-122 MiB of float32 gradients into one or two responses, paid nothing over the lone line
 (DistilBERT at 10 ms of compute: 1083.5 ms measured, 1073 the line alone, 1114-1131 with the phase's copies). The pair
 differs from a step's fused response in three ways this separates, each timed by the wall clock, no timeline, at
@@ -25,7 +25,7 @@ Declared before it ran (2026-12-02, session 54), per MiB of S, medians over jobs
 3. tensor count: ``many32`` within 0.05 ms per MiB of ``fused32``, or not.
 4. renewed values: ``renewed32`` within 0.05 ms per MiB of ``fused32``, or not.
 
-A second set (``--set neighbours``), declared after the eighth set of ``scripts/step_layout_neighbours.py`` (replays
+A second set (``--set neighbours``), declared after the eighth set of ``research/scripts/step_layout_neighbours.py`` (replays
 minutes apart on a contended host could not resolve it) and before it ran (2026-12-02, session 54): does a small
 response cost more right after a larger response? The seventh set found DistilBERT's small responses cost 2.45 ms
 each among its 2.25 and 9 MiB responses and 1.0 ms alone, vit_s16's 1.09 among responses of at most 2.25 MiB and
@@ -47,12 +47,12 @@ costs 1.43 ms, after a 2.25 MiB one 1.54, after a small one 1.41: not the neighb
 (2026-12-02, session 54): the real layouts' own orders, enqueued at once in one fusion-off job, against their parts.
 For vit_s16 and DistilBERT (the ``sizes`` axis indexes :data:`LAYOUT_MODELS`), in their layouts' backward order:
 ``whole`` (every tensor), ``nosmall`` (the tensors of 256 KiB and more), ``small`` (the others). The replays of the
-seventh set of ``scripts/step_layout_neighbours.py`` (tensors handed over through a 10 ms step's backward, cycle by
+seventh set of ``research/scripts/step_layout_neighbours.py`` (tensors handed over through a 10 ms step's backward, cycle by
 cycle) measured a small response at 2.45 ms among DistilBERT's larger ones (whole - nosmall, over 62) against 1.0 alone,
 and 1.09 against 0.86 in vit_s16. Declared: if the replay's hand-over is what makes them dearer, here DistilBERT's
 (whole - nosmall) / 62 is within 0.3 ms of its small / 62; if DistilBERT's order itself is, it is at least 1.5x.
 
-A fourth set (``--set hooks``), declared after the ninth set of ``scripts/step_layout_neighbours.py`` (DistilBERT
+A fourth set (``--set hooks``), declared after the ninth set of ``research/scripts/step_layout_neighbours.py`` (DistilBERT
 replayed at 0.3 ms of compute, its tensors handed over all but at once: a small response costs 2.57 ms among the
 larger ones and 1.11 alone, a surcharge of 1.46 ms against the third set's 0.50) and before it ran (2026-12-02,
 session 55): does the replay's path through ``hvd.DistributedOptimizer`` make a small response dearer among larger
@@ -94,7 +94,7 @@ nosmall) / 96``, alone ``small / 96`` (medians over rounds of the paired differe
 3. neither: among(256 KiB) at most 1.3 ms; then the step phase's 1.95 comes with its replay (tensors handed over
    through a 100 ms step's backward, the defaults it is paired with), not with the order of its responses.
 
-The fifth set again on five more envs (``ENV=<env> python scripts/fused_variants.py measure --set blocks``), declared
+The fifth set again on five more envs (``ENV=<env> python research/scripts/fused_variants.py measure --set blocks``), declared
 after its first report and before they ran (2026-12-02, session 55): fresh-poll-2x1-4.5gbit, fresh-poll-2x1-3gbit
 (two hosts, ranks polling), fresh-2x1-5gbit (two hosts, ranks spinning), fresh-poll-3gbit and fresh-poll-2.5gbit (one
 host, HTB on lo). ``report --set blocks`` adds what each env's shipped model simulates for the same jobs (every tensor
@@ -122,18 +122,18 @@ fresh-poll-2x1-2.5gbit and fresh-poll-3gbit:
 2. it decays: the first d at which after_heavy comes within 10 % of after_light is reported; if none does by 200 ms,
    whatever heavy traffic leaves behind outlasts a training step's backward and is not a transient of the link.
 
-    python scripts/fused_variants.py measure    # as root, alone (~3 min)
-    python scripts/fused_variants.py report
-    python scripts/fused_variants.py measure --set neighbours    # the second set (~2 min)
-    python scripts/fused_variants.py report --set neighbours
-    python scripts/fused_variants.py measure --set layouts    # the third set (~2 min)
-    python scripts/fused_variants.py report --set layouts
-    python scripts/fused_variants.py measure --set hooks    # the fourth set (~4 min)
-    python scripts/fused_variants.py report --set hooks
-    python scripts/fused_variants.py measure --set blocks    # the fifth set (~2 min)
-    python scripts/fused_variants.py report --set blocks
-    ENV=fresh-poll-3gbit python scripts/fused_variants.py measure --set blocks    # the fifth set on another env
-    ENV=fresh-poll-3gbit python scripts/fused_variants.py measure --set decay    # the sixth set (~2 min)
+    python research/scripts/fused_variants.py measure    # as root, alone (~3 min)
+    python research/scripts/fused_variants.py report
+    python research/scripts/fused_variants.py measure --set neighbours    # the second set (~2 min)
+    python research/scripts/fused_variants.py report --set neighbours
+    python research/scripts/fused_variants.py measure --set layouts    # the third set (~2 min)
+    python research/scripts/fused_variants.py report --set layouts
+    python research/scripts/fused_variants.py measure --set hooks    # the fourth set (~4 min)
+    python research/scripts/fused_variants.py report --set hooks
+    python research/scripts/fused_variants.py measure --set blocks    # the fifth set (~2 min)
+    python research/scripts/fused_variants.py report --set blocks
+    ENV=fresh-poll-3gbit python research/scripts/fused_variants.py measure --set blocks    # the fifth set on another env
+    ENV=fresh-poll-3gbit python research/scripts/fused_variants.py measure --set decay    # the sixth set (~2 min)
 
 Records: ``runs/fresh-poll-2x1-2.5gbit/experiments/fused-variants.jsonl`` and, for the other sets,
 ``fused-variants-<set>.jsonl`` (:data:`SETS`; one line per job, appended job by job; a killed run resumes); no fit
@@ -151,10 +151,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from autotuner.frameworks.horovod.stepprobe import BLOCKS, VECTOR_SHAPE, WEIGHT_SHAPE  # noqa: E402
-RUNS = ROOT / "autotuner" / "runs"
+RUNS = ROOT / "runs"
 #: the env whose recorded testbed the jobs run on and whose experiments/ folder takes the records (``ENV=...``; every
 #: set but the fifth ran on the default only)
 ENV = os.environ.get("ENV", "fresh-poll-2x1-2.5gbit")
@@ -515,7 +515,7 @@ def report(which: str = "pair") -> int:
     items, sizes, records, _ = SETS[which]
     f = RUNS / ENV / records
     if not f.exists():
-        print(f"error: no {f}: run `python scripts/fused_variants.py measure --set {which}` first", file=sys.stderr)
+        print(f"error: no {f}: run `python research/scripts/fused_variants.py measure --set {which}` first", file=sys.stderr)
         return 2
     recs, problems = _parse(f.read_text(), f.name, which)
     for p in problems:

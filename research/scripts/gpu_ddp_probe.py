@@ -25,7 +25,7 @@ launch and a local pass, no peer):
 
 Needs only torch and torchvision (no autotuner import). Run on a machine with a CUDA GPU::
 
-    python3 scripts/gpu_ddp_probe.py --out OUT/ddp-h100.json
+    python3 research/scripts/gpu_ddp_probe.py --out OUT/ddp-h100.json
 
 ``--device cpu --models tiny`` runs the same code on Gloo CPU ranks with a small MLP (a smoke
 test; its figures mean nothing). Output: one JSON object (schema ``autotuner.gpu-ddp-probe/1``),
@@ -202,7 +202,7 @@ def main() -> int:
                "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
                "has_bucket_cap_mb_list": HAS_LIST, "complete": done,
                "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": round(time.time() - t0, 1),
-               "command": "python3 scripts/gpu_ddp_probe.py " + " ".join(sys.argv[1:]),
+               "command": "python3 research/scripts/gpu_ddp_probe.py " + " ".join(sys.argv[1:]),
                "rounds": a.rounds, "warmup": a.warmup, "steps": a.steps, "nccl_one_rank": floor, "ddp": ddp}
         a.out.parent.mkdir(parents=True, exist_ok=True)
         tmp = a.out.with_suffix(".tmp")

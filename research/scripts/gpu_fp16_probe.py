@@ -4,7 +4,7 @@ measured on the device (issue 29), against the memory-bandwidth figure of the GP
 
 Run on a machine with a CUDA GPU (the device tool lends one to some sessions)::
 
-    python3 scripts/gpu_fp16_probe.py --out OUT/fp16-h100.json
+    python3 research/scripts/gpu_fp16_probe.py --out OUT/fp16-h100.json
 
 Needs only torch (no autotuner import: the GPU machine's Python lacks some of its dependencies);
 reads the shipped layouts' tensor sizes from ``autotuner/layouts/*.json``.
@@ -41,7 +41,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LAYOUTS = ("vgg16", "resnet50", "resnet18", "bert_base", "gpt2_small", "vit_s16", "mobilenet_v2", "mnist")
 
 
@@ -155,7 +155,7 @@ def main() -> int:
     rec = {"schema": "autotuner.gpu-fp16-probe/2", "device": torch.cuda.get_device_name(0), "nvidia_smi": smi,
            "torch": torch.__version__, "cuda": torch.version.cuda,
            "recorded": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "seconds": round(time.time() - t0, 1),
-           "command": "python3 scripts/gpu_fp16_probe.py " + " ".join(sys.argv[1:]),
+           "command": "python3 research/scripts/gpu_fp16_probe.py " + " ".join(sys.argv[1:]),
            "elementwise": rows, "per_layout": lays}
     a.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = a.out.with_suffix(".tmp")

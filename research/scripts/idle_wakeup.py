@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Back-to-back small allreduces while the cores idle vs while they are kept busy (real Horovod, 2 ranks, Gloo).
 
-    python scripts/idle_wakeup.py [--rounds 3] [--bandwidth-gbit 0.75] [--out runs/fresh-poll-0.75gbit/experiments/idle-wakeup.jsonl]
+    python research/scripts/idle_wakeup.py [--rounds 3] [--bandwidth-gbit 0.75] [--out runs/fresh-poll-0.75gbit/experiments/idle-wakeup.jsonl]
 
 Why: with fusion off, the MobileNetV2 replays on ``fresh-poll-0.75gbit`` ran their < 16 KiB responses
 in 1.51 ms (median 1.73 ms) against 0.89 ms simulated, and the trickle phase's back-to-back 4 KiB
@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from autotuner.readers.timeline import read_timeline  # noqa: E402

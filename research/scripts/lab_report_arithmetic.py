@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from autotuner.readers.labreport import (  # noqa: E402  (the package's parsers: one reader of the reports)
     parse_backend_runs,
     parse_compression_runs,
@@ -526,7 +526,7 @@ def main() -> None:
         p2, p3, p4 = (seeds / "002_c8dd48a019aaa23c.txt", seeds / "003_7db5cbcdc4c01390.txt",
                       seeds / "004_34e9505d679377eb.txt")
     else:
-        runs = Path(__file__).resolve().parents[1] / "runs"
+        runs = Path(__file__).resolve().parents[2] / "runs"
         p2, p3, p4 = (runs / "t4x4-pcie" / "report-002.md", runs / "laptop-cpu" / "report-003.md",
                       runs / "t4x4-compression" / "report-004.md")
     r002 = section_002(p2)

@@ -2,9 +2,9 @@
 """Every figure of docs/validation.md's "Two emulated hosts" section, from the committed runs/local-gloo-2x2
 (the tables are :mod:`autotuner.frameworks.horovod.views.emulated_2x2`'s; this script prints them).
 
-    python scripts/local_gloo_2x2_figures.py [--env local-gloo-2x2|local-gloo-2x2-poll] [--json]
+    python research/scripts/local_gloo_2x2_figures.py [--env local-gloo-2x2|local-gloo-2x2-poll] [--json]
 
-Reads the real trials under runs/<env>/validation/ (written by scripts/validate_2x2.sh) and
+Reads the real trials under runs/<env>/validation/ (written by research/scripts/validate_2x2.sh) and
 predicts each with the shipped model autotuner/models/<env>.json, fitted only from the env's own
 ``measure`` sweep, for the trial's own shape (its testbed hosts x ranks per host):
 
@@ -28,7 +28,7 @@ from pathlib import Path
 from autotuner.frameworks.horovod.fit.store import load_env
 from autotuner.frameworks.horovod.views.emulated_2x2 import ENVS, Figures
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:

@@ -4,9 +4,9 @@ measure's files, e.g. ``fused.jsonl``) against the shipped model, on every
 replay file of the env with at least 4 configurations: MAPE (the report's, over configurations) and Kendall tau over
 the pairs more than 2 % apart.
 
-    python scripts/mid_rule_compare.py fresh-poll-2x1-4gbit fresh-poll-2x1-3gbit fresh-poll-2gbit
-    python scripts/mid_rule_compare.py --rows fresh-poll-2x1-4.5gbit   # and each configuration's error
-    python scripts/mid_rule_compare.py --rows --without fused.jsonl fresh-poll-1.75gbit   # another phase left out
+    python research/scripts/mid_rule_compare.py fresh-poll-2x1-4gbit fresh-poll-2x1-3gbit fresh-poll-2gbit
+    python research/scripts/mid_rule_compare.py --rows fresh-poll-2x1-4.5gbit   # and each configuration's error
+    python research/scripts/mid_rule_compare.py --rows --without fused.jsonl fresh-poll-1.75gbit   # another phase left out
 
 Reads only; fits into a temporary folder.
 """
@@ -21,13 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "autotuner" / "runs"
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "runs"
 MODELS = ROOT / "autotuner" / "models"
 
 
 def main() -> int:
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "research" / "scripts"))
     from fresh_env import measured_only
 
     from autotuner.frameworks.horovod.fit.store import env_from_dict
@@ -49,7 +49,7 @@ def main() -> int:
     envs = [a for a in argv if a != "--rows"]
     bad = [e for e in envs if not (RUNS / e / "sweep.jsonl").exists()]
     if not envs or bad:
-        print(f"error: name sweep envs under autotuner/runs/ ({', '.join(bad) or 'none given'})", file=sys.stderr)
+        print(f"error: name sweep envs under runs/ ({', '.join(bad) or 'none given'})", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory() as tmp, measured_only(envs, left_out) as runs:
         out = Path(tmp) / "models"

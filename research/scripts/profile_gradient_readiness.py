@@ -4,7 +4,7 @@
 Run on a machine with a CUDA GPU, PyTorch and torchvision (not this project's CI machines;
 results are committed under ``runs/gpu-profiles/``)::
 
-    python scripts/profile_gradient_readiness.py --out DIR [--models resnet50,vgg16] \\
+    python research/scripts/profile_gradient_readiness.py --out DIR [--models resnet50,vgg16] \\
         [--batch-sizes 32,64,128] [--precisions fp32,amp-bf16] [--steps 30] [--warmup 10]
 
 For each torchvision model (``weights=None``, ImageNet shapes 3x224x224, 1000 classes) it runs
@@ -44,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from autotuner.realrun.profile import measure  # noqa: E402 (stdlib + torch only)
 
@@ -104,7 +104,7 @@ def profile(model_name: str, precision: str, batch: int, steps: int, warmup: int
     gpu = torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"
     layout = {
         "schema": SCHEMA, "name": f"{model_name}-{gpu.replace(' ', '_')}-{precision}-b{batch}",
-        "source": (f"scripts/profile_gradient_readiness.py: torchvision {torchvision.__version__} "
+        "source": (f"research/scripts/profile_gradient_readiness.py: torchvision {torchvision.__version__} "
                    f"{model_name}, torch {torch.__version__}, {gpu}, {precision}, batch {batch}; "
                    "order = order of post-accumulate-grad hooks; compute_share = increment of the "
                    "median GPU ready time (CUDA events) over the last gradient's ready time"),

@@ -17,8 +17,8 @@ Declared before it ran (2026-12-02, session 53): if the sweep's line above the k
 queued marginal grows from 16 to 64 MiB at >= 3.5 Gbit/s (busbw; within ~3 % of the line below the knee); if at
 <= 3.3 Gbit/s, queued large responses pay the sweep's rate and the lines' inversion is real.
 
-    python scripts/queued_large.py measure    # as root, alone (~5 min)
-    python scripts/queued_large.py report
+    python research/scripts/queued_large.py measure    # as root, alone (~5 min)
+    python research/scripts/queued_large.py report
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/queued-large.jsonl``; no fit reads them.
 """
@@ -31,8 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "autotuner" / "runs"
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "runs"
 ENV = "fresh-poll-2x1-4.5gbit"
 RECORDS = "experiments/queued-large.jsonl"
 MIB = 1 << 20
@@ -40,7 +40,7 @@ SIZES, COUNTS = (4 * MIB, 16 * MIB, 32 * MIB, 64 * MIB), (1, 4)
 
 
 def measure(jobs: int) -> int:
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "research" / "scripts"))
     from burst_midsize import measure as run_bursts
 
     run_bursts(ENV, jobs, sizes=SIZES, counts=COUNTS, timelines=(False,), records=RECORDS)

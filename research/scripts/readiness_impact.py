@@ -2,7 +2,7 @@
 """How much do the shipped FLOP-based compute shares differ from gradient readiness measured
 on a GPU, and how much does that move the simulator's predictions?
 
-Reads a profile written by ``scripts/profile_gradient_readiness.py`` (default: the committed
+Reads a profile written by ``research/scripts/profile_gradient_readiness.py`` (default: the committed
 ``runs/gpu-profiles/h100-torch2.11/profiles.json``) and, for every calibrated (environment,
 model) in ``autotuner/models/`` (the shipped models) whose layout has the same tensors, replaces
 the layout's readiness with the measured one (same tensors, same workload, same cost model) and
@@ -18,7 +18,7 @@ Prints one table row per (environment, model, profile):
     measured readiness, vs the best under the measured readiness (what a user would lose);
   - ``max |d|``: the largest relative change of predicted step time over the grid.
 
-Usage: python scripts/readiness_impact.py [--profiles FILE] [--batch-sizes 32,64,128]
+Usage: python research/scripts/readiness_impact.py [--profiles FILE] [--batch-sizes 32,64,128]
 """
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ import pandas as pd
 from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.readers.layouts import layout_from_dict
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
 FUSION_MIB = np.array([0, 1, 2, 4, 8, 16, 32, 64, 128, 256])
 CYCLE_MS = np.array([0.5, 1, 2, 5, 10, 25, 50])

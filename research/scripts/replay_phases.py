@@ -3,7 +3,7 @@
 shaped loopback at each given configuration and prints its ``phases_ms`` (autotuner.frameworks.horovod.replay
 PHASES) beside the simulator's forward, backward and step for the same env and configuration.
 
-    python scripts/replay_phases.py --env fresh-poll-1.25gbit --model mobilenet_v2 --compute-ms 150 \\
+    python research/scripts/replay_phases.py --env fresh-poll-1.25gbit --model mobilenet_v2 --compute-ms 150 \\
         --bandwidth-gbit 1.25 --wait sleep --configs 128:1,0:1 --rounds 2 --out runs/fresh-poll-1.25gbit/experiments/replay-phases.jsonl
 
 Root is needed for the shaped link. One JSON line per run is appended to ``--out``.
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

@@ -5,7 +5,7 @@ Part 5's acceptance asks each small-response row (fusion off, thresholds of 1 Mi
 without Horovod's timeline) to be predicted within 10 % of its measured step, or inside its own repeats' range. A
 prediction is one number per job: the simulator is deterministic, and a job is fixed by its env, layout, knobs,
 compression and emulated compute. This machine measured several of those jobs in more than one sitting (a validation
-file is one sitting, run interleaved; each set of ``scripts/completion_times.py`` is one, its plain replay being the
+file is one sitting, run interleaved; each set of ``research/scripts/completion_times.py`` is one, its plain replay being the
 harness ``validate`` runs). A sitting with median ``m`` and repeats spanning ``[lo, hi]`` accepts a prediction ``P``
 when ``|P - m| <= 0.1 m`` or ``lo <= P <= hi`` (the acceptance test's rule:
 tests/test_small_responses.py::test_every_small_response_row_within_10_percent_or_its_repeat_range), that is
@@ -15,8 +15,8 @@ is the machine's. When it is not empty and the shipped prediction lies outside i
 
 Read after session 56's sets, not declared: it decides no model term, only which misses a model could still fix.
 
-    python scripts/sitting_spread.py            # the missed rows, each with its job's sittings
-    python scripts/sitting_spread.py --all      # and every job measured in two or more sittings on a fresh env
+    python research/scripts/sitting_spread.py            # the missed rows, each with its job's sittings
+    python research/scripts/sitting_spread.py --all      # and every job measured in two or more sittings on a fresh env
 """
 from __future__ import annotations
 
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "research" / "scripts"))
 #: the acceptance's band: a prediction within this fraction of a sitting's median meets it
 BAND = 0.10
 

@@ -21,9 +21,9 @@ prediction is for):
   env and model predicted at that ``a`` (the scenario of
   :func:`autotuner.frameworks.horovod.predict.make_scenario` at the replays' compute, only the tier's alpha moved).
 
-    python scripts/small_price_range.py              # the table (Markdown)
-    python scripts/small_price_range.py --sittings   # and the sittings
-    python scripts/small_price_range.py --calibrate  # and the leave-one-sitting-out calibration
+    python research/scripts/small_price_range.py              # the table (Markdown)
+    python research/scripts/small_price_range.py --sittings   # and the sittings
+    python research/scripts/small_price_range.py --calibrate  # and the leave-one-sitting-out calibration
 
 Reads the shipped runs and models; writes nothing.
 """
@@ -38,8 +38,8 @@ import autotuner
 from autotuner.readers.runs import parse_records
 from autotuner.schemas.records import timeline_recorded
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNS, MODELS = ROOT / "autotuner" / "runs", ROOT / "autotuner" / "models"
+ROOT = Path(__file__).resolve().parents[2]
+RUNS, MODELS = ROOT / "runs", ROOT / "autotuner" / "models"
 LABEL = re.compile(r"\((\S+) MiB, \S+ ms(.*?)\)")
 
 
@@ -166,7 +166,7 @@ def calibrate() -> None:
     """Leave one sitting out: the price from one sitting's fusion off - defaults, the other sittings' rows at it."""
     from dataclasses import replace
 
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(ROOT / "research" / "scripts"))
     from small_response_pairs import price_that_meets
 
     from autotuner.frameworks.horovod.knobs import config_from_values

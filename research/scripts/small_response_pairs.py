@@ -8,10 +8,10 @@ small-response price ``a = 2(p-1)·alpha`` (ms per response) at which the simula
 (scipy ``brentq`` over 0-10 ms on the scenario of :func:`autotuner.frameworks.horovod.predict.make_scenario` with
 only ``cost.inter.alpha_s`` varied), beside the env's own ``a`` (its step phase's, when charged).
 
-    python scripts/small_response_pairs.py            # every fresh env
-    python scripts/small_response_pairs.py fresh-poll-2x1-4.5gbit
+    python research/scripts/small_response_pairs.py            # every fresh env
+    python research/scripts/small_response_pairs.py fresh-poll-2x1-4.5gbit
 
-Reads the shipped runs and fitted models (autotuner/runs, autotuner/models); writes nothing.
+Reads the shipped runs and fitted models (runs/, autotuner/models); writes nothing.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from autotuner.frameworks.horovod.knobs import config_from_values
 from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.readers.runs import parse_records
 
-RUNS = Path(__file__).resolve().parents[1] / "autotuner" / "runs"
+RUNS = Path(__file__).resolve().parents[2] / "runs"
 
 
 def _rounds(path: Path) -> dict[str, dict[str, dict]]:

@@ -1,6 +1,6 @@
 """Would pricing a step's small responses by regime help? (issue 29 part 5; docs/accuracy.md, "The burst phase").
 
-    python scripts/small_response_regimes.py
+    python research/scripts/small_response_regimes.py
 
 A trial, not shipped: every committed fresh env's real replays predicted three ways, with the shipped models and
 nothing refitted. ``base``: as shipped (every response pays the tier's latency, the timelines' back-to-back price).
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Small responses (<= 16 KiB) with fusion off: each sweep env's fusion-off job against its fusion-off replays.
 
-    python scripts/small_responses.py
+    python research/scripts/small_responses.py
 
 Per env: the sweep's fusion-off job (``runs/<env>/timelines/*fusion-off*``) per size, mean / median
 collective span (ms, each tensor name's first use left out) / the fitted tier's ``allreduce_s``; then
@@ -10,7 +10,7 @@ responses <= 16 KiB. Reads committed records only (docs/fresh-environments.md se
 """
 import sys,numpy as np,glob,json,os
 from pathlib import Path
-os.chdir(Path(__file__).resolve().parent.parent)
+os.chdir(Path(__file__).resolve().parents[2])
 sys.path.insert(0,'.')
 from autotuner.readers.timeline import read_timeline
 from autotuner.model.costmodel import CostModel

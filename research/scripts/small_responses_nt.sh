@@ -3,9 +3,9 @@
 # WITHOUT Horovod's timeline (validate's default since issue 29) on the fresh envs whose committed replays all ran
 # with it, with each env's own replay setup (runs/<env>/validation/fresh-<model>.jsonl); 3 interleaved repeats.
 # Run after the burst phase was measured and the models refitted (the fit never reads validation/).
-#   bash scripts/small_responses_nt.sh
+#   bash research/scripts/small_responses_nt.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 P=$(mktemp)
 echo '[{"fusion_threshold_mb": 0, "cycle_time_ms": 1}, {"fusion_threshold_mb": 1, "cycle_time_ms": 1},
  {"fusion_threshold_mb": 128, "cycle_time_ms": 1, "cache_capacity": 0}]' > "$P"

@@ -5,9 +5,9 @@
 #   - fresh-poll-2x1-3gbit, vit_s16: 1 MiB / 1 ms (+14.0 % in fresh-vit_s16-nt.jsonl), fusion off, and
 #     4 MiB / 5 ms / cache off (the timeline-ran autotune_best of fresh-vit_s16.jsonl, never run without it)
 #   - fresh-2x1-5gbit, distilbert: cache off (-14.4 % in small-distilbert-nt.jsonl), fusion off, 1 MiB
-# As root (emulated hosts), alone on the machine (~10 min):  bash scripts/small_responses_rerun.sh
+# As root (emulated hosts), alone on the machine (~10 min):  bash research/scripts/small_responses_rerun.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 P1=$(mktemp); P2=$(mktemp)
 trap 'rm -f "$P1" "$P2"' EXIT
 echo '[{"fusion_threshold_mb": 1, "cycle_time_ms": 1}, {"fusion_threshold_mb": 0, "cycle_time_ms": 1},

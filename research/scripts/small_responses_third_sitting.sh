@@ -11,9 +11,9 @@
 # sittings are); each new row is judged as tests/test_small_responses.py judges every row (within 10 % or the
 # prediction inside its own repeats' range); the earlier sittings' rows keep their verdicts. What the three sittings
 # say together (sitting or model) is read from the paired differences per round, configuration - defaults.
-# As root (emulated hosts), alone on the machine (~12 min):  bash scripts/small_responses_third_sitting.sh
+# As root (emulated hosts), alone on the machine (~12 min):  bash research/scripts/small_responses_third_sitting.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 P1=$(mktemp); P2=$(mktemp)
 trap 'rm -f "$P1" "$P2"' EXIT
 echo '[{"fusion_threshold_mb": 0, "cycle_time_ms": 1}, {"fusion_threshold_mb": 1, "cycle_time_ms": 1},

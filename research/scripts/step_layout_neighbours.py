@@ -2,7 +2,7 @@
 
 On fresh-poll-2x1-4.5gbit the price ``a = 2(p-1) alpha`` at which the simulator meets a replay's fusion off -
 defaults (paired by round) is 0.75 / 0.95 / 1.05 ms for vit_s16 in three sittings and 1.38 / 1.56 ms for DistilBERT
-in two, against the step phase's 1.46 ms, which the fit charges (``python scripts/small_price_range.py
+in two, against the step phase's 1.46 ms, which the fit charges (``python research/scripts/small_price_range.py
 --calibrate``; docs/accuracy.md, "The small-response price the phases leave open"). The step phase's layout is 32
 blocks of one 256 KiB weight and three 1 KiB vectors at 100 ms of compute; vit_s16's replays ran 300 ms, and its
 small vectors sit between weights of 0.6-2.25 MiB. Two things differ, and this separates them in one sitting on the
@@ -58,7 +58,7 @@ ms (both far under +215); if the backward's overlap is what the simulator misses
 what the fused responses alone cost.
 
 A fifth set (``ENV=fresh-poll-2x1-2.5gbit ... measure fused``), declared after the fourth set's report, the fused
-phase at 4-96 MiB (``scripts/fused_large.py``) and the pair taken apart (``scripts/fused_variants.py``: float32 fused
+phase at 4-96 MiB (``research/scripts/fused_large.py``) and the pair taken apart (``research/scripts/fused_variants.py``: float32 fused
 responses pay 0.23-0.43 ms per MiB over a lone one in the probe) and before it ran (2026-12-02, session 54): does a
 replayed step pay the copies the probe pays? Two synthetic layouts at 10 ms of compute, defaults against fusion
 off: ``sixteen6`` (16 float32 tensors of 6 MiB, equal backward shares) and ``one96`` (one tensor of 96 MiB). The
@@ -108,7 +108,7 @@ Its second sitting (``... measure neighbours-b``, 8 rounds, jobs named ``-b``), 
 rounds a contended host scattered by 60-75 ms standard errors (vmstat steal up to 15 %; medians gave a(2.25 MiB)
 2.7 ms and a(9 MiB) 5.0 ms, in the declared direction but not resolved), and before it ran: the same judgement.
 
-A ninth set (``... measure handover``), declared after ``scripts/fused_variants.py --set layouts`` (enqueued at once,
+A ninth set (``... measure handover``), declared after ``research/scripts/fused_variants.py --set layouts`` (enqueued at once,
 a small response costs 1.32 ms among DistilBERT's larger responses and 0.82 alone: a surcharge of 0.50 ms against
 the 10 ms replay's 1.45) and before it ran (2026-12-02, session 54): DistilBERT whole and split (as the seventh set),
 replayed at 0.3 ms of compute (its tensors handed over within 0.2 ms, all but at once), 6 rounds. Declared: if the
@@ -116,17 +116,17 @@ hand-over through a 6.7 ms backward is what adds the surcharge, DistilBERT's (wh
 at most 0.8 ms here; if it is at least 1.2 ms, it is not the hand-over's timing but something else the replay does
 (its hooks, ``DistributedOptimizer``, its wait).
 
-    python scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
-    python scripts/step_layout_neighbours.py measure embedding   # the second set (~10 min)
-    ENV=fresh-poll-2.5gbit python scripts/step_layout_neighbours.py measure anchors   # the third set
-    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure compute   # the fourth set (~12 min)
-    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure fused     # the fifth set (~4 min)
-    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure large     # the sixth set (~5 min)
-    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure split     # the seventh set (~12 min)
-    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure neighbours   # the eighth set (~10 min)
-    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure neighbours-b # its second sitting
-    ENV=fresh-poll-2x1-2.5gbit python scripts/step_layout_neighbours.py measure handover  # the ninth set (~8 min)
-    python scripts/step_layout_neighbours.py report     # the prices, the anchors over price x copy rate, two latencies
+    python research/scripts/step_layout_neighbours.py measure    # as root, alone (~15 min)
+    python research/scripts/step_layout_neighbours.py measure embedding   # the second set (~10 min)
+    ENV=fresh-poll-2.5gbit python research/scripts/step_layout_neighbours.py measure anchors   # the third set
+    ENV=fresh-poll-2x1-2.5gbit python research/scripts/step_layout_neighbours.py measure compute   # the fourth set (~12 min)
+    ENV=fresh-poll-2x1-2.5gbit python research/scripts/step_layout_neighbours.py measure fused     # the fifth set (~4 min)
+    ENV=fresh-poll-2x1-2.5gbit python research/scripts/step_layout_neighbours.py measure large     # the sixth set (~5 min)
+    ENV=fresh-poll-2x1-2.5gbit python research/scripts/step_layout_neighbours.py measure split     # the seventh set (~12 min)
+    ENV=fresh-poll-2x1-2.5gbit python research/scripts/step_layout_neighbours.py measure neighbours   # the eighth set (~10 min)
+    ENV=fresh-poll-2x1-2.5gbit python research/scripts/step_layout_neighbours.py measure neighbours-b # its second sitting
+    ENV=fresh-poll-2x1-2.5gbit python research/scripts/step_layout_neighbours.py measure handover  # the ninth set (~8 min)
+    python research/scripts/step_layout_neighbours.py report     # the prices, the anchors over price x copy rate, two latencies
 
 Records: ``runs/fresh-poll-2x1-4.5gbit/experiments/step-layout-neighbours/<job>.jsonl`` beside the layout files; no
 fit reads them.
@@ -142,10 +142,10 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-RUNS = ROOT / "autotuner" / "runs"
-#: the env (``ENV=... python scripts/step_layout_neighbours.py ...`` for another: the third set)
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "research" / "scripts"))
+RUNS = ROOT / "runs"
+#: the env (``ENV=... python research/scripts/step_layout_neighbours.py ...`` for another: the third set)
 ENV = os.environ.get("ENV", "fresh-poll-2x1-4.5gbit")
 SUB = Path("experiments") / "step-layout-neighbours"
 MIB_ = 2**20
@@ -213,7 +213,7 @@ def _variant(name: str, out: Path) -> str:
     else:
         base["tensors"] = base["tensors"] + [dict(emb, name="appended." + EMBEDDING, compute_share=0.0)]
         why = f"with DistilBERT's {EMBEDDING} ({emb['shape'][0]}x{emb['shape'][1]}) appended, ready last"
-    base.update(name=name, source=f"scripts/step_layout_neighbours.py: the shipped {name.split('-')[0]} layout {why}")
+    base.update(name=name, source=f"research/scripts/step_layout_neighbours.py: the shipped {name.split('-')[0]} layout {why}")
     f = out / f"{name}.json"
     f.write_text(json.dumps(base, indent=1) + "\n")
     return str(f)
@@ -223,7 +223,7 @@ def _equal_layout(name: str, n: int, shape: tuple[int, int], out: Path) -> str:
     """``n`` float32 tensors of ``shape``, equal backward shares, written to ``out/<name>.json``; its path."""
     f = out / f"{name}.json"
     f.write_text(json.dumps({"schema": "autotuner.layout/1", "name": name, "order": "backward",
-                             "source": f"scripts/step_layout_neighbours.py: {n} float32 tensor(s) of "
+                             "source": f"research/scripts/step_layout_neighbours.py: {n} float32 tensor(s) of "
                                        f"{shape[0]}x{shape[1]}, equal backward shares",
                              "tensors": [{"name": f"t{i}.weight", "shape": list(shape), "dtype": "float32",
                                           "compute_share": 1.0 / n} for i in range(n)]}, indent=1) + "\n")
@@ -238,7 +238,7 @@ def _split(name: str, out: Path) -> str:
     model, kind = name.rsplit("-", 1)
     base = json.loads((ROOT / "autotuner" / "layouts" / f"{model}.json").read_text())
     keep = [t for t in base["tensors"] if (4 * math.prod(t["shape"]) >= SPLIT_BYTES) == (kind == "nosmall")]
-    base.update(name=name, source=f"scripts/step_layout_neighbours.py: the shipped {model} layout's tensors "
+    base.update(name=name, source=f"research/scripts/step_layout_neighbours.py: the shipped {model} layout's tensors "
                                   f"{'of' if kind == 'nosmall' else 'under'} {SPLIT_BYTES} bytes"
                                   f"{' and more' if kind == 'nosmall' else ''}, equal backward shares",
                 tensors=[dict(t, compute_share=1.0 / len(keep)) for t in keep])
@@ -258,7 +258,7 @@ def _alternating(name: str, blocks: int, shape: tuple[int, int], vectors: bool, 
             tensors.append({"name": f"block{b}.bias", "shape": [768], "dtype": "float32", "compute_share": 0.0})
     f = out / f"{name}.json"
     f.write_text(json.dumps({"schema": "autotuner.layout/1", "name": name, "order": "backward",
-                             "source": f"scripts/step_layout_neighbours.py: {blocks} blocks of a {shape[0]}x{shape[1]} "
+                             "source": f"research/scripts/step_layout_neighbours.py: {blocks} blocks of a {shape[0]}x{shape[1]} "
                                        f"float32 weight{' then a 768-element vector' if vectors else ''}",
                              "tensors": tensors}, indent=1) + "\n")
     return str(f)

@@ -7,7 +7,7 @@ This replays the phase's own structure (32 blocks, equal backward share per bloc
 8 steps after 2 of warm-up, Horovod's defaults against fusion off, 5 interleaved repeats, no timeline, the env's
 own link and wait) with the three vectors of every block at 1 KiB (the phase's layout), 16 KiB and 64 KiB, and
 reports, per env and layout, the price ``a = 2(p-1) alpha`` (ms per small response) at which the simulator meets the
-measured fusion off - defaults (scipy ``brentq``, as ``scripts/small_response_pairs.py``), beside the env's charged
+measured fusion off - defaults (scipy ``brentq``, as ``research/scripts/small_response_pairs.py``), beside the env's charged
 step-phase price.
 
 Declared before it ran (2026-12-01): if what the model misses is the per-byte cost below the sweep's knee, the 16 and
@@ -22,9 +22,9 @@ its own price, the 1 KiB layout wants within 30 % of the env's step-phase price 
 0.45 against 0.35); if the fixed part of a small response grows with its size, the 16 and 64 KiB layouts want more
 than the 1 KiB one on both envs.
 
-    python scripts/step_layout_sizes.py measure fresh-poll-2.75gbit fresh-poll-1.1gbit   # as root, alone (~12 min)
-    python scripts/step_layout_sizes.py measure fresh-poll-3gbit fresh-poll-1.25gbit     # the second run
-    python scripts/step_layout_sizes.py report fresh-poll-2.75gbit fresh-poll-1.1gbit
+    python research/scripts/step_layout_sizes.py measure fresh-poll-2.75gbit fresh-poll-1.1gbit   # as root, alone (~12 min)
+    python research/scripts/step_layout_sizes.py measure fresh-poll-3gbit fresh-poll-1.25gbit     # the second run
+    python research/scripts/step_layout_sizes.py report fresh-poll-2.75gbit fresh-poll-1.1gbit
 
 Records: ``runs/<env>/experiments/step-layout-sizes/<layout>.jsonl`` (``validate``'s, measured in a scratch copy of
 the env so that no acceptance row reads them) beside the three layout files; no fit reads them.
@@ -40,9 +40,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
-RUNS = ROOT / "autotuner" / "runs"
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "research" / "scripts"))
+RUNS = ROOT / "runs"
 SUB = Path("experiments") / "step-layout-sizes"
 #: the vectors' elements per layout (float32: 1, 16, 64 KiB)
 VECTORS = {"vec1k": 256, "vec16k": 4096, "vec64k": 16384}
@@ -62,8 +62,8 @@ def layout(name: str, elems: int, weight_shape: tuple[int, int] | None = None) -
         for v in ("bias", "norm.weight", "norm.bias"):
             tensors.append({"name": f"block{b}.{v}", "shape": [elems], "dtype": "float32", "compute_share": 0.0})
     return {"schema": "autotuner.layout/1", "name": f"step-probe-{name}",
-            "source": (f"scripts/step_layout_sizes.py: the step phase's {BLOCKS} blocks with {elems}-element vectors"
-                       if weight_shape is None else f"scripts/step_layout_sizes.py: the step phase's {BLOCKS} blocks "
+            "source": (f"research/scripts/step_layout_sizes.py: the step phase's {BLOCKS} blocks with {elems}-element vectors"
+                       if weight_shape is None else f"research/scripts/step_layout_sizes.py: the step phase's {BLOCKS} blocks "
                        f"with {shape[0]}x{shape[1]} weights and {elems}-element vectors"),
             "order": "backward", "tensors": tensors}
 

@@ -7,7 +7,7 @@ at 300 ms of compute"): copies of the shipped models that charge the two latenci
 (both computes interleaved in one sitting; four envs), fitted by the same function on the shipped model's cost.
 
     autotuner accuracy --json > /tmp/before.json
-    python scripts/step_two_latencies.py --out /tmp/two
+    python research/scripts/step_two_latencies.py --out /tmp/two
     autotuner accuracy --model-dir /tmp/two --json > /tmp/after.json
     python scripts/accuracy_diff.py /tmp/before.json /tmp/after.json
 """
@@ -19,9 +19,9 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "autotuner" / "models"
-RUNS = ROOT / "autotuner" / "runs"
+RUNS = ROOT / "runs"
 
 
 def main() -> int:

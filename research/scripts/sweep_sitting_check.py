@@ -11,7 +11,7 @@ measured 2026-12-01 18:50 UTC, an hour after that env's third sitting of DistilB
 
 (``/tmp/scr2/fresh-2x1-5gbit/`` holding only the env's ``env.toml``). No shipped model is changed.
 
-    python scripts/sweep_sitting_check.py fresh-2x1-5gbit runs/fresh-2x1-5gbit/experiments/sweep-2026-12-01 \\
+    python research/scripts/sweep_sitting_check.py fresh-2x1-5gbit runs/fresh-2x1-5gbit/experiments/sweep-2026-12-01 \\
         [--files small-distilbert]
 
 Prints, per step-time row of the env's validation files whose name starts with ``--files``: the measured median,
@@ -26,8 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RUNS = ROOT / "autotuner" / "runs"
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "runs"
 
 
 def _accuracy(env: str, model_dir: Path | None) -> dict[tuple[str, str], dict]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every figure of docs/t4x4-pcie.md, from the committed runs/t4x4-pcie (lab report 002).
 
-    python scripts/t4x4_pcie_figures.py
+    python research/scripts/t4x4_pcie_figures.py
 
 Prints: the fit (compute, start-up, backend latencies); the held-out table; where the wall time
 of 1-4 GPUs goes (start-up, compute, and per step after backward: cycle wait, negotiation,
@@ -19,7 +19,7 @@ from autotuner.frameworks.horovod.fit.store import env_from_dict
 from autotuner.frameworks.horovod.scenario import Scenario
 from autotuner.readers.runs import read_env
 
-ENV = Path(__file__).resolve().parents[1] / "runs" / "t4x4-pcie"
+ENV = Path(__file__).resolve().parents[2] / "runs" / "t4x4-pcie"
 
 
 def fit(**over):

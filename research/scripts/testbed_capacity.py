@@ -1,6 +1,6 @@
 """What this machine's emulated cluster can carry (root, real Horovod): ring TCP flows, and small allreduces per shape.
 
-    python scripts/testbed_capacity.py [--repeats 10] [--json]
+    python research/scripts/testbed_capacity.py [--repeats 10] [--json]
 
 1. Ring flows: on 2 and 4 emulated hosts with 1 Gbit/s links, every host sends to the next at once
    (:func:`autotuner.realrun.testbed.measure_ring_gbit`), as a ring allreduce does: on a real

@@ -4,9 +4,9 @@
 # there), then fp16 searched for real on a fourth. Root is needed (emulated links). Records:
 #   runs/<env>/tune/h2h-<model>.jsonl              tune's trials
 #   runs/<env>/validation/h2h-<model>-h2h.jsonl   the default autotune run + defaults / tune / autotune finals
-# Reproduce: bash scripts/tune_cases.sh   (about 40 minutes on 2 cores; re-running resumes)
+# Reproduce: bash research/scripts/tune_cases.sh   (about 40 minutes on 2 cores; re-running resumes)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 . .venv/bin/activate
 common=(--replay-wait sleep --steps 6 --warmup 2 --budget-steps 240 --repeats 3)
 autotuner tune --env fresh-poll-0.75gbit --model mnist --compute-ms 30 --bandwidth-gbit 0.75 "${common[@]}" \

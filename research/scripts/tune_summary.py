@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""The head-to-head table of docs/tune.md from the committed records of scripts/tune_cases.sh.
+"""The head-to-head table of docs/tune.md from the committed records of research/scripts/tune_cases.sh.
 
-    python scripts/tune_summary.py            # one Markdown table, then one line per case
+    python research/scripts/tune_summary.py            # one Markdown table, then one line per case
 
 Per case: tune's trials and steps (warm-up included) and their jobs' wall seconds; Horovod's default autotune's
 steps and seconds until its log's best row; then the defaults, tune's final and autotune's final, each the
@@ -15,7 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CASES = (("fresh-poll-0.75gbit", "mnist", "1 host, 0.75 Gbit/s"),
          ("fresh-poll-2gbit", "mobilenet_v2", "1 host, 2 Gbit/s"),
          ("fresh-poll-2x1-3gbit", "mobilenet_v2", "2 emulated hosts, 3 Gbit/s"))

@@ -11,13 +11,13 @@
 #     off predicted more than 5 % slow, with its measured median inside the accuracy table's predicted_range (the
 #     step at the burst and the step phase's price), and DistilBERT's fusion-off error at least 10 points below
 #     vit_s16's.
-# As root, alone on the machine (~30 min):  bash scripts/two_host_heldout.sh
+# As root, alone on the machine (~30 min):  bash research/scripts/two_host_heldout.sh
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ENV=${ENV:-fresh-poll-2x1-2.5gbit}; G=${G:-2.5}
 TB=(--testbed-hosts 2 --ranks-per-host 1 --link-gbit "$G")
 autotuner measure --env "$ENV" "${TB[@]}" --wait sleep --runs-dir runs
-python -c "import sys; sys.path.insert(0, 'scripts'); import fresh_env; fresh_env.fit_alone('$ENV')"
+python -c "import sys; sys.path.insert(0, 'research/scripts'); import fresh_env; fresh_env.fit_alone('$ENV')"
 P=$(mktemp)
 trap 'rm -f "$P"' EXIT
 echo '[{"fusion_threshold_mb": 0, "cycle_time_ms": 1}, {"fusion_threshold_mb": 1, "cycle_time_ms": 1},

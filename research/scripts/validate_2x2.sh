@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole real validation batch of runs/local-gloo-2x2 (issue 14), as root, on a quiet machine:
-#   bash scripts/validate_2x2.sh            # the 2x2 batch (parts A-C), then the topology what-ifs (part D)
-#   bash scripts/validate_2x2.sh 2x2        # only the 2x2 batch;  ... topo: only part D
-#   ENV=local-gloo-2x2-poll WAIT=sleep bash scripts/validate_2x2.sh   # the env measured with --wait sleep,
+#   bash research/scripts/validate_2x2.sh            # the 2x2 batch (parts A-C), then the topology what-ifs (part D)
+#   bash research/scripts/validate_2x2.sh 2x2        # only the 2x2 batch;  ... topo: only part D
+#   ENV=local-gloo-2x2-poll WAIT=sleep bash research/scripts/validate_2x2.sh   # the env measured with --wait sleep,
 #     its replay polling instead of spinning too (validate --replay-wait sleep; docs/validation.md says why)
 # Every part appends trial by trial to runs/local-gloo-2x2/validation/<name>.jsonl and resumes when re-run.
 # A: 8 knob configurations + Horovod's defaults, ResNet50 replay (300 ms compute), 2 repeats, interleaved;
@@ -11,7 +11,7 @@
 # D: the 2x2 picks and the defaults on 2x1, 4x1 and 1x4 (predicted by the 2x2 fit for that shape).
 # Wall times go to runs/local-gloo-2x2/validation/batch-times.txt.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 ENV=${ENV:-local-gloo-2x2}
 V=runs/$ENV/validation
 mkdir -p "$V"

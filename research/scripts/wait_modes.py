@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Spinning vs polling waits on the emulated cluster (root, real Horovod): why runs/local-gloo-2x2-poll exists.
 
-    python scripts/wait_modes.py [--repeats 10]
+    python research/scripts/wait_modes.py [--repeats 10]
 
 On 2x2, 4x1 and 1x4 emulated hosts (1 Gbit/s links) the sweep workload's unfused phase (16
 responses of s bytes back to back, fusion off: ``testbed_capacity.small_allreduces``) runs twice:
