@@ -27,9 +27,9 @@ _EXPORTS = {  # public name -> the module that defines it (relative to the packa
     "measure": ".frameworks.horovod.realruns", "profile_model": ".frameworks.horovod.realruns",
     "ProfileDevice": ".frameworks.horovod.realruns",
     "Compression": ".frameworks.horovod.scenario", "Scenario": ".frameworks.horovod.scenario",
-    "FitResult": ".results", "ExploreResult": ".results", "ScaleResult": ".results", "ValidateResult": ".results",
-    "TuneResult": ".results", "SuggestResult": ".results", "SimulateResult": ".results", "Proposal": ".results",
-    "Choice": ".results", "Response": ".results",
+    **{name: ".frameworks.horovod.results" for name in (
+        "FitResult", "ExploreResult", "ScaleResult", "ValidateResult", "TuneResult", "SuggestResult",
+        "SimulateResult", "Proposal", "Choice", "Response")},
     "Strategy": ".frameworks.horovod.search.ranking",
     "GridStrategy": ".frameworks.horovod.search.grid",
     "BayesStrategy": ".frameworks.horovod.search.bayes",

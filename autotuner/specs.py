@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ScenarioError
-from .frameworks.horovod.knobs import DEFAULTS_0_28
 from .model.costmodel import GBIT, CostModel, Tier
 
 #: the ``source`` a spec-built model file carries, and the start of its trust line
@@ -173,14 +172,25 @@ NCCL_BASE_LAT_US = 8.4
 BACKENDS = ("nccl", "mpi", "gloo")
 
 
-def spec_model(name: str, *, nodes: int, gpus_per_node: int, intra: str | None, inter_gbit: float | None,
-               backend: str = "nccl", gpu: str | None = None) -> dict[str, Any]:
-    """A model file (``autotuner.model/1``, :class:`autotuner.schemas.ModelFile`) for a cluster
-    described by its links: ``nodes`` x ``gpus_per_node`` ranks, ``intra`` one of
-    :data:`INTRA_LINKS` (needed with more than one GPU per node), ``inter_gbit`` the node link in
-    Gbit/s (needed with more than one node), ``backend`` nccl, mpi or gloo. No workload: a model
-    is given by a profiled layout or ``--compute-ms``. Raises ScenarioError (one line) for a
-    missing or unknown link, a non-positive rate or an unknown backend."""
+@dataclass(frozen=True)
+class SpecCost:
+    """A cost model from published figures (:func:`spec_cost`): ``cost`` the alpha-beta tiers (and fp16's device
+    rates with a GPU), ``cluster`` the model file's ``cluster`` table (``nodes``, ``gpus_per_node``, ``gpu``,
+    ``backend``), ``figures`` one line per figure used with its source, ``assumed`` what the figures leave out."""
+
+    cost: CostModel
+    cluster: dict[str, Any]
+    figures: list[str]
+    assumed: list[str]
+
+
+def spec_cost(*, nodes: int, gpus_per_node: int, intra: str | None, inter_gbit: float | None,
+              backend: str = "nccl", gpu: str | None = None) -> SpecCost:
+    """The cost model of a cluster described by its links: ``nodes`` x ``gpus_per_node`` ranks, ``intra`` one of
+    :data:`INTRA_LINKS` (needed with more than one GPU per node), ``inter_gbit`` the node link in Gbit/s (needed
+    with more than one node), ``backend`` nccl, mpi or gloo, ``gpu`` a name of :data:`GPUS` (fp16's device rates).
+    Each framework writes its own environment from it. Raises ScenarioError (one line) for a missing or unknown
+    link, a non-positive rate or an unknown backend."""
     if nodes * gpus_per_node < 2:
         raise ScenarioError("one GPU has no allreduce to model: give --gpus-per-node 2 or more (with --intra) or "
                             "--nodes 2 or more (with --inter-gbit)")
@@ -217,21 +227,15 @@ def spec_model(name: str, *, nodes: int, gpus_per_node: int, intra: str | None, 
                        f"{SUM_BYTES_PER_ELEM} B per element at {g.gbytes_per_s:g} GB/s: {g.source}")
     else:
         figures.append("fp16 compression: no --gpu, so no device memory bandwidth: fp16 is not proposed")
-    return {
-        "schema": "autotuner.model/1", "env": name, "default": False, "source": SPEC_SOURCE,
-        "cluster": {"nodes": nodes, "gpus_per_node": gpus_per_node, "gpu": gpu, "backend": backend},
-        "measured_config": {**DEFAULTS_0_28.to_dict()},
-        "cost_model": cost.to_dict(),
-        "fit": {"form": f"alpha-beta (ring) {NEVER_MEASURED}", "figures": figures,
-                "assumed": [f"NCCL's base latency of {NCCL_BASE_LAT_US:g} us per collective (tuning.cc baseLat "
-                            "[Ring][Simple]) is left out",
-                            "published rates are upper bounds: measured busbw is lower (nccl-tests; NCCL caps "
-                            "A100 ring busbw at 235 GB/s)",
-                            "negotiation, fusion-buffer copies and host copies: the simulator's defaults "
-                            "(autotuner.model.costmodel.Negotiation, CostModel)"]},
-        "workloads": {},
-        "trust": {"trials": 0, "configurations": 0},
-    }
+    return SpecCost(
+        cost=cost, cluster={"nodes": nodes, "gpus_per_node": gpus_per_node, "gpu": gpu, "backend": backend},
+        figures=figures,
+        assumed=[f"NCCL's base latency of {NCCL_BASE_LAT_US:g} us per collective (tuning.cc baseLat "
+                 "[Ring][Simple]) is left out",
+                 "published rates are upper bounds: measured busbw is lower (nccl-tests; NCCL caps "
+                 "A100 ring busbw at 235 GB/s)",
+                 "negotiation, fusion-buffer copies and host copies: the simulator's defaults "
+                 "(autotuner.model.costmodel.Negotiation, CostModel)"])
 
 
 def is_spec(raw: dict[str, Any]) -> bool:
@@ -239,4 +243,4 @@ def is_spec(raw: dict[str, Any]) -> bool:
     return raw.get("source") == SPEC_SOURCE
 
 
-__all__ = ["Link", "INTRA_LINKS", "Gpu", "GPUS", "GPU_ALIASES", "find_gpu", "gpu_fp16_cost", "check_gpu", "spec_model", "is_spec", "SPEC_SOURCE", "NEVER_MEASURED", "BACKENDS"]
+__all__ = ["Link", "INTRA_LINKS", "Gpu", "GPUS", "GPU_ALIASES", "find_gpu", "gpu_fp16_cost", "check_gpu", "SpecCost", "spec_cost", "is_spec", "SPEC_SOURCE", "NEVER_MEASURED", "BACKENDS"]

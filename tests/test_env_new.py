@@ -1,4 +1,4 @@
-"""Environments from published link figures (issue 21): `autotuner env new`, `autotuner envs`."""
+"""Environments from published link figures: `autotuner env new`, `autotuner envs`."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,8 @@ import pytest
 import autotuner
 from autotuner.errors import ScenarioError
 from autotuner.model.costmodel import GBIT, CostModel
-from autotuner.specs import INTRA_LINKS, NET_ALPHA_US, spec_model
+from autotuner.frameworks.horovod.fit.from_specs import spec_model
+from autotuner.specs import INTRA_LINKS, NET_ALPHA_US
 
 from cli_helpers import assert_one_line_error, run
 

@@ -19,7 +19,8 @@ from autotuner.errors import ScenarioError
 from autotuner.frameworks.horovod.fit.store import load_env
 from autotuner.frameworks.horovod.knobs import Config
 from autotuner.model.costmodel import GLOO_SEGMENT_BYTES, Fp16Cost, Fp16Tier, Tier, ring_segments
-from autotuner.specs import GPUS, NCCL_STEP_BYTES, check_gpu, find_gpu, gpu_fp16_cost, spec_model
+from autotuner.frameworks.horovod.fit.from_specs import spec_model
+from autotuner.specs import GPUS, NCCL_STEP_BYTES, check_gpu, find_gpu, gpu_fp16_cost
 from autotuner.frameworks.horovod.views.accuracy import simulate_trial
 from cli_helpers import assert_one_line_error, run  # noqa: E402
 

@@ -30,7 +30,7 @@ from typing import Any, Mapping, Union
 
 from ..errors import KnobError, SchemaError
 from ..frameworks.ddp.knobs import DdpConfig
-from ..results import Proposal
+from ..frameworks.horovod.results import Proposal
 from . import horovod, torch  # noqa: F401  (autotuner.integrations.torch / .horovod after one import)
 from .timer import StepTimer
 

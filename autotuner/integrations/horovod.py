@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 from ..frameworks.horovod.knobs import (DEFAULTS_0_28, KNOBS, Config, config_from_env, horovod_env,
                                         horovodrun_flags)
-from ..results import Proposal
+from ..frameworks.horovod.results import Proposal
 
 __all__ = ["compression", "env", "flags", "unapplied"]
 

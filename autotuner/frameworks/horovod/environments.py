@@ -165,12 +165,12 @@ def fit_environments(runs_dir: Path, out: Path | None = None):
     """``autotuner fit`` (named so: ``autotuner.fit`` is the fitting package): a cost model per environment under ``runs_dir``, written as
     ``<env>.json`` (+ a bandwidth plot) to ``out`` (default: ``$AUTOTUNER_MODEL_DIR``, else the
     user's model folder, :func:`autotuner.paths.model_output_dir`). Returns a
-    :class:`autotuner.results.FitResult`; raises an AutotunerError (one line) for an unusable
+    :class:`autotuner.frameworks.horovod.results.FitResult`; raises an AutotunerError (one line) for an unusable
     runs folder or output folder, and FitError when nothing could be fitted."""
     from ...errors import FitError
     from .fit import fitters  # noqa: F401  (the fitters and scipy load before --out is made)
     from ...paths import model_output_dir
-    from ...results import FitResult
+    from .results import FitResult
 
     default_folder, model_dir = out is None, model_output_dir(out)
     check_output_dir(model_dir, "--out")
@@ -213,17 +213,18 @@ def env_new(name: str, *, nodes: int, gpus_per_node: int, intra: str | None = No
             backend: str = "nccl", gpu: str | None = None, out: Path | None = None,
             model_dir: Path | Sequence[Path] | None = None) -> Path:
     """``autotuner env new``: write ``<name>.json``, an environment from published link figures
-    (:func:`autotuner.specs.spec_model`; every output marks it "from specs, never measured"), to
+    (:func:`autotuner.frameworks.horovod.fit.from_specs.spec_model`; every output marks it "from specs, never measured"), to
     ``out`` (default: the user's model folder, :func:`autotuner.paths.model_output_dir`).
 
     A measured environment always wins: raises ScenarioError (one line, nothing written) when a
     model of that name that was not built from specs exists in ``model_dir``'s search path or in
-    ``out``; also for bad figures (:func:`~autotuner.specs.spec_model`) or an unusable name.
+    ``out``; also for bad figures (:func:`~autotuner.frameworks.horovod.fit.from_specs.spec_model`) or an unusable name.
     Returns the path written."""
     from .fit.store import find_models, write_model
     from ...paths import model_output_dir
     from ...readers.files import read_json
-    from ...specs import is_spec, spec_model
+    from ...specs import is_spec
+    from .fit.from_specs import spec_model
 
     out = model_output_dir(out)
     for f in [*find_models(_model_dirs(model_dir)).items(), (name, out / f"{name}.json")]:

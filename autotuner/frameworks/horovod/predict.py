@@ -476,13 +476,13 @@ def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | No
             (``"0.28.1"``, ``"0.20.3"``: 64 MiB / 5 ms before 0.21.0, 128 MiB / 1 ms since); None: the
             env's own (its model file's ``cluster.horovod_version``, from env.toml), else the last release.
 
-    Returns a :class:`autotuner.results.SuggestResult`. Raises an
+    Returns a :class:`autotuner.frameworks.horovod.results.SuggestResult`. Raises an
     :class:`~autotuner.errors.AutotunerError` subclass (one-line message) for an unknown model,
     env, knob or compression, a lossy compression, a bad value, a string that names no Horovod
     release or a too-large layout.
     """
     from .knobs import fixed_fields
-    from ...results import SuggestResult
+    from .results import SuggestResult
 
     if not isinstance(top, int) or top < 1:
         raise ScenarioError(f"top must be a whole number >= 1, got {top!r}")
@@ -520,11 +520,11 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
     ``reference_version`` names it. ``compression``: the
     gradient compression simulated (a lossy one is simulated as asked, and ``warnings`` says so).
     ``timeline``: also write the simulated steps (``timeline_steps`` of them) as a Horovod timeline
-    there. Other arguments as :func:`suggest`. Returns a :class:`autotuner.results.SimulateResult`;
+    there. Other arguments as :func:`suggest`. Returns a :class:`autotuner.frameworks.horovod.results.SimulateResult`;
     raises an :class:`~autotuner.errors.AutotunerError` subclass (one line) for bad input.
     """
     from .knobs import config_from_values
-    from ...results import Response, SimulateResult
+    from .results import Response, SimulateResult
 
     asked = None if reference_version is None else check_horovod_version(reference_version, "reference_version")
     if not isinstance(config, Config):
@@ -621,12 +621,12 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
     (:func:`suggest_scenario`, with the env's error band: the same answer as ``autotuner suggest
     --compression C``) when ``suggest_pick``. The defaults marked are those of the env's own Horovod version
     (env.toml's ``horovod_version``). ``resolution``: points per axis. Returns an
-    :class:`autotuner.results.ExploreResult`; raises an AutotunerError (one line) for bad input."""
+    :class:`autotuner.frameworks.horovod.results.ExploreResult`; raises an AutotunerError (one line) for bad input."""
     import time
 
     from .knobs import config_from_values
     from ...readers.runs import read_validation_records
-    from ...results import ExploreResult
+    from .results import ExploreResult
     from .views.explore import explore as explore_grid
     from .views.plots_explore import heatmaps, sensitivity_plot
 
@@ -673,11 +673,11 @@ def scale(model: str, env: str | None = None, *, nodes: Sequence[int] | None = N
     (for samples/s) is ``batch_size``, else a profiled layout's, else the env's (runs/<env>/env.toml),
     else its timed run's. The defaults are those of ``reference_version`` (a Horovod release), else of the
     env's own Horovod version (env.toml's ``horovod_version``, as ``suggest`` compares). Returns an
-    :class:`autotuner.results.ScaleResult`; raises an AutotunerError (one line) for bad input (``nodes`` with
+    :class:`autotuner.frameworks.horovod.results.ScaleResult`; raises an AutotunerError (one line) for bad input (``nodes`` with
     ``ranks``, ``ranks`` with ``gpus_per_node``, non-positive counts or rates, a string that names no Horovod
     release)."""
     from ...errors import ExploreError
-    from ...results import ScaleResult
+    from .results import ScaleResult
     from .views.plots_explore import scale_plot
     from .views.scale import scale as scale_grid
 

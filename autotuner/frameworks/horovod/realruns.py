@@ -70,10 +70,10 @@ def validate(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, 
     a re-run resumes. ``timeline``: record Horovod's timeline in every fixed-configuration trial (for
     responses/step; its writer's cost is then in every step time); None: only with ``keep_timelines``, so
     by default the trials are the production job the predictions are for. Returns a
-    :class:`autotuner.results.ValidateResult`; raises an AutotunerError (one line) for bad input, a
+    :class:`autotuner.frameworks.horovod.results.ValidateResult`; raises an AutotunerError (one line) for bad input, a
     proposal the plan already holds, or a missing horovodrun."""
     from ...paths import runs_output_dir
-    from ...results import ValidateResult
+    from .results import ValidateResult
 
     load_layout(model)  # fail fast on an unknown model
     setup = validation_setup(env=env, model=model, np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit,
@@ -109,7 +109,7 @@ def tune(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, host
     tune's final and autotune's final measured ``repeats`` times, interleaved (``validation/<name>-h2h.jsonl``).
     ``progress(steps, budget, incumbent)`` after each decision; ``on_event(line)`` per trial.
 
-    Returns a :class:`autotuner.results.TuneResult`. Raises an AutotunerError (one line): a bad budget or
+    Returns a :class:`autotuner.frameworks.horovod.results.TuneResult`. Raises an AutotunerError (one line): a bad budget or
     compression, an env without a fitted model, a missing horovodrun, a testbed that cannot be built.
     """
     import statistics
@@ -122,7 +122,7 @@ def tune(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, host
     from .launch import horovodrun_path
     from .tune import TUNE_KIND, run_tune
     from .validation import TrialRunner, TrialStore, ValidationError
-    from ...results import TuneResult
+    from .results import TuneResult
 
     say = on_event or (lambda s: None)
     load_layout(model)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .frameworks.horovod.knobs import LAST_RELEASE, Config
+from .knobs import LAST_RELEASE, Config
 
 
 def _frozen(d: Mapping[str, Any] | None) -> Mapping[str, Any]:
