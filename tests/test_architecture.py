@@ -1,5 +1,5 @@
 """The package layout holds: the model core is pure, layers import only downwards, and each framework's folder
-(``autotuner/frameworks/<name>/``, issue 30) knows no other framework.
+(``autotuner/frameworks/<name>/``) knows no other framework; the test suite loads nothing of ``research/``.
 
 docs/architecture.md draws the layers; these tests fail when an import breaks them.
 """
@@ -17,8 +17,8 @@ IMPURE = {"os", "io", "pathlib", "json", "tomllib", "gzip", "subprocess", "socke
 #: Horovod's pure core: its knob table, the simulator of its background loop and the question asked of it
 HVD = "frameworks.horovod"
 HVD_CORE = f"{HVD}.knobs", f"{HVD}.simulator", f"{HVD}.fastsim", f"{HVD}.scenario"
-#: what each layer may import inside the package (the layer itself always). The shared parts know no framework
-#: (issue 30's structure): the cost model, readers, writers, the fits every framework shares, tune's decision core,
+#: what each layer may import inside the package (the layer itself always). The shared parts know no framework:
+#: the cost model, readers, writers, the fits every framework shares, tune's decision core,
 #: the shared views and the real-run launcher and testbed; each framework's own fit, search and views live in its
 #: folder (docs/architecture.md, "Frameworks").
 ALLOWED = {
@@ -80,7 +80,7 @@ def test_layers_import_only_downwards(layer):
 
 @pytest.mark.parametrize("framework", ["ddp", "horovod"])
 def test_a_framework_knows_no_other_framework(framework):
-    """Issue 30's structure: each framework is one folder; DDP's code imports nothing of Horovod's, nor the other
+    """Each framework is one folder; DDP's code imports nothing of Horovod's, nor the other
     way round (they share the cost model, testbed, search, tune's core, readers and views)."""
     files = sorted((PKG / "frameworks" / framework).rglob("*.py"))
     assert len(files) >= 8
@@ -92,21 +92,32 @@ def test_a_framework_knows_no_other_framework(framework):
 
 
 def test_cli_imports_only_the_public_api_and_its_own_rendering():
-    """Issue 21: cli.py parses its options (:mod:`autotuner.options`), calls the public API (the names of
-    ``autotuner.__all__``) and renders (:mod:`autotuner.render`): nothing else of the package, but the program's
-    Ctrl-C while loading (:mod:`autotuner._sigint`, which ``autotuner/__init__.py`` installs first, issue 29)."""
+    """The command line (the package ``autotuner/cli/``) parses its options (:mod:`autotuner.options`),
+    calls the public API (the names of ``autotuner.__all__``) and renders (:mod:`autotuner.render`): nothing else of
+    the package but its own modules and the program's Ctrl-C while loading (:mod:`autotuner._sigint`, which
+    ``autotuner/__init__.py`` installs first)."""
     import autotuner
 
     own = {"autotuner", "autotuner.options", "autotuner.render", "autotuner._sigint"}
-    tree = ast.parse((PKG / "cli.py").read_text())
-    for _, mod in _imports(PKG / "cli.py"):
-        if mod.split(".")[0] == "autotuner":
-            assert mod in own, f"cli.py imports {mod}"
-    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-            and n.value.id == "autotuner"}
-    used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "autotuner"
-             for a in n.names}
+    files = sorted((PKG / "cli").glob("*.py"))
+    assert len(files) >= 5 and not (PKG / "cli.py").exists()
+    used = set()
+    for path in files:
+        tree = ast.parse(path.read_text())
+        for _, mod in _imports(path):
+            if mod.split(".")[0] == "autotuner" and not mod.startswith("autotuner.cli"):
+                assert mod in own, f"cli/{path.name} imports {mod}"
+        used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                 and n.value.id == "autotuner"}
+        used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "autotuner"
+                 for a in n.names}
     assert used and used <= set(autotuner.__all__), sorted(used - set(autotuner.__all__))
+
+
+def test_no_command_line_module_is_over_600_lines():
+    for path in sorted((PKG / "cli").glob("*.py")):
+        n = len(path.read_text().splitlines())
+        assert n <= 600, f"cli/{path.name}: {n} lines"
 
 
 def test_every_public_name_resolves_and_no_module_shadows_one():
@@ -128,3 +139,20 @@ def test_ci_runs_exactly_the_readmes_test_command():
     assert "install_horovod.sh" in command and "pytest" in command
     ci_lines = [line.strip() for line in (root / ".ci" / "run").read_text().splitlines()]
     assert command in ci_lines
+
+
+def test_no_test_loads_research():
+    """Experiments live in ``research/`` (scripts, their own checks and notes), outside the package and the suite:
+    no file under ``tests/`` builds a path into it or imports from it, and no module of the package imports it."""
+    import re
+
+    root = PKG.parent
+    into = re.compile(r"""["']research["']|research/(scripts|tests)|^\s*(from|import)\s+research\b""", re.M)
+    files = [f for f in sorted((root / "tests").rglob("*.py")) if f != Path(__file__).resolve()]  # this one names it
+    assert len(files) >= 50
+    for path in files:
+        m = into.search(path.read_text())
+        assert m is None, f"{path.relative_to(root)} reaches into research/: {m.group(0)!r}"
+    for path in sorted(PKG.rglob("*.py")):
+        for _, mod in _imports(path):
+            assert mod.split(".")[0] != "research", f"{path.relative_to(PKG)} imports {mod}"
