@@ -9,59 +9,58 @@ or let autotuner run it for each DDP setting it validates::
 
     autotuner ddp validate --env ddp-2gbit --model my_layout.json --proposals pick.json -- python examples/train_ddp.py
 
-The three things a script needs for autotuner (docs/ddp.md, "Your own script"):
+The three things a script needs for autotuner (docs/ddp.md, "Your own script"), each one call of
+:mod:`autotuner.integrations`:
 
-1. Take the bucket setting from the environment (:func:`ddp_kwargs`, :func:`register_hook`): ``autotuner ddp
+1. Take the DDP setting from the environment (``pick_from_env``, then ``ddp_kwargs`` and ``apply``): ``autotuner ddp
    validate`` sets ``AUTOTUNER_DDP_BUCKET_CAP_MB`` or ``AUTOTUNER_DDP_BUCKET_CAP_MB_LIST`` (MiB, comma-separated),
    ``AUTOTUNER_DDP_GRADIENT_AS_BUCKET_VIEW`` (0/1) and ``AUTOTUNER_DDP_COMM_HOOK`` (``allreduce`` or
-   ``fp16_compress``) for each trial; unset ones keep DDP's defaults.
+   ``fp16_compress``) for each trial; unset ones keep DDP's defaults. Outside a validation, ``--pick suggest.json``
+   (``autotuner ddp suggest ... --json`` output) applies its recommended setting (``load_pick``).
 2. Rank 0 prints one line ``AUTOTUNER_STEP_TIME_MS <ms>`` per measured step (after warm-up;
    ``--steps``/``--warmup`` from ``AUTOTUNER_STEPS`` / ``AUTOTUNER_WARMUP``), the form
-   :mod:`autotuner.readers.replay_output` reads. A step is ``zero_grad``, forward, ``backward`` (DDP's allreduces
-   finish inside it) and the optimizer's step.
+   :mod:`autotuner.readers.replay_output` reads (``StepTimer``). A step is ``zero_grad``, forward, ``backward``
+   (DDP's allreduces finish inside it) and the optimizer's step.
 3. The model's layout: ``PYTHONPATH=examples autotuner profile --model train_horovod:build_model --input-shape
    64,80 --batch-size 16 --threads 1 --concurrent 2 --out my_layout.json`` (the same model as the Horovod script).
 
-Exit status 2 with one line on stderr for a bad argument or setting.
+Exit status 2 with one line on stderr for a bad argument, setting or pick file.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_horovod import FEATURES, SEQ, VOCAB, _count, build_model  # noqa: E402  (the same model)
 
+from autotuner import DdpConfig  # noqa: E402
+from autotuner.integrations import StepTimer, load_pick  # noqa: E402
+from autotuner.integrations.torch import ENV_VARS, apply, pick_from_env  # noqa: E402
+from autotuner.integrations.torch import ddp_kwargs as _ddp_kwargs  # noqa: E402
+
+
+def setting(pick: str | None = None) -> DdpConfig:
+    """The DDP setting to train with: ``pick``'s recommended one (a ``ddp suggest --json`` file), else the one
+    ``ddp validate`` sets in the environment (DDP's defaults when none is set). Raises ValueError (one line) for a
+    bad value, an unreadable pick, or a pick given under ``ddp validate``."""
+    if pick is None:
+        return pick_from_env()
+    given = sorted(v for v in ENV_VARS.values() if os.environ.get(v))
+    if given:
+        raise ValueError(f"--pick and {given[0]} both given: under ddp validate each trial's setting comes from "
+                         "the environment; drop --pick")
+    cfg = load_pick(pick)
+    if not isinstance(cfg, DdpConfig):
+        raise ValueError(f"--pick {pick}: a Horovod suggest answer; give ddp suggest --json output")
+    return cfg
+
 
 def ddp_kwargs() -> dict:
-    """``DistributedDataParallel`` keyword arguments from ``AUTOTUNER_DDP_*`` (unset: DDP's defaults). Raises
+    """``DistributedDataParallel`` keyword arguments of the environment's setting (:func:`setting`). Raises
     ValueError (one line) for a value that is not a number of MiB or 0/1."""
-    kw: dict = {}
-    caps = os.environ.get("AUTOTUNER_DDP_BUCKET_CAP_MB_LIST")
-    cap = os.environ.get("AUTOTUNER_DDP_BUCKET_CAP_MB")
-    if caps:
-        kw["bucket_cap_mb_list"] = [int(c) if float(c).is_integer() else float(c) for c in caps.split(",")]
-    elif cap:
-        kw["bucket_cap_mb"] = float(cap)
-    view = os.environ.get("AUTOTUNER_DDP_GRADIENT_AS_BUCKET_VIEW", "0")
-    if view not in ("0", "1"):
-        raise ValueError(f"AUTOTUNER_DDP_GRADIENT_AS_BUCKET_VIEW={view!r}: give 0 or 1")
-    kw["gradient_as_bucket_view"] = view == "1"
-    return kw
-
-
-def register_hook(model) -> None:
-    """Register ``AUTOTUNER_DDP_COMM_HOOK``'s hook (``fp16_compress``), or none (``allreduce``, unset)."""
-    hook = os.environ.get("AUTOTUNER_DDP_COMM_HOOK", "allreduce")
-    if hook == "allreduce":
-        return
-    if hook != "fp16_compress":
-        raise ValueError(f"AUTOTUNER_DDP_COMM_HOOK={hook!r}: allreduce or fp16_compress")
-    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-
-    model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    return _ddp_kwargs(pick_from_env())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", default=None, help="warm-up steps, not measured (default: $AUTOTUNER_WARMUP or 3)")
     p.add_argument("--batch-size", type=int, default=16, help="sequences per rank per step (default 16)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
+    p.add_argument("--pick", default=None, metavar="FILE",
+                   help="train with the recommended setting of this ddp suggest --json output (default: the "
+                        "AUTOTUNER_DDP_* environment ddp validate sets, else DDP's defaults)")
     args = p.parse_args(argv)
     steps = _count(args.steps, "AUTOTUNER_STEPS", 10, 1)
     warmup = _count(args.warmup, "AUTOTUNER_WARMUP", 3, 1)
@@ -77,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         print("error: --batch-size and --threads must be >= 1", file=sys.stderr)
         return 2
     try:
-        kw = ddp_kwargs()
+        pick = setting(args.pick)
+        kw = _ddp_kwargs(pick)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -87,27 +90,19 @@ def main(argv: list[str] | None = None) -> int:
 
     dist.init_process_group("gloo")
     torch.set_num_threads(args.threads)
-    model = DistributedDataParallel(build_model(), **kw)
-    try:
-        register_hook(model)
-    except ValueError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+    model = apply(DistributedDataParallel(build_model(), **kw), pick)
     opt = torch.optim.SGD(model.parameters(), lr=0.01 * dist.get_world_size())
     gen = torch.Generator().manual_seed(1234 + dist.get_rank())
     frames = torch.randn(args.batch_size, SEQ, FEATURES, generator=gen)
     target = torch.randint(0, VOCAB, (args.batch_size, SEQ), generator=gen)
     loss_fn = torch.nn.CrossEntropyLoss()
-    for step in range(warmup + steps):
-        t = time.perf_counter()
-        opt.zero_grad()
-        loss = loss_fn(model(frames).reshape(-1, VOCAB), target.reshape(-1))
-        loss.backward()
-        opt.step()
-        ms = (time.perf_counter() - t) * 1e3
-        if dist.get_rank() == 0:
-            tag = "warmup_step_ms" if step < warmup else "AUTOTUNER_STEP_TIME_MS"
-            print(f"{tag} {ms:.3f}", flush=True)
+    with StepTimer(warmup=warmup) as timer:
+        for _ in range(warmup + steps):
+            with timer.step():
+                opt.zero_grad()
+                loss = loss_fn(model(frames).reshape(-1, VOCAB), target.reshape(-1))
+                loss.backward()
+                opt.step()
     dist.barrier()
     dist.destroy_process_group()
     return 0

@@ -16,10 +16,18 @@ The three things a script needs for autotuner (docs/your-cluster.md):
    ``allreduce.<name>`` when backward produces it (horovod/torch/optimizer.py, ``_make_hook``), which
    is what the simulator models from the layout.
 2. Rank 0 prints one line ``AUTOTUNER_STEP_TIME_MS <ms>`` per measured step (after warm-up), the
-   form :mod:`autotuner.readers.replay_output` reads.
+   form :mod:`autotuner.readers.replay_output` reads (:class:`autotuner.integrations.StepTimer`).
 3. The model's layout: ``PYTHONPATH=examples autotuner profile --model train_horovod:build_model
    --input-shape 64,80 --batch-size 16 --threads 1 --concurrent 2 --out my_layout.json`` writes its
    gradient sizes and backward timings.
+
+To train with an answer of ``autotuner suggest ... --json > suggest.json``: its knobs are horovodrun's flags
+(``autotuner.integrations.horovod.flags``), its gradient compression is this script's ``--pick suggest.json``
+(``hvd.Compression`` through ``autotuner.integrations.horovod.compression``); rank 0 says on stderr which of the
+pick's knobs the launch did not set::
+
+    horovodrun -np 2 -H localhost:2 --gloo --fusion-threshold-mb 64 --cycle-time-ms 5 \\
+        python examples/train_horovod.py --pick suggest.json
 
 The model: a speech-recognition-like transformer: 80 features per frame (a mel spectrogram's) projected
 to d_model 256, a 4-layer ``torch.nn.TransformerEncoder`` (4 heads, feed-forward 1024) and a linear head
@@ -28,14 +36,13 @@ over 8000 tokens per frame. Data are synthetic (random frames and targets, a fix
 on the CPU with one torch thread per rank, as ``torch.set_num_threads(1)``, so that two ranks use
 this machine's two cores.
 
-Exit status 2 with one line on stderr for a bad argument.
+Exit status 2 with one line on stderr for a bad argument or pick file.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-import time
 
 FEATURES, VOCAB, D_MODEL, HEADS, FF, LAYERS, SEQ = 80, 8000, 256, 4, 1024, 4, 64
 
@@ -77,37 +84,54 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", default=None, help="warm-up steps, not measured (default: $AUTOTUNER_WARMUP or 3)")
     p.add_argument("--batch-size", type=int, default=16, help="sequences per rank per step (default 16)")
     p.add_argument("--threads", type=int, default=1, help="torch threads per rank (default 1)")
+    p.add_argument("--pick", default=None, metavar="FILE",
+                   help="apply the recommended proposal's gradient compression of this suggest --json output "
+                        "(its knobs are horovodrun's flags; default: no compression)")
     args = p.parse_args(argv)
     steps = _count(args.steps, "AUTOTUNER_STEPS", 10, 1)
     warmup = _count(args.warmup, "AUTOTUNER_WARMUP", 3, 0)
     if args.batch_size < 1 or args.threads < 1:
         print("error: --batch-size and --threads must be >= 1", file=sys.stderr)
         return 2
+    from autotuner import Proposal
+    from autotuner.integrations import StepTimer, load_pick
+    from autotuner.integrations import horovod as pick_horovod
 
     import horovod.torch as hvd
     import torch
 
+    pick, notes, compression = None, [], hvd.Compression.none
+    if args.pick is not None:
+        try:
+            pick = load_pick(args.pick)
+            if not isinstance(pick, Proposal):
+                raise ValueError(f"--pick {args.pick}: a DDP answer; give suggest --json output")
+            notes, compression = pick_horovod.unapplied(pick), pick_horovod.compression(pick)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+
     hvd.init()
+    if hvd.rank() == 0 and notes:
+        print(f"note: the pick's knobs not set by this launch (give horovodrun "
+              f"{' '.join(pick_horovod.flags(pick))}): {'; '.join(notes)}", file=sys.stderr)
     torch.set_num_threads(args.threads)
     model = build_model()
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     opt = torch.optim.SGD(model.parameters(), lr=0.01 * hvd.size())
-    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(), compression=compression)
     gen = torch.Generator().manual_seed(1234 + hvd.rank())
     frames = torch.randn(args.batch_size, SEQ, FEATURES, generator=gen)
     target = torch.randint(0, VOCAB, (args.batch_size, SEQ), generator=gen)
     loss_fn = torch.nn.CrossEntropyLoss()
 
-    for step in range(warmup + steps):
-        t = time.perf_counter()
-        opt.zero_grad()
-        loss = loss_fn(model(frames).reshape(-1, VOCAB), target.reshape(-1))
-        loss.backward()
-        opt.step()
-        ms = (time.perf_counter() - t) * 1e3
-        if hvd.rank() == 0:
-            tag = "warmup_step_ms" if step < warmup else "AUTOTUNER_STEP_TIME_MS"
-            print(f"{tag} {ms:.3f}", flush=True)
+    with StepTimer(warmup=warmup) as timer:
+        for _ in range(warmup + steps):
+            with timer.step():
+                opt.zero_grad()
+                loss = loss_fn(model(frames).reshape(-1, VOCAB), target.reshape(-1))
+                loss.backward()
+                opt.step()
     hvd.shutdown()
     return 0
 
