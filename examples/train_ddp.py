@@ -58,8 +58,8 @@ def setting(pick: str | None = None) -> DdpConfig:
 
 
 def ddp_kwargs() -> dict:
-    """``DistributedDataParallel`` keyword arguments of the environment's setting (:func:`setting`). Raises
-    ValueError (one line) for a value that is not a number of MiB or 0/1."""
+    """``DistributedDataParallel`` keyword arguments of the setting ``ddp validate`` sets in the environment (DDP's
+    defaults: ``{}``). Raises ValueError (one line) for a value that is not a number of MiB, 0/1 or a hook name."""
     return _ddp_kwargs(pick_from_env())
 
 
