@@ -1,7 +1,7 @@
 """autotuner: predict and tune Horovod's knobs from measured bandwidth data.
 
 Public surface (everything else is internal; ``fit_environments`` and ``accuracy_table`` are named so
-because ``autotuner.fit`` and ``autotuner.accuracy`` are a package and a module), imported on first use so that
+because ``autotuner.fit`` is a package), imported on first use so that
 ``import autotuner`` and the command line start fast (numpy, scipy and skopt load only
 when a name that needs them is used).
 """

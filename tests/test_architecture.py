@@ -23,6 +23,7 @@ HVD_CORE = f"{HVD}.knobs", f"{HVD}.simulator", f"{HVD}.fastsim", f"{HVD}.scenari
 #: folder (docs/architecture.md, "Frameworks").
 ALLOWED = {
     "model": {"errors"},
+    "schemas": {"errors", "model"},
     "readers": {"errors", "schemas", "model"},
     "writers": {"errors", "readers"},
     "fit": {"errors", "schemas", "model", "readers", "writers"},
@@ -76,6 +77,32 @@ def test_layers_import_only_downwards(layer):
             if parts[0] != "autotuner" or len(parts) < 2:
                 continue
             assert _target(parts) in ALLOWED[layer] | {layer}, f"{path.relative_to(PKG)} imports {mod}"
+
+
+#: the application layer, which may import any framework: the public API's entry (``__init__.py``), the command
+#: line, the option parsing it uses, the integrations a training script imports, and the replay workload's entry
+#: point (``python -m autotuner.replay``)
+APPLICATION = {"__init__.py", "options.py", "replay.py", "cli", "integrations"}
+
+
+def _shared_modules() -> list[Path]:
+    return [p for p in sorted(PKG.rglob("*.py"))
+            if p.relative_to(PKG).parts[0] not in APPLICATION | {"frameworks"}]
+
+
+@pytest.mark.parametrize("path", _shared_modules(), ids=lambda p: str(p.relative_to(PKG)))
+def test_the_shared_layer_imports_no_framework(path):
+    """The cost model, testbed, readers, writers, render, specs, schemas and the other shared modules serve every
+    framework and import none: a framework's knob table, simulator, fit, schemas and results live in its folder."""
+    for _, mod in _imports(path):
+        assert not mod.startswith("autotuner.frameworks."), f"{path.relative_to(PKG)} imports {mod}"
+
+
+def test_the_shared_layer_is_every_module_outside_the_frameworks_and_the_application():
+    shared = {str(p.relative_to(PKG)) for p in _shared_modules()}
+    assert {"specs.py", "render.py", "paths.py", "schemas/core.py", "model/costmodel.py", "readers/timeline.py",
+            "realrun/launcher.py"} <= shared
+    assert not any(s.startswith(("frameworks/", "cli/", "integrations/")) for s in shared)
 
 
 @pytest.mark.parametrize("framework", ["ddp", "horovod"])

@@ -209,7 +209,7 @@ def test_measure_on_two_emulated_hosts_records_the_topology(nothing_left, tmp_pa
     """A short ``measure`` on 2 emulated hosts x 2 ranks: both tiers run (intra: the first host's 2
     ranks; inter: one rank per host), every record carries the topology, env.toml the cluster."""
     need_horovod()
-    from autotuner.readers.sweep import parse_sweep_records
+    from autotuner.frameworks.horovod.readers.sweep import parse_sweep_records
     from autotuner.frameworks.horovod import measure as M
     from autotuner.realrun.testbed import cluster_hosts
 

@@ -13,7 +13,7 @@ import pytest
 
 from autotuner.readers.layouts import load_layout
 from autotuner.readers.replay_output import parse_output
-from autotuner.readers.runs import parse_records
+from autotuner.frameworks.horovod.readers.runs import parse_records
 from autotuner.frameworks.horovod.launch import Job, run_job
 from autotuner.frameworks.horovod.validation import STEPS_VAR, WARMUP_VAR
 from tests.cli_helpers import need_horovod

@@ -1,4 +1,4 @@
-"""Issue 20, part 4's compute half: the compute a rank loses to Horovod's background-loop cycles when
+"""The compute a rank loses to Horovod's background-loop cycles when
 its compute fills its core. Measured by `measure`'s cpu phase (runs/fresh-poll-2gbit/cpu.jsonl),
 fitted into `Negotiation.cpu_s`, charged by both simulators (docs/fresh-environments.md, section 8)."""
 from __future__ import annotations
@@ -15,8 +15,8 @@ from autotuner.frameworks.horovod.predict import make_scenario
 from autotuner.errors import CostModelError
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
 from autotuner.model.costmodel import Negotiation
-from autotuner.readers.runs import parse_records
-from autotuner.readers.sweep import parse_cpu_records
+from autotuner.frameworks.horovod.readers.runs import parse_records
+from autotuner.frameworks.horovod.readers.sweep import parse_cpu_records
 from autotuner.frameworks.horovod.views.protocol import kendall_tau
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,7 +158,7 @@ def test_cpu_script_without_timeline_is_ranked_right(layout):
 
 @pytest.mark.parametrize("layout", [LAYOUT, LAYOUT_C2])
 def test_cpu_script_within_ten_percent(layout):
-    """Issue 20, part 4: a real CPU training script of our own within 10 %, fusion off included
+    """A real CPU training script within 10 %, fusion off included
     (profiled alone: -7.1 to -5.3 %; with --concurrent 2: -4.2 to -1.9 %)."""
     for label, (_, med, pred) in _measured_and_predicted(NO_TIMELINE, layout).items():
         assert abs(pred / med - 1) <= 0.10, (label, med, pred)

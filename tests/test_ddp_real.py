@@ -1,4 +1,4 @@
-"""DDP under real torchrun (issue 30): the replay workload's output contract, DDP's own rebuilt buckets against the
+"""DDP under real torchrun: the replay workload's output contract, DDP's own rebuilt buckets against the
 Reducer simulator's, and the committed DDP environments' replays against their predictions from the sweep alone."""
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_a_real_ddp_replay_under_torchrun_rebuilds_the_buckets_the_simulator_doe
     r = run_ddp("autotuner.frameworks.ddp.replay", ["--model", str(TINY), "--compute-ms", "30", "--steps", "3",
                                                     "--warmup", "2", "--bucket-cap-mb", "0.2"],
                 ranks_per_host=2, timeout_s=120)
-    parsed = parse_output(r.stdout)  # the result line, whatever the teardown's exit status (issue 30's facts)
+    parsed = parse_output(r.stdout)  # the result line, whatever the teardown's exit status
     assert len(parsed.step_times_ms) == 3 and parsed.extra["framework"] == "ddp", (r.returncodes, r.stderr[-800:])
     L = load_layout(str(TINY))
     assert parsed.extra["buckets"] == _rebuilt(L, DdpConfig(bucket_cap_mb=0.2))
@@ -68,8 +68,8 @@ def test_a_real_burst_job_under_torchrun_gives_a_record_the_fit_reads():
     job's raw saving for the fit (the clipping is :func:`test_the_queued_saving_from_burst_records`'s)."""
     from autotuner.frameworks.ddp.fit import queued_saving
     from autotuner.model.costmodel import Tier
-    from autotuner.schemas.core import check
-    from autotuner.schemas.ddp import DdpBurstRecord
+    from autotuner.schemas import check
+    from autotuner.frameworks.ddp.schemas import DdpBurstRecord
 
     r = run_ddp("autotuner.frameworks.ddp.burstprobe", ["--sizes", "65536", "--count", "4", "--rounds", "2"],
                 ranks_per_host=2, timeout_s=120)
@@ -88,8 +88,8 @@ def test_a_real_first_touch_job_under_torchrun_gives_a_record_the_fit_reads():
     times the pages of dropped ones (whose pages the allocator reuses), and a per-byte cost the fit reads (>= 0: held minus dropped,
     clipped)."""
     from autotuner.frameworks.ddp.fit import first_touch
-    from autotuner.schemas.core import check
-    from autotuner.schemas.ddp import DdpFirstTouchRecord
+    from autotuner.schemas import check
+    from autotuner.frameworks.ddp.schemas import DdpFirstTouchRecord
 
     r = run_ddp("autotuner.frameworks.ddp.firsttouchprobe", ["--steps", "2", "--rounds", "1"], ranks_per_host=2,
                 timeout_s=120)
@@ -138,8 +138,8 @@ def test_a_real_cpu_job_under_torchrun_gives_a_record_the_fit_reads():
     streams of about 0.15 s): a record its schema accepts, both stream sizes, units timed alone and beside the
     stream, and a law the fit reads (what it charges is the committed records', not timed here)."""
     from autotuner.frameworks.ddp.fit import cpu_share
-    from autotuner.schemas.core import check
-    from autotuner.schemas.ddp import DdpCpuRecord
+    from autotuner.schemas import check
+    from autotuner.frameworks.ddp.schemas import DdpCpuRecord
 
     r = run_ddp("autotuner.frameworks.ddp.cpuprobe", ["--rounds", "1", "--units", "2", "--stream-s", "0.15"],
                 ranks_per_host=2, timeout_s=120)
@@ -248,7 +248,7 @@ def _env_rows(env):
     return rows(RUNS / env, env_cost(RUNS / env)[0])
 
 
-#: the acceptance items (issue 30) the committed DDP envs miss, as (env, record file, item); each must still miss
+#: the acceptance items the committed DDP envs miss, as (env, record file, item); each must still miss
 #: (docs/ddp.md, "Measured environments", states them). On 2 emulated hosts x 1 rank the small caps (1-10 MiB:
 #: dozens of buckets) are predicted 6-15 % too slow and DDP's default up to 6 % too fast; on 2 x 2 ranks (4 ranks
 #: on this machine's 2 cores) ResNet-101 is predicted 10-24 % too fast in every setting and MobileNetV2's
@@ -257,17 +257,17 @@ def _env_rows(env):
 #: setting without the view, by what re-faulting the held gradients' pages costs there (established on the same
 #: machine: glibc keeping the pages brings every setting within 1.8 %, ddp-experiments/; not modelled: docs/ddp.md,
 #: "An uncontended machine").
-#: ddp-2gbit (1 host x 2 ranks) meets every item. The two fresh envs of 2026-11-27 (sweep, phases and replays in one
+#: ddp-2gbit (1 host x 2 ranks) meets every item. Two fresh envs (sweep, phases and replays in one
 #: sitting, shifted stages): ddp-5gbit (1 host x 2 at 5 Gbit/s) meets every item on ResNet-18; on ResNet-101 its
 #: 1 MiB cap is +7.0 % (outside its repeats) and tau 0.79; ddp-2x1-4gbit (2 hosts x 1 at 4 Gbit/s) shows the
 #: 2-host pattern again: small caps +4.5 to +6.3 %, the large ones -2 to -5 %, the fp16 hook -7.3 / -13.4 %.
 #: ddp-2x2-5gbit's MobileNetV2 with shifted stages (the hooks' work on 4 ranks' 2 cores delays the later gradients):
 #: every setting 7-15 % too fast, against 1-8 % with deadline stages. ddp-4gbit (1 host x 2 at 4 Gbit/s, fresh, one
-#: sitting, 2026-11-27 13:38-13:57): ResNet-18 and ResNet-101 meet every item; ResNet-50 every item but the fp16
+#: sitting of 19 minutes): ResNet-18 and ResNet-101 meet every item; ResNet-50 every item but the fp16
 #: hook, -5.6 % (279.4 ms measured, 269.1-282.4; 263.9 predicted). ddp-1.5gbit (1 host x 2 at 1.5 Gbit/s, fresh,
-#: one sitting, 2026-11-27 16:12-16:53): ResNet-18, ResNet-101 and DistilBERT meet every item; so do ResNet-50 and
-#: ResNet-101 on ddp-2x1-1.5gbit (2 hosts x 1 at 1.5 Gbit/s, 16:55-17:21). ddp-2x1-2.5gbit (the same shape at 2.5
-#: Gbit/s, 17:55-18:12) shows the 2-host pattern again: every setting but the small caps 2-9 % too fast, tau 0.5.
+#: one sitting of 41 minutes): ResNet-18, ResNet-101 and DistilBERT meet every item; so do ResNet-50 and
+#: ResNet-101 on ddp-2x1-1.5gbit (2 hosts x 1 at 1.5 Gbit/s, 26 minutes). ddp-2x1-2.5gbit (the same shape at 2.5
+#: Gbit/s, 17 minutes) shows the 2-host pattern again: every setting but the small caps 2-9 % too fast, tau 0.5.
 DDP_MISSED = {("ddp-2x1-3gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau", "first-bucket")} \
     | {("ddp-2x1-3gbit", "resnet101-long", k) for k in ("mape", "rows", "tau")} \
     | {("ddp-2x1-3gbit", "resnet50", k) for k in ("mape", "rows", "tau")} \
@@ -313,7 +313,7 @@ def _acceptance(env):
 
 @pytest.mark.parametrize("env", DDP_ENVS)
 def test_ddp_replays_are_predicted_from_the_sweep_alone_or_the_miss_is_named(env):
-    """Acceptance (issue 30, per env and layout, >= 10 settings x 3 interleaved repeats, no timeline, predicted from
+    """Acceptance (per env and layout, >= 10 settings x 3 interleaved repeats, no timeline, predicted from
     the env's sweep alone): every item of :func:`_acceptance` passes, or it is named in :data:`DDP_MISSED` and still
     fails."""
     for model, items in _acceptance(env).items():
@@ -384,7 +384,7 @@ def test_the_held_gradients_re_faults_are_the_uncontended_envs_miss():
 
 def test_the_replay_stages_decide_where_the_hooks_work_goes():
     """The same machine at 300 ms of compute (scripts/device_ddp_faults.sh C, scripts/device_ddp_durations.sh D).
-    With deadline stages (the records before 2026-11-27) the hooks' work hides in the slack before each next
+    With deadline stages (the oldest records' kind) the hooks' work hides in the slack before each next
     deadline: the view's step ends under 10 ms after its 300 ms compute, while the simulator charges the copies
     into the buckets on the backward's thread (about 30 ms), so every setting is predicted 2-10 % slow (the view
     9.6 %; the fp16 hook, whose casts are charged there too, 19.7 %). With duration stages (a CPU rank's real
@@ -537,14 +537,14 @@ def test_a_users_ddp_script_validated_against_its_profile():
 def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line(tmp_path):
     import shutil
 
-    from autotuner.schemas.ddp import DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord, DdpTrialRecord
+    from autotuner.frameworks.ddp.schemas import DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord, DdpTrialRecord
 
     for env in DDP_ENVS:
         assert len(read_jsonl(RUNS / env / "ddp-sweep.jsonl", DdpSweepRecord)) >= 3
         assert len(read_jsonl(RUNS / env / "ddp-burst.jsonl", DdpBurstRecord)) >= 3
-        if (RUNS / env / "ddp-first-touch.jsonl").exists():  # the phase since 2026-11-27 (not on ddp-1x4-16core)
+        if (RUNS / env / "ddp-first-touch.jsonl").exists():  # not every env has the phase (ddp-1x4-16core has not)
             assert read_jsonl(RUNS / env / "ddp-first-touch.jsonl", DdpFirstTouchRecord)
-        if (RUNS / env / "ddp-cpu.jsonl").exists():  # the cpu phase, since 2026-11-27's second session
+        if (RUNS / env / "ddp-cpu.jsonl").exists():  # the cpu phase, where the env has it
             assert read_jsonl(RUNS / env / "ddp-cpu.jsonl", DdpCpuRecord)
         for f in list((RUNS / env / "ddp-validation").glob("*.jsonl")) + list((RUNS / env / "ddp-tune").glob("*.jsonl")):
             assert read_jsonl(f, DdpTrialRecord)

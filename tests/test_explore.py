@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from autotuner.frameworks.horovod.predict import make_scenario
-from autotuner.readers.runs import read_validation_records
+from autotuner.frameworks.horovod.readers.runs import read_validation_records
 from autotuner.model.costmodel import Cluster
 from autotuner.frameworks.horovod.views.explore import (ExploreError, combos, cycle_axis, explore, measured_points, sensitivity,
                                step_times_ms, threshold_axis)
@@ -174,8 +174,8 @@ def _fp16_records():
 
 
 def test_a_measured_point_is_one_job_predicted_as_that_job():
-    """Issue 29: explore pooled an fp16 file's defaults and its fp16 proposal (same knobs) into one row of 6
-    trials, compared with the uncompressed prediction; trials run with the timeline sat beside others, unmarked."""
+    """A measured point is one job: an fp16 file's defaults and its fp16 proposal (same knobs) are not pooled into
+    one row compared with the uncompressed prediction, and trials run with the timeline are marked."""
     from dataclasses import replace
 
     sc, _ = make_scenario(MODELS, "fresh-poll-2gbit", "mobilenet_v2", compute_ms=60)
@@ -201,8 +201,8 @@ def test_a_measured_point_is_one_job_predicted_as_that_job():
 
 
 def test_heatmap_labels_one_position_once(tmp_path, monkeypatch):
-    """Issue 29: where several files share a configuration, the heatmap printed their labels on top of
-    each other. Each position now carries one label, a line per job (fp16 and timeline marked)."""
+    """Where several files share a configuration, the heatmap's position carries one label (never labels on top
+    of each other), a line per job (fp16 and timeline marked)."""
     import matplotlib.text
     from autotuner.frameworks.horovod.views import plots_explore
 

@@ -93,7 +93,7 @@ def test_the_fitted_term_slows_the_collective_and_adds_the_casts_to_the_update()
 # --- the fit, from the fp16 phase alone ------------------------------------------------------------------------
 
 def _phase(env):
-    from autotuner.readers.sweep import parse_fp16_records
+    from autotuner.frameworks.horovod.readers.sweep import parse_fp16_records
 
     f = RUNS / env / "fp16.jsonl"
     recs, problems = parse_fp16_records(f.read_text(), f.name)
@@ -238,7 +238,7 @@ def test_the_fit_borrows_only_across_one_stack(tmp_path):
     import shutil
 
     from autotuner.frameworks.horovod.fit.sweep import _stack_fp16_siblings
-    from autotuner.readers.runs import read_env
+    from autotuner.frameworks.horovod.readers.runs import read_env
 
     for e in ("fresh-poll-1.25gbit", "fresh-poll-2gbit"):
         (tmp_path / e).mkdir()
@@ -448,7 +448,7 @@ SAVING_MISSED = {("fresh-poll-2.75gbit", "fp16-mobilenet_v2-sitting.jsonl", "pro
 
 def _other_job(r: dict) -> str | None:
     """None where a replay's ranks allreduced their own values every step (the training job), else why not."""
-    from autotuner.schemas.records import same_values_on_every_rank, zero_gradients
+    from autotuner.frameworks.horovod.schemas.records import same_values_on_every_rank, zero_gradients
 
     return "zeros" if zero_gradients(r) else "same values" if same_values_on_every_rank(r) else None
 

@@ -1,4 +1,4 @@
-"""Issue 20: the fresh-environment protocol's figures, the per-cycle negotiation a sweep
+"""The fresh-environment protocol's figures, the per-cycle negotiation a sweep
 measures, and the noise-aware, minimal-change pick. Everything here reads committed records
 (runs/fresh-*, runs/local-gloo-1gbit-sweep) or is arithmetic; no Horovod is run."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
 from autotuner.model.costmodel import Negotiation
 from autotuner.frameworks.horovod.fastsim import simulate_configs
 from autotuner.frameworks.horovod.simulator import simulate_step
-from autotuner.readers.runs import parse_records
+from autotuner.frameworks.horovod.readers.runs import parse_records
 from autotuner.readers.timeline import read_timeline
 from autotuner.frameworks.horovod.search.grid import COLUMNS
 from autotuner.frameworks.horovod.search.ranking import knobs_changed, minimal_change
@@ -159,7 +159,7 @@ def test_minimal_change_refuses_bad_input():
 def _judged(env):
     from autotuner.frameworks.horovod.fit.fitters import fit_env
     from autotuner.frameworks.horovod.fit.store import env_from_dict
-    from autotuner.readers.runs import read_env
+    from autotuner.frameworks.horovod.readers.runs import read_env
     from autotuner.frameworks.horovod.views.accuracy import simulate_trial
 
     d = fit_env(read_env(RUNS / env))  # the sweep fitter reads env.toml, sweep.jsonl and timelines only
@@ -183,7 +183,7 @@ NOT_MET = {
 
 @pytest.mark.parametrize("env", [e for e in JUDGED if (RUNS / e / "validation").is_dir()])
 def test_judged_env_predicted_from_its_sweep_alone(env, request):
-    """Issue 20's acceptance: MAPE <= 3 %, worst <= 5 %, Kendall tau >= 0.8 over pairs > 2 % apart."""
+    """The protocol's acceptance: MAPE <= 3 %, worst <= 5 %, Kendall tau >= 0.8 over pairs > 2 % apart."""
     if env in NOT_MET:
         request.applymarker(pytest.mark.xfail(strict=True, reason=NOT_MET[env]))
     rows, s, _ = _judged(env)
@@ -266,8 +266,8 @@ def test_layout_warnings_name_device_and_batch(tmp_path):
     w = layout_warnings(sc, fenv, env_batch=16)  # same device kind and batch; CPU compute fills the 2 cores
     assert len(w) == 1 and "computes on the CPU with 2 ranks on each host's 2 cores" in w[0]
     sc, fenv = make_scenario(models, "fresh-poll-2x1-2gbit", str(_profiled(tmp_path, "cpu", 16)))
-    # one rank per emulated host: the 2 hosts share the machine's 2 cores, 1 each (issue 29: recorded as 2 before,
-    # and this CPU layout's cycles went unnamed); this env's measure ran no cpu phase, so the line says so
+    # one rank per emulated host: the 2 hosts share the machine's 2 cores, 1 each (counted as 2, this CPU
+    # layout's cycles would go unnamed); this env's measure ran no cpu phase, so the line says so
     w = layout_warnings(sc, fenv, env_batch=16)
     assert len(w) == 1 and "with 1 rank on each host's 1 core:" in w[0] and "no cpu phase" in w[0], w
     sc, fenv = make_scenario(models, "fresh-poll-2gbit", "vit_s16", compute_ms=300)
@@ -284,13 +284,13 @@ def test_simulate_prints_the_device_warning_and_the_trust_line(tmp_path):
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
     trials = json.loads((ROOT / "autotuner" / "models" / "fresh-poll-2gbit.json").read_text())["trust"]["trials"]
-    # 33 replays on the sweep's day, 30 more (fresh-vit_s16-nt) the day after, 12 fp16 validations (issue 22),
-    # 9 fixed-knob trials of the head-to-head with Horovod's autotune, 12 fp16 validations with gradient-like values
-    # (issue 29's second pass), 12 more (its third pass, beside the fused fp16 phase), 12 more (its fourth pass: each
-    # rank's own values every step) and 6 on a layout no fp16 replay had used (fp16-resnet50-new): 126, less the
-    # trials of another job than predicted, which the trust block leaves out (issue 29, like with like): the 33
-    # first-day replays (Horovod's timeline ran), the 6 fp16 trials of issue 22 over zero gradients and the 12 fp16
-    # trials of the second and third passes over the same values on every rank (their files' uncompressed
+    # 33 replays with Horovod's timeline (fresh-vit_s16), 30 more without (fresh-vit_s16-nt), 12 fp16 validations
+    # over zero gradients (fp16-mobilenet_v2, fp16-resnet18), 9 fixed-knob trials of the head-to-head with Horovod's
+    # autotune, 12 fp16 validations with gradient-like values (*-gradients), 12 more beside the fused fp16 phase
+    # (*-gradients-3), 12 more with each rank's own values every step (*-gradients-4) and 6 on a layout no fp16
+    # replay had used (fp16-resnet50-new): 126, less the trials of another job than predicted, which the trust block
+    # leaves out (like with like): the 33 timeline replays, the 6 fp16 trials over zero gradients and the 12 fp16
+    # trials of *-gradients and *-gradients-3 over the same values on every rank (their files' uncompressed
     # defaults stay): 126 - 51 = 75
     assert trials == 75
     assert d["trust"].startswith(f"checked on {trials} real trials") and d["warnings"]

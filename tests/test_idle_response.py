@@ -1,4 +1,4 @@
-"""Issue 20: small responses while the ranks' main threads sleep (``measure``'s idle phase,
+"""Small responses while the ranks' main threads sleep (``measure``'s idle phase,
 :mod:`autotuner.frameworks.horovod.idleprobe`; docs/fresh-environments.md section 11). The fit's arithmetic
 against the committed records (runs/*/idle.jsonl and their timelines), and that it is recorded,
 not charged; no Horovod is run here."""
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from autotuner.frameworks.horovod.fit.sweep import idle_response
-from autotuner.readers.sweep import parse_idle_records
+from autotuner.frameworks.horovod.readers.sweep import parse_idle_records
 from autotuner.readers.timeline import read_timeline
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -64,11 +64,12 @@ def test_idle_cost_is_the_arithmetic_of_the_committed_timelines(env):
     assert all(0 < x <= max(means.values()) + 1e-9 for x in line)
 
 
-#: the envs measured on the 2026-11-28 machine (their env.toml's ``stack`` names its CPU; tests/test_fused_phase.py)
-NEW_MACHINE = {"fresh-poll-1gbit", "fresh-poll-2.25gbit"}
-#: measured 2026-12-02 (session 53, scripts/two_host_heldout.sh) on a machine whose stack also reads "AMD EPYC", but
-#: whose small responses cost what the earlier envs' do (idle 2.30 ms at 4 KiB; burst 0.81, step 1.95 ms)
-DEC_2_MACHINE = {"fresh-poll-2x1-2.5gbit"}
+#: the envs measured in one sitting on an AMD EPYC VM whose small responses are dearer (their env.toml's ``stack``
+#: names its CPU; tests/test_fused_phase.py)
+EPYC_MACHINE = {"fresh-poll-1gbit", "fresh-poll-2.25gbit"}
+#: measured (scripts/two_host_heldout.sh) on another VM whose stack also reads "AMD EPYC", but whose small responses
+#: cost what the other envs' do (idle 2.30 ms at 4 KiB; burst 0.81, step 1.95 ms)
+OTHER_EPYC_MACHINE = {"fresh-poll-2x1-2.5gbit"}
 
 
 def test_idle_regime_is_slower_than_the_sweeps_own_small_responses():
@@ -77,15 +78,15 @@ def test_idle_regime_is_slower_than_the_sweeps_own_small_responses():
     but fresh-poll-1.25gbit, whose sweep's fusion-off job sampled the slow regime (tier 2.06 ms), and
     fresh-poll-2x1-3.5gbit (idle 1.74 ms, tier 1.82 ms) and fresh-poll-2x1-4.5gbit (idle 1.45 ms, tier 1.88 ms):
     their sweep lines' intercepts (1.80 and 1.87 ms) are the highest of the two-host envs (0.91-1.48 ms on the
-    others). On the 2026-11-28 machine (``NEW_MACHINE``) it costs 4.5 and 6.3 ms, as its dearer burst and step
+    others). On the dearer AMD EPYC VM (``EPYC_MACHINE``) it costs 4.5 and 6.3 ms, as its dearer burst and step
     phases do (docs/compression.md, "Held out: a new machine"), and is above the tier there too."""
     above = []
     for env in ENVS:
         m = json.loads((ROOT / "autotuner" / "models" / f"{env}.json").read_text())
         idle = m["fit"]["idle_response"]["mean_ms_by_size"]
         stack = (RUNS / env / "env.toml").read_text()
-        assert (env in NEW_MACHINE | DEC_2_MACHINE) == ('stack = "vm: AMD EPYC' in stack), env
-        lo, hi = (4.0, 7.0) if env in NEW_MACHINE else (1.2, 3.0)
+        assert (env in EPYC_MACHINE | OTHER_EPYC_MACHINE) == ('stack = "vm: AMD EPYC' in stack), env
+        lo, hi = (4.0, 7.0) if env in EPYC_MACHINE else (1.2, 3.0)
         assert lo < idle["4096"] < hi, env
         tier = [s["pred_ms"] for s in m["fit"]["samples"] if s["bytes"] == 4096][0]
         if idle["4096"] > tier:

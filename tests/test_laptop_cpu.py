@@ -1,4 +1,4 @@
-"""Lab report 003 (laptop i7-9750H, CPU-only MPI ranks) as a fitted environment (issue 13 part 3).
+"""Lab report 003 (laptop i7-9750H, CPU-only MPI ranks) as a fitted environment.
 
 The fit (autotuner.frameworks.horovod.fit.cpu_scaling), the contention form (autotuner.model.contention), the
 held-out check (ResNet50 fits the contention, ResNet18 is predicted) and why it cannot pass,
@@ -17,7 +17,7 @@ from autotuner.frameworks.horovod.fit.fitters import fit_env
 from autotuner.model.contention import Contention
 from autotuner.readers.labreport import parse_cpu_scaling
 from autotuner.readers.layouts import load_layout
-from autotuner.readers.runs import read_env, read_env_meta
+from autotuner.frameworks.horovod.readers.runs import read_env, read_env_meta
 from cli_helpers import run
 from conftest import ROOT
 

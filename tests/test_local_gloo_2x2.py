@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from autotuner.frameworks.horovod.fit.fitters import fit_env
-from autotuner.readers.runs import parse_records, read_env
+from autotuner.frameworks.horovod.readers.runs import parse_records, read_env
 
 from refit import assert_refit_close
 

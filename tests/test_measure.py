@@ -16,7 +16,7 @@ import pytest
 
 from autotuner.errors import ValidationError
 from autotuner.frameworks.horovod import measure as M
-from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_fused_records,
+from autotuner.frameworks.horovod.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_fused_records,
                                      parse_idle_records, parse_step_records, parse_sweep_records,
                                      parse_trickle_records)
 from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
@@ -60,8 +60,8 @@ def test_command_asks_exactly_the_missing_items():
 
 def test_emulated_hosts_record_their_share_of_the_machine_cores(monkeypatch):
     """Emulated hosts are namespaces on this machine: each has the machine's cores divided by the
-    hosts, not all of them (issue 29: 2 hosts on 2 cores were recorded with 2 cores each, and the CPU
-    terms of a CPU layout were then skipped there). A real host keeps what it has."""
+    hosts, not all of them (2 hosts on 2 cores recorded with 2 cores each would skip the CPU terms of a
+    CPU layout there). A real host keeps what it has."""
     assert M.host_cores(2, None) == 2 and M.host_cores(16, 1) == 16
     assert M.host_cores(2, 2) == 1 and M.host_cores(8, 2) == 4 and M.host_cores(2, 4) == 1
     monkeypatch.setattr(M, "cores_per_host", lambda: 2)
@@ -79,7 +79,7 @@ def test_env_toml_names_the_stack_it_was_measured_on(monkeypatch):
     import platform
     import tomllib
 
-    from autotuner.schemas import check_env_toml
+    from autotuner.frameworks.horovod.schemas import check_env_toml
 
     monkeypatch.setattr(M, "cores_per_host", lambda: 2)
     monkeypatch.setattr(M, "cpu_model", lambda: 'AMD "EPYC"')
@@ -137,12 +137,12 @@ def test_bad_input_one_line_exit_2(tmp_path, args, needle):
 
 
 def test_measure_says_it_fits_nothing_and_names_the_fit_to_run():
-    """Issue 29: the README said measure runs ``autotuner fit`` at the end; it prints the command instead
-    (``next: autotuner fit <runs>``, cli.measure_cmd). Its help and the README's row say that."""
+    """``measure`` does not run ``autotuner fit`` at the end; it prints the command instead
+    (``next: autotuner fit <runs>``, cli.measure_cmd). Its help and the measure how-to page say that."""
     p = run("measure", "--help")
     assert p.returncode == 0 and "fits nothing" in p.stdout and "autotuner fit" in p.stdout
-    row = next(l for l in (ROOT / "README.md").read_text().splitlines() if l.startswith("| `autotuner measure "))
-    assert "fits nothing" in row and "then `autotuner fit`" not in row
+    doc = (ROOT / "docs" / "how-to" / "measure.md").read_text()
+    assert "fits nothing" in doc and "then `autotuner fit`" not in doc
     src = (ROOT / "autotuner" / "cli.py").read_text()
     assert 'out.print(f"next: autotuner fit {summary[\'runs_dir\']}"' in src
 
@@ -280,11 +280,11 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     assert len(list((runs / "k" / "timelines").glob("single-main-*.json.gz"))) == 2
 
 
-# --------------------------------------------------------------------------- the committed sweep (issue 12)
+# --------------------------------------------------------------------------- the committed sweep
 
 def _sweep_predicts_training():
     """The committed sweep-only model (runs/local-gloo-1gbit-sweep, fitted into autotuner/models)
-    against the committed ResNet50 replay trials of runs/local-gloo-1gbit that the issue names:
+    against the committed ResNet50 replay trials of runs/local-gloo-1gbit:
     holdout-sweep and the three validate runs (resnet50, -replication, -replication-2)."""
     from autotuner.frameworks.horovod.environments import accuracy_table as accuracy
     from autotuner.paths import shipped_models
@@ -302,9 +302,9 @@ def test_committed_sweep_alone_predicts_fused_training_within_5_percent():
     assert len(rows) == 18
     bad = {(c["quantity"], c["source"].split("/")[-1].split(" ")[0]): c["error_percent"] for c in rows
            if abs(c["error_percent"]) > 5}
-    # since the below-knee bound's second form (2026-12-01, session 52: the sweep env's line below its 16 MiB knee
-    # bounded, then moved back 1.4 % cheaper by its mid-size phase, whose 1-4 MiB records now lie on one side of it),
-    # one row, a job that ran Horovod's timeline (its writer costs a step 3-10 %), is predicted 5.3 % fast (was 4.1 %)
+    # one row, a job that ran Horovod's timeline (its writer costs a step 3-10 %), is predicted 5.3 % fast: the sweep
+    # env's line below its 16 MiB knee is bounded (fit.sweep.bound_below_knee), then moved 1.4 % cheaper by its
+    # mid-size phase, whose 1-4 MiB records lie on one side of it
     named = {("resnet50 proposal-3 (16 MiB, 10 ms, timeline ran): step time (ms)", "holdout-sweep.jsonl"): (-5.5, -5.0)}
     assert set(bad) == set(named), bad
     assert all(lo <= bad[k] <= hi for k, (lo, hi) in named.items()), bad

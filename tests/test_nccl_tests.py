@@ -1,4 +1,4 @@
-"""nccl-tests ``all_reduce_perf`` output as an environment source (issue 12, part 2).
+"""nccl-tests ``all_reduce_perf`` output as an environment source.
 
 The fixtures (tests/data/nccl_tests/) are written from nccl-tests' documented format, not
 measured (no GPU was lent): their headers say so, and these tests check it. Expected numbers
@@ -25,8 +25,8 @@ from autotuner.readers.nccl_tests import (
     read_all_reduce_perf,
     resolution,
 )
-from autotuner.readers.runs import read_env
-from autotuner.schemas import check_env_toml
+from autotuner.frameworks.horovod.readers.runs import read_env
+from autotuner.frameworks.horovod.schemas import check_env_toml
 from cli_helpers import assert_one_line_error, run
 
 ROOT = Path(__file__).resolve().parents[1]

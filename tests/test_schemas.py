@@ -1,4 +1,4 @@
-"""The file schemas (autotuner/schemas.py): every reproducer of issue 11 that concerns a file
+"""The file schemas (autotuner/schemas/): every damaged file
 gives a one-line error naming the file, the field and the value; ``fit`` exits 2 and writes
 nothing for them; data files never import code; a model with a non-finite number is not written;
 what the fit drops is named."""
@@ -20,7 +20,7 @@ from autotuner.frameworks.horovod.fit.fitters import FITTERS, fit_env, host_samp
 from autotuner.frameworks.horovod.fit.store import env_from_dict, load_env, write_model
 from autotuner.model.layout import MAX_LAYOUT_BYTES, Layout
 from autotuner.readers.layouts import layout_from_dict, load_data_layout, load_layout
-from autotuner.readers.runs import parse_records, read_env, read_runs
+from autotuner.frameworks.horovod.readers.runs import parse_records, read_env, read_runs
 from autotuner.schemas import Format, find_nonfinite, is_plain_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,7 +231,7 @@ def test_bad_records_are_skipped_and_named(change, needle):
 
 
 def test_committed_records_all_validate():
-    from autotuner.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records,
+    from autotuner.frameworks.horovod.readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records,
                                          parse_fused_records, parse_idle_records, parse_step_records,
                                          parse_sweep_records, parse_trickle_records)
 
@@ -243,9 +243,8 @@ def test_committed_records_all_validate():
             continue
         if f.name in ("ddp-sweep.jsonl", "ddp-burst.jsonl", "ddp-first-touch.jsonl", "ddp-cpu.jsonl") \
                 or f.parent.name in ("ddp-validation", "ddp-tune", "ddp-experiments"):
-            from autotuner.frameworks.ddp.records import read_jsonl  # DDP's (issue 30)
-            from autotuner.schemas.ddp import (DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord,
-                                               DdpTrialRecord)
+            from autotuner.frameworks.ddp.records import read_jsonl  # DDP's
+            from autotuner.frameworks.ddp.schemas import DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord, DdpTrialRecord
 
             schema = {"ddp-sweep.jsonl": DdpSweepRecord, "ddp-burst.jsonl": DdpBurstRecord,
                       "ddp-first-touch.jsonl": DdpFirstTouchRecord, "ddp-cpu.jsonl": DdpCpuRecord}.get(f.name,
@@ -265,7 +264,7 @@ def test_committed_records_all_validate():
 
 
 def test_bad_cpu_phase_records_are_named_and_skipped():
-    from autotuner.readers.sweep import parse_cpu_records
+    from autotuner.frameworks.horovod.readers.sweep import parse_cpu_records
 
     good = {"phase": "cpu", "tier": "single", "cycle_time_ms": 1.0, "repeat": 0, "unit_ms": 4.9, "unit_ms_max": 5.3,
             "cpu_share": 0.93, "units": 400, "ranks": 2}

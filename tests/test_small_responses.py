@@ -284,7 +284,7 @@ def _replace_rows(rec: dict, keep: int) -> dict:
 
 
 def test_burst_records_validate_and_bad_ones_are_named():
-    from autotuner.readers.sweep import parse_burst_records
+    from autotuner.frameworks.horovod.readers.sweep import parse_burst_records
 
     good = {"phase": "burst", "tier": "single", "repeat": 0, "sizes": [4096], "counts": [1, 32], "rounds": 3,
             "wait": "spin", "ranks": 2, "wall_ms": [[4096, 1, [1.0, 1.1]], [4096, 32, [3.0, 3.2]]]}
@@ -521,7 +521,7 @@ def test_the_shipped_models_charge_cache_off_from_their_step_phase():
 
 
 def test_step_records_validate_and_bad_ones_are_named():
-    from autotuner.readers.sweep import parse_step_records
+    from autotuner.frameworks.horovod.readers.sweep import parse_step_records
 
     good = {"phase": "step", "tier": "single", "repeat": 0, "job": "fusion-off", "layout": "step-probe/1",
             "ranks": 2, "compute_ms": 100.0, "wait": "sleep", "step_times_ms": [210.0, 212.5]}
@@ -780,7 +780,7 @@ def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resol
     scatter of its jobs. After the shift the simulator prices the queued responses of the charged envs within 0.6 ms
     of the no-timeline wall clock at every size at or above the knee."""
     from autotuner.frameworks.horovod.measure import MID_COUNTS, MID_RECORDS, MID_SIZES
-    from autotuner.readers.sweep import parse_burst_records
+    from autotuner.frameworks.horovod.readers.sweep import parse_burst_records
 
     envs = sorted(p.parent.name for p in RUNS.glob(f"*/{MID_RECORDS}"))
     assert set(FRESH) | {"local-gloo-1gbit-sweep"} <= set(envs), envs

@@ -1,6 +1,6 @@
 """Lab report 004 (runs/t4x4-compression) as an environment, and compression as a searched option.
 
-Held-out check (issue 13): predict the 2- and 4-device Horovod times of report 004 from its
+Held-out check: predict the 2- and 4-device Horovod times of report 004 from its
 serial run plus the cost model (start-up and tiers borrowed from runs/t4x4-pcie), each within
 10 %. The 2-device one cannot be (the proof is :data:`PROOF_2_DEVICES`, checked by
 :func:`test_the_2_device_miss_is_proved_by_the_reports_numbers`), so it is a strict xfail.
@@ -16,7 +16,7 @@ from autotuner.frameworks.horovod.predict import suggest_scenario as suggest
 from autotuner.errors import FitError, ScenarioError
 from autotuner.frameworks.horovod.fit.fitters import fit_env
 from autotuner.frameworks.horovod.fit.store import write_model
-from autotuner.readers.runs import read_env
+from autotuner.frameworks.horovod.readers.runs import read_env
 from autotuner.frameworks.horovod.search.ranking import MIN_GAIN
 from cli_helpers import assert_one_line_error, run  # noqa: E402
 

@@ -12,7 +12,7 @@ from autotuner.errors import ScenarioError
 from autotuner.frameworks.horovod.fit.fitters import fit_env
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
 from autotuner.model.wallclock import RunShape
-from autotuner.readers.runs import read_env
+from autotuner.frameworks.horovod.readers.runs import read_env
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = ROOT / "runs" / "t4x4-pcie"

@@ -29,12 +29,12 @@ from autotuner.frameworks.horovod.fit.fitters import fit_env, simulate_ms
 from autotuner.frameworks.horovod.fit.store import env_from_dict, write_model
 from autotuner.frameworks.horovod.fit.timelines import cycle_bound_ms
 from autotuner.frameworks.horovod.knobs import Config
-from autotuner.paths import shipped_models, shipped_runs
+from autotuner.paths import shipped_models
 from autotuner.readers.layouts import load_data_layout
-from autotuner.readers.runs import read_env
+from autotuner.frameworks.horovod.readers.runs import read_env
 from autotuner.readers.timeline import read_timeline
 
-ENV = shipped_runs() / "local-gloo-1gbit"
+ENV = Path(__file__).resolve().parents[1] / "runs" / "local-gloo-1gbit"
 KEPT = ENV / "validation" / "timelines" / "fit-sweep"
 TRIALS = [f"proposal-{i}-r0" for i in range(1, 7)]
 #: the cluster and software of runs/local-gloo-1gbit/env.toml

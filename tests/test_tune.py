@@ -1,4 +1,4 @@
-"""``autotuner tune``'s decision core (pure) and its loop on recorded trials (issue 22).
+"""``autotuner tune``'s decision core (pure) and its loop on recorded trials.
 
 The real short tunes (kill/resume, Ctrl-C, a job that prints no step times) are in
 ``tests/test_tune_real.py``; the committed head-to-head records in ``test_tune_records``.
@@ -155,9 +155,8 @@ def test_the_baseline_is_horovods_default_knobs_in_every_compression_set(comps):
 
 @pytest.mark.parametrize("comps", COMPRESSION_SETS, ids=",".join)
 def test_the_decision_runs_the_same_order_for_every_compression_set(sc, priors, comps):
-    """The simulator's best, the defaults, the incumbent again, then EI until a stop; no set crashes (issue 29:
-    ``--compression fp16`` alone raised ValueError after its first trial, the defaults' index looked up in a
-    grid without them)."""
+    """The simulator's best, the defaults, the incumbent again, then EI until a stop; no set crashes
+    (``--compression fp16`` alone looks the defaults' index up in a grid that holds them)."""
     cands, p, u = priors[comps]
     seq, stop = _drive(sc, cands, p, u, lambda i, k: float(p[i]) * 1.03 * (1 + 0.01 * (k % 3 - 1)))
     first, base = int(np.argmin(p)), baseline_index(cands)
@@ -183,8 +182,8 @@ def test_the_decision_stops_on_the_budget_and_on_failures(sc, priors, comps):
 
 
 def test_tune_with_fp16_alone_runs_its_trials_without_a_traceback(tmp_path, sc):
-    """The loop itself (``autotuner.frameworks.horovod.tune.run_tune``) on fake trials, ``--compression fp16`` alone: it
-    crashed after the first trial (issue 29); now the defaults with fp16 are its baseline."""
+    """The loop itself (``autotuner.frameworks.horovod.tune.run_tune``) on fake trials, ``--compression fp16`` alone: the
+    defaults with fp16 are its baseline, and it runs past the first trial."""
     from autotuner.frameworks.horovod.tune import run_tune
     from autotuner.frameworks.horovod.validation import Outcome, Setup, TrialStore
 
@@ -203,7 +202,7 @@ def test_tune_with_fp16_alone_runs_its_trials_without_a_traceback(tmp_path, sc):
 
 
 def test_bad_fp16_phase_records_are_named_and_skipped():
-    from autotuner.readers.sweep import parse_fp16_records
+    from autotuner.frameworks.horovod.readers.sweep import parse_fp16_records
 
     good = {"phase": "fp16", "tier": "single", "repeat": 0, "sizes": [1024, 2048], "fp32_ms": [1.0, 2.0],
             "fp16_ms": [1.5, 2.5], "casts": [[4, 10, 0.1, 0.1], [2, 20, 0.1, 0.1]], "ranks": 2}

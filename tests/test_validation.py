@@ -171,7 +171,7 @@ def test_autotune_best_row_becomes_a_config():
 
 
 def test_verdict_says_faster_within_noise_or_no_verdict():
-    """Issue 21: one repeat printed "1.060x (1.060-1.060)" as if it were a result."""
+    """One repeat is no result: never "1.060x (1.060-1.060)"."""
     d = [_rec("default", "default", i, ms, DEFAULTS_0_28) for i, ms in enumerate((200.0, 210.0))]
     fast = [_rec("proposal-1", "proposal", i, ms) for i, ms in enumerate((150.0, 160.0))]
     assert "vs Horovod defaults (faster)" in verdict(table(d + fast))
@@ -207,11 +207,11 @@ def test_a_plan_never_measures_one_configuration_twice_and_carries_fp16_proposal
         load_proposals(f)
 
 
-# --------------------------------------------------------------------------- issue 29: the job validate measures
+# --------------------------------------------------------------------------- the job validate measures
 
 def test_a_timeline_trial_is_never_compared_with_the_no_timeline_prediction(tmp_path):
-    """Issue 29: validate recorded Horovod's timeline in every trial and printed its step times against
-    predictions for a job without it (every configuration 3-26 % slower than predicted)."""
+    """A trial that ran Horovod's timeline is not compared with a prediction for the job without it (its writer
+    made every configuration 3-26 % slower than predicted)."""
     d = [_rec("default", "default", i, ms, DEFAULTS_0_28, pred=190.0, timeline=True) for i, ms in enumerate((200.0, 210.0))]
     p = [_rec("proposal-1", "proposal", i, ms, pred=140.0, timeline=True) for i, ms in enumerate((150.0, 160.0))]
     t = table(d + p)
@@ -244,10 +244,10 @@ def test_the_verdict_never_compares_a_timeline_trial_with_one_without():
 
 
 def test_old_records_read_their_timeline_from_what_they_carry():
-    """Records before issue 29 have no timeline flag: a run with the timeline kept its summary in every
+    """Older records have no timeline flag: a run with the timeline kept its summary in every
     fixed-configuration trial, a --no-timeline run none; autotune runs never recorded one."""
-    from autotuner.readers.runs import read_validation_records
-    from autotuner.schemas.records import timeline_recorded
+    from autotuner.frameworks.horovod.readers.runs import read_validation_records
+    from autotuner.frameworks.horovod.schemas.records import timeline_recorded
 
     problems = []
     recs = read_validation_records(ROOT / "runs", "fresh-poll-2gbit", problems)
@@ -297,7 +297,8 @@ def test_records_carry_the_timeline_and_a_rerun_in_the_other_mode_measures_again
 
 
 def test_the_report_names_a_proposals_compression(tmp_path):
-    """Issue 29: an fp16 proposal with Horovod's default knobs read "128 MiB, 1 ms, cache 1024", the defaults' row."""
+    """An fp16 proposal with Horovod's default knobs says fp16: it does not read "128 MiB, 1 ms, cache 1024", the
+    defaults' row."""
     recs = [_rec("default", "default", i, ms, DEFAULTS_0_28) for i, ms in enumerate((200.0, 210.0))]
     recs += [_rec("proposal-1", "proposal", i, ms, DEFAULTS_0_28, compression="fp16") for i, ms in enumerate((150.0, 160.0))]
     v, pngs = write_report(recs, tmp_path / "r.md", title="t", notes=[])
@@ -308,8 +309,8 @@ def test_the_report_names_a_proposals_compression(tmp_path):
 
 
 def test_validate_runs_the_production_job_unless_asked(tmp_path, monkeypatch):
-    """Issue 29: the default recorded Horovod's timeline in every trial. Now: no timeline unless --timeline
-    (or --keep-timelines); --no-timeline still accepted; the report says which job ran."""
+    """By default no trial records Horovod's timeline, unless --timeline (or --keep-timelines); --no-timeline is
+    still accepted; the report says which job ran."""
     import autotuner
     import autotuner.frameworks.horovod.realruns as api
     import autotuner.frameworks.horovod.launch as launcher

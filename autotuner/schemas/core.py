@@ -1,4 +1,4 @@
-"""The shared pieces of the schemas: the one-line error, field types, plain names, the knob values."""
+"""The shared pieces of the schemas: the one-line error, field types, plain names."""
 from __future__ import annotations
 
 import math
@@ -12,13 +12,11 @@ from pydantic import (
     ConfigDict,
     Field,
     TypeAdapter,
-    create_model,
 )
 from pydantic import ValidationError as PydanticValidationError
 from pydantic_core import PydanticCustomError
 
 from ..errors import AutotunerError, SchemaError
-from ..frameworks.horovod.knobs import KNOB_BY_FIELD, KNOB_BY_PARAM
 
 
 LAYOUT_SCHEMA = "autotuner.layout/1"
@@ -96,6 +94,16 @@ def check(schema: Any, data: Any, where: str, error: type[AutotunerError] = Sche
 def _fail(kind: str, message: str, at: tuple = (), value: Any = None) -> PydanticCustomError:
     """An error a validator raises; ``at`` extends the field path to the element it names."""
     return PydanticCustomError(kind, message, {"at": at, "value": value})
+
+
+def _unique(items: list, key: str, what: str) -> None:
+    """Fail (at the repeated item) when two of ``items`` share attribute ``key`` (``what`` names it)."""
+    seen: set = set()
+    for i, it in enumerate(items):
+        v = getattr(it, key)
+        if v in seen:
+            raise _fail("duplicate", f"duplicate {what}", (i, key), v)
+        seen.add(v)
 
 
 def find_nonfinite(obj: Any, loc: tuple = ()) -> tuple[tuple, float] | None:
@@ -179,23 +187,3 @@ class _Schema(BaseModel):
     """Strict (no str -> number, no float -> int, no 0/1 -> bool) and closed (unknown keys fail)."""
 
     model_config = ConfigDict(strict=True, extra="forbid", defer_build=True)  # built on first use: imports stay light
-
-
-# --- knobs (values checked by the knob table) ------------------------------------------------
-
-def _knob_type(key: str) -> Any:
-    k = KNOB_BY_PARAM.get(key) or KNOB_BY_FIELD[key]
-    conv = k.from_flag if key in KNOB_BY_PARAM else k.check
-
-    def checked(v: Any) -> Any:
-        conv(v)  # KnobError is a ValueError: pydantic reports it at this field
-        return v
-    return Annotated[bool if k.is_switch else Finite, AfterValidator(checked)]
-
-
-#: knob keys accepted in data files: option names in flag units (``fusion_threshold_mb``) and
-#: internal field names (``fusion_threshold_bytes``), as :func:`autotuner.frameworks.horovod.knobs.config_from_values`
-KNOB_KEYS = tuple(sorted(set(KNOB_BY_PARAM) | set(KNOB_BY_FIELD)))
-#: a knob object (unknown keys fail); values checked by their knob
-Knobs = create_model("Knobs", __base__=_Schema, __doc__="Knob values by option or field name.",
-                     **{key: (_knob_type(key), None) for key in KNOB_KEYS})

@@ -20,8 +20,6 @@ from .core import (
     Text,
     _Schema,
     _fail,
-)
-from .env import (
     _unique,
 )
 

@@ -97,7 +97,7 @@ def report(env: str, model: str, run: str) -> list[str]:
     from autotuner.frameworks.horovod.fit.store import load_env
     from autotuner.frameworks.horovod.views.accuracy import simulate_trial
     from autotuner.frameworks.horovod.views.protocol import format_report, rows_from_records, summary
-    from autotuner.readers.runs import parse_records
+    from autotuner.frameworks.horovod.readers.runs import parse_records
 
     path = RUNS / env / "validation" / f"{run}.jsonl"
     recs, _ = parse_records(path.read_text(), path.name)

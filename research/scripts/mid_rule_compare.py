@@ -34,7 +34,7 @@ def main() -> int:
     from autotuner.frameworks.horovod.measure import MID_RECORDS
     from autotuner.frameworks.horovod.views.accuracy import simulate_trial
     from autotuner.frameworks.horovod.views.protocol import rows_from_records, summary
-    from autotuner.readers.runs import parse_records
+    from autotuner.frameworks.horovod.readers.runs import parse_records
 
     argv = sys.argv[1:]
     rows = "--rows" in argv

@@ -49,7 +49,7 @@ def measure(jobs: int) -> int:
 
 def report() -> int:
     from autotuner.frameworks.horovod.fit.sweep import burst_marginals_ms
-    from autotuner.readers.sweep import parse_burst_records, read_phase_records
+    from autotuner.frameworks.horovod.readers.sweep import parse_burst_records, read_phase_records
 
     recs, problems = read_phase_records(RUNS / ENV / RECORDS, parse_burst_records, f"{ENV}/{RECORDS}")
     for p in problems:

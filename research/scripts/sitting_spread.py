@@ -72,7 +72,7 @@ def sittings(env: str) -> dict[tuple, list[Sitting]]:
     and left out, as are trials that ran a real training command. Read once per env (cached): the caller must not
     change what it returns."""
     from autotuner.frameworks.horovod.views.accuracy import _other_jobs
-    from autotuner.readers.runs import read_validation_files
+    from autotuner.frameworks.horovod.readers.runs import read_validation_files
     from autotuner.paths import runs_search_path
 
     env_dir = next(d / env for d in runs_search_path() if (d / env).is_dir())

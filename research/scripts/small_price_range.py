@@ -35,8 +35,8 @@ import sys
 from pathlib import Path
 
 import autotuner
-from autotuner.readers.runs import parse_records
-from autotuner.schemas.records import timeline_recorded
+from autotuner.frameworks.horovod.readers.runs import parse_records
+from autotuner.frameworks.horovod.schemas.records import timeline_recorded
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS, MODELS = ROOT / "runs", ROOT / "autotuner" / "models"

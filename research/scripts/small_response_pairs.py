@@ -26,7 +26,7 @@ from scipy.optimize import brentq
 
 from autotuner.frameworks.horovod.knobs import config_from_values
 from autotuner.frameworks.horovod.predict import make_scenario
-from autotuner.readers.runs import parse_records
+from autotuner.frameworks.horovod.readers.runs import parse_records
 
 RUNS = Path(__file__).resolve().parents[2] / "runs"
 

@@ -122,7 +122,7 @@ def paired(f: Path) -> tuple[dict[str, dict[str, dict]], list[float], float, flo
     """A ``validate`` file of the defaults against one proposal (``proposal-1``), read with the project's reader
     (damaged lines named and skipped): round -> label -> ok record, the rounds' proposal - defaults (ms), their mean
     and its standard error (nan for one round). Raises StatisticsError where no round ran both."""
-    from autotuner.readers.runs import parse_records
+    from autotuner.frameworks.horovod.readers.runs import parse_records
 
     recs, _ = parse_records(f.read_text(), f.name)
     by: dict[str, dict[str, dict]] = {}

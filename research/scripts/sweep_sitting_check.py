@@ -39,7 +39,7 @@ def _accuracy(env: str, model_dir: Path | None) -> dict[tuple[str, str], dict]:
 
 def _medians(path: Path) -> dict[tuple, float]:
     """(phase, tier, job, cache, bytes, tensors) -> median ms of a sweep file (the project's reader)."""
-    from autotuner.readers.sweep import read_sweep_records
+    from autotuner.frameworks.horovod.readers.sweep import read_sweep_records
 
     recs, _ = read_sweep_records(path)
     return {(r["phase"], r["tier"], r["job"], r["cache"], r["bytes"], r["tensors"]): r["median_ms"] for r in recs}

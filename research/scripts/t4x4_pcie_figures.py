@@ -17,7 +17,7 @@ from pathlib import Path
 from autotuner.frameworks.horovod.fit.backend_runs import fit_backend_runs_env
 from autotuner.frameworks.horovod.fit.store import env_from_dict
 from autotuner.frameworks.horovod.scenario import Scenario
-from autotuner.readers.runs import read_env
+from autotuner.frameworks.horovod.readers.runs import read_env
 
 ENV = Path(__file__).resolve().parents[2] / "runs" / "t4x4-pcie"
 

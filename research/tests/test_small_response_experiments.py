@@ -51,7 +51,7 @@ NEIGHBOURS = RUNS / "fresh-poll-2x1-4.5gbit" / "experiments" / "step-layout-neig
 def _round_differences(f: Path) -> np.ndarray:
     """Fusion off - defaults (ms) per round of one job of scripts/step_layout_neighbours.py (``validate``'s records,
     read with the project's reader: no damaged line, every trial ok and without the timeline)."""
-    from autotuner.readers.runs import parse_records
+    from autotuner.frameworks.horovod.readers.runs import parse_records
 
     recs, problems = parse_records(f.read_text(), f.name)
     assert not problems
@@ -170,7 +170,7 @@ def test_the_fused_phase_pays_the_copies_at_the_sizes_a_step_fuses():
     the sizes whose fused responses the real layouts' defaults pay nothing for (the test above): declared outcome 2,
     what differs between the phase and a step is not the size."""
     from autotuner.frameworks.horovod.fit.sweep import fused_copy
-    from autotuner.readers.sweep import parse_fused_records
+    from autotuner.frameworks.horovod.readers.sweep import parse_fused_records
 
     f = RUNS / "fresh-poll-2x1-2.5gbit" / "experiments" / "fused-large.jsonl"
     recs, problems = parse_fused_records(f.read_text(), f.name)

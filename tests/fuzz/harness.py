@@ -1,4 +1,4 @@
-"""Seeded fuzz harness for the command line and the readers (issue 11, section 5).
+"""Seeded fuzz harness for the command line and the readers.
 
 Run it from the repository root::
 
@@ -316,7 +316,7 @@ def _r_autotune(rng: random.Random, work: Path):
 def _r_labreport(rng: random.Random, work: Path):
     """A mutated lab report as the source of a copy of its environment: read_env, then fit_env."""
     from autotuner.frameworks.horovod.fit.fitters import fit_env
-    from autotuner.readers.runs import read_env
+    from autotuner.frameworks.horovod.readers.runs import read_env
 
     env = rng.choice(["v100-16gbit", "v100-5gbit"])
     text = mu.mutate_text(rng, bases().reports[env])
@@ -412,7 +412,7 @@ def _copy_env(env: str, dest: Path, damage_timelines: bool = False, timelines: s
 
 def _r_envtoml(rng: random.Random, work: Path):
     from autotuner.frameworks.horovod.fit.fitters import fit_env
-    from autotuner.readers.runs import read_env
+    from autotuner.frameworks.horovod.readers.runs import read_env
 
     env = rng.choice(list(bases().env_tomls))
     text = mu.mutate_toml_text(rng, bases().env_tomls[env])
@@ -431,9 +431,9 @@ def _r_records(rng: random.Random, work: Path):
     """Mutated validation records: parse_records (lenient), read_validation_records (a view's
     reader), and as the source of a copy of the validation env (with its kept timelines 30% of
     the time): read_env, then fit_env."""
-    from autotuner.readers.runs import read_validation_records
+    from autotuner.frameworks.horovod.readers.runs import read_validation_records
     from autotuner.frameworks.horovod.fit.fitters import fit_env
-    from autotuner.readers.runs import parse_records, read_env
+    from autotuner.frameworks.horovod.readers.runs import parse_records, read_env
 
     text = mu.mutate_jsonl_text(rng, bases().records["fit-sweep.jsonl" if rng.random() < 0.6
                                                      else rng.choice(list(bases().records))])
@@ -453,7 +453,7 @@ def _r_records(rng: random.Random, work: Path):
 def _r_sweep(rng: random.Random, work: Path):
     """Mutated ``autotuner measure`` records: parsed, then the per-tensor negotiation fit on them."""
     from autotuner.frameworks.horovod.fit.sweep import _per_tensor
-    from autotuner.readers.sweep import parse_sweep_records
+    from autotuner.frameworks.horovod.readers.sweep import parse_sweep_records
 
     text = mu.mutate_jsonl_text(rng, bases().sweep)
 
@@ -469,7 +469,7 @@ def _r_nccl(rng: random.Random, work: Path):
     """A mutated nccl-tests output (stdout table or -J JSON) as the source of a copy of the example
     env (tests/data/nccl_tests): read_env, then fit_env."""
     from autotuner.frameworks.horovod.fit.fitters import fit_env
-    from autotuner.readers.runs import read_env
+    from autotuner.frameworks.horovod.readers.runs import read_env
 
     name = rng.choice(sorted(bases().nccl))
     text = mu.mutate_text(rng, bases().nccl[name])

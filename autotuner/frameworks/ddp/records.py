@@ -28,7 +28,7 @@ def env_cost(folder: Path):
     its ``ddp-cpu.jsonl`` gives the model's ``collective_cpu`` and the info's ``cpu``
     (:func:`autotuner.frameworks.ddp.fit.cpu_share`). Raises RunsError (one line) for a missing, empty
     or damaged file, FitError for records that give no line."""
-    from ...schemas.ddp import DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord
+    from .schemas import DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord
     from .fit import cost_model_from_sweep, first_touch
 
     sweep = read_jsonl(folder / "ddp-sweep.jsonl", DdpSweepRecord)
@@ -66,7 +66,7 @@ def read_jsonl(path: Path, schema=None) -> list[dict]:
         if not isinstance(d, dict):
             raise RunsError(f"{path}:{no}: not a JSON object")
         if schema is not None:
-            from ...schemas.core import check
+            from ...schemas import check
 
             check(schema, d, f"{path}:{no}", RunsError)
         out.append(d)
@@ -150,7 +150,7 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
     from .reducer import simulate_ddp_step
 
     from ...errors import KnobError
-    from ...schemas.ddp import DdpTrialRecord
+    from .schemas import DdpTrialRecord
 
     out = []
     cores = cpu_phase_cores(env_dir)

@@ -47,7 +47,7 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
     )
 
     from .fit.fitters import fit_env
-    from ...readers.runs import read_runs
+    from .readers.runs import read_runs
 
     envs, problems = read_runs(runs_dir)
     fitted = []
@@ -287,7 +287,7 @@ def env_batch_size(runs_dir: Path | Sequence[Path], env: str) -> int | None:
     match its schema (:func:`autotuner.readers.runs.read_env_meta`).
     """
     from ...paths import env_folder
-    from ...readers.runs import read_env_meta
+    from .readers.runs import read_env_meta
     from ...schemas import is_plain_name
 
     dirs = [runs_dir] if isinstance(runs_dir, (str, Path)) else list(runs_dir)

@@ -39,7 +39,7 @@ import numpy as np
 
 from ...errors import ValidationError
 from .knobs import DEFAULTS_0_28, MIB
-from ...readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_fused_records,
+from .readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_fused_records,
                              parse_idle_records,
                              parse_step_records, parse_sweep_records,
                              parse_trickle_records)

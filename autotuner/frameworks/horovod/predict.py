@@ -625,7 +625,7 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
     import time
 
     from .knobs import config_from_values
-    from ...readers.runs import read_validation_records
+    from .readers.runs import read_validation_records
     from .results import ExploreResult
     from .views.explore import explore as explore_grid
     from .views.plots_explore import heatmaps, sensitivity_plot
@@ -723,7 +723,8 @@ def load_proposals(path: Path) -> list:
     """
 
     from ...readers.files import read_json
-    from ...schemas import Knobs, ProposalEntry, ProposalList, SuggestOutput, check
+    from ...schemas import check
+    from .schemas import Knobs, ProposalEntry, ProposalList, SuggestOutput
 
     d = read_json(path, ScenarioError, f"proposals {path}")
     if isinstance(d, dict):

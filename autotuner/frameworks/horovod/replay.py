@@ -49,7 +49,7 @@ import time
 # the result's ``gradients`` ends with it: each rank's own values in every step (renewed between steps), since issue
 # 29's fourth pass; a record without it held the ranks' identical averages from its second step on
 # (:func:`autotuner.schemas.records.same_values_on_every_rank`)
-from ...schemas.records import VALUES_RENEWED
+from .schemas.records import VALUES_RENEWED
 
 RESULT_TAG = "AUTOTUNER_RESULT"
 #: ``--compression`` values: Horovod 0.28.1's lossless-enough compressors (horovod/torch/compression.py

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from ...render import RANGE_SHOWN
-from ...schemas.records import timeline_recorded
+from .schemas.records import timeline_recorded
 from ...writers.atomic import atomic_write_text, save_figure
 from .validation import TrialKind
 

@@ -38,9 +38,9 @@ import numpy as np
 
 from ...errors import ValidationError
 from .knobs import DEFAULTS_0_28, Config
-from ...readers.runs import parse_records
-from ...schemas import Setup  # noqa: F401 (the setup of a validation, defined with its record schema)
-from ...schemas.records import timeline_recorded
+from .readers.runs import parse_records
+from .schemas import Setup  # noqa: F401 (the setup of a validation, defined with its record schema)
+from .schemas.records import timeline_recorded
 
 #: environment variables every trial's command gets: measured steps and warm-up steps (a user's
 #: script reads them when not told otherwise; the replay workload gets them as flags too)

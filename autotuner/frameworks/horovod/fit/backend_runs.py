@@ -41,7 +41,7 @@ from ....model.costmodel import GBIT, BackendCost, Cluster, CostModel, Negotiati
 from ..simulator import simulate_step
 from ....model.wallclock import RunShape
 from ....readers.labreport import parse_backend_runs
-from ....readers.runs import EnvData
+from ..readers.runs import EnvData
 from .fitters import (
     GPU_MEMCPY_BPS,
     PCIE3_BPS,

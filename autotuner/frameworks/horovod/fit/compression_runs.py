@@ -43,7 +43,7 @@ from ..scenario import COMPRESSION_RATIO, LOSSY, Compression
 from ..simulator import simulate_step
 from ....model.wallclock import RunShape
 from ....readers.labreport import CompressionRun, parse_compression_runs
-from ....readers.runs import EnvData, read_env
+from ..readers.runs import EnvData, read_env
 from ....schemas import Format
 from .fitters import (
     _data_layout,

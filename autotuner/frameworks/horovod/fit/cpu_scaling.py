@@ -49,7 +49,7 @@ from ....model.costmodel import Cluster, CostModel, Tier
 from ....model.layout import Layout
 from ..scenario import Scenario
 from ....readers.labreport import CpuScalingRow, parse_cpu_scaling
-from ....readers.runs import EnvData
+from ..readers.runs import EnvData
 from .fitters import (
     _data_layout,
     _model_dict,

@@ -39,7 +39,7 @@ from ....model.layout import Layout
 from ..simulator import simulate_step
 from ....model.workload import Workload
 from ....readers.layouts import load_data_layout
-from ....readers.runs import EnvData
+from ..readers.runs import EnvData
 from ....schemas import MODEL_SCHEMA, Format, is_plain_name
 from ....fit.collective import fit_collective_tier  # noqa: F401  (shared by every framework; re-exported for the fitters)
 from ....fit.regression import fit_host_passes, fit_linear, mape, r_squared

@@ -52,7 +52,7 @@ from ....errors import FitError
 from ..knobs import MIB
 from ....model.costmodel import Cluster, CostModel, Tier
 from ....readers.nccl_tests import AllReducePerf, read_all_reduce_perf
-from ....readers.runs import EnvData
+from ..readers.runs import EnvData
 from .fitters import GPU_MEMCPY_BPS, PCIE3_BPS, _async, _model_dict, _negotiation_for, run_config
 from ....fit.regression import fit_linear, fit_piecewise, mape, r_squared
 

@@ -31,14 +31,8 @@ from ....model.workload import Workload
 from ....model.wallclock import RunShape
 from ....readers.files import read_json
 from ....readers.layouts import load_data_layout
-from ....schemas import (
-    MODEL_SCHEMA,
-    ModelFile,
-    check,
-    field_path,
-    find_nonfinite,
-    is_plain_name,
-)
+from ....schemas import MODEL_SCHEMA, check, field_path, find_nonfinite, is_plain_name
+from ..schemas import ModelFile
 from ....writers.atomic import atomic_write_text
 
 

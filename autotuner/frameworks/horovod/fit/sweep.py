@@ -39,8 +39,8 @@ from ....errors import AutotunerError, FitError, RunsError
 from ..knobs import MIB
 from ....model.costmodel import Cluster, ComputeDelay, Fp16Cost
 from ....readers.files import read_toml
-from ....readers.runs import EnvData
-from ....readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_fused_records,
+from ..readers.runs import EnvData
+from ..readers.sweep import (parse_burst_records, parse_cpu_records, parse_fp16_records, parse_fused_records,
                              parse_idle_records,
                              parse_step_records,
                              parse_trickle_records, read_phase_records, read_sweep_records)

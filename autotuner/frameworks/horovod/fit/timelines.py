@@ -52,7 +52,7 @@ import numpy as np
 from ....errors import AutotunerError, FitError, KnobError
 from ..knobs import MIB, Config, config_from_values
 from ....model.costmodel import Cluster, CostModel
-from ....readers.runs import EnvData
+from ..readers.runs import EnvData
 from ....readers.timeline import Timeline, read_timeline, samples
 from ....readers.timeline_steps import host_samples, split_steps
 from .fitters import (

@@ -20,8 +20,8 @@ from ..knobs import MIB, Config
 from ....model.costmodel import Cluster, CostModel
 from ..simulator import simulate_step
 from ....readers.layouts import load_recorded_layout
-from ....readers.runs import read_runs
-from ....schemas.records import same_values_on_every_rank, timeline_recorded, zero_gradients
+from ..readers.runs import read_runs
+from ..schemas.records import same_values_on_every_rank, timeline_recorded, zero_gradients
 
 
 #: what a validation row's quantity says when its trials ran Horovod's timeline (not the predicted job)
@@ -249,7 +249,7 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
     replay's ranks allreduced the same values from the second step on
     (:func:`autotuner.schemas.records.same_values_on_every_rank`), named "same values on every rank".
     """
-    from ....readers.runs import read_validation_files
+    from ..readers.runs import read_validation_files
 
     out: list[Case] = []
     for f, recs in read_validation_files(env.path):
@@ -390,7 +390,7 @@ def trust_of(runs_dir: Path | Sequence[Path], model_dir: Path | Sequence[Path], 
     row ran another job, the figures are those rows' and ``only_other_job`` is true (the trust line says
     so). An env with no held-out step time gives ``{"trials": 0, "configurations": 0}`` (never checked).
     Never raises for a missing runs folder or env, nor for records the fit left out (never checked)."""
-    from ....readers.runs import read_validation_records
+    from ..readers.runs import read_validation_records
     from ....errors import AutotunerError
 
     try:

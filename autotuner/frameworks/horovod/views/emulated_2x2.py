@@ -29,7 +29,7 @@ from ..knobs import Config
 from ....model.costmodel import Cluster
 from ..simulator import simulate_step
 from ....readers.layouts import load_layout
-from ....readers.runs import read_validation_files
+from ..readers.runs import read_validation_files
 
 #: the two environments of the 2x2 emulated cluster: ranks waiting as Horovod does (spinning) and
 #: measured + trained with polling waits (measure --wait sleep, validate --replay-wait sleep)

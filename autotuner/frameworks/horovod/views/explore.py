@@ -37,7 +37,7 @@ from ..search.grid import Combo  # the one on/off combination type
 from ..search.at_size import NEAR_REL, Evaluator, has_hierarchical, step_times_ms  # noqa: F401 (shared by the views)
 from ..search.at_size import best_closest_to_defaults as _best
 from ..search.ranking import MIN_GAIN
-from ....schemas.records import timeline_recorded
+from ..schemas.records import timeline_recorded
 
 #: Smallest non-zero fusion threshold on the explorer's axis (64 KiB); the largest is the knob
 #: table's bound, 512 MiB.

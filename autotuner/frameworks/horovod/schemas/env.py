@@ -11,11 +11,11 @@ from pydantic import (
     model_validator,
 )
 
-from .core import (
+from ....schemas.core import (
+    _unique,
     Count,
     Format,
     GpusPerNode,
-    Knobs,
     LayoutRef,
     LinkGbit,
     Millis,
@@ -26,6 +26,7 @@ from .core import (
     _fail,
     check,
 )
+from .knobs import Knobs
 
 
 # --- env.toml -------------------------------------------------------------------------------
@@ -53,15 +54,6 @@ class ModelEntry(_Schema):
 
     model: Text
     layout: LayoutRef
-
-
-def _unique(items: list, key: str, what: str) -> None:
-    seen: set = set()
-    for i, it in enumerate(items):
-        v = getattr(it, key)
-        if v in seen:
-            raise _fail("duplicate", f"duplicate {what}", (i, key), v)
-        seen.add(v)
 
 
 class EnvToml(Knobs):

@@ -9,9 +9,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import RunsError, SchemaError
-from ..schemas import BurstRecord, CpuProbeRecord, Fp16Record, FusedRecord, IdleRecord, StepRecord, SweepRecord, TrickleRecord, check
-from .files import read_text
+from ....errors import RunsError, SchemaError
+from ....readers.files import read_text
+from ....schemas import check
+from ..schemas import (BurstRecord, CpuProbeRecord, Fp16Record, FusedRecord, IdleRecord, StepRecord, SweepRecord,
+                       TrickleRecord)
 
 
 def parse_sweep_records(text: str, source: str, schema: type = SweepRecord) -> tuple[list[dict[str, Any]], list[str]]:

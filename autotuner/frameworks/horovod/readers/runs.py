@@ -14,10 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import AutotunerError, RunsError, SchemaError
-from ..schemas import EnvToml, Format, Record, check, check_env_toml, is_plain_name
-from .files import read_text, read_toml
-from .labreport import (
+from ....errors import AutotunerError, RunsError, SchemaError
+from ....readers.files import read_text, read_toml
+from ....schemas import Format, check, is_plain_name
+from ..schemas import EnvToml, Record, check_env_toml
+from ....readers.labreport import (
     BreakdownCell,
     ReportError,
     ResponseBucket,

@@ -10,11 +10,10 @@ from pydantic import (
     model_validator,
 )
 
-from .core import (
+from ....schemas.core import (
     Count,
     GpusPerNode,
     Index,
-    Knobs,
     LayoutRef,
     LinkGbit,
     MODEL_SCHEMA,
@@ -27,6 +26,7 @@ from .core import (
     _fail,
     find_nonfinite,
 )
+from .knobs import Knobs
 
 
 # --- fitted model JSON ----------------------------------------------------------------------

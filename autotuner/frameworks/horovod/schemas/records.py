@@ -9,10 +9,9 @@ from pydantic import (
 )
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from .core import (
+from ....schemas.core import (
     Count,
     Index,
-    Knobs,
     LinkGbit,
     Millis,
     NonNeg,
@@ -20,6 +19,7 @@ from .core import (
     Text,
     _Schema,
 )
+from .knobs import Knobs
 
 
 # --- validation records ---------------------------------------------------------------------
