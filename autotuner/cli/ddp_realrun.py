@@ -1,0 +1,177 @@
+"""PyTorch DDP's real runs under torchrun: ``ddp measure`` (the sweep and its phases), ``ddp validate`` (replays
+against their predictions), ``ddp tune`` (Bayesian optimisation on real runs)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.table import Table
+
+import autotuner  # the public API: everything the commands do
+
+from .. import options as opt
+from ..render import render_table
+from .common import MODEL_HELP, command_arg, ddp_app, err, np_opt, out, runs_dir_opt, testbed_bw_opt, testbed_opts
+
+
+@ddp_app.command("measure", short_help="the DDP sweep: torch.distributed's allreduce under torchrun")
+def ddp_measure_cmd(env: str = typer.Option(..., "--env", help="environment name: the sweep goes to "
+                                            "<runs>/<env>/ddp-sweep.jsonl", callback=opt.checked(opt.PlainName, "--env")),
+                    np_: int = np_opt(),
+                    bandwidth_gbit: Optional[float] = testbed_bw_opt(),
+                    testbed_hosts: Optional[int] = testbed_opts()[0],
+                    ranks_per_host: Optional[int] = testbed_opts()[1],
+                    link_gbit: Optional[float] = testbed_opts()[2],
+                    jobs: int = typer.Option(3, "--jobs", help="sweep jobs (each every size)",
+                                             callback=opt.checked(opt.Count, "--jobs")),
+                    repeats: int = typer.Option(7, "--repeats", help="timed allreduces per size and job",
+                                                callback=opt.checked(opt.Count, "--repeats")),
+                    burst_jobs: int = typer.Option(3, "--burst-jobs", help="jobs of the burst phase (allreduces "
+                                                   "back to back against lone ones; 0 skips it)",
+                                                   callback=opt.checked(opt.Index, "--burst-jobs")),
+                    first_touch_jobs: int = typer.Option(1, "--first-touch-jobs", help="jobs of the first-touch "
+                                                         "phase (fresh gradients held vs dropped, CPU ranks' page "
+                                                         "faults; 0 skips it)",
+                                                         callback=opt.checked(opt.Index, "--first-touch-jobs")),
+                    cpu_jobs: int = typer.Option(1, "--cpu-jobs", help="jobs of the cpu phase (compute beside a "
+                                                 "stream of allreduces and alone: the CPU a collective takes from "
+                                                 "the ranks' compute; 0 skips it)",
+                                                 callback=opt.checked(opt.Index, "--cpu-jobs")),
+                    runs_dir: Optional[Path] = runs_dir_opt("where the sweep goes (default: $AUTOTUNER_RUNS_DIR, "
+                                                             "else ./runs when it holds environments, else the "
+                                                             "user's runs folder)")) -> None:
+    """Measure what DDP's buckets cost on this cluster: torch.distributed's Gloo allreduce of 4 KiB-128 MiB in
+    float32 and float16 (what the fp16 hook sends), the copy into a bucket and the hook's casts, then the burst
+    phase (allreduces launched back to back, as DDP launches buckets, against lone ones), the first-touch phase
+    (what re-faulting fresh gradients held to the step's end costs a CPU rank) and the cpu phase (the CPU a
+    collective in flight takes from the ranks' compute), under torchrun on --np
+    ranks here, a shaped loopback (--bandwidth-gbit) or an emulated cluster (--testbed-hosts); resumable: run it
+    again on a measured env to add a phase it lacks.
+    NCCL with CUDA tensors is not measured here (no GPU): docs/ddp.md.
+
+    Example:
+
+    \b
+        autotuner ddp measure --env myddp --np 2 --bandwidth-gbit 2
+    """
+    path = autotuner.ddp_measure(env, np=np_, bandwidth_gbit=bandwidth_gbit, testbed_hosts=testbed_hosts or 0,
+                                 ranks_per_host=ranks_per_host or 1, link_gbit=link_gbit, jobs=jobs, repeats=repeats,
+                                 burst_jobs=burst_jobs, first_touch_jobs=first_touch_jobs, cpu_jobs=cpu_jobs,
+                                 runs_dir=runs_dir,
+                                 say=lambda m: err.print(m, highlight=False, soft_wrap=True))
+    out.print(f"wrote {path}; next: autotuner ddp suggest --env {env} --model resnet50", highlight=False,
+              soft_wrap=True)
+
+
+@ddp_app.command("validate", short_help="real DDP replays of bucket settings, against their predictions")
+def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment (measured with ddp measure)",
+                                             callback=opt.checked(opt.PlainName, "--env")),
+                     model: str = typer.Option(..., "--model", help=MODEL_HELP + " (with your own script: its "
+                                               "layout, from autotuner profile)"),
+                     command: Optional[List[str]] = command_arg(),
+                     proposals: Optional[Path] = typer.Option(None, "--proposals", help="ddp suggest --json output "
+                                                              "or a JSON list of DDP settings (default: 11 settings, "
+                                                              "DDP's default, 1-200 MiB, a per-bucket list, the view, "
+                                                              "the fp16 hook)"),
+                     name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)",
+                                                        callback=opt.checked(opt.PlainName, "--name")),
+                     compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="replay: forward+"
+                                                                "backward per step, ms (default: a profiled "
+                                                                "layout's measured times, else 100)",
+                                                                callback=opt.checked(opt.Millis, "--compute-ms")),
+                     steps: int = typer.Option(5, "--steps", help="measured steps per trial",
+                                               callback=opt.checked(opt.Count, "--steps")),
+                     warmup: int = typer.Option(3, "--warmup", help="warm-up steps per trial (the first rebuilds "
+                                                "DDP's buckets)", callback=opt.checked(opt.Count, "--warmup")),
+                     repeats: int = typer.Option(3, "--repeats", help="interleaved rounds of every setting",
+                                                 callback=opt.checked(opt.Count, "--repeats")),
+                     np_: int = np_opt(),
+                     bandwidth_gbit: Optional[float] = testbed_bw_opt(),
+                     testbed_hosts: Optional[int] = testbed_opts()[0],
+                     ranks_per_host: Optional[int] = testbed_opts()[1],
+                     link_gbit: Optional[float] = testbed_opts()[2],
+                     runs_dir: Optional[Path] = runs_dir_opt(),
+                     as_json: bool = typer.Option(False, "--json")) -> None:
+    """Run real DDP (torchrun: the DDP replay workload, or your own script after --, which reads each setting from
+    AUTOTUNER_DDP_* variables as examples/train_ddp.py does) for each setting, repeated and interleaved, no
+    timeline; records appended trial by trial to <runs>/<env>/ddp-validation/<name>.jsonl (a killed run resumes);
+    then each setting's measured step beside its prediction from the env's sweep alone.
+
+    Example:
+
+    \b
+        autotuner ddp suggest --env myddp --model resnet50 --json > pick.json
+        autotuner ddp validate --env myddp --model resnet50 --proposals pick.json --bandwidth-gbit 2
+        autotuner ddp validate --env myddp --model my_layout.json -- python examples/train_ddp.py
+    """
+    r = autotuner.ddp_validate(env, model, proposals=proposals, name=name, compute_ms=compute_ms, steps=steps,
+                               warmup=warmup, repeats=repeats, np=np_, bandwidth_gbit=bandwidth_gbit,
+                               testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1,
+                               link_gbit=link_gbit, command=command or None, runs_dir=runs_dir,
+                               say=lambda m: err.print(m, highlight=False, soft_wrap=True))
+    if as_json:
+        out.print_json(json.dumps(r.to_dict()))
+        return
+    t = Table(title=f"{model}: measured against predicted (the env's sweep alone)")
+    for col in ("setting", "trials", "measured ms (range)", "predicted ms", "error", "first step ms"):
+        t.add_column(col, justify="left" if col == "setting" else "right")
+    for row in r.rows:
+        t.add_row(row.label, str(row.trials), f"{row.measured_ms:.1f} ({row.low_ms:.1f}-{row.high_ms:.1f})",
+                  f"{row.predicted_ms:.1f}", f"{row.error_pct:+.1f} %",
+                  ("n/a" if row.first_measured_ms != row.first_measured_ms else f"{row.first_measured_ms:.1f}")
+                  + f" / {row.first_predicted_ms:.1f}")
+    render_table(out, t)
+    out.print(f"verdict: {r.verdict}", highlight=False, soft_wrap=True)
+    out.print(f"records: {r.path}; report: {r.report}", highlight=False, soft_wrap=True)
+
+
+
+@ddp_app.command("tune", short_help="Bayesian optimisation of DDP's buckets on real runs, the simulator as prior")
+def ddp_tune_cmd(env: str = typer.Option(..., "--env", help="DDP environment (measured with ddp measure)",
+                                         callback=opt.checked(opt.PlainName, "--env")),
+                 model: str = typer.Option(..., "--model", help=MODEL_HELP),
+                 name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)",
+                                                    callback=opt.checked(opt.PlainName, "--name")),
+                 compute_ms: float = typer.Option(100.0, "--compute-ms", help="replay: forward+backward per step, ms",
+                                                  callback=opt.checked(opt.Millis, "--compute-ms")),
+                 steps: int = typer.Option(5, "--steps", help="measured steps per trial",
+                                           callback=opt.checked(opt.Count, "--steps")),
+                 warmup: int = typer.Option(3, "--warmup", help="warm-up steps per trial",
+                                            callback=opt.checked(opt.Count, "--warmup")),
+                 budget_steps: int = typer.Option(160, "--budget-steps", help="steps (warm-up included) the tune may "
+                                                  "spend", callback=opt.checked(opt.Count, "--budget-steps")),
+                 np_: int = np_opt(),
+                 bandwidth_gbit: Optional[float] = testbed_bw_opt(),
+                 testbed_hosts: Optional[int] = testbed_opts()[0],
+                 ranks_per_host: Optional[int] = testbed_opts()[1],
+                 link_gbit: Optional[float] = testbed_opts()[2],
+                 runs_dir: Optional[Path] = runs_dir_opt(),
+                 as_json: bool = typer.Option(False, "--json")) -> None:
+    """Real DDP replays chosen one at a time: the simulator's best first, then DDP's defaults, a repeat for the
+    noise, then expected improvement on a Gaussian process of where real runs disagree with the simulator; stops
+    when no candidate's improvement beats one trial's noise, or at the budget (docs/ddp.md). Records appended to
+    <runs>/<env>/ddp-tune/<name>.jsonl (a killed tune resumes).
+
+    Example:
+
+    \b
+        autotuner ddp tune --env myddp --model resnet50 --compute-ms 100 --bandwidth-gbit 2
+    """
+    r = autotuner.ddp_tune(env, model, name=name, compute_ms=compute_ms, steps=steps, warmup=warmup,
+                           budget_steps=budget_steps, np=np_, bandwidth_gbit=bandwidth_gbit,
+                           testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1, link_gbit=link_gbit,
+                           runs_dir=runs_dir, say=lambda m: err.print(m, highlight=False, soft_wrap=True))
+    if as_json:
+        out.print_json(json.dumps(r.to_dict()))
+        return
+    out.print(f"stopped: {r.stop}; {len(r.trials)} trials, {r.steps} steps", highlight=False, soft_wrap=True)
+    if r.final is not None:
+        rng = f"{min(r.final_ms):.1f}-{max(r.final_ms):.1f}" if r.final_ms else "n/a"
+        dflt = f"{min(r.default_ms):.1f}-{max(r.default_ms):.1f} ms" if r.default_ms else "not measured"
+        out.print(f"final: {r.final.label()}: measured {rng} ms over {len(r.final_ms)} trial(s); DDP's defaults "
+                  f"{dflt}", highlight=False, soft_wrap=True)
+        out.print(r.final.code(), highlight=False, markup=False, soft_wrap=True)
+    out.print(f"records: {r.path}", highlight=False, soft_wrap=True)
+
