@@ -325,9 +325,9 @@ def test_ddp_replays_are_predicted_from_the_sweep_alone_or_the_miss_is_named(env
 
 
 def test_the_uncontended_envs_miss_without_the_view_matches_the_first_touch_probe():
-    """ddp-1x4-16core (4 Gloo ranks on a lent machine's 16 cores; scripts/device_ddp_env.sh): with the view its
+    """ddp-1x4-16core (4 Gloo ranks on a lent machine's 16 cores): with the view its
     ResNet-101 replays are predicted within 7 %, without it 20-25 % too fast. The same machine's first-touch probe
-    (scripts/first_touch_probe.py, 4 processes at once): gradients held to the step's end (as DDP without the view
+    (4 processes at once, ``first-touch-x4.json``): gradients held to the step's end (as DDP without the view
     holds them) fault in all their pages again every step (bytes / 4 KiB minor faults) and cost ~58 ms more per step
     than gradients dropped after their copy into the bucket (with the view: no faults). The measured gap between DDP's
     default and the view, less the simulator's (its copy back), is that size to within 30 %. Established by the real
@@ -359,7 +359,7 @@ def _experiment(env, name):
 
 
 def test_the_held_gradients_re_faults_are_the_uncontended_envs_miss():
-    """scripts/device_ddp_faults.sh on the lent machine (ResNet-101, 4 ranks, 100 ms, the replay's deadline stages
+    """Real DDP replays on the lent machine (ResNet-101, 4 ranks, 100 ms, the replay's deadline stages
     as in the env's records). With glibc's defaults the real DDP job faults ~40,000 pages a step on rank 0 without
     the view (178 MB / 4 KiB = 43,500) and none with it. With ``MALLOC_TRIM_THRESHOLD_``/``MALLOC_MMAP_THRESHOLD_``
     set, glibc keeps the freed pages: no faults, and the shipped simulator, which prices no fault, predicts every
@@ -383,7 +383,7 @@ def test_the_held_gradients_re_faults_are_the_uncontended_envs_miss():
 
 
 def test_the_replay_stages_decide_where_the_hooks_work_goes():
-    """The same machine at 300 ms of compute (scripts/device_ddp_faults.sh C, scripts/device_ddp_durations.sh D).
+    """The same machine at 300 ms of compute (``ddp-experiments/resnet101-300ms*.jsonl``).
     With deadline stages (the oldest records' kind) the hooks' work hides in the slack before each next
     deadline: the view's step ends under 10 ms after its 300 ms compute, while the simulator charges the copies
     into the buckets on the backward's thread (about 30 ms), so every setting is predicted 2-10 % slow (the view
@@ -425,7 +425,7 @@ def test_the_cpu_phase_moves_a_users_script_toward_its_measurements():
     """Held out (docs/ddp.md, "Compute beside the collectives"): examples/train_ddp.py's real CPU compute, predicted
     from each env's phases alone with and without the cpu phase's law (``CostModel.collective_cpu``, charged to a
     CPU-profiled layout whose ranks fill the cores). ddp-3gbit and ddp-2x1-2gbit (2 emulated hosts) were each
-    measured in one sitting (scripts/ddp_cpu_env.sh: every phase, the profile, 7 settings x 3; ddp-2x1-2gbit's cpu
+    measured in one sitting (every phase, the profile, 7 settings x 3; ddp-2x1-2gbit's cpu
     phase with every rank's view); ddp-2gbit's script records are a day older than its cpu phase. With
     the law the mean error is smaller on both, and every setting with collectives during the backward moves toward
     its measurement (an explicit 25 MiB, one bucket after the backward, not at all). Every setting stays too fast
@@ -575,22 +575,26 @@ def test_every_committed_ddp_record_has_its_schema_and_a_damaged_one_is_one_line
 
 @pytest.mark.real
 @pytest.mark.long
-def test_held_gradients_re_fault_their_pages_on_this_machine_too(tmp_path):
-    """scripts/first_touch_probe.py on the machine the suite runs on (one process, ResNet-101's 178 MB of
-    gradients, ~8 s): gradients held to the step's end fault in every page again each step; dropped after their
-    copy into the bucket (DDP with the view) they fault in none (docs/ddp.md, "An uncontended machine"; what that
-    costs is the committed records', not timed here)."""
-    out = tmp_path / "ft.json"
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / "first_touch_probe.py"), "--steps", "3", "--out",
-                        str(out)], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    rec = json.loads(out.read_text())
-    held = [r for r in rec["rows"] if r["mode"] == "held"]
-    dropped = [r for r in rec["rows"] if r["mode"] == "dropped"]
+def test_held_gradients_re_fault_their_pages_on_this_machine_too():
+    """The first-touch phase's timing (:func:`autotuner.frameworks.ddp.firsttouchprobe.time_mode`, what ``ddp
+    measure`` runs on every rank) in plain processes on the machine the suite runs on, one at a time (ResNet-101's
+    178 MB of gradients, 3 steps, each mode twice, ~8 s): gradients held to the step's end fault in every page again
+    each step; dropped after their copy into the bucket (DDP with the view) they fault in none (what that costs is
+    the committed records', not timed here)."""
+    code = ("import json, sys, torch\n"
+            "from autotuner.frameworks.ddp.firsttouchprobe import time_mode\n"
+            "from autotuner.readers.layouts import load_layout\n"
+            "torch.set_num_threads(1)\n"
+            "print(json.dumps(time_mode(torch, load_layout('resnet101').shapes, sys.argv[1], 3)))\n")
+    rows = []
+    for mode in ("held", "dropped", "held", "dropped"):  # a fresh process each: its allocator starts empty
+        p = subprocess.run([sys.executable, "-c", code, mode], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        rows.append(json.loads(p.stdout.strip().splitlines()[-1]))
+    held = [r for r in rows if r["mode"] == "held"]
+    dropped = [r for r in rows if r["mode"] == "dropped"]
+    assert len(held) == len(dropped) == 2 and all(r["bytes"] == load_layout("resnet101").total_bytes for r in rows)
     # every 4 KiB page again here (bytes / 4096); fewer where transparent huge pages serve big tensors, so the
     # check is the ratio, over both rounds: a dropped round now and then faults a few thousand pages (glibc's
     # dynamic thresholds; 2,272 against 39,075 held in one suite run), held ones every page
     assert sum(r["minor_faults"] for r in held) > 10 * max(1, sum(r["minor_faults"] for r in dropped))
-    bad = subprocess.run([sys.executable, str(ROOT / "scripts" / "first_touch_probe.py"), "--procs", "0", "--out",
-                          str(out)], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
