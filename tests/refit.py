@@ -1,8 +1,8 @@
 """Comparing a refit with a shipped (committed) fit: with a stated tolerance, never ``==``.
 
 A fitted float depends on the BLAS and CPU underneath (summation order in ``numpy.linalg.lstsq`` and
-scipy's least squares, FMA or not): issue 29 measured a refit of ``runs/local-gloo-2x2`` on a fresh
-machine differing from the shipped model by 6.7e-7 relative (``inter.bandwidth_gbps`` 88.09421246
+scipy's least squares, FMA or not): a refit of ``runs/local-gloo-2x2`` on another
+machine differed from the shipped model by 6.7e-7 relative (``inter.bandwidth_gbps`` 88.09421246
 vs 88.09427147) and in the 15th digit elsewhere. :data:`REFIT_REL` is 1e-4: 150x the largest
 difference seen between machines, and 100x below anything a prediction can show (a step time is
 printed to 0.1 ms of ~100 ms, 1e-3; the fits' own standard errors are percent-level). A refit that

@@ -111,9 +111,8 @@ def test_accuracy_command_per_env_with_what_the_fit_used():
 
 
 def test_accuracy_reads_trials_that_name_their_layout_by_an_absolute_path(tmp_path):
-    """Issue 29: ``validate --model /abs/path/layout.json`` records that path in ``setup.model``, and
-    ``accuracy`` refused the env ("setup.model: must be a relative path inside the environment's folder").
-    Whatever ``validate`` records, ``accuracy`` reads: the same trials predicted as with the shipped layout's
+    """``validate --model /abs/path/layout.json`` records that path in ``setup.model``, and ``accuracy`` reads
+    it (never "setup.model: must be a relative path inside the environment's folder"). Whatever ``validate`` records, ``accuracy`` reads: the same trials predicted as with the shipped layout's
     name; a recorded file that is gone: one line, exit 2."""
     import json
     import shutil
@@ -147,7 +146,7 @@ def test_accuracy_reads_trials_that_name_their_layout_by_an_absolute_path(tmp_pa
 
 
 def test_trials_that_ran_the_timeline_are_their_own_rows_and_say_so():
-    """Like with like (issue 29): a trial that ran Horovod's timeline is never pooled with one that did not,
+    """Like with like: a trial that ran Horovod's timeline is never pooled with one that did not,
     and its row says "timeline ran" (the prediction is for the production job, without the writer). On
     fresh-poll-2gbit the same configurations were replayed with the timeline (fresh-vit_s16.jsonl) and
     without (fresh-vit_s16-nt.jsonl)."""
@@ -175,7 +174,7 @@ def test_the_summary_sets_the_production_jobs_rows_apart():
 
 
 def test_the_trust_block_judges_the_production_job_alone():
-    """Like with like in ``fit``'s trust block (issue 29), which sets the error band ``suggest`` holds a gain
+    """Like with like in ``fit``'s trust block, which sets the error band ``suggest`` holds a gain
     against and the trust line every prediction prints: on fresh-3gbit, replayed with and without Horovod's
     timeline, the block's configurations, mean and worst error are those of the held-out rows that ran the
     predicted job (no timeline), and the rows that ran another job are counted, not pooled. The shipped model's

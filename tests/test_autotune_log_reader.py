@@ -259,7 +259,7 @@ def test_truncated_real_log(cut):
     assert len(t.samples) <= 24
 
 
-# ---------------------------------------------------------------- best row and bad numbers (issue 11)
+# ---------------------------------------------------------------- best row and bad numbers
 
 
 def test_best_config_of_the_real_log(log):
@@ -301,7 +301,7 @@ def test_explain_with_extreme_scores_prints_no_inf_or_nan():
     assert any("no time per step can be derived" in ln for ln in lines)
 
 
-# ---------------------------------------------------------------- in-process fuzz (issue 11)
+# ---------------------------------------------------------------- in-process fuzz
 
 _NUM_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _BAD_NUMBERS = ["1e999", "-1e999", "nan", "inf", "-inf", "1e308", "-1e308", "9" * 400, "-" + "9" * 30, "0", "-1",

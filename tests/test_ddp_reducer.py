@@ -1,4 +1,4 @@
-"""DDP's Reducer simulator (issue 30): the bucket assignment against torch's own, the knob table, and the step's
+"""DDP's Reducer simulator: the bucket assignment against torch's own, the knob table, and the step's
 timeline on hand-worked cases."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``ddp explore`` and ``ddp scale`` (issue 30, deliverable 3): what-ifs on the Reducer simulator from a committed
+"""``ddp explore`` and ``ddp scale``: what-ifs on the Reducer simulator from a committed
 DDP env's own sweep, through the public API and the command line."""
 from __future__ import annotations
 

@@ -171,8 +171,8 @@ def test_grid_frame_covers_every_configuration_and_matches_the_reference():
 
 
 def test_large_layouts_compute_response_times_on_demand_and_agree_with_the_table(monkeypatch):
-    """Issue 21: the (2, T, T+1) response-time table made suggest quadratic in memory (5,000 tensors:
-    1.5 GB); above DUR_TABLE_MAX_T tensors each response's time is computed when performed. Both
+    """The (2, T, T+1) response-time table is quadratic in memory (5,000 tensors: 1.5 GB); above
+    DUR_TABLE_MAX_T tensors each response's time is computed when performed. Both
     paths give the same step times to the last bit."""
     from autotuner.frameworks.horovod import fastsim
     from autotuner.model.costmodel import Cluster, CostModel, Tier

@@ -1,5 +1,5 @@
-"""Short, seeded run of the fuzz harness (tests/fuzz/harness.py): the CI version of issue 11's
-fuzz acceptance (the full run is ``python tests/fuzz/harness.py --cli 2000 --readers 10000 --seed 0``).
+"""Short, seeded run of the fuzz harness (tests/fuzz/harness.py): the CI version of the
+full fuzz run (the full run is ``python tests/fuzz/harness.py --cli 2000 --readers 10000 --seed 0``).
 
 On failure the message lists each distinct failure with its exception, where it was raised and
 a reproducer (``python tests/fuzz/harness.py --cli-case I --seed 0`` replays one case).

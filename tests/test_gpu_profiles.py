@@ -50,7 +50,7 @@ def test_readiness_impact_rows_for_every_calibrated_pair():
     assert (df["pick regret %"] >= 0).all()
 
 
-# --- the second lent H100 (2026-11-27): scripts/gpu_session.sh -------------------------------------------------
+# --- the H100's run: scripts/gpu_session.sh -------------------------------------------------------------
 GPU_DDP = ROOT / "runs" / "gpu-profiles" / "h100-ddp" / "ddp-h100.json"
 #: the probe's settings as the simulator's DdpConfig (the hooks change no bucket)
 DDP_SETTINGS = {"default": {}, "cap1": {"bucket_cap_mb": 1}, "cap25": {"bucket_cap_mb": 25},
@@ -59,7 +59,7 @@ DDP_SETTINGS = {"default": {}, "cap1": {"bucket_cap_mb": 1}, "cap25": {"bucket_c
                 "list_1_4_25": {"bucket_cap_mb_list": (1, 4, 25)}}
 
 
-#: the H200's run (2026-11-27, torch 2.11, NCCL 2.28.9): six models, three of them not in the H100's
+#: the H200's run (torch 2.11, NCCL 2.28.9): six models, three of them not in the H100's
 GPU_DDP_H200 = ROOT / "runs" / "gpu-profiles" / "h200-ddp" / "ddp-h200.json"
 
 
@@ -163,7 +163,7 @@ def test_autotuner_profile_on_a_real_gpu(name):
         assert sorted(moved) == ["fc.bias", "fc.weight"]
     else:
         assert moved == []
-    # the same model, batch and GPU as the readiness script's profile of 2026-11-22: backward within 5 %
+    # the same model, batch and GPU as the readiness script's profile (profiles.json): backward within 5 %
     if name == "resnet50-cuda-fp32-b64":
         prof = {(p["model"], p["precision"], p["batch_size"]): p
                 for p in json.loads((PROFILE_DIR / "profiles.json").read_text())["profiles"]}[("resnet50", "fp32", 64)]

@@ -107,7 +107,7 @@ def test_validate_killed_mid_trial_resumes_without_losing_or_repeating(tmp_path)
     assert all(json.loads(line)["status"] == "ok" for line in after)
     assert "verdict: proposal-1 measured throughput" in res.stdout
     assert (runs / "ci-local" / "validation" / "tiny_layout-report.md").exists()
-    # issue 29: by default the production job, the one predicted: no Horovod timeline, and the records say so
+    # by default the production job, the one predicted: no Horovod timeline, and the records say so
     assert all(json.loads(line)["timeline_recorded"] is False and json.loads(line)["timeline"] is None
                for line in after)
 

@@ -48,7 +48,7 @@ def test_every_knob_is_in_the_table_once_and_config_has_exactly_its_fields():
     ("0.20.3", "0.20"), ("0.20", "0.20"), ("0.19.4", "0.20"),  # 64 MiB / 5 ms until 0.21.0 (Horovod PR #2468)
     ("0.21.0", "0.28"), ("0.23", "0.28"), ("0.28.1", "0.28"), (None, "0.28"), ("not-a-version", "0.28")])
 def test_defaults_follow_the_release_that_changed_them(version, defaults):
-    """Issue 29: 0.19.4 (runs/laptop-cpu) took 0.28's defaults; every release before 0.21.0 has 0.20's."""
+    """Every release before 0.21.0 has 0.20's defaults (0.19.4, runs/laptop-cpu, too), later ones 0.28's."""
     assert defaults_key(version) == defaults
     assert defaults_for(version) == (DEFAULTS_0_20 if defaults == "0.20" else DEFAULTS_0_28)
 
@@ -72,7 +72,7 @@ def test_config_rejects_values_outside_the_table(kw):
     assert "\n" not in str(e.value) and next(iter(kw)) in str(e.value)
 
 
-def test_the_issue_reproducer_no_longer_validates():
+def test_an_out_of_range_cycle_time_and_cache_capacity_do_not_validate():
     with pytest.raises(KnobError):
         Config(cycle_time_ms=1000, cache_capacity=10**9).validate()
 

@@ -46,7 +46,7 @@ def test_breakdown_tolerates_the_double_decimal_typo():
     assert any("1359.3.9ms" in p for p in problems)
 
 
-# ---------------------------------------------------------------- every skip is reported (issue 11)
+# ---------------------------------------------------------------- every skip is reported
 
 R000 = ROOT / "runs" / "v100-16gbit" / "report-000.md"
 R001 = ROOT / "runs" / "v100-5gbit" / "report-001.md"
@@ -149,7 +149,7 @@ def test_breakdown_column_count_mismatch_is_noted():
            "reading them left to right" in p
 
 
-# ---------------------------------------------------------------- in-process fuzz (issue 11)
+# ---------------------------------------------------------------- in-process fuzz
 
 _NUM_RE = re.compile(r"\d+(?:\.\d+)?")
 _BAD = ["9" * 400, "9" * 30, "0", "-1", "1.5", "0.0", "1e5", "99999999999999999999", "", "x", "1.2.3"]

@@ -1,4 +1,4 @@
-"""The typed public API (issue 21): ``autotuner.suggest`` / ``autotuner.simulate`` return frozen
+"""The typed public API: ``autotuner.suggest`` / ``autotuner.simulate`` return frozen
 records, and the command line prints what they return; tables never cut a number."""
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_suggest_returns_a_frozen_typed_result():
     assert isinstance(r, autotuner.SuggestResult)
     assert isinstance(r.best, autotuner.Proposal) and isinstance(r.best.config, Config)
     # the default env, v100-16gbit, ran Horovod 0.20.3 (lab report 000): its defaults are the reference
-    # (64 MiB, 5 ms; they were 0.28's before issue 29)
+    # (64 MiB, 5 ms), not 0.28's
     assert r.reference_version == "0.20.3" and r.default.config == DEFAULTS_0_20
     assert r.default.speedup_vs_default == pytest.approx(1.0)
     assert r.strategy == "grid" and r.evaluations > 100_000
@@ -38,7 +38,8 @@ def test_suggest_returns_a_frozen_typed_result():
 
 
 def test_suggest_compares_with_the_envs_own_horovod_release_or_the_one_asked():
-    """Issue 29: the reference was always Horovod 0.28's defaults, also on envs whose lab reports ran 0.20.x."""
+    """The reference is the env's own Horovod release's defaults (0.20's on envs whose lab reports ran 0.20.x), or
+    the release asked for."""
     asked = autotuner.suggest("vgg16", "v100-5gbit", compression="none", reference_version="0.28.1")
     own = autotuner.suggest("vgg16", "v100-5gbit", compression="none")
     assert own.reference_version == "0.20" and own.default.config == DEFAULTS_0_20
@@ -104,9 +105,8 @@ def test_simulate_returns_a_typed_result_equal_to_the_cli_json():
 
 
 def test_simulate_fills_unset_knobs_from_the_env_s_own_horovod_release():
-    """Session 57, found as a new user would: ``simulate`` on v100-5gbit (Horovod 0.20, lab report 001) simulated
-    Horovod 0.28's 128 MiB / 1 ms for the knobs left unset, another job than the env's own defaults (64 MiB / 5 ms),
-    and its text never said which knobs it simulated. Now they take the env's release's defaults, or those of
+    """``simulate`` on v100-5gbit (Horovod 0.20, lab report 001) fills the knobs left unset with the env's own
+    release's defaults (64 MiB / 5 ms, not 0.28's 128 MiB / 1 ms: another job), or those of
     ``--reference-version``; the text names the knobs and the release; a knob set keeps its value."""
     own = autotuner.simulate("vgg16", "v100-5gbit")
     assert own.reference_version == "0.20" and own.config == DEFAULTS_0_20
@@ -135,7 +135,7 @@ def test_suggest_cli_prints_the_api_result():
 
 
 def test_suggest_table_names_the_horovod_release_it_compares_with():
-    """Issue 29: the row read "default (0.28)" on every env; it names the release whose defaults it holds."""
+    """The defaults' row names the release whose defaults it holds, not "default (0.28)" on every env."""
     from cli_helpers import assert_one_line_error
 
     def ref_row(*extra):

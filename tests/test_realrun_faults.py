@@ -1,4 +1,4 @@
-"""Jobs die with their parent (issue 11): on a normal end, a timeout, an exception, Ctrl-C, SIGTERM and SIGKILL.
+"""Jobs die with their parent: on a normal end, a timeout, an exception, Ctrl-C, SIGTERM and SIGKILL.
 
 Every test marks the processes it starts with a unique value of ``AUTOTUNER_TEST_MARK`` in their environment (which
 every descendant inherits, Horovod's ranks included) and asserts that none is left, looking in /proc.

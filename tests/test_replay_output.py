@@ -41,7 +41,7 @@ def test_no_step_time_is_one_clear_error(text):
     assert "\n" not in str(e.value)
 
 
-# ---------------------------------------------------------------- bad numbers (issue 11)
+# ---------------------------------------------------------------- bad numbers
 
 
 @pytest.mark.parametrize("payload, shown", [
@@ -79,7 +79,7 @@ def test_skipped_step_and_iter_lines_are_named():
         parse_output("AUTOTUNER_STEP_TIME_MS inf\n")
 
 
-# ---------------------------------------------------------------- in-process fuzz (issue 11)
+# ---------------------------------------------------------------- in-process fuzz
 
 _SAMPLE = ("[0]<stdout>:step 0 time_ms 12.0 (warmup)\n"
            "[0]<stdout>:AUTOTUNER_RESULT {\"step_times_ms\": [10.5, 11.5], \"bytes_per_step\": 42, \"ranks\": 2}\n"

@@ -1,9 +1,7 @@
-"""Issue 11's reproducers that go through the command line, one test each.
-
-Each ran as a new user would (``python -m autotuner.cli``) and gave a traceback, a silent wrong
-result or a hang on 70033c0. Now: exit status 2 and one ``error:`` line naming the file or
-option (and the field), nothing written; 130 and one line after Ctrl-C; for the fault cases,
-the behaviour of issue 11 section 4 (a dropped run or timeline is named on stderr, no model
+"""Bad input and faults through the command line, one test each, run as a new user would
+(``python -m autotuner.cli``): never a traceback, a silent wrong result or a hang, but exit status 2
+and one ``error:`` line naming the file or option (and the field), nothing written; 130 and one
+line after Ctrl-C; for the fault cases, the fault behaviour (a dropped run or timeline is named on stderr, no model
 holds a non-finite number, a data file never imports code, nothing lands outside ``--out``).
 """
 import json
@@ -533,7 +531,7 @@ import os, signal, sys
 import autotuner
 from autotuner import cli
 
-class _Interrupted:  # a Ctrl-C landing in a class body's __set_name__, as in matplotlib's import (issue 29)
+class _Interrupted:  # a Ctrl-C landing in a class body's __set_name__, as in matplotlib's import
     def __set_name__(self, owner, name):
         os.kill(os.getpid(), signal.SIGINT)
         for _ in range(100_000):
@@ -562,9 +560,8 @@ def test_ctrl_c_at_many_moments_of_fit_as_a_user():
     """SIGINT to the ``autotuner`` program at 10 evenly spaced moments of a ``fit`` of one env (from Python's start
     through the imports, the fit, the plots): every one ends with one line and 130, but a moment that lands in
     Python's own start, before the package's first module runs (its traceback names no file of the package)
-    (scripts/ctrl_c_moments.py; its 30-moment figures for fit, suggest and explore are in the issue's note). One
-    env, not three: the moments cover the same stages, and the test took 148 s with three on the CI machine kind
-    (2026-11-29)."""
+    (scripts/ctrl_c_moments.py). One env, not three: the moments cover the same stages, and the test takes about
+    148 s with three on a 2-core machine."""
     p = subprocess.run([sys.executable, str(ROOT / "scripts" / "ctrl_c_moments.py"), "--commands", "fit",
                         "--moments", "10", "--copies", "1", "--json"], cwd=ROOT, capture_output=True, text=True,
                        timeout=600, check=False)

@@ -174,8 +174,8 @@ def _every_shipped_env():
 
 @pytest.mark.parametrize("env, model, extra", _every_shipped_env(), ids=lambda v: v if isinstance(v, str) else None)
 def test_scale_and_explore_work_on_one_shipped_env_of_each_kind(tmp_path, env, model, extra):
-    """Issue 21: `scale` ended in a matplotlib traceback on every Gloo env; both commands, --json and their
-    PNGs, on one shipped env of each kind (``_every_shipped_env``)."""
+    """`scale` and `explore` draw on every Gloo env without a matplotlib traceback: both commands, --json and
+    their PNGs, on one shipped env of each kind (``_every_shipped_env``)."""
     p = run("scale", "--model", model, "--env", env, *extra, "--nodes", "1,2,4", "--out", str(tmp_path / "s"), "--json")
     assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
     d = json.loads(p.stdout)

@@ -369,7 +369,7 @@ def test_arbitrary_event_streams(events, closed):
         assert r.nbytes == sum(r.tensor_nbytes) >= 0
 
 
-# ---------------------------------------------------------------- bad numbers (issue 11)
+# ---------------------------------------------------------------- bad numbers
 
 
 def _one_op(pid=1, b=10, act_b=11, act_e=15, e=16, shape="[3, 5]", extra=()):
@@ -464,7 +464,7 @@ def test_real_file_with_one_op_reversed_keeps_the_rest(unfused):
     assert any("1 operation(s) had an event that ended before it began" in p for p in t.problems)
 
 
-# ---------------------------------------------------------------- in-process fuzz (issue 11)
+# ---------------------------------------------------------------- in-process fuzz
 
 _NUM_RE = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _BAD_NUMBERS = ["1e999", "-1e999", "NaN", "Infinity", "-Infinity", "1e308", "-1e308", "9" * 400, "-" + "9" * 30,

@@ -1,4 +1,4 @@
-"""``autotuner tune`` on real horovodrun jobs (issue 22): a SIGKILLed tune resumes without running a trial twice,
+"""``autotuner tune`` on real horovodrun jobs: a SIGKILLed tune resumes without running a trial twice,
 Ctrl-C ends it with one line and 130 leaving nothing running, a job without step times is one line and exit 2
 with its record kept; bad input is one line and exit 2 before anything starts.
 

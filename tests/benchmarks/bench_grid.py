@@ -5,7 +5,7 @@ Run by hand (not part of CI pass/fail):
     python tests/benchmarks/bench_grid.py grid [--env v100-16gbit] [--model resnet50] [--repeat 3] [--no-dedupe]
     python tests/benchmarks/bench_grid.py regret [--envs v100-16gbit,local-gloo-1gbit] [--models resnet50,vgg16] [--seeds 0,1,2,3,4]
 
-``grid``: wall time of :func:`autotuner.frameworks.horovod.search.grid.grid_step_times` on issue 4's grid (fusion
+``grid``: wall time of :func:`autotuner.frameworks.horovod.search.grid.grid_step_times` on the default grid (fusion
 0-512 MiB in 1 MiB steps × cycle 0.1-99.6 ms in 0.5 ms steps × cache on/off × hierarchical
 allreduce off/on × hierarchical allgather off/on = 820,800 configurations), DataFrame
 included; median over ``--repeat`` runs. ``--no-dedupe`` simulates every row (no result reuse).

@@ -1,7 +1,7 @@
 """Seeded mutators for the fuzz harness: text, bytes, JSON and TOML inputs.
 
 Every function takes a ``random.Random`` and is deterministic for a given generator state.
-Mutations aim at the faults the issue names: non-finite and huge numbers, negative and
+Mutations aim at the faults bad input brings: non-finite and huge numbers, negative and
 fractional shapes, wrong types, missing or renamed keys, truncation, non-UTF-8 bytes, and
 strings that look like paths or ``module:factory`` specs.
 """

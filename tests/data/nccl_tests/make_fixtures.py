@@ -1,6 +1,6 @@
 """Write the nccl-tests fixtures of this folder (run: ``python tests/data/nccl_tests/make_fixtures.py``).
 
-NOT MEASUREMENTS. No GPU was lent to the session that wrote them, so these files are written
+NOT MEASUREMENTS. No GPU was at hand when they were written, so these files are written
 from the documented output format of NVIDIA/nccl-tests (mirror at commit a0b82b2,
 NCCL_TESTS_VERSION "2.19.6"), not taken from a run:
 
