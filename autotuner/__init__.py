@@ -34,6 +34,7 @@ _EXPORTS = {  # public name -> the module that defines it (relative to the packa
     "GridStrategy": ".frameworks.horovod.search.grid",
     "BayesStrategy": ".frameworks.horovod.search.bayes",
     "AutotunerError": ".errors", "ScenarioError": ".errors",
+    "Pick": ".results", "SuggestAnswer": ".results", "SimulateAnswer": ".results", "ValidateAnswer": ".results",
     "DEFAULTS_0_20": ".frameworks.horovod.knobs", "DEFAULTS_0_28": ".frameworks.horovod.knobs",
     "Config": ".frameworks.horovod.knobs", "KNOBS": ".frameworks.horovod.knobs",
     "horovod_env": ".frameworks.horovod.knobs", "horovodrun_flags": ".frameworks.horovod.knobs",

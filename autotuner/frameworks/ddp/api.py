@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...errors import RunsError, ScenarioError
 from .records import env_cost
-from .suggest import DdpSuggestion
+from .suggest import DdpProposal, DdpSuggestion
 
 #: the band where an env has no DDP replay to measure its error: this machine's run-to-run noise (~3 %)
 DEFAULT_BAND = 0.03
@@ -17,7 +17,7 @@ DEFAULT_BAND = 0.03
 
 @dataclass(frozen=True)
 class DdpSuggestResult:
-    """:func:`ddp_suggest`'s answer: the env and layout asked about, the fit's summary line (``fit``), the trust line
+    """:func:`ddp_suggest`'s answer (a :class:`autotuner.results.SuggestAnswer`): the env and layout asked about, the fit's summary line (``fit``), the trust line
     (``trust``: how many real DDP replays the env's predictions were checked on, and their error), and the
     :class:`~autotuner.frameworks.ddp.suggest.DdpSuggestion`."""
 
@@ -31,6 +31,38 @@ class DdpSuggestResult:
     def to_dict(self) -> dict:
         return {"env": self.env, "model": self.model, "compute_ms": self.compute_ms, "fit": self.fit,
                 "trust": self.trust, **self.suggestion.to_dict()}
+
+    # the shape every framework's suggest answer has (autotuner.results.SuggestAnswer)
+    @property
+    def best(self) -> DdpProposal:
+        """The recommendation: ``suggestion.recommended`` (DDP's defaults when ``keep_defaults``)."""
+        return self.suggestion.recommended
+
+    @property
+    def baseline(self) -> DdpProposal:
+        """DDP's defaults, the reference of every speed-up: ``suggestion.default``."""
+        return self.suggestion.default
+
+    @property
+    def keep_defaults(self) -> bool:
+        """No setting beats DDP's defaults by more than the band."""
+        return self.suggestion.keep_defaults
+
+    @property
+    def band(self) -> float:
+        """The error band a gain must beat (fraction of the step time)."""
+        return self.suggestion.band
+
+    @property
+    def alternatives(self) -> tuple[DdpProposal, ...]:
+        """The other settings shown, fastest first: the best without a compress hook, the best with the fp16
+        hook (when searched) and the best per-bucket list, each once and none equal to :attr:`best`."""
+        s = self.suggestion
+        out: list[DdpProposal] = []
+        for p in (s.knob_only, s.fp16, s.per_bucket):
+            if p is not None and p.config != self.best.config and all(p.config != q.config for q in out):
+                out.append(p)
+        return tuple(sorted(out, key=lambda p: p.step_time_ms))
 
 
 @dataclass(frozen=True)
@@ -341,7 +373,7 @@ def report_markdown(env: str, model: str, rs, v: str, path: Path) -> str:
 
 @dataclass(frozen=True)
 class DdpSimulateResult:
-    """:func:`ddp_simulate`'s answer: the setting, the env's fit line and trust line, and the simulated step
+    """:func:`ddp_simulate`'s answer (a :class:`autotuner.results.SimulateAnswer`): the setting, the env's fit line and trust line, and the simulated step
     (:class:`~autotuner.frameworks.ddp.reducer.DdpStepResult`: steady state, first iteration, each bucket's times)."""
 
     env: str
@@ -351,6 +383,11 @@ class DdpSimulateResult:
     fit: str
     trust: str
     step: "object"
+
+    @property
+    def step_time_ms(self) -> float:
+        """The predicted steady-state step (ms): ``step.step_time_ms``."""
+        return self.step.step_time_ms
 
     def to_dict(self) -> dict:
         s = self.step

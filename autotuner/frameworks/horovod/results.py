@@ -90,7 +90,7 @@ class Choice:
 
 @dataclass(frozen=True)
 class SuggestResult:
-    """What :func:`autotuner.suggest` answers.
+    """What :func:`autotuner.suggest` answers (a :class:`autotuner.results.SuggestAnswer`).
 
     ``default``: the reference (the defaults of Horovod ``reference_version`` with the fixed knobs, no
     compression); ``reference_version``: the env's own Horovod release (its model file's
@@ -131,6 +131,21 @@ class SuggestResult:
     def best(self) -> Proposal:
         """The recommendation: ``proposals[0]``."""
         return self.proposals[0]
+
+    @property
+    def baseline(self) -> Proposal:
+        """The reference every speed-up is over: ``default`` (:class:`autotuner.results.SuggestAnswer`)."""
+        return self.default
+
+    @property
+    def band(self) -> float:
+        """The error band a gain must beat (fraction of the step time): ``choice.band``."""
+        return self.choice.band
+
+    @property
+    def alternatives(self) -> tuple[Proposal, ...]:
+        """The other proposals, best first: ``proposals[1:]``."""
+        return self.proposals[1:]
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], *, link_gbps: float, warnings=()) -> "SuggestResult":
@@ -178,7 +193,7 @@ class Response:
 
 @dataclass(frozen=True)
 class SimulateResult:
-    """What :func:`autotuner.simulate` answers for one configuration.
+    """What :func:`autotuner.simulate` answers for one configuration (a :class:`autotuner.results.SimulateAnswer`).
 
     ``step_time_ms``: predicted step time (ms); ``comm_ms``: collective time per step (ms);
     ``overlap``: the share of it during backward (0-1); ``score_bytes_per_us``: autotune's score;
