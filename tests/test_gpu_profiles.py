@@ -1,5 +1,5 @@
-"""The GPU readiness records under runs/gpu-profiles/ as the package and scripts read them."""
-import importlib.util
+"""The GPU records under runs/gpu-profiles/ (gradient readiness, DDP on one GPU, ``autotuner profile --device cuda``)
+as the package reads them."""
 import json
 from pathlib import Path
 
@@ -35,22 +35,7 @@ def test_measured_layouts_hold_the_shipped_tensors(path):
     assert measured.total_bytes == shipped.total_bytes
 
 
-def test_readiness_impact_rows_for_every_calibrated_pair():
-    spec = importlib.util.spec_from_file_location("readiness_impact", ROOT / "scripts" / "readiness_impact.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    profiles = json.loads((PROFILE_DIR / "profiles.json").read_text())["profiles"]
-    df = mod.rows(profiles, ROOT / "autotuner" / "models", {64})
-    assert {(r.env, r.model) for r in df.itertuples()} == {
-        ("local-gloo-1gbit", "resnet50"), ("v100-16gbit", "resnet50"),
-        ("v100-5gbit", "resnet50"), ("v100-5gbit", "vgg16"),
-        ("laptop-cpu", "resnet50"), ("laptop-cpu", "resnet18")}  # CPU ranks: a what-if of the GPU order
-    assert len(df) == 12  # fp32 and bf16 autocast each
-    assert np.isfinite(df[["defaults FLOP ms", "defaults measured ms", "pick regret %"]].to_numpy()).all()
-    assert (df["pick regret %"] >= 0).all()
-
-
-# --- the H100's run: scripts/gpu_session.sh -------------------------------------------------------------
+# --- DDP on one lent GPU (H100, H200) --------------------------------------------------------------------
 GPU_DDP = ROOT / "runs" / "gpu-profiles" / "h100-ddp" / "ddp-h100.json"
 #: the probe's settings as the simulator's DdpConfig (the hooks change no bucket)
 DDP_SETTINGS = {"default": {}, "cap1": {"bucket_cap_mb": 1}, "cap25": {"bucket_cap_mb": 25},
@@ -65,7 +50,7 @@ GPU_DDP_H200 = ROOT / "runs" / "gpu-profiles" / "h200-ddp" / "ddp-h200.json"
 
 @pytest.mark.parametrize("path,device,shipped", [(GPU_DDP, "NVIDIA H100", 3), (GPU_DDP_H200, "NVIDIA H200", 4)])
 def test_ddps_own_rebuilt_buckets_on_a_gpu_are_the_simulators(path, device, shipped):
-    """Real DDP on a GPU (torch 2.11, NCCL, one rank; scripts/gpu_ddp_probe.py) rebuilt, in every round of every
+    """Real DDP on a GPU (torch 2.11, NCCL, one rank) rebuilt, in every round of every
     setting, exactly the buckets the Reducer simulator assigns to the shipped layout in its ready order: on the
     H100 ResNet-50 (161 tensors), ResNet-101 (314) and VGG-16 (32); on the H200 those and MobileNetV2 (158), DDP's
     default (the 1 MiB first bucket), caps 1/25/100 MiB, the view, both hooks and ``bucket_cap_mb_list=[1, 4, 25]``.
