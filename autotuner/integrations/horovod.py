@@ -42,10 +42,10 @@ def env(pick: Proposal | Config) -> dict[str, str]:
 
 
 def flags(pick: Proposal | Config) -> list[str]:
-    """The ``horovodrun`` flags of the pick's knobs (:func:`autotuner.horovodrun_flags`), e.g.
-    ``["--fusion-threshold-mb", "64", "--cycle-time-ms", "5", "--cache-capacity", "1024"]``; switches that are off
-    have no flag, and a fusion threshold that is not a whole MiB has none either (``--fusion-threshold-mb`` takes
-    an integer): give it through :func:`env`. Raises TypeError for a pick of another type."""
+    """The ``horovodrun`` flags of the pick's knobs (:func:`autotuner.horovodrun_flags`: the fusion threshold in
+    MiB, the cycle time in ms, the cache capacity in entries); switches that are off have no flag, and a fusion
+    threshold that is not a whole MiB has none either (horovodrun's flag takes an integer): give it through
+    :func:`env`. Raises TypeError for a pick of another type."""
     return horovodrun_flags(_config(pick))
 
 
