@@ -36,8 +36,8 @@ def _config(pick: Any) -> Config:
 
 def env(pick: Proposal | Config) -> dict[str, str]:
     """The ``HOROVOD_*`` environment variables of the pick's knobs (:func:`autotuner.horovod_env`): every knob,
-    ``HOROVOD_FUSION_THRESHOLD`` in bytes, ``HOROVOD_CYCLE_TIME`` in ms, ``HOROVOD_CACHE_CAPACITY`` in entries,
-    the hierarchical switches ``0``/``1``. Raises TypeError for a pick of another type."""
+    the fusion threshold in bytes, the cycle time in ms, the cache capacity in entries, the hierarchical
+    switches ``0``/``1`` (the names are the knob table's, :data:`autotuner.KNOBS`). Raises TypeError for a pick of another type."""
     return horovod_env(_config(pick))
 
 
