@@ -84,8 +84,8 @@ def compression(pick: Proposal | str) -> Any:
 
 def unapplied(pick: Proposal | Config, environ: Mapping[str, str] | None = None) -> list[str]:
     """The pick's knobs that ``environ`` (default ``os.environ``: call it in a rank, where horovodrun's flags have
-    become ``HOROVOD_*`` variables) does not give, one line each, e.g. ``HOROVOD_CYCLE_TIME=0.1 (the environment
-    gives 1)``; ``[]`` when every knob is the pick's. An unset variable counts as Horovod 0.28's default
+    become ``HOROVOD_*`` variables) does not give, one line each (the variable, the pick's value and
+    the environment's); ``[]`` when every knob is the pick's. An unset variable counts as Horovod 0.28's default
     (:data:`autotuner.DEFAULTS_0_28`). Raises TypeError for a pick of another type and KnobError (one line) for a
     ``HOROVOD_*`` value Horovod would not read."""
     want = _config(pick)
