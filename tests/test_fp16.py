@@ -1,4 +1,4 @@
-"""fp16 compression's cost besides the bytes (issue 29 section 2).
+"""fp16 compression's cost besides the bytes.
 
 CPU ranks: the float16 sum overlaps the wire in Gloo's pipelined ring (:class:`autotuner.model.costmodel.Fp16Tier`),
 fitted from each env's fp16 phase alone (:func:`autotuner.fit.collective.fp16_cost`) and checked on the held-out
@@ -146,13 +146,13 @@ def test_the_overlap_explains_the_slow_link_and_agrees_across_link_rates():
 
 
 #: the envs whose own fp16 phase does not pin the float16 sum (quartiles more than FP16_PINNED_SPREAD of the median
-#: apart): their fit borrows it from the phases of the same stack and sitting (fourth pass, 2026-11-27 13:00-13:02)
+#: apart): their fit borrows it from the phases of the same stack and sitting (the shipped phases, minutes apart)
 UNPINNED = {"fresh-poll-0.75gbit": ("fresh-poll-2gbit", "fresh-poll-2x1-3gbit"),
             "fresh-poll-1.25gbit": ("fresh-poll-2gbit", "fresh-poll-2x1-3gbit"),
-            # held out (2026-12-01, scripts/fp16_sitting_heldout.sh with SIB=fresh-poll-2.75gbit SLOW=fresh-poll-1.1gbit;
+            # held out (measured in one sitting after fresh-poll-2.75gbit;
             # docs/compression.md, "Held out: the rule fires"): its phase 0.68 apart, the sum lent by its sibling
             "fresh-poll-1.1gbit": ("fresh-poll-2.75gbit",),
-            # measured 2026-12-01 (session 52) for the below-knee bound: its phase 0.31 apart, lent by its sibling
+            # measured for the below-knee bound: its phase 0.31 apart, lent by its sibling
             "fresh-poll-1.5gbit": ("fresh-poll-3.5gbit",)}
 #: what each borrowing env's fit was lent, as the docs give it: (its own phase's spread, low and high; the lent points;
 #: the lent figure in ns per element, low and high)
@@ -253,12 +253,12 @@ def test_the_fit_borrows_only_across_one_stack(tmp_path):
 
 #: the fp16 phase each set of gradient-valued replays was measured beside (same 10 minutes): Gloo's float16 sum on
 #: these CPUs drifts between hours (fresh-poll-2gbit's 16 MiB float16 allreduce: 176.9 ms at 19:18, 199.8 at 23:03),
-#: so a replay set is held out against the phase of its own window. Issue 29's second pass (``*-gradients.jsonl``,
+#: so a replay set is held out against the phase of its own window. The second pass (``*-gradients.jsonl``,
 #: 19:14-19:22): its phase, one tensor per allreduce, kept as ``fp16-lone.jsonl``; the third pass
 #: (``*-gradients-3.jsonl``, 23:07-23:14): fused responses of 64 tensors, kept as ``fp16-previous-1.jsonl``; the
-#: fourth (``*-gradients-4.jsonl``, 2026-11-27 13:02-13:07, each rank's own values renewed every step): the shipped
-#: ``fp16.jsonl`` (13:00-13:02), as for ``*-new.jsonl`` (14:01-14:04, three layouts no fp16 replay had used, by
-#: ``scripts/fp16_new_layouts.sh``: no suffix here, so the shipped model's term, which is that phase's fit).
+#: fourth (``*-gradients-4.jsonl``, the next day 13:02-13:07, each rank's own values renewed every step): the shipped
+#: ``fp16.jsonl`` (13:00-13:02), as for ``*-new.jsonl`` (14:01-14:04, three layouts no fp16 replay had used:
+#: no suffix here, so the shipped model's term, which is that phase's fit).
 PHASE_OF = {"-gradients.jsonl": "fp16-lone.jsonl", "-gradients-3.jsonl": "fp16-previous-1.jsonl",
             "-gradients-4.jsonl": "fp16.jsonl"}
 
@@ -323,14 +323,14 @@ def test_the_shipped_fp16_term_is_its_phase_fit():
 
 
 def test_held_out_fp16_replays_are_predicted_within_5_percent_or_named():
-    """Acceptance (issue 29): every committed fp16 validation replay of a training job's values (each rank its own,
+    """Acceptance: every committed fp16 validation replay of a training job's values (each rank its own,
     every step; never used by a fit) predicted within 5 % of its median, or named in :data:`FP16_MISSED` (and still
     missing). Replays whose ranks allreduced zeros, or the same values from the second step on, ran another job
     (checked by the next test, not here)."""
     rows = [r for r in _fp16_rows() if r[3] is None]
     # the fourth pass's 7, 3 layouts no fp16 replay had used (``*-new.jsonl``), and the 4 + 4 replays of the two
-    # pairs of envs measured after the borrowing rule (``*-sitting.jsonl``, scripts/fp16_sitting_heldout.sh: on
-    # 2026-11-28, where the rule did not fire, and on 2026-12-01, where fresh-poll-1.1gbit borrows)
+    # pairs of envs measured after the borrowing rule (``*-sitting.jsonl``: one pair
+    # where the rule did not fire, one where fresh-poll-1.1gbit borrows)
     assert len(rows) == 18
     for env, name, mib, _, meas, pred in rows:
         err = (pred - meas) / meas
@@ -358,20 +358,6 @@ def test_the_same_values_on_every_rank_made_the_replays_faster():
     err3 = [abs(p - m) / m for m, p in third.values()]
     err4 = [abs(p - m) / m for m, p in fourth.values()]
     assert statistics.mean(err4) < statistics.mean(err3) and max(err4) < max(err3)
-
-
-def test_gloo_sums_the_same_values_on_every_rank_faster_in_float16_only():
-    """The measurement behind :func:`autotuner.schemas.records.same_values_on_every_rank`
-    (``scripts/fp16_rank_values.py --bandwidth-gbit 2``, 3 runs of 7 interleaved rounds, 2026-11-27): 16 MiB averaged
-    on 2 ranks at 2 Gbit/s, each rank its own values against both ranks the same. float16: the same values 10-15 %
-    faster in every run (176.5-181.0 against 154.7-159.7 ms); float32: within 3 % either way (the machine's noise)."""
-    recs = [json.loads(x) for x in (RUNS / "fresh-poll-2gbit" / "experiments" / "fp16-rank-values.jsonl").read_text().splitlines()]
-    assert len(recs) >= 3
-    for r in recs:
-        m = {k: statistics.median(v) for k, v in r["rounds_ms"].items()}
-        assert all(len(v) >= 5 for v in r["rounds_ms"].values())
-        assert 1.08 < m["float16 distinct"] / m["float16 same"] < 1.25
-        assert abs(m["float32 distinct"] / m["float32 same"] - 1) < 0.03
 
 
 def test_every_fp16_replay_is_within_25_percent_and_the_training_jobs_misses_stated():
@@ -425,7 +411,7 @@ def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_o
             pf = simulate_trial(fenv, RUNS / env, Config.from_dict(rs[0]["config"]), rs[0]["setup"],
                                 compression="fp16").step_time_ms
             off = abs((pd - pf) - (md - mf)) / md
-            # where fp16 costs more than it saves (two emulated hosts; the 2026-11-28 machine, whose float16 sum is
+            # where fp16 costs more than it saves (two emulated hosts; the other machine kind, whose float16 sum is
             # 10x dearer), the env's own error rides on a longer fp16 step
             bound = 0.08 if two_hosts or mf > md else 0.03
             if (env, f.name, label) in SAVING_MISSED:  # named, stated in docs/compression.md; it must still miss
@@ -436,11 +422,11 @@ def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_o
     assert len(seen) == 8 and sum(1 for _, t in seen if t) == 1
 
 
-#: the fp16 files whose saving beside the defaults misses that bound, as (env, file, label): held out on 2026-12-01,
+#: the fp16 files whose saving beside the defaults misses that bound, as (env, file, label): held out,
 #: fresh-poll-2.75gbit's MobileNetV2 saves 15.4 ms measured against 19.8 predicted, 3.6 % of the defaults' 121.1 ms
 #: step (its fp16 step -2.9 %, its defaults +1.2 %: both within 3 %, on opposite sides)
 SAVING_MISSED = {("fresh-poll-2.75gbit", "fp16-mobilenet_v2-sitting.jsonl", "proposal-1"),
-                 # since the below-knee bound's second form (2026-12-01, session 52): ResNet-18 at 4 MiB / 0.5 ms on
+                 # since the below-knee bound's second form: ResNet-18 at 4 MiB / 0.5 ms on
                  # fresh-poll-1.25gbit saves 236.8 ms measured against 257.2 predicted, 3.1 % of the defaults' 651.3 ms
                  # step (255.2, 2.8 %, before: its defaults' prediction 658.5 -> 660.9 ms)
                  ("fresh-poll-1.25gbit", "fp16-resnet18-gradients-4.jsonl", "proposal-2")}
@@ -585,7 +571,7 @@ def _check_gpu_casts_against_specs(rec, gpu, table_name, band, factor):
 
 
 def test_the_specs_casts_against_a_real_h100():
-    """The casts measured on a lent H100 (runs/gpu-profiles/h100-fp16, scripts/gpu_fp16_probe.py): from 16 M
+    """The casts measured on a lent H100 (runs/gpu-profiles/h100-fp16): from 16 M
     elements up the cast down and the float16 add ran at 84-90 % of the datasheet's 3.35 TB/s and the cast up at
     55-59 %; one tensor at a time, as Horovod casts back in step(), the specs path (6 B per element at 3.35 TB/s
     plus 10 us of host launch per tensor) is within a factor 1.6 of each shipped layout's measured loop."""
