@@ -183,3 +183,21 @@ def test_no_test_loads_research():
     for path in sorted(PKG.rglob("*.py")):
         for _, mod in _imports(path):
             assert mod.split(".")[0] != "research", f"{path.relative_to(PKG)} imports {mod}"
+
+
+@pytest.mark.parametrize("framework", ["horovod", "ddp"])
+def test_each_framework_has_every_part_of_the_contract(framework):
+    """Both frameworks have the same parts (autotuner.frameworks.FRAMEWORKS), each a module or package of its
+    folder, and the contract names every framework folder there is."""
+    import dataclasses
+
+    from autotuner.frameworks import FRAMEWORKS
+
+    assert set(FRAMEWORKS) == {p.name for p in (PKG / "frameworks").iterdir() if (p / "__init__.py").is_file()}
+    parts = FRAMEWORKS[framework]
+    folder = PKG / "frameworks" / framework
+    for field in dataclasses.fields(parts):
+        names = getattr(parts, field.name)
+        for name in (names,) if isinstance(names, str) else names:
+            assert (folder / f"{name}.py").is_file() or (folder / name / "__init__.py").is_file(), \
+                f"{framework}: {field.name} {name!r} is not a module of {folder.relative_to(PKG)}"

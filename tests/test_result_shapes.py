@@ -55,3 +55,17 @@ def test_validate_answers_share_one_shape():
     assert wanted == {"verdict", "report"}
     for cls in (autotuner.ValidateResult, DdpValidateResult):
         assert wanted <= {f.name for f in dataclasses.fields(cls)}, cls
+
+
+def test_one_envs_lists_every_environment_with_the_frameworks_that_answer_for_it():
+    from autotuner.frameworks import envs
+
+    rows = {r["env"]: r for r in envs()}
+    hvd = {r["env"] for r in autotuner.envs()}
+    ddp = {r["env"] for r in autotuner.ddp_envs()}
+    assert set(rows) == hvd | ddp
+    for name, r in rows.items():
+        assert r["frameworks"] == [f for f, names in (("horovod", hvd), ("ddp", ddp)) if name in names]
+        assert set(r["trust"]) == set(r["frameworks"]) and all(r["trust"].values())
+    assert rows["v100-16gbit"]["frameworks"] == ["horovod"] and rows["ddp-2x1-3gbit"]["frameworks"] == ["ddp"]
+    assert rows["ddp-2x1-3gbit"]["ranks_per_node"] == 1 and rows["ddp-2x1-3gbit"]["nodes"] == 2
