@@ -1,7 +1,7 @@
-"""The committed two-host environment runs/local-gloo-2x2 (issue 14): fitted from its own sweep only, and
-its real trials (scripts/validate_2x2.sh, records under runs/local-gloo-2x2/validation/) against the model.
+"""The committed two-host environment runs/local-gloo-2x2: fitted from its own sweep only, and
+its real trials (records under runs/local-gloo-2x2/validation/) against the model.
 
-No Horovod needed: these read committed records of real runs. Figures: autotuner/frameworks/horovod/views/emulated_2x2.py (printed by scripts/local_gloo_2x2_figures.py),
+No Horovod needed: these read committed records of real runs. Figures: autotuner/frameworks/horovod/views/emulated_2x2.py,
 docs/validation.md "Two emulated hosts".
 """
 import json
@@ -64,11 +64,11 @@ def _recorded_predictions(fig, fenv, env_dir, every=lambda r: True):
     from dataclasses import replace
 
     # the trials ran before the sweep's busy-cycle negotiation and the ranks' share of a host's
-    # cores (issue 20) entered the model: their recorded predictions are the shipped model's without
+    # cores entered the model: their recorded predictions are the shipped model's without
     neg = replace(fenv.cost.negotiation, busy_s=None, nocache_s=None)
     cl = {k: v for k, v in fenv.raw["cluster"].items() if k != "cores_per_host"}
     fenv = replace(fenv, cost=replace(fenv.cost, negotiation=neg), raw={**fenv.raw, "cluster": cl})
-    # nor the bound on the line below the knee (2026-12-01, sweep.bound_below_knee: local-gloo-2x2-poll's spans there
+    # nor the bound on the line below the knee (sweep.bound_below_knee: local-gloo-2x2-poll's spans there
     # gave 88 Gbit/s over a 1 Gbit/s link): the line as its sweep fitted it
     borrowed = ((fenv.raw.get("fit") or {}).get("piecewise") or {}).get("small", {}).get("per_byte_borrowed")
     if borrowed:
@@ -102,7 +102,7 @@ def test_every_trial_was_predicted_by_the_shipped_model_for_its_own_shape(fenv):
 
 #: configurations whose 2x2 step the model misses by more than 5 %, and why (docs/validation.md)
 SMALL = ("many small responses: at 4 ranks sharing this machine's 2 cores a small allreduce costs several times "
-         "what the 2-rank sweep measured (scripts/testbed_capacity.py, scripts/wait_modes.py)")
+         "what the 2-rank sweep measured (the testbed's capacity and wait-mode experiments)")
 MISSES = {"proposal-1": SMALL, "proposal-7": SMALL, "proposal-6": SMALL,
           "proposal-5": "cache off at a 25 ms cycle: per-tensor negotiation and per-response latency fitted at "
                         "2 ranks, charged at 4 (not identifiable from a 2-host sweep)"}
@@ -117,7 +117,7 @@ def test_2x2_knob_sweep_within_5_percent(knobs, label, request):
     assert abs(r["error_pct"]) <= 5, r
 
 
-def test_2x2_knob_sweep_spans_the_issue_ranges(knobs):
+def test_2x2_knob_sweep_spans_the_knob_ranges(knobs):
     rows = list(knobs.values())
     assert min(r["fusion_mib"] for r in rows) == 0 and max(r["fusion_mib"] for r in rows) == 256
     assert min(r["cycle_ms"] for r in rows) == 1 and max(r["cycle_ms"] for r in rows) == 50
@@ -199,7 +199,7 @@ def test_one_host_of_four_ranks_is_cpu_bound_arithmetic(fenv, topo):
 
     L = load_layout("resnet50")
     cost = dc_replace(fenv.cost, intra=fenv.cost.intra.scaled((2 / 4) / (2 / 2)))
-    assert fenv.cost_for(Cluster(1, 4)) == cost  # the model's own term is this arithmetic (issue 20)
+    assert fenv.cost_for(Cluster(1, 4)) == cost  # the model's own term is this arithmetic
     assert fenv.cost_for(Cluster(2, 2)) == fenv.cost and fenv.cost_for(Cluster(4, 1)) == fenv.cost
     pred = simulate_step(L.sizes_bytes, L.ready_fraction, workload_for(0.3), DEFAULTS_0_28, cost,
                              Cluster(1, 4), backend="gloo").step_time_ms
@@ -211,7 +211,7 @@ def test_one_host_of_four_ranks_is_cpu_bound_arithmetic(fenv, topo):
 # --------------------------------------------------------------------------- runs/local-gloo-2x2-poll
 # The same cluster measured and trained with polling waits (measure --wait sleep, validate
 # --replay-wait sleep): each rank's waiter sleeps instead of spinning on cores the emulated hosts
-# share (scripts/wait_modes.py), as on hosts with their own cores.
+# share, as on hosts with their own cores.
 
 POLL = ROOT / "runs" / "local-gloo-2x2-poll"
 FIGP = Figures(POLL / "validation")
@@ -261,7 +261,7 @@ def ptopo(pfenv):
 @pytest.mark.parametrize("model", ["resnet50", "bert_medium"])
 @pytest.mark.parametrize("label", ["default", "proposal-1"])
 def test_poll_topology_what_if_within_10_percent(ptopo, shape, model, label):
-    """1x4 included since issue 20: the host-local tier at the ranks' share of the env's recorded
+    """1x4: the host-local tier at the ranks' share of the env's recorded
     cores (:meth:`autotuner.model.costmodel.CostModel.cpu_shared`; was -30 to -34 %)."""
     r = ptopo[(model, shape, label)]
     assert abs(r["error_pct"]) <= 10, r
@@ -275,7 +275,7 @@ def test_poll_one_host_of_four_ranks_is_cpu_bound_arithmetic(pfenv, ptopo):
     from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28
 
     cost = dc_replace(pfenv.cost, intra=pfenv.cost.intra.scaled(0.5))
-    assert pfenv.cost_for(Cluster(1, 4)) == cost  # the model's own term is this arithmetic (issue 20)
+    assert pfenv.cost_for(Cluster(1, 4)) == cost  # the model's own term is this arithmetic
     for model in ("resnet50", "bert_medium"):
         L = load_layout(model)
         pred = simulate_step(L.sizes_bytes, L.ready_fraction, workload_for(0.3), DEFAULTS_0_28, cost,
