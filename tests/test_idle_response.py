@@ -67,7 +67,7 @@ def test_idle_cost_is_the_arithmetic_of_the_committed_timelines(env):
 #: the envs measured in one sitting on an AMD EPYC VM whose small responses are dearer (their env.toml's ``stack``
 #: names its CPU; tests/test_fused_phase.py)
 EPYC_MACHINE = {"fresh-poll-1gbit", "fresh-poll-2.25gbit"}
-#: measured (scripts/two_host_heldout.sh) on another VM whose stack also reads "AMD EPYC", but whose small responses
+#: measured on another VM whose stack also reads "AMD EPYC", but whose small responses
 #: cost what the other envs' do (idle 2.30 ms at 4 KiB; burst 0.81, step 1.95 ms)
 OTHER_EPYC_MACHINE = {"fresh-poll-2x1-2.5gbit"}
 

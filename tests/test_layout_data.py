@@ -91,7 +91,7 @@ TORCHVISION = sorted(set(EXPECTED) - {"mnist", "bert_base", "bert_medium", "mobi
 
 @pytest.mark.parametrize("name", TORCHVISION)
 def test_backward_order_is_the_order_recorded_on_a_gpu(name):
-    # Recorded by scripts/profile_gradient_readiness.py on an H100 (torchvision models, real
+    # Recorded on an H100 (runs/gpu-profiles; torchvision models, real
     # backward, post-accumulate-grad hooks): the order Horovod's hooks see, float32.
     fp32 = [p for p in _gpu_profiles() if p["model"] == name and p["precision"] == "fp32"]
     assert {p["batch_size"] for p in fp32} == {32, 64, 128}

@@ -238,7 +238,7 @@ def test_committed_records_all_validate():
     files = sorted((ROOT / "runs").rglob("*.jsonl"))
     assert len(files) >= 6
     for f in files:  # validate's trial records, or a measure sweep's records
-        if f.parent.name == "experiments":  # a script's own JSON lines (scripts/cpu_contention.py)
+        if f.parent.name == "experiments":  # an experiment's own JSON lines
             assert all(isinstance(json.loads(line), dict) for line in f.read_text().splitlines()), f
             continue
         if f.name in ("ddp-sweep.jsonl", "ddp-burst.jsonl", "ddp-first-touch.jsonl", "ddp-cpu.jsonl") \
