@@ -16,7 +16,7 @@ def test_every_long_check_passed_in_its_current_source():
     """Every test marked ``long`` has a newest record that passed, taken of the test's current source (a test
     edited since its record fails here until ``python scripts/long_checks.py`` runs it again)."""
     found = LC.long_tests(ROOT / "tests")
-    assert len(found) >= 7, found  # the seven of 2026-11-29 (scripts/long_checks.py's docstring)
+    assert len(found) >= 7, found  # the seven long checks the record began with
     newest = {r["test"]: r for r in LC.read_record(LC.RECORD)}
     stale = {t: (newest.get(t, {}).get("outcome", "no record"), newest.get(t, {}).get("source_sha256") == sha)
              for t, sha in found.items()
