@@ -1,7 +1,7 @@
 """Environments from published link figures, never measured (``autotuner env new``).
 
 "8 nodes x 8 A100, NVLink inside, 100 Gbit/s InfiniBand, NCCL" becomes a cost model without a
-sweep: each tier of the alpha-beta ring model (docs/cost-model.md) takes
+sweep: each tier of the alpha-beta ring model (docs/explanation/cost-model.md) takes
 
 - its bandwidth ``B`` (per-link bus bandwidth, busbw) from the link's published rate per
   direction (:data:`INTRA_LINKS`, each with its source), or ``--inter-gbit`` for the node link;
@@ -137,7 +137,7 @@ def gpu_fp16_cost(name: str | None):
     - per tensor cast back, :data:`CAST_UP_LAUNCH_US` of host launch (measured on an H100 and borrowed: no
       datasheet gives it); the casts down launch in the hooks during the backward, not charged.
 
-    Every figure is a datasheet peak: real kernels reach 60-90 % of it (docs/compression.md)."""
+    Every figure is a datasheet peak: real kernels reach 60-90 % of it (docs/explanation/fp16-compression.md)."""
     from .model.costmodel import Fp16Cost
 
     g = find_gpu(name)

@@ -127,7 +127,7 @@ def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
             "segment_bytes": GLOO_SEGMENT_BYTES,
             "sum_extra_ns_per_elem": x * 1e9,
             "per_point_ns_per_elem": [round(float(v) * 1e9, 2) for v in xs],
-            # how far the points pin it: their quartiles (docs/compression.md, "How well the phase pins the sum")
+            # how far the points pin it: their quartiles (docs/explanation/fp16-compression.md, "How well the phase pins the sum")
             "sum_extra_range_ns_per_elem": [max(0.0, float(np.percentile(xs, q)) * 1e9) for q in (25, 75)],
             "predicted_fp16_ms": [[b, round(t16 * 1e3, 3), round(q * 1e3, 3)]
                                   for (b, _, t16, *_), q in zip(pts, pred)],
@@ -145,7 +145,7 @@ def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
 #: an fp16 phase pins the float16 sum where the quartiles of its per-point figures span at most this share of their
 #: median (:func:`fp16_cost`'s ``sum_extra_range_ns_per_elem``). On the 13 committed CPU envs' phases the spread is
 #: 0.09-0.20 at 1.75-4.5 Gbit/s and 0.49-0.51 at 0.75 and 1.25 Gbit/s, where the sum is read off a small difference of
-#: two long allreduces (docs/compression.md, "A phase that does not pin the sum")
+#: two long allreduces (docs/explanation/fp16-compression.md, "A phase that does not pin the sum")
 FP16_PINNED_SPREAD = 0.3
 #: phases finished within this many minutes of each other sat in one sitting: the testbed's float16 sum drifts 9-12 %
 #: over four hours (fresh-poll-2gbit's 16 MiB float16 allreduce 176.9 ms at 19:18, 199.8 at 23:03; tests/test_fp16.py

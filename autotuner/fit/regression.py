@@ -1,7 +1,7 @@
 """Regression for the cost model: alpha-beta lines, the two-segment fit, host passes (scipy).
 
 Pure functions of arrays; the fitters (:mod:`autotuner.frameworks.horovod.fit.fitters`) turn records into arrays
-and the results into a model. See docs/cost-model.md.
+and the results into a model. See docs/explanation/cost-model.md.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Pure: numbers in, numbers out. Used for CPU-only ranks (lab report 003: 1-8 MPI 
 one laptop), where the ranks' compute shares the cores instead of running on separate devices.
 One fitted parameter per environment, shared by every model (the calibration budget: everything
 else is predicted, not fitted).
-See docs/laptop-cpu.md for the fit and its limits.
+See docs/explanation/laptop-cpu.md for the fit and its limits.
 """
 from __future__ import annotations
 

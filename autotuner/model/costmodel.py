@@ -284,7 +284,7 @@ class HostPasses:
     then the callbacks and the next cycle's negotiation. Such passes run from the last-level
     cache while the buffer fits and from DRAM when it does not, so their cost per byte rises
     beyond a knee (measured on the 1 Gbit/s testbed: fused copies at ~13 GB/s up to 8-10 MiB,
-    5-6 GB/s at 20-90 MiB; docs/validation.md):
+    5-6 GB/s at 20-90 MiB; docs/how-to/validate.md):
 
     - ``memcpy_s(n)`` (fused responses only) = ``memcpy_s_per_byte·n +
       memcpy_spill_s_per_byte·max(0, n - knee_bytes)``;
@@ -456,7 +456,7 @@ class Fp16Cost:
         cast_up_s_per_elem, cast_up_s_per_tensor: float16 -> float32, per element and per tensor (s), in
             ``step()`` after the last response: charged to the step's update (:meth:`update_s`).
         cast_down_s_per_elem, cast_down_s_per_tensor: float32 -> float16 in each gradient's hook during the
-            backward. On CPU ranks recorded, not charged (measured so; docs/tune.md section 4); on a GPU
+            backward. On CPU ranks recorded, not charged (measured so; docs/how-to/tune.md section 4); on a GPU
             (:attr:`device`) a kernel on the backward's stream: charged with the update (:meth:`update_s`).
         segment_bytes: the ring's pipeline segment cap (bytes; :data:`GLOO_SEGMENT_BYTES`), or None: no overlap.
         device: the GPU whose datasheet gave the figures (:data:`autotuner.specs.GPUS`), or None: measured on
@@ -465,7 +465,7 @@ class Fp16Cost:
         sum_extra_range_s_per_elem: (low, high), the quartiles of the fp16 phase's per-point figures for the
             float16 sum (s per element; :func:`autotuner.fit.collective.fp16_cost`'s ``per_point_ns_per_elem``):
             how far the phase pins :attr:`sum_extra_s_per_elem` (where the wire hides the sum, its points spread
-            up to 3.4x, docs/compression.md "How well the phase pins the sum"); None: not known (a GPU's
+            up to 3.4x, docs/explanation/fp16-compression.md "How well the phase pins the sum"); None: not known (a GPU's
             datasheet, a DDP sweep, or an older fit).
     """
 

@@ -19,7 +19,7 @@ class Workload:
         backward_s: backward pass; gradients become ready during it.
         update_s: optimizer step after every allreduce finished.
         comm_scale: multiplier on collective times for this workload (1 = the environment's
-            fitted network); calibrated per environment and model, see docs/cost-model.md.
+            fitted network); calibrated per environment and model, see docs/explanation/cost-model.md.
         overlap: how far collectives overlap backward compute, in [0, 1]. 1: independent
             resources (backward runs at full speed while collectives run). 0: time-shared
             (backward makes no progress while a collective runs, so gradients after it become
@@ -58,7 +58,7 @@ def hand_over_times(ready_rel: np.ndarray, forward_s: float, host_backward_s: fl
 
     ``host_backward_s`` None: at device readiness (``ready_rel``). Otherwise the hooks fire
     uniformly per tensor over ``[forward_s, forward_s + host_backward_s]`` (Horovod's per-hook
-    host work dominates the host side of backward, see docs/simulator.md), and never after the
+    host work dominates the host side of backward, see docs/explanation/horovod-simulator.md), and never after the
     gradient is ready on the device. Shape (T,), non-decreasing.
     """
     if host_backward_s is None:

@@ -144,7 +144,7 @@ def load_layout(spec: str) -> Layout:
     ``pkg.mod:factory`` calls ``factory()`` and introspects the returned ``torch.nn.Module``'s
     parameters (torch is needed only then) in backward order (:func:`_backward_params`);
     compute shares are then proportional to parameter counts, an approximation documented in
-    docs/simulator.md.
+    docs/explanation/horovod-simulator.md.
     """
     if spec in shipped_models():
         return _shipped(spec)

@@ -1,6 +1,6 @@
 """Read nccl-tests ``all_reduce_perf`` output: its stdout table, or the JSON file of ``-J``.
 
-Every GPU cluster admin has these files; docs/nccl-tests.md says how to produce them. The
+Every GPU cluster admin has these files; docs/how-to/nccl-tests.md says how to produce them. The
 formats are those of NVIDIA/nccl-tests, read at commit a0b82b2 (``NCCL_TESTS_VERSION``
 "2.19.6"); the facts relied on, by file (line numbers at that commit):
 

@@ -296,7 +296,7 @@ def profile_layout(spec: str, *, input_shape: str, batch_size: int, device: str 
     same forward + backward in other processes meanwhile (:func:`_concurrent_copies`), as the other
     ranks on one host compute during training: cores, caches and memory bandwidth are then
     shared as they will be (measured on this 2-core machine: +2 to +5 % for two copies of a small
-    transformer, docs/fresh-environments.md section 8). Both are recorded in the layout.
+    transformer, research/notes/fresh-environments.md section 8). Both are recorded in the layout.
 
     The module is put in train mode on ``device``; the input is ``torch.randn(batch_size,
     *input_shape)`` (seed 0). ``amp``: autocast forward + loss in bfloat16 on CPU; on CUDA in

@@ -7,12 +7,16 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ..._deprecated import link_rates, renamed_keywords
 from ...errors import RunsError, ScenarioError
 from .records import env_cost
 from .suggest import DdpProposal, DdpSuggestion
 
 #: the band where an env has no DDP replay to measure its error: this machine's run-to-run noise (~3 %)
 DEFAULT_BAND = 0.03
+#: forward + backward per step (ms) when neither the caller nor the layout (``autotuner profile``) gives it: every
+#: command's ``--compute-ms`` default, Horovod's replay's too
+DEFAULT_COMPUTE_MS = 300.0
 
 
 @dataclass(frozen=True)
@@ -160,7 +164,7 @@ def ddp_suggest(model: str, env: str, *, compute_ms: float | None = None, runs_d
     layout or a non-positive compute time."""
     from .suggest import suggest_ddp
 
-    a = _asked(env, model, compute_ms, runs_dir, 300.0)
+    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS)
     folder, cost, info, sweep, cluster, L, compute_ms, wl = (a.folder, a.cost, a.info, a.sweep, a.cluster, a.layout,
                                                              a.compute_ms, a.workload)
     trust, band, source = _trust(folder, cost)
@@ -205,25 +209,37 @@ def _fit_line(env: str, cluster, info: dict, sweep: list) -> str:
             f"GB/s (from {len(sweep)} sweep job(s)); {queued}")
 
 
-def ddp_measure(env: str, *, np: int = 2, bandwidth_gbit: float | None = None, testbed_hosts: int = 0,
-                ranks_per_host: int = 1, link_gbit: float | None = None, jobs: int = 3, repeats: int = 7,
-                burst_jobs: int = 3, first_touch_jobs: int = 1, cpu_jobs: int = 1, runs_dir: Path | None = None,
-                say=print) -> Path:
+@renamed_keywords(jobs="sweep_rounds", burst_jobs="burst_rounds", first_touch_jobs="first_touch_rounds",
+                  cpu_jobs="cpu_rounds", say="on_event")
+def ddp_measure(env: str, *, np: int = 2, link_gbit: float | None = None, loopback_gbit: float | None = None,
+                testbed_hosts: int = 0, ranks_per_host: int = 1, sweep_rounds: int = 3, repeats: int = 7,
+                burst_rounds: int = 3, first_touch_rounds: int = 1, cpu_rounds: int = 1, runs_dir: Path | None = None,
+                on_event=None, bandwidth_gbit: float | None = None) -> Path:
     """Measure DDP environment ``env``'s sweep, burst phase, first-touch phase and cpu phase
-    (:func:`autotuner.frameworks.ddp.realrun.measure_ddp`) into ``<runs>/<env>/ddp-sweep.jsonl``, ``ddp-burst.jsonl``,
-    ``ddp-first-touch.jsonl`` and ``ddp-cpu.jsonl`` (``runs_dir``, else the runs output folder); resumable. Returns
-    the sweep's file.
+    (:func:`autotuner.frameworks.ddp.realrun.measure_ddp`; each ``<phase>_rounds`` rounds of one torchrun job, 0
+    skips a phase) into ``<runs>/<env>/ddp-sweep.jsonl``, ``ddp-burst.jsonl``, ``ddp-first-touch.jsonl`` and
+    ``ddp-cpu.jsonl`` (``runs_dir``, else the runs output folder); resumable. The network (root only; default
+    unshaped): ``link_gbit`` (Gbit/s) between the ranks, one shaped loopback or, with ``testbed_hosts`` x
+    ``ranks_per_host`` emulated hosts, each host's link; ``loopback_gbit`` each emulated host's loopback
+    (:func:`autotuner._deprecated.link_rates`). ``on_event(line)``: one line per job. Old keyword names
+    (DeprecationWarning): ``bandwidth_gbit``, ``jobs``, ``burst_jobs``, ``first_touch_jobs``, ``cpu_jobs``, ``say``.
+    Returns the sweep's file.
     Raises ValidationError / ScenarioError (one line) for a testbed that cannot be built or bad counts."""
     from ...paths import runs_output_dir
     from .realrun import measure_ddp
 
-    if (np < 2 and not testbed_hosts or jobs < 1 or repeats < 1 or ranks_per_host < 1 or burst_jobs < 0
-            or first_touch_jobs < 0 or cpu_jobs < 0):
-        raise ScenarioError("a DDP sweep needs >= 2 ranks, >= 1 job and >= 1 repeat")
+    bandwidth_gbit, link_gbit = link_rates(link_gbit, loopback_gbit, bandwidth_gbit, bool(testbed_hosts), "ddp_measure")
+    if (np < 2 and not testbed_hosts or sweep_rounds < 1 or repeats < 1 or ranks_per_host < 1 or burst_rounds < 0
+            or first_touch_rounds < 0 or cpu_rounds < 0):
+        raise ScenarioError("a DDP sweep needs >= 2 ranks, >= 1 round and >= 1 repeat")
     return measure_ddp(runs_output_dir(runs_dir) / env, np_=np, bandwidth_gbit=bandwidth_gbit,
-                       testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, jobs=jobs,
-                       repeats=repeats, burst_jobs=burst_jobs, first_touch_jobs=first_touch_jobs, cpu_jobs=cpu_jobs,
-                       say=say)
+                       testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
+                       jobs=sweep_rounds, repeats=repeats, burst_jobs=burst_rounds,
+                       first_touch_jobs=first_touch_rounds, cpu_jobs=cpu_rounds, say=on_event or _quiet)
+
+
+def _quiet(line: str) -> None:
+    """No ``on_event`` given: the lines go nowhere."""
 
 
 @dataclass(frozen=True)
@@ -281,17 +297,19 @@ def load_ddp_proposals(path: Path) -> list:
     return out
 
 
+@renamed_keywords(say="on_event")
 def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: str | None = None,
                  compute_ms: float | None = None, steps: int = 5, warmup: int = 3, repeats: int = 3, np: int = 2,
-                 bandwidth_gbit: float | None = None, testbed_hosts: int = 0, ranks_per_host: int = 1,
-                 link_gbit: float | None = None, command: list[str] | None = None, runs_dir: Path | None = None,
-                 say=print) -> DdpValidateResult:
+                 link_gbit: float | None = None, loopback_gbit: float | None = None, testbed_hosts: int = 0,
+                 ranks_per_host: int = 1, command: list[str] | None = None, runs_dir: Path | None = None,
+                 on_event=None, bandwidth_gbit: float | None = None) -> DdpValidateResult:
     """Real DDP runs (:func:`autotuner.frameworks.ddp.realrun.validate_ddp`: the replay workload of layout
     ``model``, or the user's ``command``, ``python script.py args``, with ``model`` its layout) of ``proposals`` (a
     ``ddp suggest --json`` file or a list of settings; default
     :data:`~autotuner.frameworks.ddp.realrun.DEFAULT_SETTINGS`), with DDP's defaults always among them, then each
     setting predicted from the env's sweep alone (``compute_ms`` default: a profiled layout's measured forward +
-    backward, else 100 ms). The env must have its
+    backward, else :data:`DEFAULT_COMPUTE_MS`). The network as :func:`ddp_measure`; ``on_event(line)``: one line per
+    trial (old names ``say``, ``bandwidth_gbit``: DeprecationWarning). The env must have its
     DDP sweep (``ddp_measure``). Raises RunsError / ScenarioError / ValidationError (one line)."""
     from ...readers.layouts import load_layout
     from ...writers.atomic import atomic_write_text
@@ -306,8 +324,9 @@ def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: s
         L = load_layout(model)
     except ValueError as e:
         raise ScenarioError(str(e).splitlines()[0]) from None
-    if compute_ms is None:  # a profiled layout's measured forward + backward, else 100 ms
-        compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else 100.0
+    if compute_ms is None:  # a profiled layout's measured forward + backward, else the default
+        compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else DEFAULT_COMPUTE_MS
+    bandwidth_gbit, link_gbit = link_rates(link_gbit, loopback_gbit, bandwidth_gbit, bool(testbed_hosts), "ddp_validate")
     folder = ddp_env_folder(env, runs_dir)
     cost, _, _ = env_cost(folder)
     settings = list(DEFAULT_SETTINGS) if proposals is None else load_ddp_proposals(proposals)
@@ -315,7 +334,7 @@ def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: s
         settings.insert(0, DdpConfig())
     path = validate_ddp(folder, model, settings, name=name, compute_ms=compute_ms, steps=steps, warmup=warmup,
                         repeats=repeats, np_=np, bandwidth_gbit=bandwidth_gbit, testbed_hosts=testbed_hosts,
-                        ranks_per_host=ranks_per_host, link_gbit=link_gbit, command=command, say=say)
+                        ranks_per_host=ranks_per_host, link_gbit=link_gbit, command=command, say=on_event or _quiet)
     rs = tuple(rows(folder, cost, files=[path]))
     v = verdict(rs)
     report = atomic_write_text(path.with_suffix(".md"), report_markdown(env, model, rs, v, path))
@@ -408,7 +427,7 @@ def ddp_simulate(model: str, env: str, config, *, compute_ms: float | None = Non
     RunsError / ScenarioError (one line)."""
     from .reducer import simulate_ddp_step
 
-    a = _asked(env, model, compute_ms, runs_dir, 300.0)
+    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS)
     folder, cost, info, sweep, cluster, L, compute_ms = (a.folder, a.cost, a.info, a.sweep, a.cluster, a.layout,
                                                          a.compute_ms)
     if config.comm_hook != "allreduce" and cost.fp16 is None:
@@ -453,30 +472,37 @@ def _checked_figures(checked: list) -> dict | None:
             "worst_pct": max(checked, key=lambda r: abs(r.error_pct)).error_pct}
 
 
-def ddp_tune(env: str, model: str, *, name: str | None = None, compute_ms: float = 100.0, steps: int = 5,
-             warmup: int = 3, budget_steps: int = 160, np: int = 2, bandwidth_gbit: float | None = None,
-             testbed_hosts: int = 0, ranks_per_host: int = 1, link_gbit: float | None = None,
-             runs_dir: Path | None = None, say=print):
+@renamed_keywords(say="on_event")
+def ddp_tune(env: str, model: str, *, name: str | None = None, compute_ms: float | None = None, steps: int = 5,
+             warmup: int = 3, budget_steps: int = 160, np: int = 2, link_gbit: float | None = None,
+             loopback_gbit: float | None = None, testbed_hosts: int = 0, ranks_per_host: int = 1,
+             runs_dir: Path | None = None, on_event=None, bandwidth_gbit: float | None = None):
     """Tune layout ``model``'s DDP setting on real replays (:func:`autotuner.frameworks.ddp.tune.tune_ddp`), the
-    prior from the env's sweep alone and its error band. Returns a
+    prior from the env's sweep alone and its error band. ``compute_ms`` (forward + backward per step) default: a
+    profiled layout's measured times, else :data:`DEFAULT_COMPUTE_MS`. The network as :func:`ddp_measure`;
+    ``on_event(line)``: one line per trial (old names ``say``, ``bandwidth_gbit``: DeprecationWarning). Returns a
     :class:`~autotuner.frameworks.ddp.tune.DdpTuneResult`. Raises RunsError / ScenarioError / ValidationError (one
     line)."""
     from ...readers.layouts import load_layout
     from .records import env_cluster
     from .tune import tune_ddp
 
-    if compute_ms <= 0 or steps < 1 or warmup < 1 or budget_steps < steps + warmup:
+    if (compute_ms is not None and compute_ms <= 0) or steps < 1 or warmup < 1 or budget_steps < steps + warmup:
         raise ScenarioError("--compute-ms must be > 0, --steps and --warmup >= 1, --budget-steps at least one trial")
     try:
-        load_layout(model)
+        L = load_layout(model)
     except ValueError as e:
         raise ScenarioError(str(e).splitlines()[0]) from None
+    if compute_ms is None:
+        compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else DEFAULT_COMPUTE_MS
+    bandwidth_gbit, link_gbit = link_rates(link_gbit, loopback_gbit, bandwidth_gbit, bool(testbed_hosts), "ddp_tune")
     folder = ddp_env_folder(env, runs_dir)
     cost, _, sweep = env_cost(folder)
     _, band, _ = _trust(folder, cost)
     return tune_ddp(folder, model, cost, env_cluster(sweep[0]["setup"]), band=band, name=name, compute_ms=compute_ms,
                     steps=steps, warmup=warmup, budget_steps=budget_steps, np_=np, bandwidth_gbit=bandwidth_gbit,
-                    testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, say=say)
+                    testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
+                    say=on_event or _quiet)
 
 
 @dataclass(frozen=True)
@@ -512,7 +538,7 @@ def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_di
     from .scale import explore_ddp
 
     check_output_dir(Path(out_dir), "--out")
-    a = _asked(env, model, compute_ms, runs_dir, 300.0)
+    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS)
     name = a.layout.name
     checked = _checked(a.folder, a.cost)
     replays = [r for r in checked if (Path(r.model).stem == name or r.model == name) and not r.command]
@@ -562,7 +588,7 @@ def ddp_scale(model: str, env: str, *, nodes=None, links_gbit=None, batch_size: 
     from .scale import scale_ddp
 
     check_output_dir(Path(out_dir), "--out")
-    a = _asked(env, model, compute_ms, runs_dir, 300.0)
+    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS)
     trust, band, source = _trust(a.folder, a.cost)
     batch = batch_size or a.layout.batch_size
     sc = scale_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,

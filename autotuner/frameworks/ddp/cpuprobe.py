@@ -1,5 +1,5 @@
 """The DDP cpu phase: how much of a CPU rank's compute a collective in flight takes, where the ranks' compute fills
-their host's cores (docs/ddp.md, "Compute beside the collectives").
+their host's cores (docs/explanation/ddp-simulator.md, "Compute beside the collectives").
 
 In a DDP step the Reducer launches each bucket's allreduce during the backward (``mark_bucket_ready``), and Gloo
 runs it on the process group's worker threads (``ProcessGroupGloo``'s ``Options::threads``) and its TCP device's

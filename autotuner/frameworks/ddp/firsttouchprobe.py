@@ -1,6 +1,6 @@
 """The DDP first-touch phase: what writing a step's fresh gradients costs a CPU rank when they are held to the
 step's end (DDP without ``gradient_as_bucket_view``) against when each is dropped right after its copy into the
-bucket (with the view), every rank of a host at once (docs/ddp.md, "An uncontended machine").
+bucket (with the view), every rank of a host at once (docs/explanation/ddp-simulator.md, "An uncontended machine").
 
 After ``zero_grad(set_to_none=True)`` autograd makes every gradient fresh. Without the view DDP keeps them to the
 step's end (``finalize_bucket_dense`` copies the bucket back into them), so they are all freed together at the next

@@ -66,7 +66,7 @@ def first_touch(recs: list[dict[str, Any]]) -> dict[str, Any] | None:
     records (:mod:`.firsttouchprobe`, one per job; rank 0's rows, every rank writing at once): the median held step
     less the median dropped step, per byte of gradients. Returns ``{"refault_s_per_byte", "held_ms",
     "dropped_ms", "faults_held", "bytes", "model", "ranks", "jobs", "malloc_env"}``, or None for no records. Not
-    part of the cost model: the simulator prices no page fault (docs/ddp.md, "An uncontended machine")."""
+    part of the cost model: the simulator prices no page fault (docs/explanation/ddp-simulator.md, "An uncontended machine")."""
     if not recs:
         return None
     rows = [r for rec in recs for r in rec["rows"]]

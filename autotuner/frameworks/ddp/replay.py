@@ -19,11 +19,11 @@ elapsed) in one of three ways (``--stages``):
   wake-up from its sleep is not carried into the next (absolute deadlines).
 - ``deadline`` (the oldest records' kind): absolute deadlines, unshifted: the hooks' work hides in the slack
   before each next deadline, as if the compute ran on another device (measured: ``runs/ddp-1x4-16core``,
-  docs/ddp.md).
+  docs/explanation/ddp-simulator.md).
 - ``duration`` (an earlier kind; its records say so): each stage sleeps for its own share
   ``(ready_fraction[i] - ready_fraction[i - 1]) * backward`` from the moment autograd enters it. Every stage's late
   wake-up (the sleep's overshoot, 0.05-0.3 ms, more on busy cores) then adds up over the layout's hundreds of
-  stages: the emulated backward runs longer than asked (docs/ddp.md).
+  stages: the emulated backward runs longer than asked (docs/explanation/ddp-simulator.md).
 
 In every kind a stage writes its gradient inside its compute time (a fresh ``clone()``, as a kernel writes it)
 and returns the parameter's gradient, gradient-like values (N(0, 1e-6), seeded by rank, as the

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..._deprecated import renamed_keywords
 from ...errors import AutotunerError, KnobError, ScenarioError
 from .fit.store import write_model
 from .knobs import LAST_RELEASE, check_horovod_version
@@ -209,7 +210,8 @@ def _model_dirs(model_dir) -> list[Path]:
     return [Path(p) for p in model_dir]
 
 
-def env_new(name: str, *, nodes: int, gpus_per_node: int, intra: str | None = None, inter_gbit: float | None = None,
+@renamed_keywords(inter_gbit="link_gbit")
+def env_new(name: str, *, nodes: int, gpus_per_node: int, intra: str | None = None, link_gbit: float | None = None,
             backend: str = "nccl", gpu: str | None = None, out: Path | None = None,
             model_dir: Path | Sequence[Path] | None = None) -> Path:
     """``autotuner env new``: write ``<name>.json``, an environment from published link figures
@@ -219,7 +221,7 @@ def env_new(name: str, *, nodes: int, gpus_per_node: int, intra: str | None = No
     A measured environment always wins: raises ScenarioError (one line, nothing written) when a
     model of that name that was not built from specs exists in ``model_dir``'s search path or in
     ``out``; also for bad figures (:func:`~autotuner.frameworks.horovod.fit.from_specs.spec_model`) or an unusable name.
-    Returns the path written."""
+    ``link_gbit``: the node link, Gbit/s (old name ``inter_gbit``, DeprecationWarning). Returns the path written."""
     from .fit.store import find_models, write_model
     from ...paths import model_output_dir
     from ...readers.files import read_json
@@ -233,8 +235,11 @@ def env_new(name: str, *, nodes: int, gpus_per_node: int, intra: str | None = No
             if not (isinstance(d, dict) and is_spec(d)):
                 raise ScenarioError(f"env {name!r} is measured ({f[1]}): a measured environment always wins over "
                                     "specs; pick another name")
-    d = spec_model(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, inter_gbit=inter_gbit,
-                   backend=backend, gpu=gpu)
+    try:
+        d = spec_model(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, inter_gbit=link_gbit,
+                       backend=backend, gpu=gpu)
+    except ScenarioError as e:  # the spec figures' messages name the node link by its option, --link-gbit
+        raise ScenarioError(str(e).replace("--inter-gbit", "--link-gbit")) from None
     check_output_dir(out, "--out")
     from .fit.store import ModelStoreError
 

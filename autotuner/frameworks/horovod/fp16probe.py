@@ -34,7 +34,7 @@ SIZES = (1 << 20, 4 << 20, 16 << 20)
 REPEATS = 7
 #: the summed values: gradient-like, N(0, GRADIENT_STD**2) seeded by rank, as the replay's gradients
 #: (:data:`autotuner.frameworks.horovod.replay.GRADIENT_STD`); Gloo's software float16 sum costs less for zeros or ones
-#: than for random mantissas (docs/compression.md, "The values matter"). Averaged as training does
+#: than for random mantissas (docs/explanation/fp16-compression.md, "The values matter"). Averaged as training does
 #: (``hvd.Average``: Horovod rescales the float16 result, ``ScaleBuffer``); the phase's oldest records summed
 #: ones (``op=Sum``).
 GRADIENT_STD = 1e-3

@@ -5,7 +5,7 @@ during an emulated (GPU-like) backward, and after it where the ranks wait by pol
 (``--wait sleep``). On a host whose idle cores halt, every hand-off of such a response's ring
 (Horovod 0.28.1 ``horovod/common/ops/gloo_operations.cc`` ``GlooAllreduce::Execute``) waits for
 a thread to wake: a 4 KiB response measured ~1.8 ms there against ~0.25 ms beside a spinning
-``hvd.synchronize`` (docs/fresh-environments.md section 10). The sweep's one fusion-off job
+``hvd.synchronize`` (research/notes/fresh-environments.md section 10). The sweep's one fusion-off job
 samples that regime once, by chance; this phase samples it on purpose.
 
 This module runs under horovodrun with a fusion threshold of 0 (each tensor a response of its

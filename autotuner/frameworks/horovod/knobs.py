@@ -8,7 +8,7 @@ Derived from the table, nowhere spelled by hand:
   (:func:`horovodrun_flags`, :func:`horovod_env`, :func:`config_from_flags`,
   :func:`config_from_env`);
 - the search space and the grid axes (:mod:`autotuner.search`, :mod:`autotuner.frameworks.horovod.views.explore`);
-- the knob table in docs/knobs.md (:func:`markdown_table`, ``python scripts/gen_knob_table.py``;
+- the knob table in docs/reference/knobs.md (:func:`markdown_table`, ``python scripts/gen_knob_table.py``;
   ``tests/test_knobs.py`` fails when the file is stale).
 
 Internal units: fusion threshold in **bytes**, cycle time in **milliseconds**, cache capacity
@@ -27,7 +27,7 @@ Sources (Horovod 0.28.1):
   off when ``size == local_size``; hierarchical allgather only changes allgather operations
   (``ops/mpi_operations.cc`` ``MPIHierarchicalAllgather``), which gradient allreduce does not issue;
 - hierarchical allreduce exists only with NCCL (+ MPI): on ``gloo`` and ``mpi`` Horovod ignores it
-  (:func:`hierarchical_allreduce_supported`, the "Hierarchical flags per backend" section of docs/knobs.md).
+  (:func:`hierarchical_allreduce_supported`, the "Hierarchical flags per backend" section of docs/reference/knobs.md).
 """
 from __future__ import annotations
 
@@ -427,7 +427,7 @@ def config_from_env(env: Mapping[str, str], base: Config = DEFAULTS_0_28) -> Con
 
 
 def markdown_table() -> str:
-    """The knob table as Markdown (docs/knobs.md is this text; ``python scripts/gen_knob_table.py``)."""
+    """The knob table as Markdown (docs/reference/knobs.md is this text; ``python scripts/gen_knob_table.py``)."""
     def show(k: Knob, v: Any) -> str:
         if k.is_switch:
             return "off" if not v else "on"
@@ -447,7 +447,7 @@ def markdown_table() -> str:
             + HIERARCHICAL_PER_BACKEND_MD)
 
 
-#: The "Hierarchical flags per backend" section of docs/knobs.md (source lines at Horovod tag v0.28.1).
+#: The "Hierarchical flags per backend" section of docs/reference/knobs.md (source lines at Horovod tag v0.28.1).
 HIERARCHICAL_PER_BACKEND_MD = """\
 ## Hierarchical flags per backend
 
@@ -494,7 +494,7 @@ what-if; `autotuner.frameworks.horovod.knobs.hierarchical_allreduce_supported` i
   hierarchical allreduce too, to no effect.
 - Recorded for real (`runs/local-gloo-2x2`, 2 emulated hosts x 2 ranks, so size != local size):
   both hierarchical flags on, this Gloo build starts and finishes with no message; every allreduce in the timeline is `GLOO_ALLREDUCE` and the step time is the defaults'
-  within their repeat spread (docs/validation.md "Two emulated hosts").
+  within their repeat spread (docs/how-to/validate.md "Two emulated hosts").
 
 What the tool does: where the backend has no hierarchical allreduce, the simulator treats
 `hierarchical_allreduce` on exactly as off; `suggest` (bayes and grid), `explore` and `scale`

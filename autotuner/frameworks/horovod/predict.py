@@ -8,6 +8,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..._deprecated import renamed_keywords
 from ...errors import ScenarioError
 from .fit.store import FittedEnv, load_env
 from .knobs import (
@@ -39,8 +40,9 @@ from ...writers.atomic import check_output_dir
 from .environments import _model_dirs, _runs_dirs, env_batch_size, env_horovod_version, error_band
 
 
+@renamed_keywords(bandwidth_gbps="link_gbit")
 def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, model: str, *, nodes: int | None = None,
-                  gpus_per_node: int | None = None, bandwidth_gbps: float | None = None,
+                  gpus_per_node: int | None = None, link_gbit: float | None = None,
                   compression: str = "none", compute_ms: float | None = None,
                   backend: str | None = None) -> tuple[Scenario, FittedEnv]:
     """Build a scenario from ``<env>.json`` in ``model_dir`` (one folder, or several searched in
@@ -101,7 +103,7 @@ def make_scenario(model_dir: Path | Sequence[Path] | None, env: str | None, mode
 
         dev = gpu_fp16_cost((fenv.raw.get("cluster") or {}).get("gpu"))
         base = base if dev is None else replace(base, fp16=dev)
-    cost = base if bandwidth_gbps is None else base.with_bandwidth(bandwidth_gbps)
+    cost = base if link_gbit is None else base.with_bandwidth(link_gbit)
     if backend is not None:
         try:
             cost = cost.with_backend(str(backend).lower())
@@ -225,7 +227,7 @@ def layout_warnings(sc: Scenario, fenv, env_batch: int | None = None) -> list[st
         rk, cs = sc.cluster.gpus_per_node, cores
         out.append(f"layout {L.name!r} computes on the CPU with {rk} rank{'s' * (rk != 1)} on each host's "
                    f"{cs} core{'s' * (cs != 1)}: {charged}; checked on one CPU script, -7 to -2 % "
-                   f"(docs/fresh-environments.md, section 8)")
+                   f"(research/notes/fresh-environments.md, section 8)")
     if sc.cost.intra is None and sc.cluster.nodes > 1 and sc.cluster.gpus_per_node > 1:
         out.append(f"env {fenv.name!r} measured no intra-node tier: the {sc.cluster.gpus_per_node} ranks inside "
                    "each node are simulated on its inter-node tier (measure with several ranks per host, or "
@@ -254,7 +256,7 @@ class SearchStrategy(StrEnum):
 
 
 #: most gradient tensors ``suggest`` searches: time and memory grow about linearly with the tensor
-#: count (docs/benchmarks.md: 20,000 tensors ~9 s and ~430 MB), so 50,000 stays within a minute
+#: count (research/notes/benchmarks.md: 20,000 tensors ~9 s and ~430 MB), so 50,000 stays within a minute
 MAX_SEARCH_TENSORS = 50_000
 
 
@@ -362,7 +364,7 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     cut = kp.best_step_time_s * (1 - band_f)
     # a compression is proposed only where what it costs besides the bytes is known (CostModel.fp16: measure's
     # fp16 phase on CPU ranks, or the GPU's datasheet memory bandwidth, specs.GPUS): on the CPU testbed the bytes
-    # alone were 13-24 % optimistic (docs/tune.md)
+    # alone were 13-24 % optimistic (docs/how-to/tune.md)
     calibrated = {c: c == Compression.none or scs[c].cost.fp16 is not None for c in comps}
     winners = sorted(((Trial(picks[c].config, picks[c].step_time_s, Origin.search), c) for c in comps[1:]
                       if picks[c].best_step_time_s < cut and calibrated[c]), key=lambda tc: tc[0].step_time_s)
@@ -378,7 +380,7 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
                    "measure's fp16 phase)")
             notes.append(f"{c} compression not proposed: predicted {picks[c].best_step_time_s * 1e3:.1f} ms from the "
                          f"bytes alone, but {why}; on the emulated testbed the bytes alone were "
-                         "13-24 % optimistic (docs/tune.md)")
+                         "13-24 % optimistic (docs/how-to/tune.md)")
     rest = [(t, refc) for t in found[refc] if t.config != kp.config]
     picked = (winners + [(knob_pick, refc)] + rest)[:top]
 
@@ -422,7 +424,7 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
                      f"per element (quartiles; charged {f.sum_extra_s_per_elem * 1e9:.1f}), so "
                      + ", ".join(f"#{i} is {e['step_time_ms']:.1f} ms within {e['step_time_range_ms'][0]:.1f}-"
                                  f"{e['step_time_range_ms'][1]:.1f}" for i, e in ranged)
-                     + " (docs/compression.md, \"How well the phase pins the sum\")")
+                     + " (docs/explanation/fp16-compression.md, \"How well the phase pins the sum\")")
     # a small response's price the burst and step phases leave open: where it moves a row by more than the band
     moved = []
     for i, (t, c) in enumerate([(None, refc)] + picked):
@@ -450,9 +452,10 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
     return res
 
 
+@renamed_keywords(bandwidth_gbps="link_gbit")
 def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | None = None,
             compression: str | None = None, strategy=None, top: int = 3, nodes: int | None = None,
-            gpus_per_node: int | None = None, bandwidth_gbps: float | None = None, compute_ms: float | None = None,
+            gpus_per_node: int | None = None, link_gbit: float | None = None, compute_ms: float | None = None,
             backend: str | None = None, model_dir: Path | Sequence[Path] | None = None, progress=None,
             reference_version: str | None = None):
     """Best knobs for ``model`` on ``env``: ``autotuner suggest`` as a function.
@@ -468,7 +471,8 @@ def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | No
             (:class:`~autotuner.frameworks.horovod.search.grid.GridStrategy`, :class:`~autotuner.frameworks.horovod.search.bayes.BayesStrategy`)
             whose trials are pooled with the exact grid; None: the exact grid alone (fast simulator).
         top: proposals returned (>= 1).
-        nodes, gpus_per_node, bandwidth_gbps (Gbit/s), compute_ms (forward + backward, ms),
+        nodes, gpus_per_node, link_gbit (the link between nodes, Gbit/s; old name ``bandwidth_gbps``), compute_ms
+            (forward + backward, ms),
             backend: what-ifs, as :func:`make_scenario`.
         model_dir: fitted models searched first (None: :func:`autotuner.paths.model_search_path`).
         progress: called as ``progress(done, total)`` once per compression searched.
@@ -492,7 +496,7 @@ def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | No
     asked = None if reference_version is None else check_horovod_version(reference_version, "reference_version")
     dirs = _model_dirs(model_dir)
     sc, fenv = make_scenario(dirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
-                             bandwidth_gbps=bandwidth_gbps, compression=compression or "none",
+                             link_gbit=link_gbit, compression=compression or "none",
                              compute_ms=compute_ms, backend=backend)
     version, note = asked, None
     if version is None:
@@ -506,10 +510,12 @@ def suggest(model: str, env: str | None = None, *, fixed: Mapping[str, Any] | No
     return SuggestResult.from_dict(res, link_gbps=sc.cost.link_gbps, warnings=layout_warnings(sc, fenv))
 
 
+@renamed_keywords(bandwidth_gbps="link_gbit", timeline="timeline_filename")
 def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str, Any] | None = None,
              compression: str = "none", nodes: int | None = None, gpus_per_node: int | None = None,
-             bandwidth_gbps: float | None = None, compute_ms: float | None = None, backend: str | None = None,
-             model_dir: Path | Sequence[Path] | None = None, timeline: Path | None = None, timeline_steps: int = 2,
+             link_gbit: float | None = None, compute_ms: float | None = None, backend: str | None = None,
+             model_dir: Path | Sequence[Path] | None = None, timeline_filename: Path | None = None,
+             timeline_steps: int = 2,
              reference_version: str | None = None):
     """Predicted step of one configuration: ``autotuner simulate`` as a function.
 
@@ -519,8 +525,8 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
     since; :func:`autotuner.frameworks.horovod.knobs.defaults_for`), else of the last release; the result's
     ``reference_version`` names it. ``compression``: the
     gradient compression simulated (a lossy one is simulated as asked, and ``warnings`` says so).
-    ``timeline``: also write the simulated steps (``timeline_steps`` of them) as a Horovod timeline
-    there. Other arguments as :func:`suggest`. Returns a :class:`autotuner.frameworks.horovod.results.SimulateResult`;
+    ``timeline_filename`` (old name ``timeline``): also write the simulated steps (``timeline_steps`` of them) as a
+    Horovod timeline there. Other arguments as :func:`suggest`. Returns a :class:`autotuner.frameworks.horovod.results.SimulateResult`;
     raises an :class:`~autotuner.errors.AutotunerError` subclass (one line) for bad input.
     """
     from .knobs import config_from_values
@@ -529,11 +535,11 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
     asked = None if reference_version is None else check_horovod_version(reference_version, "reference_version")
     if not isinstance(config, Config):
         config_from_values(dict(config or {}))  # a bad knob is named before any file is read
-    if timeline is not None:
-        check_output_dir(Path(timeline).parent, "--timeline")
+    if timeline_filename is not None:
+        check_output_dir(Path(timeline_filename).parent, "--timeline-filename")
     dirs = _model_dirs(model_dir)
     sc, fenv = make_scenario(dirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node,
-                             bandwidth_gbps=bandwidth_gbps, compression=compression, compute_ms=compute_ms,
+                             link_gbit=link_gbit, compression=compression, compute_ms=compute_ms,
                              backend=backend)
     notes, warnings = [], []
     version, note = (asked, None) if asked is not None else env_horovod_version(fenv)
@@ -549,8 +555,8 @@ def simulate(model: str, env: str | None = None, *, config: Config | Mapping[str
     r = sc.simulate(cfg)
     rng = step_range_ms(sc, cfg, r.step_time_ms)
     written = None
-    if timeline is not None:
-        written, _ = write_simulated_timeline(sc, fenv, cfg, Path(timeline), steps=timeline_steps)
+    if timeline_filename is not None:
+        written, _ = write_simulated_timeline(sc, fenv, cfg, Path(timeline_filename), steps=timeline_steps)
     run = sc.run
     return SimulateResult(
         env=sc.env, model=sc.model, layout=sc.layout.name, n_tensors=sc.layout.n_tensors,
@@ -605,22 +611,24 @@ def prediction_ranges(sc, records) -> dict[tuple[str, str], tuple[float, float]]
     return out
 
 
+@renamed_keywords(bandwidth_gbps="link_gbit", pick_file="proposals")
 def explore(model: str, env: str | None = None, *, config: Config | Mapping[str, Any] | None = None,
-            pick_file: Path | None = None, suggest_pick: bool = True, resolution: int = 64,
-            nodes: int | None = None, gpus_per_node: int | None = None, bandwidth_gbps: float | None = None,
+            proposals: Path | None = None, suggest_pick: bool = True, resolution: int = 64,
+            nodes: int | None = None, gpus_per_node: int | None = None, link_gbit: float | None = None,
             compression: str = "none", compute_ms: float | None = None, backend: str | None = None,
             out_dir: Path = Path("explore"), runs_dir: Path | Sequence[Path] | None = None,
-            model_dir: Path | Sequence[Path] | None = None):
+            model_dir: Path | Sequence[Path] | None = None, on_event=None):
     """``autotuner explore``: predicted step time over fusion threshold x cycle time for every on/off
     combination (:func:`autotuner.frameworks.horovod.views.explore.explore`), heatmaps and a sensitivity plot written to
     ``out_dir`` (PNG + SVG), the measured validation trials of the env overlaid when the scenario is
     the measured one (no what-if).
 
     The marked configuration: ``config`` (knobs by option name or a Config), else the first of
-    ``pick_file`` (``suggest --json`` output or a list), else suggest's own pick for this compression
+    ``proposals`` (a file: ``suggest --json`` output or a list; old name ``pick_file``), else suggest's own pick for this compression
     (:func:`suggest_scenario`, with the env's error band: the same answer as ``autotuner suggest
     --compression C``) when ``suggest_pick``. The defaults marked are those of the env's own Horovod version
-    (env.toml's ``horovod_version``). ``resolution``: points per axis. Returns an
+    (env.toml's ``horovod_version``). ``resolution``: points per axis. ``on_event(line)``: one line as each
+    stage starts (suggest's pick, the grid, the plots). Returns an
     :class:`autotuner.frameworks.horovod.results.ExploreResult`; raises an AutotunerError (one line) for bad input."""
     import time
 
@@ -632,16 +640,18 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
 
     mdirs, rdirs = _model_dirs(model_dir), _runs_dirs(runs_dir)
     check_output_dir(Path(out_dir), "--out")
-    sc, fenv = make_scenario(mdirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node, bandwidth_gbps=bandwidth_gbps,
+    say = on_event or (lambda line: None)
+    sc, fenv = make_scenario(mdirs, env, model, nodes=nodes, gpus_per_node=gpus_per_node, link_gbit=link_gbit,
                              compression=compression, compute_ms=compute_ms, backend=backend)
     version = env_horovod_version(fenv)[0]  # the defaults marked, as suggest compares with them
     t0 = time.perf_counter()
     label, t_suggest = "suggest pick", None
     if config is not None:
         pick, label = (config if isinstance(config, Config) else config_from_values(dict(config))), "given configuration"
-    elif pick_file is not None:
-        pick = load_proposals(Path(pick_file))[0]
+    elif proposals is not None:
+        pick = load_proposals(Path(proposals))[0]
     elif suggest_pick:
+        say("suggest's pick")
         pick = Config.from_dict(suggest_scenario(sc, top=1, compressions=(str(compression),),
                                                  band=error_band(mdirs, fenv),
                                                  reference_version=version)["proposals"][0]["config"])
@@ -649,33 +659,36 @@ def explore(model: str, env: str | None = None, *, config: Config | Mapping[str,
     else:
         pick = None
     # each measured job is predicted with its own compression (frameworks.horovod.views.explore.measured_points): any map shows them
-    same_setup = nodes is None and gpus_per_node is None and bandwidth_gbps is None and backend is None
+    same_setup = nodes is None and gpus_per_node is None and link_gbit is None and backend is None
     records = read_validation_records(rdirs, sc.env) if same_setup else []
+    say(f"the grid: {resolution} x {resolution} per combination")
     ex = explore_grid(sc, resolution=resolution, suggested=pick, measured_records=records, pick_label=label,
                       reference_version=version)
     t1 = time.perf_counter()
     stem = Path(out_dir) / f"{sc.env}-{Path(sc.model).stem}"
+    say("the plots")
     files = heatmaps(ex, stem.with_name("explore-" + stem.name)) + \
         sensitivity_plot(ex, stem.with_name("sensitivity-" + stem.name))
     return ExploreResult(ex, tuple(str(f) for f in files), t_suggest, time.perf_counter() - t1, same_setup,
                          sc.backend, sc.compression)
 
 
+@renamed_keywords(bandwidths_gbps="links_gbit")
 def scale(model: str, env: str | None = None, *, nodes: Sequence[int] | None = None, ranks: Sequence[int] | None = None,
-          gpus_per_node: int | None = None, bandwidths_gbps: Sequence[float] | None = None,
+          gpus_per_node: int | None = None, links_gbit: Sequence[float] | None = None,
           batch_size: int | None = None, compute_ms: float | None = None, compression: str = "none",
           backend: str | None = None, out_dir: Path = Path("scale"), runs_dir: Path | Sequence[Path] | None = None,
-          model_dir: Path | Sequence[Path] | None = None, reference_version: str | None = None):
+          model_dir: Path | Sequence[Path] | None = None, reference_version: str | None = None, on_event=None):
     """``autotuner scale``: what-if at scale (:func:`autotuner.frameworks.horovod.views.scale.scale`): per node count
     (``nodes``; default 1, 2, 4, ..., 64) or per rank count on one node (``ranks``), and per link
-    rate (``bandwidths_gbps``, Gbit/s; default the env's), the best configuration and the defaults'
+    rate (``links_gbit``, Gbit/s, old name ``bandwidths_gbps``; default the env's), the best configuration and the defaults'
     step time, throughput and scaling efficiency; the plot written to ``out_dir``. The batch per GPU
     (for samples/s) is ``batch_size``, else a profiled layout's, else the env's (runs/<env>/env.toml),
     else its timed run's. The defaults are those of ``reference_version`` (a Horovod release), else of the
     env's own Horovod version (env.toml's ``horovod_version``, as ``suggest`` compares). Returns an
     :class:`autotuner.frameworks.horovod.results.ScaleResult`; raises an AutotunerError (one line) for bad input (``nodes`` with
     ``ranks``, ``ranks`` with ``gpus_per_node``, non-positive counts or rates, a string that names no Horovod
-    release)."""
+    release). ``on_event(line)``: one line as each stage starts (the search per shape, the plot)."""
     from ...errors import ExploreError
     from .results import ScaleResult
     from .views.plots_explore import scale_plot
@@ -694,8 +707,12 @@ def scale(model: str, env: str | None = None, *, nodes: Sequence[int] | None = N
     batch = (batch_size or (sc.layout.batch_size if sc.layout.measured else None) or env_batch
              or (sc.run.batch_size if sc.run else None))
     ns = None if ranks is not None else list(nodes if nodes is not None else SCALE_NODES)
-    res = scale_grid(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=bandwidths_gbps, batch_per_gpu=batch,
+    say = on_event or (lambda line: None)
+    say(f"the best knobs at {len(ranks) if ranks is not None else len(ns)} "
+        f"{'rank' if ranks is not None else 'node'} count(s) x {len(links_gbit) if links_gbit else 1} link rate(s)")
+    res = scale_grid(sc, ns, gpus_per_node=gpus_per_node, bandwidths_gbps=links_gbit, batch_per_gpu=batch,
                      ranks=None if ranks is None else list(ranks), reference_version=version)
+    say("the plot")
     files = scale_plot(res, Path(out_dir) / f"scale-{sc.env}-{Path(sc.model).stem}")
     return ScaleResult(res, tuple(str(f) for f in files), error_band(mdirs, fenv)["line"],
                        tuple(layout_warnings(sc, fenv, batch_size or env_batch)), batch, sc.run, sc.backend)

@@ -9,6 +9,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..._deprecated import link_rates, renamed_keywords
 from ...errors import KnobError, ScenarioError
 from .knobs import DEFAULTS_0_28, Config
 from ...readers.layouts import load_layout
@@ -55,32 +56,41 @@ def profile_model(spec: str, out: Path, *, input_shape: str, batch_size: int, de
             "first_ready_ms": ts[0]["ready_ms"], "last_ready_ms": ts[-1]["ready_ms"], "warnings": warnings}
 
 
+@renamed_keywords(replay_wait="wait", proposals_file="proposals")
 def validate(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, hosts: str = "",
-             bandwidth_gbit: float | None = None, testbed_hosts: int | None = None, ranks_per_host: int | None = None,
-             link_gbit: float | None = None, replay_wait: str = "spin", compute_ms: float | None = None,
-             steps: int = 6, warmup: int = 2, repeats: int = 3, top: int = 1, proposals_file: Path | None = None,
+             link_gbit: float | None = None, loopback_gbit: float | None = None, testbed_hosts: int | None = None,
+             ranks_per_host: int | None = None, wait: str = "spin", compute_ms: float | None = None,
+             steps: int = 6, warmup: int = 2, repeats: int = 3, top: int = 1, proposals: Path | None = None,
              autotune: bool = True, defaults: bool = True, name: str | None = None, timeout_s: float = 600.0,
              keep_timelines: bool = False, timeline: bool | None = None, batch_size: int | None = None,
-             runs_dir: Path | None = None, model_dir: Path | Sequence[Path] | None = None, on_event=None):
+             runs_dir: Path | None = None, model_dir: Path | Sequence[Path] | None = None, on_event=None,
+             bandwidth_gbit: float | None = None):
     """``autotuner validate``: real ``horovodrun`` trials of Horovod's defaults, its autotune and
-    autotune's best, and the proposals (``proposals_file``, else suggest's top ``top`` without
-    compression), ``repeats`` times each, interleaved (:func:`run_validation`), with the replay
+    autotune's best, and the proposals (``proposals``: a file, a JSON list or ``suggest --json`` output; else
+    suggest's top ``top`` without compression), ``repeats`` times each, interleaved (:func:`run_validation`), with the replay
     workload of ``model`` or the user's ``command``. Records go to ``runs_dir/<env>/validation/``
     (default: ``$AUTOTUNER_RUNS_DIR``, else ./runs, else the user's folder), appended trial by trial;
     a re-run resumes. ``timeline``: record Horovod's timeline in every fixed-configuration trial (for
     responses/step; its writer's cost is then in every step time); None: only with ``keep_timelines``, so
-    by default the trials are the production job the predictions are for. Returns a
+    by default the trials are the production job the predictions are for. The network (root only; default
+    unshaped): ``link_gbit`` (Gbit/s) between the ranks, one shaped loopback or, with ``testbed_hosts`` x
+    ``ranks_per_host`` emulated hosts, each host's link; ``loopback_gbit`` each emulated host's loopback
+    (:func:`autotuner._deprecated.link_rates`). ``wait``: how the replay waits for its allreduces (``spin``:
+    Horovod's synchronize; ``sleep``: polling). ``on_event(line)``: one line per trial. Old keyword names
+    (DeprecationWarning): ``bandwidth_gbit``, ``replay_wait``, ``proposals_file``. Returns a
     :class:`autotuner.frameworks.horovod.results.ValidateResult`; raises an AutotunerError (one line) for bad input, a
     proposal the plan already holds, or a missing horovodrun."""
     from ...paths import runs_output_dir
     from .results import ValidateResult
 
     load_layout(model)  # fail fast on an unknown model
-    setup = validation_setup(env=env, model=model, np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit,
+    loopback, host_link = link_rates(link_gbit, loopback_gbit, bandwidth_gbit,
+                                     testbed_hosts is not None or ranks_per_host is not None, "validate")
+    setup = validation_setup(env=env, model=model, np=np, hosts=hosts, bandwidth_gbit=loopback,
                              compute_ms=compute_ms, steps=steps, warmup=warmup, command=tuple(command or ()),
                              batch_size=batch_size, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
-                             link_gbit=link_gbit, replay_wait=replay_wait)
-    proposals = load_proposals(Path(proposals_file)) if proposals_file else None
+                             link_gbit=host_link, replay_wait=wait)
+    proposals = load_proposals(Path(proposals)) if proposals else None
     recs, report, verdict = run_validation(setup, runs_dir=runs_output_dir(runs_dir), model_dir=_model_dirs(model_dir),
                                            name=name or Path(model).stem, proposals=proposals, top=top,
                                            repeats=repeats, autotune=autotune, defaults=defaults, timeout_s=timeout_s,
@@ -92,13 +102,15 @@ def validate(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, 
 NOISE_FALLBACK = 0.02
 
 
+@renamed_keywords(replay_wait="wait")
 def tune(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, hosts: str = "",
-         bandwidth_gbit: float | None = None, testbed_hosts: int | None = None, ranks_per_host: int | None = None,
-         link_gbit: float | None = None, replay_wait: str = "spin", compute_ms: float | None = None,
+         link_gbit: float | None = None, loopback_gbit: float | None = None, testbed_hosts: int | None = None,
+         ranks_per_host: int | None = None, wait: str = "spin", compute_ms: float | None = None,
          steps: int = 6, warmup: int = 2, budget_steps: int = 240, compressions: Sequence[str] = ("none",),
          against_autotune: bool = False, repeats: int = 3, name: str | None = None, timeout_s: float = 600.0,
          autotune_timeout_s: float = 3600.0, batch_size: int | None = None, runs_dir: Path | None = None,
-         model_dir: Path | Sequence[Path] | None = None, on_event=None, progress=None):
+         model_dir: Path | Sequence[Path] | None = None, on_event=None, progress=None,
+         bandwidth_gbit: float | None = None):
     """``autotuner tune``: Bayesian optimisation on real ``horovodrun`` trials with the simulator as its prior
     (:mod:`autotuner.frameworks.horovod.tune`, :mod:`autotuner.search.tune`), on the testbed ``validate`` uses.
 
@@ -107,7 +119,8 @@ def tune(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, host
     ``runs_dir/<env>/tune/<name>.jsonl`` trial by trial (a re-run resumes). ``against_autotune``: then Horovod's
     autotune with its default settings on the same job (steps and seconds until it settles), and the defaults,
     tune's final and autotune's final measured ``repeats`` times, interleaved (``validation/<name>-h2h.jsonl``).
-    ``progress(steps, budget, incumbent)`` after each decision; ``on_event(line)`` per trial.
+    ``progress(steps, budget, incumbent)`` after each decision; ``on_event(line)`` per trial. The network,
+    ``wait`` and the old keyword names (``bandwidth_gbit``, ``replay_wait``) as :func:`validate`.
 
     Returns a :class:`autotuner.frameworks.horovod.results.TuneResult`. Raises an AutotunerError (one line): a bad budget or
     compression, an env without a fitted model, a missing horovodrun, a testbed that cannot be built.
@@ -136,10 +149,12 @@ def tune(env: str, model: str, *, command: Sequence[str] = (), np: int = 2, host
     if command and comps != ["none"]:
         raise ValidationError("--compression fp16 needs the replay workload: your own script sets its compression "
                               "itself (drop --compression or the command)")
-    setup = validation_setup(env=env, model=model, np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit,
+    loopback, host_link = link_rates(link_gbit, loopback_gbit, bandwidth_gbit,
+                                     testbed_hosts is not None or ranks_per_host is not None, "tune")
+    setup = validation_setup(env=env, model=model, np=np, hosts=hosts, bandwidth_gbit=loopback,
                              compute_ms=compute_ms, steps=steps, warmup=warmup, command=tuple(command or ()),
                              batch_size=batch_size, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
-                             link_gbit=link_gbit, replay_wait=replay_wait)
+                             link_gbit=host_link, replay_wait=wait)
     per_trial = setup.steps + setup.warmup
     if budget_steps < 2 * per_trial:
         raise ValidationError(f"--budget-steps {budget_steps}: at least 2 trials of {per_trial} steps "
@@ -327,7 +342,7 @@ def run_validation(setup, *, runs_dir: Path, model_dir: Path | Sequence[Path], n
     trial's raw timeline is kept gzipped in ``validation/timelines/<name>/``. ``timeline`` True: the
     fixed-configuration trials record Horovod's timeline (fused-response samples, responses/step), and its
     writer's cost is in their step times (several per cent, more with hundreds of small responses:
-    docs/validation.md); False: they run as a production job, the job the predictions are for; None (the
+    docs/how-to/validate.md); False: they run as a production job, the job the predictions are for; None (the
     default): True only with ``keep_timelines``. Records carry ``timeline_recorded``; a trial recorded in
     the other mode is another job, measured again, and the report holds this plan's jobs only.
     ``on_event(str)`` gets one line per finished trial. Raises ScenarioError / ValidationError for
@@ -485,29 +500,37 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
     return mine, net_note, runner, len(recs) - len(mine)
 
 
-def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str = "", bandwidth_gbit: float | None = None,
-            sizes: str | None = None, repeats: int = 5, warmup: int = 1, timeout_s: float = 900.0,
-            testbed_hosts: int | None = None, ranks_per_host: int | None = None, link_gbit: float | None = None,
-            wait: str = "spin", cpu_repeats: int = 5, trickle_repeats: int = 2, idle_repeats: int = 3,
-            fp16_repeats: int = 3, burst_repeats: int = 3, step_repeats: int = 5, mid_repeats: int = 3,
-            fused_repeats: int = 3, on_total=None, on_item=None, on_event=None) -> dict:
+@renamed_keywords(cpu_repeats="cpu_rounds", trickle_repeats="trickle_rounds", idle_repeats="idle_rounds",
+                  fp16_repeats="fp16_rounds", burst_repeats="burst_rounds", step_repeats="step_rounds",
+                  mid_repeats="mid_rounds", fused_repeats="fused_rounds")
+def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str = "", link_gbit: float | None = None,
+            loopback_gbit: float | None = None, sizes: str | None = None, repeats: int = 5, warmup: int = 1,
+            timeout_s: float = 900.0, testbed_hosts: int | None = None, ranks_per_host: int | None = None,
+            wait: str = "spin", cpu_rounds: int = 5, trickle_rounds: int = 2, idle_rounds: int = 3,
+            fp16_rounds: int = 3, burst_rounds: int = 3, step_rounds: int = 5, mid_rounds: int = 3,
+            fused_rounds: int = 3, on_total=None, on_item=None, on_event=None,
+            bandwidth_gbit: float | None = None) -> dict:
     """``autotuner measure``: the allreduce sweep of :mod:`autotuner.frameworks.horovod.measure` into
-    ``runs_dir/<env>/`` (resumes a killed sweep), then its ``cpu`` phase (``cpu_repeats``
-    rounds, :mod:`autotuner.frameworks.horovod.cpuprobe`) and its ``trickle`` phase (``trickle_repeats``
-    rounds, :mod:`autotuner.frameworks.horovod.trickleprobe`), its ``idle`` phase (``idle_repeats`` jobs,
-    :mod:`autotuner.frameworks.horovod.idleprobe`), its ``burst`` phase (``burst_repeats`` jobs, no timeline,
-    :mod:`autotuner.frameworks.horovod.burstprobe`), its mid-size burst phase (``mid_repeats`` jobs of the same probe
-    at 256 KiB-4 MiB, no timeline), its ``step`` phase (``step_repeats`` rounds of 5 replay jobs, no
-    timeline, :mod:`autotuner.frameworks.horovod.stepprobe`), its ``fused`` phase (``fused_repeats`` jobs, no timeline:
-    fused responses against lone ones, :func:`autotuner.frameworks.horovod.measure.run_fused_phase`) and its ``fp16`` phase (``fp16_repeats`` jobs,
+    ``runs_dir/<env>/`` (resumes a killed sweep), then its ``cpu`` phase (``cpu_rounds``
+    rounds, :mod:`autotuner.frameworks.horovod.cpuprobe`) and its ``trickle`` phase (``trickle_rounds``
+    rounds, :mod:`autotuner.frameworks.horovod.trickleprobe`), its ``idle`` phase (``idle_rounds`` rounds of one job,
+    :mod:`autotuner.frameworks.horovod.idleprobe`), its ``burst`` phase (``burst_rounds`` rounds of one job, no timeline,
+    :mod:`autotuner.frameworks.horovod.burstprobe`), its mid-size burst phase (``mid_rounds`` rounds of one job of the same probe
+    at 256 KiB-4 MiB, no timeline), its ``step`` phase (``step_rounds`` rounds of 5 replay jobs, no
+    timeline, :mod:`autotuner.frameworks.horovod.stepprobe`), its ``fused`` phase (``fused_rounds`` rounds of one job, no timeline:
+    fused responses against lone ones, :func:`autotuner.frameworks.horovod.measure.run_fused_phase`) and its ``fp16`` phase (``fp16_rounds`` rounds of one job,
     :mod:`autotuner.frameworks.horovod.fp16probe`; 0 skips any of them). ``sizes``: ``LO:HI`` or a comma list (bytes,
     ``K``/``M``/``G`` binary units), default 1K:512M. ``runs_dir`` None: ``$AUTOTUNER_RUNS_DIR``, else
-    ./runs, else the user's folder. Returns the JSON-ready summary (with ``runs_dir``). Raises
+    ./runs, else the user's folder. The network, ``wait`` and ``bandwidth_gbit`` as :func:`validate`; the phases'
+    old keyword names ``<phase>_repeats`` still work (DeprecationWarning). Returns the JSON-ready summary (with
+    ``runs_dir``). Raises
     ValidationError (one line) for bad input, a missing horovodrun or a failed job; OutputError
     when ``runs_dir/<env>`` cannot be written."""
     from ...errors import ValidationError
     from .measure import DEFAULT_SIZES, SweepSetup, parse_sizes, run_measure, tiers
 
+    bandwidth_gbit, link_gbit = link_rates(link_gbit, loopback_gbit, bandwidth_gbit,
+                                           testbed_hosts is not None or ranks_per_host is not None, "measure")
     topo = _testbed_topology(testbed_hosts, ranks_per_host, link_gbit, hosts)
     if topo is not None:
         from ...realrun.testbed import cluster_hosts
@@ -515,10 +538,10 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
         np, hosts = topo[0] * topo[1], cluster_hosts(*topo)
     if np < 2:
         raise ValidationError(f"--np {np}: an allreduce needs at least 2 ranks")
-    for bad, v in (("--cpu-repeats", cpu_repeats), ("--trickle-repeats", trickle_repeats),
-                   ("--idle-repeats", idle_repeats), ("--fp16-repeats", fp16_repeats),
-                   ("--burst-repeats", burst_repeats), ("--step-repeats", step_repeats),
-                   ("--mid-repeats", mid_repeats), ("--fused-repeats", fused_repeats)):
+    for bad, v in (("--cpu-rounds", cpu_rounds), ("--trickle-rounds", trickle_rounds),
+                   ("--idle-rounds", idle_rounds), ("--fp16-rounds", fp16_rounds),
+                   ("--burst-rounds", burst_rounds), ("--step-rounds", step_rounds),
+                   ("--mid-rounds", mid_rounds), ("--fused-rounds", fused_rounds)):
         if v < 0:
             raise ValidationError(f"{bad} {v}: must be >= 0")
     tiers(np, hosts)  # bad --hosts: one line before anything starts
@@ -531,8 +554,8 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
     setup = SweepSetup(np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit, repeats=repeats, warmup=warmup,
                        testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait)
     with _sigterm_as_exit():
-        summary = run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, cpu_repeats=cpu_repeats,
-                              trickle_repeats=trickle_repeats, idle_repeats=idle_repeats, fp16_repeats=fp16_repeats,
-                              burst_repeats=burst_repeats, step_repeats=step_repeats, mid_repeats=mid_repeats,
-                              fused_repeats=fused_repeats, on_total=on_total, on_item=on_item, on_event=on_event)
+        summary = run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, cpu_repeats=cpu_rounds,
+                              trickle_repeats=trickle_rounds, idle_repeats=idle_rounds, fp16_repeats=fp16_rounds,
+                              burst_repeats=burst_rounds, step_repeats=step_rounds, mid_repeats=mid_rounds,
+                              fused_repeats=fused_rounds, on_total=on_total, on_item=on_item, on_event=on_event)
     return summary | {"runs_dir": str(runs_dir)}

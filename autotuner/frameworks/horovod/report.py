@@ -6,7 +6,7 @@ a ratio's spread is the range over repeats: (min B / max A, max B / min A).
 
 A row is one job: its label (knobs), its gradient compression and whether Horovod's timeline ran
 (:func:`autotuner.schemas.records.timeline_recorded`). The predictions are for a job without the
-timeline, whose writer costs a step several per cent (docs/validation.md): a row run with it has no
+timeline, whose writer costs a step several per cent (docs/how-to/validate.md): a row run with it has no
 error (it would compare two different jobs), and the verdict compares only rows run alike.
 """
 from __future__ import annotations
@@ -185,7 +185,7 @@ def _timeline_note(t: pd.DataFrame) -> str | None:
     who = ("Horovod's timeline ran in every fixed-configuration trial (--timeline)" if n_tl == len(fixed)
            else f"{n_tl} of {len(fixed)} configurations ran with Horovod's timeline (marked \"with timeline\")")
     return (f"{who}: its writer's cost (several per cent of a step, more with hundreds of small responses; "
-            "docs/validation.md) was measured into their step times, and the predictions are for a job without it, "
+            "docs/how-to/validate.md) was measured into their step times, and the predictions are for a job without it, "
             "so their error % is left out (n/a); the verdict compares trials run alike; responses/step come from it")
 
 

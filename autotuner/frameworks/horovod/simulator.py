@@ -260,7 +260,7 @@ def simulate_step_phases(sizes_bytes: np.ndarray, ready_fraction: np.ndarray, wo
     (the steady state of :func:`simulate_step`, which may be a lucky one: the first busy cycle
     right after the first gradient). A compute that varies from step to step (CPU ranks: ±6 %
     between steps of the CPU transformer) moves the first busy cycle anywhere in the period, which
-    matters once the cycle time is long (docs/fresh-environments.md section 8). Returns the middle
+    matters once the cycle time is long (research/notes/fresh-environments.md section 8). Returns the middle
     phase's result (responses, comm) with ``step_time_s`` the mean. Raises ValueError as
     :func:`simulate_step` and for ``phases`` < 1."""
     if phases < 1:

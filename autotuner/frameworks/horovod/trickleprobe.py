@@ -3,7 +3,7 @@
 Training hands Horovod its gradients one by one during backward, so with fusion off (or a small
 threshold) most responses are alone in their cycle. The sweep enqueues tensors all at once, and
 the collective of a tensor alone in its cycle runs longer than one queued behind others, and
-longer still with a longer cycle time (docs/measure.md, "What a sweep does not learn"; the
+longer still with a longer cycle time (docs/how-to/measure.md, "What a sweep does not learn"; the
 measured trickle: 4 KiB, 0.75 Gbit/s, 1.2 ms back to back against 2.0 ms alone at a 1 ms cycle and
 2.8 ms at 5 ms). Each rank's background loop ticks on its own clock (Horovod 0.28.1
 ``horovod/common/operations.cc`` ``RunLoopOnce``: it sleeps what is left of the cycle time), and

@@ -375,7 +375,7 @@ class TrialRunner:
     autotune_max_samples (the shortened autotune, :class:`autotuner.frameworks.horovod.launch.AutotuneSettings`);
     timeline (record Horovod's timeline in fixed-configuration trials, for their responses/step; off, the
     default: the production job the predictions are for; the timeline's writer costs a step several per cent,
-    docs/validation.md).
+    docs/how-to/validate.md).
     """
 
     setup: Setup

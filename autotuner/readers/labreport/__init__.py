@@ -18,7 +18,7 @@ header or ``(model)`` cell of its own, a repeated run or model, a run or model t
 not name (when the caller passes its ids) and one env.toml names that the report lacks.
 Typos such as ``1359.3.9ms`` are read as the leading number (``1359.3``) and noted.
 
-Three more formats (docs/lab-reports-002-004.md has the tables and their oddities):
+Three more formats (research/notes/lab-reports-002-004.md has the tables and their oddities):
 
 - ``backend runs`` (report 002, :func:`parse_backend_runs`): backend | servers | GPUs per server |
   wall clock (``real 1m53.525s<br/>user ...<br/>sys ...``) | throughput (``1,084.56 images/sec``)

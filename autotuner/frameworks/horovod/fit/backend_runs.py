@@ -17,7 +17,7 @@ What is fitted, and from which rows (env.toml names them; every other row is hel
    002: MPI on 1 and 2 GPUs), by least squares on relative residuals. The fit backend's own tier
    cannot be separated from ``c`` by those runs, so it is the assumed prior
    (``prior_alpha_us``, ``prior_bandwidth_gbps``: PCIe, named as assumed in the model's ``fit``;
-   docs/t4x4-pcie.md shows the predictions over its range).
+   docs/explanation/t4x4-pcie.md shows the predictions over its range).
 2. **Each other backend's latency ``alpha``** (its ring tier's per-step latency; bandwidth kept
    at the prior: 85 KiB per step cannot identify it) from that backend's runs at the fit
    process counts above 1 (report 002: its 2-GPU run), with ``c`` and ``F`` held. The simulated
@@ -184,7 +184,7 @@ def fit_backend_runs_env(env: EnvData) -> dict[str, Any]:
                 "assumed": {"tier": fit_b, "alpha_us": prior.alpha_s * 1e6,
                             "bandwidth_gbps": prior.bandwidth_Bps / GBIT,
                             "why": "the fit backend's runs fix compute and start-up; its latency cannot be separated "
-                                   "from them (docs/t4x4-pcie.md gives the range)"},
+                                   "from them (docs/explanation/t4x4-pcie.md gives the range)"},
                 "backends": {b: {"alpha_us": t.alpha_s * 1e6, "bandwidth_gbps": t.bandwidth_Bps / GBIT,
                                  "alpha_range_us": [intervals[b][0] * 1e6, intervals[b][1] * 1e6],
                                  "fitted_on": fitted_on[b]} for b, t in sorted(tiers.items())},

@@ -20,7 +20,7 @@ Calibration budget: one compute constant per (report, model), nothing else fitte
 - **Held out**: the Horovod runs (L37-L38), predicted and compared (``fit["held_out"]``, issue
   13's 10 % bound, :data:`TOLERANCE`). ``fit["startup_within_tolerance_s"]`` gives the start-ups
   for which every held-out prediction would be within it, and ``fit["consistency"]`` the
-  report's own numbers that bound the start-up (docs/compression.md has the arithmetic).
+  report's own numbers that bound the start-up (docs/explanation/fp16-compression.md has the arithmetic).
 - **Compressed runs** (fp16, L41-L42) are predicted with
   :data:`~autotuner.frameworks.horovod.scenario.COMPRESSION_RATIO` (half the bytes) and compared; the gap
   between the measured and the predicted saving is reported, never fitted: no constant may hide
@@ -165,7 +165,7 @@ def fit_compression_runs_env(env: EnvData) -> dict[str, Any]:
     ok = np.array([bool(held) and all(abs(wall(f, cf, r.devices) - r.real_s) <= TOLERANCE * r.real_s for r in held)
                    for f in grid for cf in (compute_for(f),)])
 
-    # the report's own numbers that bound the start-up (docs/compression.md)
+    # the report's own numbers that bound the start-up (docs/explanation/fp16-compression.md)
     consistency: dict[str, Any] = {"serial_step_ms_at_borrowed_startup": (serial.real_s - F) / s1 * 1e3}
     for r in held:
         sn = shape.steps_per_rank(r.devices)

@@ -2,10 +2,10 @@
 
 Input (env.toml, :class:`autotuner.schemas.CpuScalingEnv`): the report, read by
 :func:`autotuner.readers.labreport.parse_cpu_scaling` with the ``[[model]]`` names in table
-order; ``step_unit`` (the report prints none: seconds, docs/lab-reports-002-004-arithmetic.md);
+order; ``step_unit`` (the report prints none: seconds, research/notes/lab-reports-002-004-arithmetic.md);
 ``fit_model``; the host's ``logical_cpus`` and ``cores``; the assumed shared-memory tier.
 
-Model (docs/laptop-cpu.md): a report "step" is a fixed global amount of work split over the
+Model (docs/explanation/laptop-cpu.md): a report "step" is a fixed global amount of work split over the
 ``N`` ranks (step time falls ~1/N), so each workload is stored as ``work_per_step = "global"``:
 its compute is one rank alone doing the whole step, and the scenario runs
 ``compute · slowdown(N) / N`` per rank (:attr:`autotuner.frameworks.horovod.scenario.Scenario.rank_workload`)
@@ -29,7 +29,7 @@ shared memory (``prior_alpha_us``, ``prior_bandwidth_gbps``), the fusion-buffer 
 
 Only the step-time column is used. The speedup column is checked against the step-time ratio
 and the total throughput against processes x throughput per process; mismatches are listed in
-``fit.row_checks`` (docs/lab-reports-002-004-arithmetic.md), not used.
+``fit.row_checks`` (research/notes/lab-reports-002-004-arithmetic.md), not used.
 
 Rows the reader cannot use are named in ``env.problems`` and skipped; a model without an
 ``N = 1`` row is named and dropped. Raises FitError (no readable table, the fit model has no
@@ -180,7 +180,7 @@ def fit_cpu_scaling_env(env: EnvData) -> dict[str, Any]:
             "shared_memory_tier": {"alpha_us": float(meta["prior_alpha_us"]),
                                    "bandwidth_gbps": float(meta["prior_bandwidth_gbps"]),
                                    "range": "alpha 1-10 us, bandwidth 2-10 GB/s (16-80 Gbit/s); "
-                                            "not measured by the report (docs/laptop-cpu.md)"},
+                                            "not measured by the report (docs/explanation/laptop-cpu.md)"},
             "memcpy_gbytes_per_s": CPU_MEMCPY_BPS / 1e9,
             "negotiation": "ctrl_op = the assumed tier's 64-byte allreduce",
             "cores": cores, "logical_cpus": logical,

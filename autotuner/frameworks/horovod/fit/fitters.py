@@ -2,7 +2,7 @@
 
 Input: :class:`autotuner.readers.runs.EnvData` records. Output: a JSON-ready dict per
 environment (schema ``autotuner.model/1``, see :mod:`autotuner.frameworks.horovod.fit.store`). Fitting uses
-scipy; simulation uses :func:`autotuner.frameworks.horovod.simulator.simulate_step`. See docs/cost-model.md.
+scipy; simulation uses :func:`autotuner.frameworks.horovod.simulator.simulate_step`. See docs/explanation/cost-model.md.
 
 Forms and choices:
 - Per-response samples (report 000): each size bucket gives (mean bytes, mean time). For a
@@ -391,7 +391,7 @@ def fit_validation_env(env: EnvData) -> dict[str, Any]:
       turned into a ring tier for the cluster's ranks; then, where the samples allow, a
       size-dependent latency: two such lines split at a knee (:func:`fit_piecewise`). On the
       1 Gbit/s testbed small allreduces pay ~3.5 ms of rank skew and queueing each while
-      responses of 4 MiB and more stream with no measurable latency (docs/validation.md).
+      responses of 4 MiB and more stream with no measurable latency (docs/how-to/validate.md).
     - Fusion-buffer copy rate: 2 x bytes / (MEMCPY_IN + MEMCPY_OUT span) summed over fused
       responses (the simulator charges ``2 · bytes / memcpy_Bps``). Where the trials' raw
       timelines are kept (``validate --keep-timelines``), size-dependent host passes and the

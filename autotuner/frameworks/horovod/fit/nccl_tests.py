@@ -1,5 +1,5 @@
 """Fit an environment whose measurements are nccl-tests ``all_reduce_perf`` runs (``format =
-"nccl-tests"``; how to produce them: docs/nccl-tests.md).
+"nccl-tests"``; how to produce them: docs/how-to/nccl-tests.md).
 
 Input (env.toml, :class:`autotuner.schemas.NcclTestsEnv`): ``source``, the run across all
 ``nodes`` x ``gpus_per_node`` ranks (or the one-node run when ``nodes`` is 1), and optionally

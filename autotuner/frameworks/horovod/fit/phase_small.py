@@ -59,7 +59,7 @@ def lone_response(recs: list[dict[str, Any]], env_dir, problems: list[str], read
     without two cycle times. ``problems`` gets unreadable timelines; ``read`` (optional) keeps each parsed
     timeline for :func:`busy_small_response`, which reads the same files (:func:`_kept_timeline`). Recorded in the
     model file's
-    ``fit.negotiation.lone``; not a term of the cost model (docs/fresh-environments.md section 9)."""
+    ``fit.negotiation.lone``; not a term of the cost model (research/notes/fresh-environments.md section 9)."""
     from scipy.optimize import nnls
 
     per_cycle: dict[float, list[float]] = {}
@@ -114,7 +114,7 @@ def idle_response(recs: list[dict[str, Any]], env_dir, problems: list[str], p: i
     ``per_response_us`` (a), ``per_byte_ns`` (b), ``up_to_bytes``, ``ms_by_size`` ({size: [per job
     mean, ms]}), ``jobs``; ``per_response_us`` None (with a note) with fewer than 2 sizes seen.
     ``problems`` gets unreadable timelines. Recorded in the model file's ``fit.idle_response``; not
-    a term of the cost model (docs/fresh-environments.md section 11)."""
+    a term of the cost model (research/notes/fresh-environments.md section 11)."""
     from scipy.optimize import nnls
 
     by_size: dict[int, list[float]] = {}
@@ -181,7 +181,7 @@ def busy_small_response(unfused_tls: list, trecs: list[dict[str, Any]], env_dir,
       wait in ``hvd.synchronize``), 4 rounds of 32 per size and job.
 
     The idle phase is left out: it samples the host's slow wake-up regime on purpose (every job in it),
-    while a step's responses fall in either (docs/fresh-environments.md sections 10-11; with it the
+    while a step's responses fall in either (research/notes/fresh-environments.md sections 10-11; with it the
     price over-charged the 2x2 env's fusion-off runs by 16 %, docs/accuracy.md). Each span less the tier's
     bandwidth part (``tier.allreduce_s(n, p)`` minus its latency ``2(p-1)·alpha``) is one sample of the
     fixed cost; ``fixed_ms`` is their mean (a step pays the sum: the mean, tails included), None (with a

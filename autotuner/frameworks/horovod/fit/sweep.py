@@ -164,14 +164,14 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     env.problems += tproblems
     # measured and recorded, not charged: as a simulator term (the cycle's only response + lone +
     # per_cycle x cycle) it moved the envs' held-out errors by -0.4 to +0.2 points and made two worse
-    # (docs/fresh-environments.md section 9)
+    # (research/notes/fresh-environments.md section 9)
     trickle_read: dict = {}  # the trickle phase's timelines, parsed once for its two readers below
     neg_info["lone"] = lone_response(trecs, src.parent, env.problems, trickle_read)
     irecs, iproblems = read_phase_records(src.parent / IDLE_RECORDS, parse_idle_records, f"{env.path.name}/{IDLE_RECORDS}")
     env.problems += iproblems
     # measured and recorded, not charged: as a floor on the collective of responses up to 64 KiB while
     # the main thread sleeps it over-charged the poll envs' fusion-off replays (+7.7 to +13.6 %) and made
-    # four envs' held-out errors worse (docs/fresh-environments.md section 11)
+    # four envs' held-out errors worse (research/notes/fresh-environments.md section 11)
     idle_info = idle_response(irecs, src.parent, env.problems, ranks[first])
     # what a step's small responses cost: back to back in a busy cycle, from the phases that run them so
     # (the fusion-off job, the trickle phase's all-at-once tensors), in place of the pooled line's
@@ -250,7 +250,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     frecs, fproblems = read_phase_records(src.parent / FP16_RECORDS, parse_fp16_records, f"{env.path.name}/{FP16_RECORDS}")
     env.problems += fproblems
     # where the env's own phase does not pin the float16 sum (a slow link), the phases of the same stack and sitting
-    # that do (docs/compression.md, "A phase that does not pin the sum")
+    # that do (docs/explanation/fp16-compression.md, "A phase that does not pin the sum")
     fp16_info = borrow_fp16_sum(fp16_cost(frecs), frecs, _stack_fp16_siblings(env))
     if fp16_info.get("sum_extra_ns_per_elem") is not None:
         lent = (fp16_info.get("borrowed") or {}).get("from")

@@ -5,7 +5,7 @@ training job (``horovodrun --timeline-filename F [--timeline-mark-cycles]`` or
 ``HOROVOD_TIMELINE=F [HOROVOD_TIMELINE_MARK_CYCLES=1]``): closed (>= 0.20.1), unclosed
 (<= 0.20.0) or cut mid-write, plain or gzipped (:func:`autotuner.readers.timeline.read_timeline`).
 A file that cannot be read is skipped and named in ``env.problems``, as is every record the
-reader drops (a cut tail, a tensor still in flight). See docs/timelines-source.md.
+reader drops (a cut tail, a tensor still in flight). See docs/how-to/fit-from-timelines.md.
 
 What is fitted, per file then pooled (the same arithmetic as ``validation`` envs,
 :func:`autotuner.frameworks.horovod.fit.fitters.fit_validation_env`, so the same timelines fit the same model):

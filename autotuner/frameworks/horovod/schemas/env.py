@@ -157,7 +157,7 @@ class SweepEnv(EnvToml):
 class NcclTestsEnv(EnvToml):
     """A ``nccl-tests`` env: ``source`` is ``all_reduce_perf``'s output across nodes (or on
     one node when ``nodes`` is 1); ``intra_source`` the output on one node, if measured
-    (docs/nccl-tests.md). The cluster needs >= 2 ranks (an allreduce on one rank moves nothing);
+    (docs/how-to/nccl-tests.md). The cluster needs >= 2 ranks (an allreduce on one rank moves nothing);
     ``intra_source`` only with ``nodes`` > 1 and ``gpus_per_node`` > 1."""
 
     nodes: Count
@@ -218,7 +218,7 @@ class CpuScalingEnv(EnvToml):
     whose curve fits the contention (the others are held out); ``logical_cpus`` / ``cores``:
     the host's CPUs (:class:`autotuner.model.contention.Contention`); ``prior_alpha_us`` /
     ``prior_bandwidth_gbps``: the shared-memory MPI tier, assumed (nothing in the report
-    measures it; a range in docs/laptop-cpu.md)."""
+    measures it; a range in docs/explanation/laptop-cpu.md)."""
 
     nodes: Annotated[int, Field(ge=1, le=1)]
     gpus_per_node: GpusPerNode

@@ -25,7 +25,7 @@ origin ``"refine"``.
 The Gaussian process is scikit-optimize's default for this space (``cook_estimator("GP")``:
 constant × Matern 5/2, normalized targets) with one kernel-hyperparameter optimization per fit
 instead of three (``n_restarts_optimizer=0``): it halves ``suggest``'s CPU time with the same
-regret (docs/benchmarks.md). The fits use one BLAS thread (``threadpoolctl``): the matrices are
+regret (research/notes/benchmarks.md). The fits use one BLAS thread (``threadpoolctl``): the matrices are
 tiny (at most a few dozen points) and OpenBLAS threads only spin on a shared machine.
 """
 from __future__ import annotations

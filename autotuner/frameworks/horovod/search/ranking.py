@@ -54,7 +54,7 @@ def _distance(c: Config, ref: Config) -> float:
 
 
 #: Predicted gains smaller than this fraction of the defaults' step time are treated as ties:
-#: the validated models are accurate to a few percent (docs/accuracy.md, docs/validation.md), and
+#: the validated models are accurate to a few percent (docs/accuracy.md, docs/how-to/validate.md), and
 #: step time is jagged in cycle time, so a 0.3 % predicted gain is not worth changing a knob for.
 MIN_GAIN = 0.005
 

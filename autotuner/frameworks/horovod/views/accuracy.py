@@ -244,7 +244,7 @@ def _validation_cases(env, fenv, transfer: bool = False, held_out_only: bool = F
     Per configuration: measured = median over repeats of each trial's median step time. Trials that ran
     Horovod's timeline (:func:`autotuner.schemas.records.timeline_recorded`) are their own rows, named
     "timeline ran": the prediction is for a job without the timeline, whose writer costs such a step 3-30 %
-    (docs/validation.md), so those rows are not like with like and say so. So are fp16 trials whose replay
+    (docs/how-to/validate.md), so those rows are not like with like and say so. So are fp16 trials whose replay
     allreduced zeros (:func:`autotuner.schemas.records.zero_gradients`), named "zero gradients", and those whose
     replay's ranks allreduced the same values from the second step on
     (:func:`autotuner.schemas.records.same_values_on_every_rank`), named "same values on every rank".

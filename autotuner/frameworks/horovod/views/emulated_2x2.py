@@ -1,4 +1,4 @@
-"""The figures of docs/validation.md's "Two emulated hosts" section, from an env's committed records
+"""The figures of docs/how-to/validate.md's "Two emulated hosts" section, from an env's committed records
 (one definition, shared by the tests and the script).
 
 :class:`Figures` reads the real trials under ``runs/<env>/validation/`` (written by

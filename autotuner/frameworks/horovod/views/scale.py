@@ -201,7 +201,7 @@ def _findings(t: pd.DataFrame, bw: float, intra_measured: bool, no_hier: str | N
     wins = multi[multi["hier_gain_percent"] > TIE_REL * 100]
     if no_hier is not None:
         hier = (f"hierarchical allreduce not searched: Horovod 0.28.1 has none on {no_hier} "
-                "(horovod/common/operations.cc:157-168, 574-577; docs/knobs.md)")
+                "(horovod/common/operations.cc:157-168, 574-577; docs/reference/knobs.md)")
     elif multi.empty:
         hier = "hierarchical allreduce: no multi-node size in the list"
     elif wins.empty:
