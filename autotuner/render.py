@@ -206,7 +206,7 @@ def _timeline_fixed(small: dict) -> str:
 
 def fit_regime_lines(d: dict) -> list[str]:
     """Where each figure of a ``sweep`` env's fitted model (``d``: the model dict, schema ``autotuner.model/1``)
-    comes from, one regime per line (``autotuner fit``'s output; docs/accuracy.md, "The small-response
+    comes from, one regime per line (``autotuner fit``'s output; research/notes/accuracy.md, "The small-response
     regime"): the small responses' fixed cost (back to back in a busy cycle) and per-MiB cost, the large
     responses' line, what the mid-size burst phase moved (above the knee, below it), the fused responses' copies
     (the fused phase's, or the timelines'), fp16's float16 sum (the env's fp16 phase, or borrowed from the phases of
@@ -246,7 +246,7 @@ def fit_regime_lines(d: dict) -> list[str]:
                          + ("" if long.get("after_ms") is None else
                             f" ({long['during_ms']:.2f} ms during it, {long['after_ms']:.2f} ms after it would meet "
                             "both computes)")
-                         + "; docs/accuracy.md, \"The step phase at 300 ms of compute\"")
+                         + "; research/notes/accuracy.md, \"The step phase at 300 ms of compute\"")
         elif long.get("note"):
             lines.append(f"  the step phase at {long['compute_ms']:g} ms of compute: {long['note']}")
         rng = (small.get("range") or {}).get("ms")
@@ -255,7 +255,7 @@ def fit_regime_lines(d: dict) -> list[str]:
             ends = sorted((("step", src["step"]), ("burst", src["burst"])), key=lambda kv: kv[1])
             lines.append(f"  small-response price left open: {ends[0][1]:.2f} ms ({ends[0][0]} phase) to {ends[1][1]:.2f} "
                          f"ms ({ends[1][0]} phase) per response (recorded, not charged: simulate gives the step time "
-                         "at both ends; docs/accuracy.md, \"The small-response price the phases leave open\")")
+                         "at both ends; research/notes/accuracy.md, \"The small-response price the phases leave open\")")
     elif burst.get("alpha_us") is not None and burst.get("charged", True):
         lines.append(f"  small responses{below}: {a_ms:.2f} ms fixed per response, from the burst phase: 1 and 32 "
                      f"responses at once, wall clock, no timeline ({burst['jobs']} job(s), {len(burst['points'])} "
@@ -289,7 +289,7 @@ def fit_regime_lines(d: dict) -> list[str]:
     if burst.get("alpha_us") is not None and not burst.get("charged", True):
         lines.append(f"  burst phase (recorded, not charged): {burst['fixed_ms']:.2f} ms per small response back to back "
                      "in a busy cycle, wall clock without the timeline; a step's small responses also run while the "
-                     "ranks sleep (docs/accuracy.md, \"The burst phase\")")
+                     "ranks sleep (research/notes/accuracy.md, \"The burst phase\")")
     bw_moved = ((small.get("mid") or {}).get("below") or {}).get("charged")
     borrowed = ((piece or {}).get("small") or {}).get("per_byte_borrowed")
     if bw_moved:

@@ -104,7 +104,7 @@ def _phase_envs() -> list[str]:
 
 
 #: where the committed phases move the copy rate: their rate differs from the timelines' by more than two standard
-#: errors (docs/accuracy.md, "Fused responses without the timeline")
+#: errors (research/notes/accuracy.md, "Fused responses without the timeline")
 CHARGED = {"fresh-1.5gbit", "fresh-poll-1.25gbit", "fresh-poll-2x1-3gbit", "local-gloo-1gbit-sweep",
            "fresh-poll-2.5gbit", "fresh-poll-1gbit", "fresh-poll-2.25gbit", "fresh-poll-1.1gbit", "fresh-poll-2.75gbit", "fresh-poll-3gbit",
            # measured on an Intel Xeon VM in a later sitting, for the below-knee bound: 0.31 and 0.39 ms per MiB

@@ -1,7 +1,7 @@
 """The small-response regime. A step's small responses (fusion off, thresholds of 1 MiB and
 below) run back to back in a busy cycle; the fit prices them from the ``measure`` phases that run them that
 way (:func:`autotuner.frameworks.horovod.fit.sweep.busy_small_response`), never from the env's validation records
-(docs/accuracy.md, "The small-response regime"). No Horovod is run here."""
+(research/notes/accuracy.md, "The small-response regime"). No Horovod is run here."""
 from __future__ import annotations
 
 import json
@@ -122,7 +122,7 @@ def _repeat_range(env: str, fname: str, label: str) -> tuple[float, float]:
     return min(v), max(v)
 
 
-#: like with like (no timeline), the rows the step phase's price brought within 10 % (docs/accuracy.md, "The step
+#: like with like (no timeline), the rows the step phase's price brought within 10 % (research/notes/accuracy.md, "The step
 #: phase"): fusion off on fresh-poll-1.25gbit +24.9 -> +0.9 %, on fresh-2x1-5gbit (its rerun) -12.6 -> -9.6 %
 FIXED = [("fresh-poll-1.25gbit", "fresh-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)"),
          ("fresh-poll-2.75gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)"),
@@ -133,7 +133,7 @@ FIXED = [("fresh-poll-1.25gbit", "fresh-mobilenet_v2-nt.jsonl", "mobilenet_v2 pr
          ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-1 (1 MiB, 1 ms) on 2x1"),
          ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-2 (0 MiB, 1 ms) on 2x1"),
          ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
-         # and those the bandwidth below the knee from the same phase brought within 10 % (docs/accuracy.md, "Mid-size
+         # and those the bandwidth below the knee from the same phase brought within 10 % (research/notes/accuracy.md, "Mid-size
          # responses below the knee"; the two envs it was written from): fusion off +14.7 -> +8.5 and +13.9 -> +7.7 %,
          # 1 MiB +10.6 -> +3.4 %, 4 MiB / 5 ms / cache off +12.1 -> +4.1 and +11.0 -> +3.0 % on fresh-poll-2x1-4gbit;
          # fusion off +12.5 -> +6.3 %, 4 MiB / 5 ms / cache off +16.0 -> +7.8 % on fresh-poll-2x1-3.5gbit
@@ -144,7 +144,7 @@ FIXED = [("fresh-poll-1.25gbit", "fresh-mobilenet_v2-nt.jsonl", "mobilenet_v2 pr
          ("fresh-poll-2x1-4gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
          ("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-1 (0 MiB, 1 ms) on 2x1"),
          ("fresh-poll-2x1-3.5gbit", "small-vit_s16-nt.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
-         # and the one the cache-off cycle charged from the step phase brought within 10 % (docs/accuracy.md, "Cache
+         # and the one the cache-off cycle charged from the step phase brought within 10 % (research/notes/accuracy.md, "Cache
          # off from the step phase"): +10.6 -> +4.4 %
          ("fresh-poll-2x1-4.5gbit", "small-vit_s16-nt-2.jsonl", "vit_s16 proposal-3 (4 MiB, 5 ms, cache off) on 2x1"),
          # and the one the below-knee bound's second form brought within 10 % (written after it missed: not held out):
@@ -163,7 +163,7 @@ def test_small_response_rows_that_missed_are_within_10_percent(small_rows, key):
 #: fresh-poll-2x1-4.5gbit, in its second sitting of replays (every vit_s16 configuration measured faster than in the
 #: first: the defaults 1.8 %, 1 MiB 1.2 %, the others 4-9 %): vit_s16 fusion off +13.5 % (+7.5 % in the first sitting; +25.2 % without the
 #: rule; the price the step phase gives, 1.46 ms per small response, charges vit_s16's ~150 responses 159 ms where its
-#: rounds measured 104 +- 8: docs/accuracy.md, "Cache off from the step phase")
+#: rounds measured 104 +- 8: research/notes/accuracy.md, "Cache off from the step phase")
 #: A third sitting of both (judged as declared before it ran; docs/accuracy.md,
 #: "A third sitting of the two misses") misses three rows more: on fresh-2x1-5gbit the whole sitting ran slow (its
 #: defaults -16.1 %, which is no small-response row) and cache off (-17.8 %) and 1 MiB (-10.4 %) with it, while cache
@@ -177,7 +177,7 @@ MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-
           # the below-knee bound's held-out env: MobileNetV2 fusion off, -7.9 % until
           # the bound's second form (no cheaper per byte below the knee than from it, written after this env's 1 MiB
           # miss) lowered the step phase's price 0.45 -> 0.30 ms: -11.1 % (180.3 ms measured, 167.0-202.5; 160.3
-          # predicted; docs/accuracy.md, "The below-knee slope the sweep cannot identify")
+          # predicted; research/notes/accuracy.md, "The below-knee slope the sweep cannot identify")
           # (two more sittings measured it 213.3 and 232.7 ms, the defaults within 3 %; the step phase's own job,
           # re-measured in the second, wanted 0.71 ms, at which it is -3.7 %: the price drifts between sittings here)
           ("fresh-poll-3gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)"),
@@ -188,7 +188,7 @@ MISSED = {("fresh-2x1-5gbit", "small-distilbert-nt.jsonl", "distilbert proposal-
 #: Held out on an env no fit had seen (declared before it ran),
 #: MobileNetV2 fusion off on fresh-poll-2.75gbit missed at -15.9 % (184.8 ms measured, 182.3-200.2; 155.4
 #: predicted); with the line below the knee bounded by the link (sweep.bound_below_knee, written after that miss:
-#: not held out) it is -7.7 % (docs/accuracy.md, "The below-knee slope the sweep cannot identify").
+#: not held out) it is -7.7 % (research/notes/accuracy.md, "The below-knee slope the sweep cannot identify").
 
 
 def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_rows):
@@ -295,7 +295,7 @@ def test_burst_records_validate_and_bad_ones_are_named():
 
 def test_the_committed_burst_phases_are_recorded_not_charged():
     """Every committed sweep env measured the burst phase (3 jobs each); the shipped models
-    record its price and never charge it (docs/accuracy.md, "The burst phase": the busy regime alone under-prices a
+    record its price and never charge it (research/notes/accuracy.md, "The burst phase": the busy regime alone under-prices a
     step's small responses on the polling envs)."""
     from autotuner.frameworks.horovod.fit.sweep import BURST_RECORDS
 
@@ -559,7 +559,7 @@ def _first_sitting_records(env: str) -> list[dict]:
     return out
 
 
-#: the envs whose two sittings' prices differ by more than 0.3 ms (docs/accuracy.md, "The step phase"):
+#: the envs whose two sittings' prices differ by more than 0.3 ms (research/notes/accuracy.md, "The step phase"):
 #: fresh-2x1-5gbit 1.38 against 1.87 ms (its phase's own rounds 1.26-2.25), fresh-poll-2gbit 1.60 against 0.97
 SITTINGS_APART = {"fresh-2x1-5gbit", "fresh-poll-2gbit"}
 
@@ -588,7 +588,7 @@ def test_the_step_phase_price_holds_in_a_second_sitting():
 
 
 def test_at_300_ms_of_compute_the_step_layout_costs_less_than_the_100_ms_price_says():
-    """The lead the step phase leaves (docs/accuracy.md, "The step phase"): the same layout with 300 ms of compute
+    """The lead the step phase leaves (research/notes/accuracy.md, "The step phase"): the same layout with 300 ms of compute
     (``experiments/step-layout-300ms.jsonl``, validate, 3 repeats, no timeline) on the two envs tried: fusion off -
     defaults measured well under what the shipped models (priced at 100 ms) predict, i.e. small responses handed
     over through a long backward cost less per response than after a short one."""
@@ -609,7 +609,7 @@ def test_at_300_ms_of_compute_the_step_layout_costs_less_than_the_100_ms_price_s
 
 
 #: the sweep envs whose step phase ran 300 ms rounds and where fusion off's measured difference at 300 ms is not
-#: well under what the charged one latency simulates there (docs/accuracy.md, "The step phase at 300 ms of compute")
+#: well under what the charged one latency simulates there (research/notes/accuracy.md, "The step phase at 300 ms of compute")
 LONG_NOT_UNDER = {"fresh-poll-2gbit": "18.1 ms measured against 13.5 simulated (rounds 17.6-29.1)",
                   # the two envs whose step phase prices a small response at 0.35-0.44 ms (0.9-1.9 on
                   # the others): at 300 ms fusion off costs them little either way
@@ -772,7 +772,7 @@ def test_the_mid_size_phase_charges_nothing_inside_its_own_scatter_or_on_too_few
 
 def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resolve_it():
     """The committed mid-size records (measure's mid-size burst phase, or the same probe's rounds with and without
-    the timeline; docs/accuracy.md, "Mid-size responses back to back"): the shipped models move the line
+    the timeline; research/notes/accuracy.md, "Mid-size responses back to back"): the shipped models move the line
     down on fresh-poll-2x1-3gbit (0.8-1.6 ms per queued response of 1 MiB and more) and on the held-out
     fresh-poll-2x1-4gbit and fresh-poll-2x1-3.5gbit (1.0-1.8 ms at 4 MiB), on fresh-poll-1.75gbit and -2.5gbit (0.1-0.6
     ms; measured for the fused phase's rule), and nowhere else: fresh-poll-2gbit's wall clock sits 0.2-0.8 ms above
@@ -891,7 +891,7 @@ def test_the_below_knee_rule_charges_nothing_a_bandwidth_does_not_explain():
 
 
 def test_the_committed_mid_size_phases_move_the_bandwidth_below_the_knee_only_where_they_resolve_it():
-    """The below-knee rule on the committed records (docs/accuracy.md, "Mid-size responses below the knee"): charged
+    """The below-knee rule on the committed records (research/notes/accuracy.md, "Mid-size responses below the knee"): charged
     on the two envs it was written from (fresh-poll-2x1-4gbit, -3.5gbit) and on the env measured after it was
     committed to judge it (fresh-poll-2x1-4.5gbit, knee 16 MiB: 1, 2.25 and 4 MiB read), nowhere else; the moved line
     prices those sizes' queued responses within 0.35 ms of the wall clock (the least-squares residuals), the step

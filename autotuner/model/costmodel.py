@@ -561,7 +561,7 @@ class CostModel:
             one (s, >= 0; at most the ring's latency term): measured by DDP's burst phase
             (:func:`autotuner.frameworks.ddp.fit.queued_saving`), charged by DDP's Reducer simulator to a bucket
             that waits for the link. 0 where not measured; Horovod's simulator does not read it (its burst phase
-            prices small responses through the tier's latency, docs/accuracy.md).
+            prices small responses through the tier's latency, research/notes/accuracy.md).
         collective_cpu: the CPU a rank's collective takes from its compute where the ranks' compute fills the
             host's cores (:class:`CollectiveCpu`), measured by DDP's cpu phase on the env's own link; None where not
             measured.
@@ -570,13 +570,13 @@ class CostModel:
             cores the background thread runs on, where during the backward they sleep through the emulated compute
             or run it. Horovod's simulators add it where set; DDP's do not read it. The fit sets it only to identify
             it from the ``step`` phase at two computes (:func:`autotuner.frameworks.horovod.fit.sweep._long_compute`):
-            recorded, not charged, so 0 in every model file the fit writes (docs/accuracy.md, "The step phase at 300
+            recorded, not charged, so 0 in every model file the fit writes (research/notes/accuracy.md, "The step phase at 300
             ms of compute").
         small_alpha_range_s: ``(low, high)``, the inter tier's small-message latency ``alpha`` (s; a small
             response's fixed cost is ``2(p-1)·alpha``) at either end of what the env's phases leave open: the burst
             phase's price (small responses queued back to back from a busy loop) and the step phase's (a training
             step's small responses, the one charged in :attr:`inter`), low to high. Not charged: predictions give the
-            step time at both ends beside the charged one (:meth:`at_small_alpha`; docs/accuracy.md, "The
+            step time at both ends beside the charged one (:meth:`at_small_alpha`; research/notes/accuracy.md, "The
             small-response price the phases leave open"). None where the fit measured only one of them.
     """
 

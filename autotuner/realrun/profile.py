@@ -20,7 +20,7 @@ model's output (a tensor, or the first floating-point tensor of a tuple, list or
 no optimizer runs (gradients are set to None before each step, as ``zero_grad()`` does).
 
 torch is imported only inside the functions here (and this module only by ``autotuner profile``
-and ``scripts/profile_gradient_readiness.py``); :func:`measure` needs nothing but torch and
+and ``research/scripts/profile_gradient_readiness.py``); :func:`measure` needs nothing but torch and
 this package's :mod:`autotuner.errors`, so it also runs on a machine with only torch installed.
 """
 from __future__ import annotations

@@ -6,7 +6,7 @@ DDP hands each bucket to the process group as soon as it is ready (``Reducer::ma
 ``ProcessGroupGloo::Options::threads`` is 2 by default), so with many small buckets a collective starts the moment
 the one before it ends, or overlaps its tail. The sweep (:mod:`.sweepprobe`) times each allreduce alone after a
 ``dist.barrier()``; on two emulated hosts a call issued back to back measured about one latency cheaper
-(``scripts/ddp_back_to_back.py``, docs/explanation/ddp-simulator.md).
+(``research/scripts/ddp_back_to_back.py``, docs/explanation/ddp-simulator.md).
 
 Runs under torchrun on every rank (``python -m autotuner.frameworks.ddp.burstprobe``), Gloo, float32 tensors of
 gradient-like values (N(0, 1e-6): standard deviation 1e-3, seeded by rank). For each size of ``--sizes`` (bytes) and each of ``--rounds``

@@ -7,7 +7,7 @@ loop thread, beside the backward's own thread. Every byte Gloo moves costs CPU: 
 network work, Gloo's buffers, the reduction. On a host whose cores the ranks' compute already fills (CPU ranks, one
 torch thread per core) that CPU comes out of the backward: measured here, a 256x1024 @ 1024x1024 matmul ran 1.06-1.15x
 slower beside a stream of 4 MiB allreduces on a 2 Gbit/s loopback, 1.12-1.50x at 5 Gbit/s, 1.56-1.88x unshaped
-(``scripts/ddp_cpu_contention.py``).
+(``research/scripts/ddp_cpu_contention.py``).
 
 Runs under torchrun on every rank (``python -m autotuner.frameworks.ddp.cpuprobe``), one torch thread each. A
 compute unit is :data:`UNIT_MATMULS` matmuls of 256x1024 @ 1024x1024 (float32, cache-resident). Each of ``--rounds``

@@ -1,4 +1,4 @@
-"""Reading a DDP environment's records (``scripts/ddp_env.py``): its sweep and its replays, and predicting each
+"""Reading a DDP environment's records (``research/scripts/ddp_env.py``): its sweep and its replays, and predicting each
 replay with the Reducer simulator from the env's own sweep (held out: no fit reads a replay).
 
 ``runs/<env>/ddp-burst.jsonl``: one record per burst-phase job (:mod:`autotuner.frameworks.ddp.burstprobe`).

@@ -6,7 +6,7 @@ to back (BatchNorm, bias and LayerNorm gradients). Every other phase that sees t
 Horovod's timeline, and the timeline's writer (Horovod 0.28.1 ``horovod/common/timeline.cc``,
 ``TimelineWriter``: a thread formatting and writing JSON for every activity of every tensor) takes CPU
 from the ranks on a host whose cores they fill: on 2 emulated hosts a replay paid 1.95 ms per extra
-response with the timeline and 0.49 ms without (docs/accuracy.md, "The small-response regime"). A
+response with the timeline and 0.49 ms without (research/notes/accuracy.md, "The small-response regime"). A
 production job runs without it, so this phase measures without it.
 
 This module runs under horovodrun with a fusion threshold of 0 (each tensor a response of its own), a

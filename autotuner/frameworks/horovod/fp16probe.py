@@ -44,7 +44,7 @@ CAST_SETS = ((1024, 4096), (64, 65536), (4, 1 << 20))
 CAST_REPEATS = 9
 #: tensors per timed allreduce, enqueued at once and fused into one response (the default 64 MiB threshold holds
 #: every size): what a training step's responses are. Against a lone tensor of the same bytes no consistent
-#: difference was measured (``scripts/fp16_fused_vs_lone.py``, 2 Gbit/s loopback, 16 MiB of float16: fused 201.4
+#: difference was measured (``research/scripts/fp16_fused_vs_lone.py``, 2 Gbit/s loopback, 16 MiB of float16: fused 201.4
 #: against lone 219.1 ms, an hour later 186.4 against 173.6); the phase's older records timed one tensor
 #: (``tensors`` absent).
 TENSORS = 64

@@ -66,7 +66,7 @@ BURST_RECORDS, BURST_REPEATS = "burst.jsonl", 3
 #: the mid-size burst phase (the same probe, :func:`run_burst_phase`): responses of 256 KiB, 1 MiB, 2.25 MiB and
 #: 4 MiB (bytes), 1 and 8 at once, no timeline; records and jobs of it. Read by the fit
 #: (:func:`autotuner.frameworks.horovod.fit.sweep.mid_response`: what the line above the tier's knee charges for a
-#: queued response, against the wall clock; docs/accuracy.md, "Mid-size responses back to back")
+#: queued response, against the wall clock; research/notes/accuracy.md, "Mid-size responses back to back")
 MID_RECORDS, MID_REPEATS = "burst-mid.jsonl", 3
 MID_SIZES, MID_COUNTS = (262144, 1048576, 2359296, 4194304), (1, 8)
 _BURST_LINE = re.compile(rb"AUTOTUNER_BURST (\{.*\})")
@@ -81,7 +81,7 @@ _FP16_LINE = re.compile(rb"AUTOTUNER_FP16 (\{.*\})")
 _CPU_LINE = re.compile(rb"AUTOTUNER_CPU (\{.*\})")
 #: the ``fused`` phase (:func:`run_fused_phase`): its records, jobs and sizes (bytes): a fused response against a lone one
 #: of the same bytes, no timeline. Read by the fit (:func:`autotuner.frameworks.horovod.fit.sweep.fused_copy`: the
-#: fusion buffer's copies by the wall clock; docs/accuracy.md, "Fused responses without the timeline")
+#: fusion buffer's copies by the wall clock; research/notes/accuracy.md, "Fused responses without the timeline")
 FUSED_RECORDS, FUSED_REPEATS, FUSED_SIZES = "fused.jsonl", 3, (4 * MIB, 16 * MIB, 32 * MIB)
 _FUSED_LINE = re.compile(rb"AUTOTUNER_FUSED (\{.*\})")
 #: the default message sizes: 1 KiB to 512 MiB, doubling (bytes)
@@ -695,7 +695,7 @@ def run_fused_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: i
     :class:`autotuner.schemas.FusedRecord` per job in ``fused.jsonl`` (resumable). The sweep's timelines time the
     fusion buffer's copies with the timeline's writer on the same cores; this times what a fused response costs
     over a lone one by the wall clock. ``sizes`` (bytes, each a multiple of 64) and ``records`` (the file under
-    ``env_dir``): an experiment's others (``scripts/fused_large.py``). Returns and raises as :func:`run_cpu_phase`."""
+    ``env_dir``): an experiment's others (``research/scripts/fused_large.py``). Returns and raises as :func:`run_cpu_phase`."""
     arg = ",".join(map(str, sizes))
     jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.frameworks.horovod.sweepprobe",
                      ("--sizes", arg, "--fusion-sizes", arg, "--repeats", "5", "--warmup", "1", "--wait",

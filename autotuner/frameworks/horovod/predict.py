@@ -437,7 +437,7 @@ def suggest_scenario(sc: Scenario, *, top: int = 3, strategy=None, progress=None
         notes.append(f"small responses: the env's burst and step phases price one at {a_lo:.2f}-{a_hi:.2f} ms "
                      "(step charged; which one a real step meets is not identified), so "
                      + ", ".join(f"{who} is {lo:.1f}-{hi:.1f} ms" for who, ((lo, hi), _) in moved)
-                     + " (docs/accuracy.md, \"The small-response price the phases leave open\")")
+                     + " (research/notes/accuracy.md, \"The small-response price the phases leave open\")")
     res["reference_version"] = reference_version or LAST_RELEASE
     res["strategy"] = "grid" if strategy is None else type(strategy).__name__
     res["backend"] = sc.backend  # the --backend what-if simulated (None: the env's own)

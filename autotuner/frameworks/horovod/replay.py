@@ -28,7 +28,7 @@ Gradients are never zeroed: a stage's backward returns no gradient for its param
 every gradient gets its rank's own values back (:data:`VALUES_RENEWED`): Horovod writes the averaged result into
 ``p.grad`` (in place, or ``p.grad.set_`` the decompressed output with fp16), so without it every rank would allreduce
 the *same* values from the second step on, which no training job does and which Gloo's software float16 sum runs
-far faster (``x + x`` rounds exactly; ``scripts/fp16_rank_values.py``, docs/explanation/fp16-compression.md).
+far faster (``x + x`` rounds exactly; ``research/scripts/fp16_rank_values.py``, docs/explanation/fp16-compression.md).
 
 Output (rank 0, stdout): one ``step N time_ms X`` line per step, then one line
 ``AUTOTUNER_RESULT {json}`` that :func:`autotuner.readers.replay_output.parse_output` reads. Its keys:
@@ -58,7 +58,7 @@ COMPRESSIONS = ("none", "fp16")
 FORWARD_SHARE = 1.0 / 3.0
 #: the gradients' values: N(0, GRADIENT_STD**2), seeded by rank. What a CPU sums in float16 costs depends on the
 #: values (Gloo's software ``float16`` conversion, ``gloo/types.h``): 16 MiB of float16 averaged took 71.5 ms
-#: (median) on loopback for zeros and 183.5 ms for these values (``scripts/fp16_values.py``; docs/explanation/fp16-compression.md,
+#: (median) on loopback for zeros and 183.5 ms for these values (``research/scripts/fp16_values.py``; docs/explanation/fp16-compression.md,
 #: "The values matter"); zeros would time a float16 sum no training job runs. 1e-3 is a typical gradient
 #: magnitude.
 GRADIENT_STD = 1e-3  # same split as autotuner.frameworks.horovod.fit.fitters (forward 1/3, backward 2/3)
@@ -127,7 +127,7 @@ PHASES = ("graph", "forward", "backward_start", "backward", "wait", "step")
 #: ``std::this_thread::yield()`` (horovod/torch/mpi_ops_v2.cc L1121-1130, 0.28.1), costing nothing on a
 #: host with a core per waiting rank. Emulated hosts share this machine's cores: 4 ranks on 2 cores
 #: spinning while they wait steal the CPU their own Gloo threads need (a 1 MiB response measured
-#: 75.5 ms on 4x1 spinning vs 15.7 ms polling, scripts/wait_modes.py, docs/how-to/validate.md). Sleeping until every handle
+#: 75.5 ms on 4x1 spinning vs 15.7 ms polling, research/scripts/wait_modes.py, docs/how-to/validate.md). Sleeping until every handle
 #: polls done, then calling Horovod's synchronize (which returns at once), keeps Horovod's work
 #: unchanged and gives back the cores a real host would have.
 WAIT_POLL_S = 0.0002

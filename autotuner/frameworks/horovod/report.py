@@ -322,7 +322,7 @@ def write_report(records: list[dict[str, Any]], path: Path, *, title: str, notes
     shown = sum(_predicted_cell(r, ranges) != _fmt(r["predicted_ms"]) for _, r in t.iterrows())
     rng_note = (f"{shown} prediction(s) with a range in brackets: the step time with a small response priced at "
                 "either of the env's burst and step phases (the error column compares the charged step phase's); "
-                "the price they leave open moves it by more than 2 % (docs/accuracy.md, \"The small-response price "
+                "the price they leave open moves it by more than 2 % (research/notes/accuracy.md, \"The small-response price "
                 "the phases leave open\")") if shown else None
     lines += [f"- {n}" for n in list(notes) + [x for x in (tl_note, rng_note, _speedup_note(t)) if x]]
     lines += ["", "| configuration | knobs | ok/failed | measured step ms (min-max) | IQR ms | predicted ms | error % "

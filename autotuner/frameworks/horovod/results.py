@@ -203,7 +203,7 @@ class SimulateResult:
     by ``timeline=``, else None. ``step_time_range_ms``: ``(low, high)``, the step time (ms) with a small response's
     fixed cost at either end of ``small_price_range_ms`` (ms per response, low to high: the env's burst and step
     phases, :attr:`autotuner.model.costmodel.CostModel.small_alpha_range_s`), every other term as charged; None for a
-    model without that range (docs/accuracy.md, "The small-response price the phases leave open").
+    model without that range (research/notes/accuracy.md, "The small-response price the phases leave open").
     ``reference_version``: the Horovod release whose defaults the knobs left unset took (the env's own, or the one
     asked for)."""
 

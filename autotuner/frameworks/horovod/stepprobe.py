@@ -5,7 +5,7 @@ vectors) as backward hands the gradients over one by one, with the ranks asleep 
 between hand-overs and busy after it. Every other phase prices small responses in another pattern: the
 timelines' back-to-back spans carry the timeline writer's CPU (on two emulated polling hosts most of the
 price), the ``burst`` phase enqueues 32 at once from a busy loop (no wake-ups), the ``idle`` phase one at a
-time from a sleeping one (docs/accuracy.md, "The small-response regime"). This phase runs the replay
+time from a sleeping one (research/notes/accuracy.md, "The small-response regime"). This phase runs the replay
 workload (:mod:`autotuner.frameworks.horovod.replay`, the same harness ``validate`` runs) on a synthetic
 layout, :data:`LAYOUT`, without the timeline, as jobs of Horovod's defaults, fusion off and cache off,
 interleaved per repeat, at :data:`COMPUTE_MS` and (defaults, fusion off) at :data:`LONG_COMPUTE_MS`, and records

@@ -41,9 +41,9 @@ def fused_copy(recs: list[dict[str, Any]], host) -> dict[str, Any]:
     lone 32 MiB allreduce measured 76-236 ms and the points scatter over -72..+51 ms) and ``|k - t| > 2 se``, ``t``
     the timelines' copies at the phase's sizes as one rate (``timelines_ms_per_mib_at_sizes``, least squares
     through the origin): the phase resolves a difference, and ``k < t``: only a lower rate is charged, the timeline
-    writer's cost out of spans it ran beside; a higher one is recorded (charged, it turned fresh-poll-2gbit's
-    issue-20 replays' order over: Kendall tau 1.00 -> 0.70). Narrowed so after the committed replays
-    (docs/accuracy.md, "Fused responses without the timeline"). Then ``memcpy_s_per_byte = k``, no spill above the
+    writer's cost out of spans it ran beside; a higher one is recorded (charged, it turned the order of fresh-poll-2gbit's
+    committed replays over: Kendall tau 1.00 -> 0.70; research/notes/accuracy.md, "Fused responses without the
+    timeline"). Then ``memcpy_s_per_byte = k``, no spill above the
     knee. Else False with a ``note``."""
     from scipy.stats import linregress
 
@@ -108,7 +108,7 @@ def bound_below_knee(tier, link_gbps: float, piece_info: dict[str, Any] | None):
     """The tier's line below its knee, no cheaper per byte than the same tier's segment from the knee
     (``large_bandwidth_Bps``): where the sweep's pooled spans below the knee give a higher bus bandwidth than the
     segment from it, the line below the knee borrows that segment's per-byte cost and keeps its fixed part (the step
-    phase solves the small responses' price on the tier afterwards; docs/accuracy.md, "The below-knee slope the sweep
+    phase solves the small responses' price on the tier afterwards; research/notes/accuracy.md, "The below-knee slope the sweep
     cannot identify").
 
     Why: the sweep times each small allreduce alone, after an idle link. A link in a step's busy cycle carries a
@@ -119,7 +119,7 @@ def bound_below_knee(tier, link_gbps: float, piece_info: dict[str, Any] | None):
     - on the one-host envs the mid-size burst phase's 256 KiB responses queued back to back, less the burst phase's
       small ones, cost per byte within 25 % of what the segment from the knee charges, where the line below it can
       charge half (fresh-poll-3gbit 4.66 against 5.97 ms per MiB, its line below 3.06; fresh-poll-1.25gbit 13.76
-      against 13.63, below 7.75; ``scripts/burst_midsize.py --report``).
+      against 13.63, below 7.75; ``research/scripts/burst_midsize.py --report``).
     Both cases borrow: a slope above the link's line rate ``link_gbps`` (Gbit/s, env.toml's; fresh-poll-2gbit 610132,
     fresh-poll-2.75gbit 51897 Gbit/s) and one under the link but above what the link carries back to back
     (fresh-poll-3gbit's 2.74 Gbit/s against its segment's 1.41: kept, it mispredicted the 1 MiB responses).

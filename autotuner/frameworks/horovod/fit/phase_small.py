@@ -182,7 +182,7 @@ def busy_small_response(unfused_tls: list, trecs: list[dict[str, Any]], env_dir,
 
     The idle phase is left out: it samples the host's slow wake-up regime on purpose (every job in it),
     while a step's responses fall in either (research/notes/fresh-environments.md sections 10-11; with it the
-    price over-charged the 2x2 env's fusion-off runs by 16 %, docs/accuracy.md). Each span less the tier's
+    price over-charged the 2x2 env's fusion-off runs by 16 %, research/notes/accuracy.md). Each span less the tier's
     bandwidth part (``tier.allreduce_s(n, p)`` minus its latency ``2(p-1)·alpha``) is one sample of the
     fixed cost; ``fixed_ms`` is their mean (a step pays the sum: the mean, tails included), None (with a
     note) with fewer than :data:`MIN_SMALL_RESPONSES` samples. The fit then uses it as the tier's small-message latency
@@ -279,7 +279,7 @@ def burst_marginals_ms(rec: dict[str, Any]) -> list[tuple[int, int, float]]:
 def burst_small_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     """The price of a small response back to back in a busy cycle, from the ``burst`` phase
     (:mod:`autotuner.frameworks.horovod.burstprobe`): wall-clock times without Horovod's timeline, whose writer takes
-    the ranks' CPU (docs/accuracy.md, "The small-response regime").
+    the ranks' CPU (research/notes/accuracy.md, "The small-response regime").
 
     Per job and size, the measured marginal ``m = (median T(32) - median T(1)) / 31`` (ms; the rounds'
     medians, each size's first round left out by the probe). The simulator runs the same pattern on
@@ -350,7 +350,7 @@ def mid_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     """What a mid-size response (at or above the tier's knee, ``large_from_bytes``) costs back to back in a busy
     cycle by the wall clock, against what ``cost``'s line above the knee charges for it: the shift of that line's
     latency, from the mid-size burst phase (:func:`autotuner.frameworks.horovod.measure.run_burst_phase` with
-    :data:`autotuner.frameworks.horovod.measure.MID_SIZES`, counts 1 and 8, no timeline; docs/accuracy.md,
+    :data:`autotuner.frameworks.horovod.measure.MID_SIZES`, counts 1 and 8, no timeline; research/notes/accuracy.md,
     "Mid-size responses back to back"). That line is fitted on spans read off the sweep's timelines, whose
     writer takes the ranks' CPU.
 
@@ -392,7 +392,7 @@ def mid_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     elif len(sides) != 1 or 0 in sides:
         out["note"] = "inside the jobs' own scatter (or on both sides) at some size: the line stands"
     elif sides == {1}:
-        out["note"] = ("the wall clock above the line, which a step's queued responses did not show (docs/accuracy.md, "
+        out["note"] = ("the wall clock above the line, which a step's queued responses did not show (research/notes/accuracy.md, "
                        "\"Mid-size responses back to back\")")
     else:
         out["charged"] = True

@@ -160,7 +160,7 @@ def step_small_response(recs: list[dict[str, Any]], cost, cluster: Cluster, back
     ends = [solve(x) for x in out["delta_range_ms"]]
     out["fixed_range_ms"] = [0.0 if ends[0] is None else ends[0], MAX_STEP_FIXED_MS if ends[1] is None else ends[1]]
     # recorded, not charged: the two latencies it identifies moved apart between two sittings (fresh-3gbit 0.80 /
-    # 2.21 ms, then 0.30 / 3.92 ms) and made the held-out rows worse on the whole (docs/accuracy.md, "The step phase
+    # 2.21 ms, then 0.30 / 3.92 ms) and made the held-out rows worse on the whole (research/notes/accuracy.md, "The step phase
     # at 300 ms of compute")
     out["long"] = _long_compute(long_by, cost, cluster, backend, D, a)
     return out
@@ -175,7 +175,7 @@ def small_price_range(step: dict[str, Any], burst: dict[str, Any], p: int) -> di
     through a backward and after it; a burst's, 32 queued at once from a busy loop) and differ by up to 2x on the
     committed envs (fresh-poll-2x1-4.5gbit 0.77 / 1.46 ms, fresh-poll-4gbit 0.64 / 0.36 ms); on the held-out
     fusion-off replays neither is right everywhere, and which one a real layout's step meets is not identified by
-    them (docs/accuracy.md, "The small-response price the phases leave open"). ``p``: the ranks the phases ran.
+    them (research/notes/accuracy.md, "The small-response price the phases leave open"). ``p``: the ranks the phases ran.
 
     Returns ``{"ms": [low, high] | None, "alpha_us": [low, high] | None, "from": {"step": ms, "burst": ms},
     "note"}``: ``ms`` in ms per response (``a = 2(p-1)·alpha``), ``alpha_us`` the tier's latency in µs. None where

@@ -129,7 +129,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
         env.problems.append(f"{env.name}: {len(m)} fused response(s) and {len(gaps)} back-to-back pair(s) in the "
                             "kept timelines: host passes not fitted (the fusion phase needs --timeline-mark-cycles)")
     # charged where measured on the cluster's own ranks: the fusion buffer's copies by the wall clock, no timeline,
-    # in place of the timelines' copy rate (docs/accuracy.md, "Fused responses without the timeline"); first, so
+    # in place of the timelines' copy rate (research/notes/accuracy.md, "Fused responses without the timeline"); first, so
     # that every term solved after it (the mid-size rules, the step phase) is solved on it
     urecs, uproblems = read_phase_records(src.parent / FUSED_RECORDS, parse_fused_records,
                                           f"{env.path.name}/{FUSED_RECORDS}")
@@ -175,7 +175,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     idle_info = idle_response(irecs, src.parent, env.problems, ranks[first])
     # what a step's small responses cost: back to back in a busy cycle, from the phases that run them so
     # (the fusion-off job, the trickle phase's all-at-once tensors), in place of the pooled line's
-    # intercept (docs/accuracy.md, "The small-response regime")
+    # intercept (research/notes/accuracy.md, "The small-response regime")
     small_info = busy_small_response(unfused.get(first, []), [r for r in trecs if r.get("tier", first) == first],
                                      src.parent, env.problems, cost.inter, ranks[first], trickle_read)
     # charged where the phases ran the env's own ring (every rank of the cluster); on a cluster of more ranks
@@ -186,10 +186,10 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     env.problems += bproblems
     # measured and recorded, not charged: the busy regime without the timeline (0.44-1.26 ms per small response on
     # the 12 sweep envs) under-prices a step's small responses on the polling envs, which run partly while the
-    # ranks sleep through an emulated backward (docs/accuracy.md, "The burst phase")
+    # ranks sleep through an emulated backward (research/notes/accuracy.md, "The burst phase")
     small_info["burst"] = burst_small_response([r for r in brecs if r.get("tier", first) == first], cost, ranks[first])
     # charged where the records resolve it, on the cluster's own ranks: what a queued mid-size response costs by the
-    # wall clock against the line above the knee, fitted on timeline spans (docs/accuracy.md, "Mid-size responses
+    # wall clock against the line above the knee, fitted on timeline spans (research/notes/accuracy.md, "Mid-size responses
     # back to back"); before the step phase, whose replay's fused responses are priced on that line
     mrecs, mproblems = read_phase_records(src.parent / MID_RECORDS, parse_burst_records,
                                           f"{env.path.name}/{MID_RECORDS}")
@@ -203,7 +203,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
     small_info["mid"] = mid_info
     # charged where measured on the cluster's own ranks: a step's small responses timed as a step (a replay of many
     # small gradients, defaults against fusion off, no timeline), in place of the timelines' back-to-back price,
-    # which carries the timeline writer's CPU (docs/accuracy.md, "The step phase")
+    # which carries the timeline writer's CPU (research/notes/accuracy.md, "The step phase")
     srecs, sproblems = read_phase_records(src.parent / STEP_RECORDS, parse_step_records,
                                           f"{env.path.name}/{STEP_RECORDS}")
     env.problems += sproblems
@@ -224,7 +224,7 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
                               f"cluster has {cluster.size}; small responses cost what the sweep line says")
     # charged where the records resolve it, on the cluster's own ranks: the bandwidth of the line below the knee from
     # the same mid-size phase, after the small responses' price is set (its fixed part); the step phase, whose
-    # replay's 256 KiB gradients are priced on that line, is then solved again (docs/accuracy.md, "Mid-size
+    # replay's 256 KiB gradients are priced on that line, is then solved again (research/notes/accuracy.md, "Mid-size
     # responses below the knee")
     below = mid_info["below"] = _on_cluster_ranks(mid_bandwidth(mrecs, cost, ranks[first]), ranks[first], first,
                                                   cluster)
@@ -238,11 +238,11 @@ def fit_sweep_env(env: EnvData) -> dict[str, Any]:
                 small_info["step"] = step_info = again
                 cost = replace(cost, inter=replace(cost.inter, alpha_s=again["alpha_us"] * 1e-6))
     # charged with the step phase's price: a cache-off cycle's negotiation by the wall clock, no timeline, in place of
-    # the timelines' extra, which carries the writer's per-tensor work (docs/accuracy.md, "Cache off from the step
+    # the timelines' extra, which carries the writer's per-tensor work (research/notes/accuracy.md, "Cache off from the step
     # phase")
     step_info["cache_off"], cost = step_cache_off(step_info, cost, step_cluster, meta.get("backend"))
     # recorded beside the charged price, not charged: the burst and step phases price a small response apart by up to
-    # 2x and neither carries to every real layout, so predictions give the step time at both (docs/accuracy.md, "The
+    # 2x and neither carries to every real layout, so predictions give the step time at both (research/notes/accuracy.md, "The
     # small-response price the phases leave open")
     small_info["range"] = small_price_range(step_info, small_info["burst"], ranks[first])
     if small_info["range"]["alpha_us"] is not None:

@@ -169,7 +169,7 @@ def same_values_on_every_rank(rec: dict[str, Any]) -> bool:
     them between steps (``gradients`` without :data:`VALUES_RENEWED`). Horovod writes the
     average back into each gradient, so from the second step on those ranks held identical values; Gloo's software
     float16 sum of ``x + x`` rounds exactly and ran 10-22 % faster than a sum of two ranks' own values
-    (``scripts/fp16_rank_values.py``; docs/explanation/fp16-compression.md, "Fourth pass"). Such an fp16 trial is another job than a
+    (``research/scripts/fp16_rank_values.py``; docs/explanation/fp16-compression.md, "Fourth pass"). Such an fp16 trial is another job than a
     training job's; an uncompressed one is not (float32's sum measured the same either way). Zero-gradient records
     (:func:`zero_gradients`) are not counted here."""
     g = rec.get("gradients")

@@ -1,7 +1,7 @@
 """Accuracy checks: the fitted models against the measured runs they came from.
 
 Each :class:`Case` is one measured number next to its prediction. Used by the tests
-(tests/test_accuracy.py) and by ``python -m autotuner.accuracy`` (docs/accuracy.md).
+(tests/test_accuracy.py) and by ``autotuner accuracy`` (docs/accuracy.md is generated from it).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 (one definition, shared by the tests and the script).
 
 :class:`Figures` reads the real trials under ``runs/<env>/validation/`` (written by
-scripts/validate_2x2.sh; read with :func:`autotuner.readers.runs.read_validation_files`) and predicts
+research/scripts/validate_2x2.sh; read with :func:`autotuner.readers.runs.read_validation_files`) and predicts
 each with a fitted model for the trial's own shape (testbed hosts x ranks per host):
 
 1. :meth:`Figures.knob_table`: the knob sweep on 2x2, per configuration measured (median over

@@ -13,7 +13,7 @@ repeats' range) next to the prediction, and the summary figures:
   throughput ratios (measured step time of the other / the pick's), with "within noise" when the
   two repeat ranges overlap.
 
-Used by ``scripts/fresh_env.py`` and its tests; pure apart from :func:`rows_from_records` taking
+Used by ``research/scripts/fresh_env.py`` and its tests; pure apart from :func:`rows_from_records` taking
 the records already read.
 """
 from __future__ import annotations
