@@ -13,12 +13,14 @@ themselves, as under xdist) with a JUnit XML report, and appends one JSON line p
 a killed run loses nothing already recorded):
 
 ``{"test": node id, "outcome": "passed" | "failed" | "error" | "skipped", "seconds": float (the test's own time,
-s), "source_sha256": hex digest of the test function's source (``ast.unparse`` of its definition, decorators
-included), "commit": the checkout's HEAD, "tree_clean": whether tracked files matched it, "date": UTC ISO 8601,
-"cores": os.cpu_count(), "python": version}``
+s), "tree_sha256": hex digest of everything a long check exercises (:func:`tree_sha256`: the package, the tests
+with their fixtures, helpers and ``conftest.py``, and ``pyproject.toml``), "source_sha256": hex digest of the
+test function's source (``ast.unparse`` of its definition, decorators included), "commit": the checkout's HEAD,
+"tree_clean": whether tracked files matched it, "date": UTC ISO 8601, "cores": os.cpu_count(), "python": version}``
 
 ``tests/test_long_checks.py`` (in README command 2) reads it: every test marked ``long`` needs a newest record that
-passed with the test's current source; a test edited since its record fails there until this script is run again.
+passed on the current tree (the same :func:`tree_sha256`); a change anywhere in ``autotuner/``, ``tests/`` (but
+this record) or ``pyproject.toml`` fails there until this script is run again.
 
 Usage: ``python scripts/long_checks.py [--record FILE] [-k EXPR]`` (as root, with Horovod built: the two-host tests
 create network namespaces). Exit status: pytest's (0 when every check passed); 2 with one line on bad arguments.
@@ -66,6 +68,35 @@ def long_tests(tests_dir: Path = ROOT / "tests") -> dict[str, str]:
                 node_id = f"{path.relative_to(tests_dir.parent).as_posix()}::{n.name}"
                 found[node_id] = hashlib.sha256(ast.unparse(n).encode()).hexdigest()
     return found
+
+
+#: what a long check exercises, relative to the repository's root: the package, the tests (fixtures, helpers,
+#: conftest.py and committed test data) and the project's dependencies; the record itself is left out
+TREE_PARTS = ("autotuner", "tests", "pyproject.toml")
+TREE_EXCLUDED = ("tests/records/",)
+
+
+def tree_files(root: Path = ROOT) -> list[str]:
+    """The files :func:`tree_sha256` covers, relative to ``root`` (POSIX, sorted): git's tracked files under
+    :data:`TREE_PARTS` (so caches and a test's scratch files never count), less :data:`TREE_EXCLUDED`; where
+    ``root`` is not a git checkout, every file under those parts but ``__pycache__``."""
+    p = subprocess.run(["git", "ls-files", "-z", "--", *TREE_PARTS], cwd=root, capture_output=True, check=False)
+    if p.returncode == 0 and p.stdout:
+        names = [n for n in p.stdout.decode().split("\0") if n]
+    else:
+        names = [f.relative_to(root).as_posix() for part in TREE_PARTS for f in
+                 ([root / part] if (root / part).is_file() else sorted((root / part).rglob("*")))
+                 if f.is_file() and "__pycache__" not in f.parts]
+    return sorted(n for n in names if not n.startswith(TREE_EXCLUDED) and (root / n).is_file())
+
+
+def tree_sha256(root: Path = ROOT) -> str:
+    """sha256 over :func:`tree_files`: each file's path and the sha256 of its content as it is on disk (an edit
+    not yet committed counts)."""
+    h = hashlib.sha256()
+    for name in tree_files(root):
+        h.update(name.encode() + b"\0" + hashlib.sha256((root / name).read_bytes()).digest())
+    return h.hexdigest()
 
 
 def read_record(path: Path) -> list[dict]:
@@ -129,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --record: {e}", file=sys.stderr)
         return 2
     sources = long_tests()
+    tree = tree_sha256()
     commit, clean = _git("rev-parse", "HEAD"), _git("status", "--porcelain", "--untracked-files=no") == ""
     with tempfile.TemporaryDirectory() as tmp:
         xml_path = Path(tmp) / "long.xml"
@@ -137,7 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         rc = subprocess.run(cmd, cwd=ROOT, check=False).returncode
         cases = _junit_outcomes(xml_path) if xml_path.exists() else []
     now = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    rows = [{"test": node_id, "outcome": outcome, "seconds": round(seconds, 2),
+    if tree_sha256() != tree:
+        print("error: autotuner/, tests/ or pyproject.toml changed while the long checks ran: run them again",
+              file=sys.stderr)
+        return 1
+    rows = [{"test": node_id, "outcome": outcome, "seconds": round(seconds, 2), "tree_sha256": tree,
              "source_sha256": sources.get(node_id.split("[", 1)[0]), "commit": commit, "tree_clean": clean,
              "date": now, "cores": os.cpu_count(), "python": platform.python_version()}
             for node_id, outcome, seconds in cases]

@@ -12,18 +12,47 @@ LC = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(LC)
 
 
-def test_every_long_check_passed_in_its_current_source():
-    """Every test marked ``long`` has a newest record that passed, taken of the test's current source (a test
-    edited since its record fails here until ``python scripts/long_checks.py`` runs it again)."""
+def test_every_long_check_passed_on_the_current_tree():
+    """Every test marked ``long`` has a newest record that passed on this very tree: the package, the tests and
+    their helpers, ``conftest.py`` and ``pyproject.toml`` as they are (:func:`long_checks.tree_sha256`). Any change
+    there fails here until ``python scripts/long_checks.py`` runs the long checks again."""
     found = LC.long_tests(ROOT / "tests")
     assert len(found) >= 7, found  # the seven long checks the record began with
+    tree = LC.tree_sha256(ROOT)
     newest = {r["test"]: r for r in LC.read_record(LC.RECORD)}
-    stale = {t: (newest.get(t, {}).get("outcome", "no record"), newest.get(t, {}).get("source_sha256") == sha)
-             for t, sha in found.items()
-             if t not in newest or newest[t]["outcome"] != "passed" or newest[t]["source_sha256"] != sha}
-    assert not stale, f"run `python scripts/long_checks.py` (as root, Horovod built): {stale}"
+    stale = {t: newest.get(t, {}).get("outcome", "no record") for t in found
+             if t not in newest or newest[t]["outcome"] != "passed" or newest[t].get("tree_sha256") != tree}
+    assert not stale, (f"the long checks' record is not of this tree ({tree[:12]}): run `python scripts/long_checks.py` "
+                       f"(as root, Horovod built): {stale}")
     for t in found:
         assert newest[t]["commit"] and newest[t]["seconds"] > 0 and newest[t]["cores"] >= 1
+
+
+def test_the_tree_key_covers_the_package_the_tests_and_their_helpers_but_not_the_record(tmp_path):
+    """A one-line change to a package module, a test helper or conftest.py changes the key; the record does not."""
+    import shutil
+
+    names = LC.tree_files(ROOT)
+    for must in ("autotuner/frameworks/horovod/measure.py", "tests/conftest.py", "tests/cli_helpers.py",
+                 "tests/test_long_checks.py", "pyproject.toml"):
+        assert must in names, must
+    assert not any(n.startswith("tests/records/") for n in names)
+    copy = tmp_path / "tree"
+    for n in names:
+        (copy / n).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ROOT / n, copy / n)
+    before = LC.tree_sha256(copy)
+    assert before == LC.tree_sha256(copy)
+    (copy / "tests" / "records").mkdir(exist_ok=True)
+    (copy / "tests" / "records" / "long-checks.jsonl").write_text('{"test": "x"}\n')
+    assert LC.tree_sha256(copy) == before
+    for n in ("autotuner/frameworks/horovod/measure.py", "tests/conftest.py"):
+        f = copy / n
+        text = f.read_text()
+        f.write_text(text + "\n# one line\n")
+        assert LC.tree_sha256(copy) != before, n
+        f.write_text(text)
+    assert LC.tree_sha256(copy) == before
 
 
 def test_the_scan_finds_decorated_and_module_wide_marks(tmp_path):
