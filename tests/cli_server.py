@@ -1,7 +1,7 @@
 """The tests' ``autotuner`` launcher: one Python interpreter that imports autotuner's modules (and numpy, scipy,
 pandas, pydantic, typer, rich, matplotlib's pyplot) once, then forks one child per command, and each child runs
 ``python -m autotuner.cli ARGS`` exactly as that command line does (``runpy`` runs the module as ``__main__``:
-cli.py's own Ctrl-C handler, its consoles made from the child's environment, ``sys.exit(main())``).
+the package's own Ctrl-C handler, its consoles made from the child's environment, ``sys.exit(main())``).
 
 Why: on this project's CI machines (2 cores) a fresh ``python -m autotuner.cli`` spends 2-3 s importing before it
 does anything, and the suite starts about a thousand of them (``tests/cli_helpers.py``). A forked child starts

@@ -2,6 +2,7 @@
 import json
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -28,7 +29,7 @@ def test_simulate_json_defaults():
 
 def test_simulate_what_ifs_move_the_prediction():
     base = json.loads(run("simulate", "--model", "vgg16", "--json").stdout)["step_time_ms"]
-    slow = json.loads(run("simulate", "--model", "vgg16", "--bandwidth-gbps", "8", "--json").stdout)["step_time_ms"]
+    slow = json.loads(run("simulate", "--model", "vgg16", "--link-gbit", "8", "--json").stdout)["step_time_ms"]
     fp16 = json.loads(run("simulate", "--model", "vgg16", "--compression", "fp16", "--json").stdout)["step_time_ms"]
     assert slow > base > fp16
 
@@ -260,7 +261,7 @@ def test_inspect_explains_the_real_autotune_log():
 @pytest.mark.parametrize("args,needle", [
     (["inspect", "no/such.csv"], "no/such.csv"),
     (["validate", "--env", "x", "--model", "nosuchmodel", "--no-autotune"], "nosuchmodel"),
-    (["validate", "--env", "x", "--model", "resnet50", "--bandwidth-gbit", "-1"], "--bandwidth-gbit"),
+    (["validate", "--env", "x", "--model", "resnet50", "--link-gbit", "-1"], "--link-gbit"),
     (["validate", "--env", "x", "--model", "resnet50", "--proposals", "no/such.json"], "no/such.json"),
 ])
 def test_validate_and_inspect_bad_input(args, needle, tmp_path):
@@ -272,3 +273,122 @@ def test_validate_proposals_file_with_a_bad_config(tmp_path):
     f.write_text('[{"fusion_threshold_mb": -4, "cycle_time_ms": 1}]')
     p = run("validate", "--env", "x", "--model", "resnet50", "--proposals", str(f), "--runs-dir", str(tmp_path))
     assert_one_line_error(p, "proposal 1")
+
+
+# --------------------------------------------------------------------------- old option names still work
+
+def test_old_what_if_spellings_still_work_and_say_so(tmp_path):
+    """``--bandwidth-gbps`` (now ``--link-gbit``), simulate's ``--timeline`` (``--timeline-filename``), explore's
+    ``--pick`` (``--proposals``) and env new's ``--inter-gbit`` (``--link-gbit``): the same answer, and one line on
+    stderr naming the new spelling."""
+    new = run("simulate", "--model", "vgg16", "--link-gbit", "8", "--timeline-filename", str(tmp_path / "a.json"),
+              "--json")
+    old = run("simulate", "--model", "vgg16", "--bandwidth-gbps", "8", "--timeline", str(tmp_path / "b.json"), "--json")
+    assert new.returncode == old.returncode == 0, old.stderr
+    assert json.loads(old.stdout)["step_time_ms"] == json.loads(new.stdout)["step_time_ms"]
+    assert old.stderr.splitlines() == ["warning: --bandwidth-gbps is deprecated; use --link-gbit",
+                                       "warning: --timeline is deprecated; use --timeline-filename"]
+    assert (tmp_path / "a.json").read_text() == (tmp_path / "b.json").read_text()
+    assert_one_line_error(run("simulate", "--model", "vgg16", "--bandwidth-gbps", "8", "--link-gbit", "9"),
+                          "--link-gbit and --bandwidth-gbps (its old name): give one")
+
+    scale = [run("scale", "--model", "vgg16", "--env", "v100-16gbit", "--nodes", "1,2", opt, "4,16", "--json", "--out",
+                 str(tmp_path / opt)) for opt in ("--link-gbit", "--bandwidth-gbps")]
+    assert json.loads(scale[0].stdout)["rows"] == json.loads(scale[1].stdout)["rows"]
+    assert scale[1].stderr.splitlines() == ["warning: --bandwidth-gbps is deprecated; use --link-gbit"]
+
+    pick = tmp_path / "pick.json"
+    pick.write_text(run("suggest", "--model", "resnet50", "--env", "local-gloo-1gbit", "--json").stdout)
+    ex = [run("explore", "--model", "resnet50", "--env", "local-gloo-1gbit", "--resolution", "3", opt, str(pick),
+              "--out", str(tmp_path / opt), "--json") for opt in ("--proposals", "--pick")]
+    assert json.loads(ex[0].stdout)["marks"] == json.loads(ex[1].stdout)["marks"]
+    assert ex[1].stderr.splitlines() == ["warning: --pick is deprecated; use --proposals"]
+
+    p = run("env", "new", "x8", "--nodes", "2", "--gpus-per-node", "1", "--inter-gbit", "10", "--out", str(tmp_path))
+    assert p.returncode == 0 and "10 Gbit/s between nodes" in p.stdout
+    assert p.stderr.splitlines() == ["warning: --inter-gbit is deprecated; use --link-gbit"]
+
+
+def _invoke(monkeypatch, api: str, result, argv: list[str]):
+    """``autotuner ARGV`` in this process with ``autotuner.<api>`` replaced by a recorder returning ``result``: what
+    the command line passes the real-run API (these commands start real jobs). Returns (exit code, stderr lines,
+    the keywords passed)."""
+    from typer.testing import CliRunner
+
+    import autotuner
+    from autotuner.cli import app
+
+    got = {}
+
+    def fake(*a, **kw):
+        got.update(kw)
+        return result
+    monkeypatch.setattr(autotuner, api, fake)
+    r = CliRunner().invoke(app, argv)
+    if "--json" in argv and r.exit_code == 0:
+        json.loads(r.stdout)  # the result alone on stdout
+    return r.exit_code, r.stderr.splitlines(), got
+
+
+@pytest.mark.parametrize("argv, want, line", [
+    (["--replay-wait", "sleep"], {"wait": "sleep"}, "--replay-wait is deprecated; use --wait"),
+    (["--bandwidth-gbit", "2"], {"link_gbit": 2.0, "loopback_gbit": None}, "--bandwidth-gbit is deprecated; use "
+                                                                           "--link-gbit"),
+    (["--testbed-hosts", "2", "--ranks-per-host", "1", "--link-gbit", "3", "--bandwidth-gbit", "10"],
+     {"link_gbit": 3.0, "loopback_gbit": 10.0}, "--bandwidth-gbit is deprecated; use --loopback-gbit"),
+])
+def test_old_real_run_spellings_reach_the_api_under_the_new_names(monkeypatch, argv, want, line):
+    rc, err, got = _invoke(monkeypatch, "validate", SimpleNamespace(records=(), report="r.md", verdict="v"),
+                           ["validate", "--env", "e", "--model", "resnet50", *argv])
+    assert rc == 0 and err == [f"warning: {line}"], err
+    assert {k: got[k] for k in want} == want
+    tune = SimpleNamespace(final=None, steps=0, trials=0, wall_s=0, stop="s", refits=(), defaults_ms=(), report="r",
+                           trust="t", head_to_head=None)
+    rc, err, got = _invoke(monkeypatch, "tune", tune, ["tune", "--env", "e", "--model", "resnet50", "--json", *argv])
+    assert rc == 0 and err == [f"warning: {line}"] and {k: got[k] for k in want} == want
+
+
+def test_old_phase_count_spellings_reach_the_api_as_rounds(monkeypatch):
+    phases = ("cpu", "trickle", "idle", "burst", "mid", "step", "fused", "fp16")
+    summary = {"largest_allreduce": None, "items_new": 0, "items_recorded": 0, "items_total": 0, "records": "r",
+               "wall_s": 0, "network": "n", "runs_dir": "x"}
+    rc, err, got = _invoke(monkeypatch, "measure", summary, [
+        "measure", "--env", "e", "--json", *(a for i, p in enumerate(phases) for a in (f"--{p}-repeats", str(i)))])
+    assert rc == 0 and err == [f"warning: --{p}-repeats is deprecated; use --{p}-rounds" for p in phases]
+    assert {p: got[f"{p}_rounds"] for p in phases} == {p: i for i, p in enumerate(phases)}
+    old = {"--jobs": "sweep_rounds", "--burst-jobs": "burst_rounds", "--first-touch-jobs": "first_touch_rounds",
+           "--cpu-jobs": "cpu_rounds"}
+    rc, err, got = _invoke(monkeypatch, "ddp_measure", Path("x/ddp-sweep.jsonl"), [
+        "ddp", "measure", "--env", "e", "--json", "--bandwidth-gbit", "2",
+        *(a for i, o in enumerate(old) for a in (o, str(i + 1)))])
+    assert rc == 0 and err == [f"warning: {o} is deprecated; use --{k.replace('_', '-')}" for o, k in old.items()] + [
+        "warning: --bandwidth-gbit is deprecated; use --link-gbit"]
+    assert {k: got[k] for k in old.values()} == {k: i + 1 for i, k in enumerate(old.values())}
+    assert got["link_gbit"] == 2.0 and got["loopback_gbit"] is None
+
+
+def test_fit_inspect_and_env_new_print_json(tmp_path):
+    """``--json`` on the commands that had none: the result alone on stdout, as the table shows it."""
+    p = run("fit", str(ROOT / "runs" / "fresh-poll-2.5gbit"), "--out", str(tmp_path), "--json")
+    assert p.returncode == 0, p.stderr
+    d = json.loads(p.stdout)
+    (row,) = d["fitted"]
+    assert row["env"] == "fresh-poll-2.5gbit" and Path(row["model_file"]).is_file() and row["form"].startswith("alpha")
+    assert 0 < row["busbw_gbps"] < 10 and d["model_dir"] == str(tmp_path)
+    log = ROOT / "runs" / "local-gloo-1gbit" / "fixtures" / "autotune-log-hvd0.28.1-gloo-2ranks.csv"
+    d = json.loads(run("inspect", str(log), "--model", "resnet50", "--json").stdout)
+    assert any("1916 ms" in ln for ln in d["lines"]) and d["model"] == "resnet50"
+    p = run("env", "new", "x8", "--nodes", "2", "--gpus-per-node", "8", "--intra", "nvlink3", "--link-gbit", "100",
+            "--out", str(tmp_path), "--json")
+    d = json.loads(p.stdout)
+    assert d["link_gbit"] == 100 and d["source"] == "specs" and Path(d["path"]).is_file() and not p.stderr
+
+
+def test_validate_and_ddp_measure_print_json(monkeypatch):
+    rc, err, got = _invoke(monkeypatch, "validate", SimpleNamespace(records=({"trial": 1},), report="r.md",
+                                                                     verdict="v"),
+                           ["validate", "--env", "e", "--model", "resnet50", "--json"])
+    assert rc == 0 and got["on_event"] is None  # --json: no event lines
+    rc, err, got = _invoke(monkeypatch, "ddp_measure", Path("runs/e/ddp-sweep.jsonl"),
+                           ["ddp", "measure", "--env", "e", "--json"])
+    assert rc == 0 and got["on_event"] is None and not err

@@ -31,23 +31,23 @@ WORK = st.one_of(st.sampled_from(["1", "2", "3", "0", "-1", "nan", "inf", "x", "
 WORK_OPTS = ("--n-calls", "--timeline-steps", "--repeats", "--steps", "--warmup")
 
 KNOBS = ["--fusion-threshold-mb", "--cycle-time-ms", "--cache-capacity"]
-WHAT_IFS = ["--nodes", "--gpus-per-node", "--bandwidth-gbps", "--compute-ms"]
+WHAT_IFS = ["--nodes", "--gpus-per-node", "--link-gbit", "--compute-ms"]
 NUMERIC = {
     "simulate": KNOBS + WHAT_IFS + ["--timeline-steps"],
     "suggest": KNOBS + WHAT_IFS + ["--top", "--n-calls", "--seed"],
     "explore": KNOBS + WHAT_IFS,
     "scale": ["--gpus-per-node", "--batch-size", "--compute-ms"],
     "compare": ["--skip-real", "--skip-sim", "--top"],
-    "validate": ["--np", "--bandwidth-gbit", "--compute-ms", "--steps", "--warmup", "--repeats", "--top", "--timeout",
+    "validate": ["--np", "--link-gbit", "--compute-ms", "--steps", "--warmup", "--repeats", "--top", "--timeout",
                  "--batch-size"],
 }
-LIST_OPTS = {"scale": ["--nodes", "--bandwidth-gbps"]}
+LIST_OPTS = {"scale": ["--nodes", "--link-gbit"]}
 FIX = ROOT / "runs/local-gloo-1gbit/fixtures"
 
 
 def _base(cmd: str, out: Path) -> list[str]:
     if cmd == "simulate":
-        return ["simulate", "--model", "resnet50", "--json", "--timeline", str(out / "t.json")]
+        return ["simulate", "--model", "resnet50", "--json", "--timeline-filename", str(out / "t.json")]
     if cmd == "suggest":
         return ["suggest", "--model", "resnet50", "--json"]
     if cmd == "explore":  # small grid: --resolution is drawn from a bounded set below

@@ -203,7 +203,7 @@ def test_scale_tables_fit_80_columns(tmp_path):
     import itertools
     import os
 
-    p = run("scale", "--model", "vgg16", "--env", "v100-5gbit", "--bandwidth-gbps", "5,25", "--out", str(tmp_path),
+    p = run("scale", "--model", "vgg16", "--env", "v100-5gbit", "--link-gbit", "5,25", "--out", str(tmp_path),
             env={**os.environ, "COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()

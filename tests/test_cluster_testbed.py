@@ -167,7 +167,7 @@ def test_validate_on_two_hosts_records_the_topology(nothing_left, tmp_path):
     need_horovod()
     proc = subprocess.run([sys.executable, "-m", "autotuner.cli", "validate", "--env", "local-gloo-2x2", "--model", "mnist",
                            "--compute-ms", "20", "--testbed-hosts", "2", "--ranks-per-host", "1", "--link-gbit", "1",
-                           "--steps", "3", "--warmup", "1", "--repeats", "1", "--no-autotune", "--replay-wait", "sleep",
+                           "--steps", "3", "--warmup", "1", "--repeats", "1", "--no-autotune", "--wait", "sleep",
                            "--runs-dir", str(tmp_path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     recs = [json.loads(line) for line in (tmp_path / "local-gloo-2x2" / "validation" / "mnist.jsonl").read_text().splitlines()]

@@ -153,8 +153,8 @@ def test_a_real_cpu_job_under_torchrun_gives_a_record_the_fit_reads():
         assert fit["per_collective_us"] >= 0 and fit["per_byte_ns"] >= 0 and fit["jobs"] == 1
 
 
-@pytest.mark.parametrize("args", [["--cpu-jobs", "-1"], ["--cpu-jobs", "x"], ["--first-touch-jobs", "abc"],
-                                  ["--burst-jobs", "-2"], ["--jobs", "0"], ["--np", "1"]])
+@pytest.mark.parametrize("args", [["--cpu-rounds", "-1"], ["--cpu-rounds", "x"], ["--first-touch-rounds", "abc"],
+                                  ["--burst-rounds", "-2"], ["--sweep-rounds", "0"], ["--np", "1"]])
 def test_ddp_measure_refuses_bad_counts_in_one_line(tmp_path, args):
     p = run("ddp", "measure", "--env", "x", "--runs-dir",
             str(tmp_path), *args, timeout=120)
@@ -170,7 +170,7 @@ def test_ddp_measure_on_a_complete_env_runs_nothing_and_names_every_phase(tmp_pa
     shutil.copytree(RUNS / "ddp-2gbit", tmp_path / "ddp-2gbit")
     before = {f.name: f.read_bytes() for f in (tmp_path / "ddp-2gbit").glob("*.jsonl")}
     p = run("ddp", "measure", "--env", "ddp-2gbit", "--np", "2",
-            "--bandwidth-gbit", "2", "--runs-dir", str(tmp_path), timeout=120)
+            "--link-gbit", "2", "--runs-dir", str(tmp_path), timeout=120)
     assert p.returncode == 0, p.stderr
     assert "3 burst job(s); 1 first-touch job(s); 1 cpu job(s)" in p.stderr
     assert {f.name: f.read_bytes() for f in (tmp_path / "ddp-2gbit").glob("*.jsonl")} == before
@@ -500,7 +500,7 @@ def test_ddp_simulate_and_bad_proposals_from_the_command_line(tmp_path):
 
 
 def test_ddp_tune_found_a_setting_no_slower_than_the_best_of_the_bucket_sweep():
-    """``autotuner ddp tune --env ddp-2gbit --model resnet18 --compute-ms 100 --bandwidth-gbit 2`` (committed under
+    """``autotuner ddp tune --env ddp-2gbit --model resnet18 --compute-ms 100 --link-gbit 2`` (committed under
     ddp-tune/): its final setting measured no slower than the best of the env's 11-setting sweep of the same job
     (ddp-validation/resnet18.jsonl, 33 trials), in fewer steps, and faster than DDP's defaults measured in it."""
     tune = read_jsonl(RUNS / "ddp-2gbit" / "ddp-tune" / "resnet18.jsonl")
@@ -520,7 +520,7 @@ def test_ddp_tune_found_a_setting_no_slower_than_the_best_of_the_bucket_sweep():
 
 def test_a_users_ddp_script_validated_against_its_profile():
     """``autotuner ddp validate --env ddp-2gbit --model docs/records/train-ddp-2gbit/layout.json --proposals
-    docs/records/train-ddp-2gbit/proposals.json --bandwidth-gbit 2 --name train-ddp-script -- python
+    docs/records/train-ddp-2gbit/proposals.json --link-gbit 2 --name train-ddp-script -- python
     examples/train_ddp.py``: real CPU compute (the profile's, 2 ranks on 2 cores) beside the collectives. The first
     bucket effect (an explicit 25 MiB slower than DDP's default) and the order default > 4 MiB are reproduced; the
     steps are predicted 5-12 % too fast (the compute and Gloo share the 2 cores: not modelled for DDP, docs/ddp.md),

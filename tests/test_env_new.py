@@ -42,7 +42,7 @@ def test_spec_model_bad_figures(kw, msg):
 
 
 def test_env_new_then_suggest_says_from_specs(tmp_path):
-    p = run("env", "new", "dgx8", "--nodes", "8", "--gpus-per-node", "8", "--intra", "nvlink3", "--inter-gbit", "100",
+    p = run("env", "new", "dgx8", "--nodes", "8", "--gpus-per-node", "8", "--intra", "nvlink3", "--link-gbit", "100",
             "--gpu", "A100", "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
     assert (tmp_path / "dgx8.json").is_file() and "never measured" in p.stdout
@@ -60,7 +60,7 @@ def test_env_new_refuses_a_measured_name_and_bad_input(tmp_path):
     assert not (tmp_path / "local-gloo-1gbit.json").exists()
     assert_one_line_error(run("env", "new", "x", "--nodes", "0", "--gpus-per-node", "2", "--out", str(tmp_path)),
                           "--nodes")
-    assert_one_line_error(run("env", "new", "x", "--nodes", "2", "--gpus-per-node", "1", "--inter-gbit", "10",
+    assert_one_line_error(run("env", "new", "x", "--nodes", "2", "--gpus-per-node", "1", "--link-gbit", "10",
                               "--backend", "rdma", "--out", str(tmp_path)), "--backend")
 
 

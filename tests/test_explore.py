@@ -149,7 +149,7 @@ def test_cli_explore_overlays_measured_and_marks_suggest(tmp_path):
 def test_cli_explore_marks_a_saved_suggest_pick(tmp_path):
     pick = tmp_path / "pick.json"
     pick.write_text(json.dumps({"proposals": [{"config": {"fusion_threshold_mb": 3, "cycle_time_ms": 7.0}}]}))
-    p = run("explore", "--model", "resnet50", "--env", "local-gloo-1gbit", "--resolution", "3", "--pick", str(pick),
+    p = run("explore", "--model", "resnet50", "--env", "local-gloo-1gbit", "--resolution", "3", "--proposals", str(pick),
             "--json", "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
     s = [m for m in json.loads(p.stdout)["marks"] if m["kind"] == "suggest"]
@@ -161,8 +161,8 @@ def test_cli_explore_marks_a_saved_suggest_pick(tmp_path):
     (["--model", "nomodel"], "unknown model"),
     (["--model", "resnet50", "--resolution", "1"], "resolution"),
     (["--model", "resnet50", "--gpus-per-node", "0"], "must be >= 1"),
-    (["--model", "resnet50", "--bandwidth-gbps", "0"], "--bandwidth-gbps: 0.0: must be >= 0.01"),
-    (["--model", "resnet50", "--pick", "/nonexistent/pick.json"], "proposals /nonexistent/pick.json: not found"),
+    (["--model", "resnet50", "--link-gbit", "0"], "--link-gbit: 0.0: must be >= 0.01"),
+    (["--model", "resnet50", "--proposals", "/nonexistent/pick.json"], "proposals /nonexistent/pick.json: not found"),
 ])
 def test_cli_explore_bad_input(args, needle, tmp_path):
     assert_one_line_error(run("explore", *args, "--no-suggest", "--out", str(tmp_path)), needle)

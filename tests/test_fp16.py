@@ -520,7 +520,7 @@ def test_a_gpu_not_in_the_table_keeps_fp16_unproposed_and_says_why(tmp_path):
 
 
 def test_env_new_gpu_uses_the_table(tmp_path):
-    p = run("env", "new", "v4", "--nodes", "4", "--gpus-per-node", "1", "--inter-gbit", "5", "--gpu", "v100",
+    p = run("env", "new", "v4", "--nodes", "4", "--gpus-per-node", "1", "--link-gbit", "5", "--gpu", "v100",
             "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
     d = json.loads((tmp_path / "v4.json").read_text())
@@ -535,7 +535,7 @@ def test_env_new_gpu_uses_the_table(tmp_path):
 
 @pytest.mark.parametrize("bad", ["RTX9", "A100-20GB", "v100x"])
 def test_bad_gpu_is_one_line_listing_the_known_ones(tmp_path, bad):
-    p = run("env", "new", "x", "--nodes", "2", "--gpus-per-node", "1", "--inter-gbit", "10", "--gpu", bad,
+    p = run("env", "new", "x", "--nodes", "2", "--gpus-per-node", "1", "--link-gbit", "10", "--gpu", bad,
             "--out", str(tmp_path))
     assert_one_line_error(p, "--gpu")
     assert all(g in p.stderr for g in GPUS) and not (tmp_path / "x.json").exists()

@@ -210,7 +210,7 @@ def test_one_host_of_four_ranks_is_cpu_bound_arithmetic(fenv, topo):
 
 # --------------------------------------------------------------------------- runs/local-gloo-2x2-poll
 # The same cluster measured and trained with polling waits (measure --wait sleep, validate
-# --replay-wait sleep): each rank's waiter sleeps instead of spinning on cores the emulated hosts
+# --wait sleep): each rank's waiter sleeps instead of spinning on cores the emulated hosts
 # share, as on hosts with their own cores.
 
 POLL = ROOT / "runs" / "local-gloo-2x2-poll"

@@ -121,11 +121,11 @@ def test_bad_records_are_named_and_skipped():
     (["--hosts", "a:zero"], "--hosts"),
     (["--np", "0"], "--np"),
     (["--env", "../x"], "--env"),
-    (["--cpu-repeats", "-1"], "--cpu-repeats"),
-    (["--trickle-repeats", "-2"], "--trickle-repeats"),
-    (["--idle-repeats", "-1"], "--idle-repeats"),
-    (["--fp16-repeats", "-1"], "--fp16-repeats"),
-    (["--mid-repeats", "-1"], "--mid-repeats"),
+    (["--cpu-rounds", "-1"], "--cpu-rounds"),
+    (["--trickle-rounds", "-2"], "--trickle-rounds"),
+    (["--idle-rounds", "-1"], "--idle-rounds"),
+    (["--fp16-rounds", "-1"], "--fp16-rounds"),
+    (["--mid-rounds", "-1"], "--mid-rounds"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, args, needle):
     base = {"--env": "e", "--runs-dir": str(tmp_path)}
@@ -138,12 +138,12 @@ def test_bad_input_one_line_exit_2(tmp_path, args, needle):
 
 def test_measure_says_it_fits_nothing_and_names_the_fit_to_run():
     """``measure`` does not run ``autotuner fit`` at the end; it prints the command instead
-    (``next: autotuner fit <runs>``, cli.measure_cmd). Its help and the measure how-to page say that."""
+    (``next: autotuner fit <runs>``, autotuner.cli.horovod_realrun.measure_cmd). Its help and the measure how-to page say that."""
     p = run("measure", "--help")
     assert p.returncode == 0 and "fits nothing" in p.stdout and "autotuner fit" in p.stdout
     doc = (ROOT / "docs" / "how-to" / "measure.md").read_text()
     assert "fits nothing" in doc and "then `autotuner fit`" not in doc
-    src = (ROOT / "autotuner" / "cli.py").read_text()
+    src = (ROOT / "autotuner" / "cli" / "horovod_realrun.py").read_text()
     assert 'out.print(f"next: autotuner fit {summary[\'runs_dir\']}"' in src
 
 
@@ -255,9 +255,9 @@ def test_killed_sweep_resumes_where_it_stopped(tmp_path):
     need_horovod()
     runs = tmp_path / "runs"
     argv = [sys.executable, "-m", "autotuner.cli", "measure", "--env", "k", "--runs-dir", str(runs),
-            "--sizes", "1K:256K", "--repeats", "2", "--cpu-repeats", "0", "--trickle-repeats", "0", "--idle-repeats", "0",
-            "--fp16-repeats", "0", "--burst-repeats", "0", "--step-repeats", "0", "--mid-repeats", "0",
-            "--fused-repeats", "0"]
+            "--sizes", "1K:256K", "--repeats", "2", "--cpu-rounds", "0", "--trickle-rounds", "0", "--idle-rounds", "0",
+            "--fp16-rounds", "0", "--burst-rounds", "0", "--step-rounds", "0", "--mid-rounds", "0",
+            "--fused-rounds", "0"]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     rec = runs / "k" / "sweep.jsonl"

@@ -242,7 +242,7 @@ def test_sigkilled_validate_leaves_nothing_running(mark, tmp_path):
     argv = [sys.executable, "-m", "autotuner.cli", "validate", "--env", "ci-kill", "--model", TINY,
             "--compute-ms", "20", "--steps", "10000", "--warmup", "1", "--repeats", "1", "--no-autotune",
             "--proposals", str(proposals), "--runs-dir", str(tmp_path / "runs"), "--timeout", "300",
-            *(["--bandwidth-gbit", "1"] if shaped else [])]
+            *(["--link-gbit", "1"] if shaped else [])]
     validate = subprocess.Popen(argv, env=env_with(mark), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 text=True)
     try:

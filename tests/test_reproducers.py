@@ -295,8 +295,8 @@ def test_zero_nodes_or_gpus(cmd, opt):
 @pytest.mark.parametrize("cmd", ["simulate", "suggest", "explore"])
 def test_bandwidth_inf(tmp_path, cmd):
     extra = ["--resolution", "2", "--no-suggest", "--out", str(tmp_path / "out")] if cmd == "explore" else []
-    p = run(cmd, "--model", "resnet50", "--bandwidth-gbps", "inf", "--json", *extra)
-    _one_line(p, "--bandwidth-gbps")
+    p = run(cmd, "--model", "resnet50", "--link-gbit", "inf", "--json", *extra)
+    _one_line(p, "--link-gbit")
     _nothing_written(tmp_path / "out")
 
 
@@ -305,7 +305,7 @@ def test_explore_pick_with_inf_cycle_time(tmp_path):
     pick.write_text(json.dumps({"proposals": [{"config": {
         "fusion_threshold_mb": 64.0, "cycle_time_ms": float("inf"), "cache_capacity": 1024,
         "hierarchical_allreduce": False, "hierarchical_allgather": False}}]}))
-    p = run("explore", "--model", "resnet50", "--resolution", "2", "--pick", str(pick), "--out", str(tmp_path / "out"))
+    p = run("explore", "--model", "resnet50", "--resolution", "2", "--proposals", str(pick), "--out", str(tmp_path / "out"))
     _one_line(p, "P.json", "cycle_time_ms")
     _nothing_written(tmp_path / "out")
 

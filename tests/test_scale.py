@@ -87,13 +87,13 @@ def test_hierarchical_wins_somewhere_with_8_gpus_per_node():
 
 def test_parsers_and_bad_arguments():
     assert parse_int_list("8, 1,2,2", "--nodes") == [1, 2, 8]
-    assert parse_float_list("10,1.5", "--bandwidth-gbps") == [1.5, 10.0]
+    assert parse_float_list("10,1.5", "--link-gbit") == [1.5, 10.0]
     for bad in ("", "1,,2", "1,x", "0,1", "-2", "1.5"):
         with pytest.raises(AutotunerError):
             parse_int_list(bad, "--nodes")
     for bad in ("", "0", "-1", "nan", "inf", "a"):
         with pytest.raises(AutotunerError):
-            parse_float_list(bad, "--bandwidth-gbps")
+            parse_float_list(bad, "--link-gbit")
     sc, _ = make_scenario(MODELS, "v100-16gbit", "resnet50")
     with pytest.raises(ExploreError):
         scale(sc, [])
@@ -110,7 +110,7 @@ def test_batch_size_from_env_toml():
 
 
 def test_cli_scale_json_and_plot(tmp_path):
-    p = run("scale", "--model", "vgg16", "--env", "v100-16gbit", "--nodes", "1,2,4", "--bandwidth-gbps", "1,10",
+    p = run("scale", "--model", "vgg16", "--env", "v100-16gbit", "--nodes", "1,2,4", "--link-gbit", "1,10",
             "--json", "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
     d = json.loads(p.stdout)
@@ -135,8 +135,8 @@ def test_cli_scale_text(tmp_path):
     (["--nodes", ""], "--nodes"),
     (["--nodes", "1,two"], "not an integer"),
     (["--nodes", "0,1"], ">= 1"),
-    (["--bandwidth-gbps", "0"], "> 0"),
-    (["--bandwidth-gbps", "-5,10"], "> 0"),
+    (["--link-gbit", "0"], "> 0"),
+    (["--link-gbit", "-5,10"], "> 0"),
     (["--gpus-per-node", "0"], "--gpus-per-node"),
     (["--env", "nope"], "unknown env"),
 ])

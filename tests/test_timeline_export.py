@@ -278,13 +278,13 @@ def test_compare_real_fit_sweep_timeline_with_its_simulation(tmp_path):
     # GPU-measured order): same tensors in the same order, so the same fused responses
     sim = tmp_path / "sim.json"
     p = run("simulate", "--env", "local-gloo-1gbit", "--model", str(AS_RECORDED), "--compute-ms", "300",
-            *knobs, "--timeline", str(sim), "--timeline-steps", "3", "--json")
+            *knobs, "--timeline-filename", str(sim), "--timeline-steps", "3", "--json")
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["timeline"] == str(sim)
     # the shipped layout (measured order) has the same step time; compare says fusion differs
     shipped = tmp_path / "shipped.json"
     p2 = run("simulate", "--env", "local-gloo-1gbit", "--model", "resnet50", *knobs,
-             "--timeline", str(shipped), "--timeline-steps", "3", "--json")
+             "--timeline-filename", str(shipped), "--timeline-steps", "3", "--json")
     assert p2.returncode == 0, p2.stderr
     assert json.loads(p2.stdout)["step_time_ms"] == pytest.approx(json.loads(p.stdout)["step_time_ms"], rel=1e-3)
     p2 = run("compare", str(REAL_P3), str(shipped), "--json")
@@ -336,8 +336,8 @@ def test_compare_bad_input_one_line_errors(tmp_path):
 def test_simulate_timeline_bad_input_one_line_errors(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    assert_one_line_error(run("simulate", "--model", "resnet50", "--timeline", str(blocker / "sim.json")),
+    assert_one_line_error(run("simulate", "--model", "resnet50", "--timeline-filename", str(blocker / "sim.json")),
                           "cannot write")
-    assert_one_line_error(run("simulate", "--model", "resnet50", "--timeline", str(tmp_path / "s.json"),
+    assert_one_line_error(run("simulate", "--model", "resnet50", "--timeline-filename", str(tmp_path / "s.json"),
                               "--timeline-steps", "0"), "--timeline-steps: 0: must be >= 1")
     assert not (tmp_path / "s.json").exists()

@@ -22,7 +22,7 @@ ENV = "fresh-poll-2gbit"
 
 def tune_argv(runs, *extra):
     return [sys.executable, "-m", "autotuner.cli", "tune", "--env", ENV, "--model", TINY, "--compute-ms", "10",
-            "--steps", "2", "--warmup", "1", "--replay-wait", "sleep", "--runs-dir", str(runs), "--timeout", "120",
+            "--steps", "2", "--warmup", "1", "--wait", "sleep", "--runs-dir", str(runs), "--timeout", "120",
             *extra]
 
 

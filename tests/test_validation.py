@@ -327,7 +327,7 @@ def test_validate_runs_the_production_job_unless_asked(tmp_path, monkeypatch):
     monkeypatch.setattr(launcher, "horovodrun_path", lambda: "/bin/true")
     props = tmp_path / "p.json"
     props.write_text(json.dumps([{"fusion_threshold_mb": 4, "cycle_time_ms": 2}]))
-    args = dict(proposals_file=props, autotune=False, runs_dir=tmp_path, repeats=1)
+    args = dict(proposals=props, autotune=False, runs_dir=tmp_path, repeats=1)
     for kw, want in (({}, False), ({"timeline": True}, True), ({"timeline": False}, False),
                      ({"keep_timelines": True}, True)):
         r = autotuner.validate("local-gloo-1gbit", "resnet50", **args, **kw)

@@ -14,7 +14,7 @@ import autotuner  # the public API: everything the commands do
 
 from .. import options as opt
 from ..render import CHECKED_HEADER, MIB, checked_cell, render_table
-from .common import MODEL_HELP, compute_opt, ddp_app, err, out, runs_dir_opt
+from .common import MODEL_HELP, compute_opt, ddp_app, err, json_opt, link_opt, out, runs_dir_opt
 
 
 @ddp_app.command("simulate", short_help="one DDP setting's step, bucket by bucket")
@@ -29,7 +29,7 @@ def ddp_simulate_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                      comm_hook: str = typer.Option("allreduce", "--comm-hook", help="allreduce or fp16_compress"),
                      compute_ms: Optional[float] = compute_opt(),
                      runs_dir: Optional[Path] = runs_dir_opt(),
-                     as_json: bool = typer.Option(False, "--json")) -> None:
+                     as_json: bool = json_opt()) -> None:
     """Simulate one DDP setting: the steady-state step (rebuilt buckets), the first iteration, and each bucket's
     bytes and times.
 
@@ -67,7 +67,7 @@ def ddp_simulate_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
 @ddp_app.command("envs", short_help="the DDP environments: shape, link, fitted line, how far checked")
 def ddp_envs_cmd(runs_dir: Optional[Path] = runs_dir_opt(),
-                 as_json: bool = typer.Option(False, "--json", help="print the list as JSON")) -> None:
+                 as_json: bool = json_opt("the list")) -> None:
     """Every DDP environment the ddp commands can use (a runs folder with ddp-sweep.jsonl): its shape and link, the
     allreduce line fitted from its own sweep, what a queued bucket saves (the burst phase), how far it was checked.
 
@@ -108,12 +108,10 @@ def ddp_envs_cmd(runs_dir: Optional[Path] = runs_dir_opt(),
 def ddp_explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                     env: str = typer.Option(..., "--env", help="DDP environment (a runs folder with ddp-sweep.jsonl)",
                                             callback=opt.checked(opt.PlainName, "--env")),
-                    compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="forward + backward per "
-                                                               "step, ms (default: the compute the env's replays of "
-                                                               "this layout ran, else the layout's, else 300)"),
+                    compute_ms: Optional[float] = compute_opt(),
                     out_dir: Path = typer.Option(Path("explore"), "--out", help="folder for the PNG and SVG plot"),
                     runs_dir: Optional[Path] = runs_dir_opt(),
-                    as_json: bool = typer.Option(False, "--json")) -> None:
+                    as_json: bool = json_opt()) -> None:
     """Predict the step for every bucket_cap_mb from 0.25 to 256 MiB, with and without the gradient view and the
     fp16 hook; plot the curves with the env's measured replays of the layout beside their predictions.
 
@@ -122,8 +120,6 @@ def ddp_explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     \b
         autotuner ddp explore --env ddp-2x1-3gbit --model resnet101
     """
-    if compute_ms is not None and not compute_ms > 0:
-        raise autotuner.ScenarioError(f"--compute-ms must be > 0 ms, got {compute_ms:g}")
     r = autotuner.ddp_explore(model, env, compute_ms=compute_ms, out_dir=out_dir, runs_dir=runs_dir)
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
@@ -159,15 +155,14 @@ def ddp_scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                                           callback=opt.checked(opt.PlainName, "--env")),
                   nodes: Optional[str] = typer.Option(None, "--nodes", help="comma-separated node counts (default "
                                                       "1,2,4,...,64), each with the env's ranks per node"),
-                  link_gbit: Optional[str] = typer.Option(None, "--link-gbit", help="comma-separated link rates "
-                                                          "between nodes, Gbit/s (default: the env's)"),
+                  link_gbit: Optional[str] = link_opt("what-ifs (default: the env's)", list_form=True),
                   batch_size: Optional[int] = typer.Option(None, "--batch-size", help="samples per rank per step, "
                                                            "for samples/s (default: the layout's profiled batch)",
                                                            callback=opt.checked(opt.Count, "--batch-size")),
                   compute_ms: Optional[float] = compute_opt(),
                   out_dir: Path = typer.Option(Path("scale"), "--out", help="folder for the PNG and SVG plot"),
                   runs_dir: Optional[Path] = runs_dir_opt(),
-                  as_json: bool = typer.Option(False, "--json")) -> None:
+                  as_json: bool = json_opt()) -> None:
     """What-if at scale for DDP (weak scaling): per node count and link rate, DDP's defaults and the setting
     recommended there (suggest's rules and band), step time, throughput and scaling efficiency.
 
@@ -215,7 +210,7 @@ def ddp_suggest_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                                             callback=opt.checked(opt.PlainName, "--env")),
                     compute_ms: Optional[float] = compute_opt(),
                     runs_dir: Optional[Path] = runs_dir_opt(),
-                    as_json: bool = typer.Option(False, "--json")) -> None:
+                    as_json: bool = json_opt()) -> None:
     """Search DDP's bucket_cap_mb (DDP's default and 0.25-256 MiB), gradient_as_bucket_view, the fp16 hook and
     per-bucket caps (bucket_cap_mb_list) on the Reducer simulator; print DDP's defaults, the knob-only answer, fp16,
     the best per-bucket list, and the code to paste.

@@ -13,54 +13,59 @@ import autotuner  # the public API: everything the commands do
 
 from .. import options as opt
 from ..render import render_table
-from .common import MODEL_HELP, command_arg, ddp_app, err, np_opt, out, runs_dir_opt, testbed_bw_opt, testbed_opts
+from .common import (CONCEPTS, MODEL_HELP, RUNS_OUT_HELP, command_arg, compute_opt, ddp_app, err, json_opt, network,
+                     np_opt, old_names, out, proposals_opt, rounds_opt, runs_dir_opt, testbed_opts)
 
 
 @ddp_app.command("measure", short_help="the DDP sweep: torch.distributed's allreduce under torchrun")
+@old_names(sweep_rounds="--jobs", burst_rounds="--burst-jobs", first_touch_rounds="--first-touch-jobs",
+           cpu_rounds="--cpu-jobs")
 def ddp_measure_cmd(env: str = typer.Option(..., "--env", help="environment name: the sweep goes to "
                                             "<runs>/<env>/ddp-sweep.jsonl", callback=opt.checked(opt.PlainName, "--env")),
                     np_: int = np_opt(),
-                    bandwidth_gbit: Optional[float] = testbed_bw_opt(),
                     testbed_hosts: Optional[int] = testbed_opts()[0],
                     ranks_per_host: Optional[int] = testbed_opts()[1],
                     link_gbit: Optional[float] = testbed_opts()[2],
-                    jobs: int = typer.Option(3, "--jobs", help="sweep jobs (each every size)",
-                                             callback=opt.checked(opt.Count, "--jobs")),
+                    loopback_gbit: Optional[float] = testbed_opts()[3],
+                    bandwidth_gbit: Optional[float] = testbed_opts()[4],
+                    sweep_rounds: int = typer.Option(CONCEPTS["sweep rounds"].default, "--sweep-rounds",
+                                                     help=f"{CONCEPTS['sweep rounds'].help} (one job each, every "
+                                                          "size)", callback=opt.checked(opt.Count, "--sweep-rounds")),
                     repeats: int = typer.Option(7, "--repeats", help="timed allreduces per size and job",
                                                 callback=opt.checked(opt.Count, "--repeats")),
-                    burst_jobs: int = typer.Option(3, "--burst-jobs", help="jobs of the burst phase (allreduces "
-                                                   "back to back against lone ones; 0 skips it)",
-                                                   callback=opt.checked(opt.Index, "--burst-jobs")),
-                    first_touch_jobs: int = typer.Option(1, "--first-touch-jobs", help="jobs of the first-touch "
-                                                         "phase (fresh gradients held vs dropped, CPU ranks' page "
-                                                         "faults; 0 skips it)",
-                                                         callback=opt.checked(opt.Index, "--first-touch-jobs")),
-                    cpu_jobs: int = typer.Option(1, "--cpu-jobs", help="jobs of the cpu phase (compute beside a "
-                                                 "stream of allreduces and alone: the CPU a collective takes from "
-                                                 "the ranks' compute; 0 skips it)",
-                                                 callback=opt.checked(opt.Index, "--cpu-jobs")),
-                    runs_dir: Optional[Path] = runs_dir_opt("where the sweep goes (default: $AUTOTUNER_RUNS_DIR, "
-                                                             "else ./runs when it holds environments, else the "
-                                                             "user's runs folder)")) -> None:
+                    burst_rounds: int = rounds_opt("burst rounds", "one job: allreduces back to back against lone "
+                                                   "ones", "ddp measure"),
+                    first_touch_rounds: int = rounds_opt("first-touch rounds", "one job: fresh gradients held vs "
+                                                         "dropped, CPU ranks' page faults", "ddp measure"),
+                    cpu_rounds: int = rounds_opt("cpu rounds", "one job: compute beside a stream of allreduces and "
+                                                 "alone, the CPU a collective takes from the ranks' compute",
+                                                 "ddp measure"),
+                    runs_dir: Optional[Path] = runs_dir_opt(RUNS_OUT_HELP),
+                    as_json: bool = json_opt("the sweep's file")) -> None:
     """Measure what DDP's buckets cost on this cluster: torch.distributed's Gloo allreduce of 4 KiB-128 MiB in
     float32 and float16 (what the fp16 hook sends), the copy into a bucket and the hook's casts, then the burst
     phase (allreduces launched back to back, as DDP launches buckets, against lone ones), the first-touch phase
     (what re-faulting fresh gradients held to the step's end costs a CPU rank) and the cpu phase (the CPU a
     collective in flight takes from the ranks' compute), under torchrun on --np
-    ranks here, a shaped loopback (--bandwidth-gbit) or an emulated cluster (--testbed-hosts); resumable: run it
+    ranks here, a shaped loopback (--link-gbit) or an emulated cluster (--testbed-hosts); resumable: run it
     again on a measured env to add a phase it lacks.
     NCCL with CUDA tensors is not measured here (no GPU): docs/ddp.md.
 
     Example:
 
     \b
-        autotuner ddp measure --env myddp --np 2 --bandwidth-gbit 2
+        autotuner ddp measure --env myddp --np 2 --link-gbit 2
     """
-    path = autotuner.ddp_measure(env, np=np_, bandwidth_gbit=bandwidth_gbit, testbed_hosts=testbed_hosts or 0,
-                                 ranks_per_host=ranks_per_host or 1, link_gbit=link_gbit, jobs=jobs, repeats=repeats,
-                                 burst_jobs=burst_jobs, first_touch_jobs=first_touch_jobs, cpu_jobs=cpu_jobs,
-                                 runs_dir=runs_dir,
-                                 say=lambda m: err.print(m, highlight=False, soft_wrap=True))
+    link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
+    path = autotuner.ddp_measure(env, np=np_, link_gbit=link_gbit, loopback_gbit=loopback_gbit,
+                                 testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1,
+                                 sweep_rounds=sweep_rounds, repeats=repeats, burst_rounds=burst_rounds,
+                                 first_touch_rounds=first_touch_rounds, cpu_rounds=cpu_rounds, runs_dir=runs_dir,
+                                 on_event=None if as_json else (lambda m: err.print(m, highlight=False,
+                                                                                    soft_wrap=True)))
+    if as_json:
+        print(json.dumps({"env": env, "sweep": str(path)}))
+        return
     out.print(f"wrote {path}; next: autotuner ddp suggest --env {env} --model resnet50", highlight=False,
               soft_wrap=True)
 
@@ -71,16 +76,12 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
                      model: str = typer.Option(..., "--model", help=MODEL_HELP + " (with your own script: its "
                                                "layout, from autotuner profile)"),
                      command: Optional[List[str]] = command_arg(),
-                     proposals: Optional[Path] = typer.Option(None, "--proposals", help="ddp suggest --json output "
-                                                              "or a JSON list of DDP settings (default: 11 settings, "
-                                                              "DDP's default, 1-200 MiB, a per-bucket list, the view, "
-                                                              "the fp16 hook)"),
+                     proposals: Optional[Path] = proposals_opt("the DDP settings to run (default: 11 settings, "
+                                                               "DDP's default, 1-200 MiB, a per-bucket list, the "
+                                                               "view, the fp16 hook)"),
                      name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)",
                                                         callback=opt.checked(opt.PlainName, "--name")),
-                     compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="replay: forward+"
-                                                                "backward per step, ms (default: a profiled "
-                                                                "layout's measured times, else 100)",
-                                                                callback=opt.checked(opt.Millis, "--compute-ms")),
+                     compute_ms: Optional[float] = compute_opt(),
                      steps: int = typer.Option(5, "--steps", help="measured steps per trial",
                                                callback=opt.checked(opt.Count, "--steps")),
                      warmup: int = typer.Option(3, "--warmup", help="warm-up steps per trial (the first rebuilds "
@@ -88,12 +89,14 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
                      repeats: int = typer.Option(3, "--repeats", help="interleaved rounds of every setting",
                                                  callback=opt.checked(opt.Count, "--repeats")),
                      np_: int = np_opt(),
-                     bandwidth_gbit: Optional[float] = testbed_bw_opt(),
                      testbed_hosts: Optional[int] = testbed_opts()[0],
                      ranks_per_host: Optional[int] = testbed_opts()[1],
                      link_gbit: Optional[float] = testbed_opts()[2],
+                     loopback_gbit: Optional[float] = testbed_opts()[3],
+                     bandwidth_gbit: Optional[float] = testbed_opts()[4],
                      runs_dir: Optional[Path] = runs_dir_opt(),
-                     as_json: bool = typer.Option(False, "--json")) -> None:
+                     as_json: bool = json_opt("each setting's row, the verdict, the records' and report's paths")
+                     ) -> None:
     """Run real DDP (torchrun: the DDP replay workload, or your own script after --, which reads each setting from
     AUTOTUNER_DDP_* variables as examples/train_ddp.py does) for each setting, repeated and interleaved, no
     timeline; records appended trial by trial to <runs>/<env>/ddp-validation/<name>.jsonl (a killed run resumes);
@@ -103,14 +106,16 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
 
     \b
         autotuner ddp suggest --env myddp --model resnet50 --json > pick.json
-        autotuner ddp validate --env myddp --model resnet50 --proposals pick.json --bandwidth-gbit 2
+        autotuner ddp validate --env myddp --model resnet50 --proposals pick.json --link-gbit 2
         autotuner ddp validate --env myddp --model my_layout.json -- python examples/train_ddp.py
     """
+    link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
     r = autotuner.ddp_validate(env, model, proposals=proposals, name=name, compute_ms=compute_ms, steps=steps,
-                               warmup=warmup, repeats=repeats, np=np_, bandwidth_gbit=bandwidth_gbit,
-                               testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1,
-                               link_gbit=link_gbit, command=command or None, runs_dir=runs_dir,
-                               say=lambda m: err.print(m, highlight=False, soft_wrap=True))
+                               warmup=warmup, repeats=repeats, np=np_, link_gbit=link_gbit,
+                               loopback_gbit=loopback_gbit, testbed_hosts=testbed_hosts or 0,
+                               ranks_per_host=ranks_per_host or 1, command=command or None, runs_dir=runs_dir,
+                               on_event=None if as_json else (lambda m: err.print(m, highlight=False,
+                                                                                  soft_wrap=True)))
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return
@@ -134,8 +139,7 @@ def ddp_tune_cmd(env: str = typer.Option(..., "--env", help="DDP environment (me
                  model: str = typer.Option(..., "--model", help=MODEL_HELP),
                  name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)",
                                                     callback=opt.checked(opt.PlainName, "--name")),
-                 compute_ms: float = typer.Option(100.0, "--compute-ms", help="replay: forward+backward per step, ms",
-                                                  callback=opt.checked(opt.Millis, "--compute-ms")),
+                 compute_ms: Optional[float] = compute_opt(),
                  steps: int = typer.Option(5, "--steps", help="measured steps per trial",
                                            callback=opt.checked(opt.Count, "--steps")),
                  warmup: int = typer.Option(3, "--warmup", help="warm-up steps per trial",
@@ -143,12 +147,13 @@ def ddp_tune_cmd(env: str = typer.Option(..., "--env", help="DDP environment (me
                  budget_steps: int = typer.Option(160, "--budget-steps", help="steps (warm-up included) the tune may "
                                                   "spend", callback=opt.checked(opt.Count, "--budget-steps")),
                  np_: int = np_opt(),
-                 bandwidth_gbit: Optional[float] = testbed_bw_opt(),
                  testbed_hosts: Optional[int] = testbed_opts()[0],
                  ranks_per_host: Optional[int] = testbed_opts()[1],
                  link_gbit: Optional[float] = testbed_opts()[2],
+                 loopback_gbit: Optional[float] = testbed_opts()[3],
+                 bandwidth_gbit: Optional[float] = testbed_opts()[4],
                  runs_dir: Optional[Path] = runs_dir_opt(),
-                 as_json: bool = typer.Option(False, "--json")) -> None:
+                 as_json: bool = json_opt()) -> None:
     """Real DDP replays chosen one at a time: the simulator's best first, then DDP's defaults, a repeat for the
     noise, then expected improvement on a Gaussian process of where real runs disagree with the simulator; stops
     when no candidate's improvement beats one trial's noise, or at the budget (docs/ddp.md). Records appended to
@@ -157,12 +162,13 @@ def ddp_tune_cmd(env: str = typer.Option(..., "--env", help="DDP environment (me
     Example:
 
     \b
-        autotuner ddp tune --env myddp --model resnet50 --compute-ms 100 --bandwidth-gbit 2
+        autotuner ddp tune --env myddp --model resnet50 --compute-ms 100 --link-gbit 2
     """
+    link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
     r = autotuner.ddp_tune(env, model, name=name, compute_ms=compute_ms, steps=steps, warmup=warmup,
-                           budget_steps=budget_steps, np=np_, bandwidth_gbit=bandwidth_gbit,
-                           testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1, link_gbit=link_gbit,
-                           runs_dir=runs_dir, say=lambda m: err.print(m, highlight=False, soft_wrap=True))
+                           budget_steps=budget_steps, np=np_, link_gbit=link_gbit, loopback_gbit=loopback_gbit,
+                           testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1, runs_dir=runs_dir,
+                           on_event=None if as_json else (lambda m: err.print(m, highlight=False, soft_wrap=True)))
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return

@@ -11,10 +11,11 @@ import typer
 from rich.table import Table
 
 import autotuner  # the public API: everything the commands do
+from autotuner import Backend
 
 from .. import options as opt
 from ..render import CHECKED_HEADER, MIB, RANGE_SHOWN, checked_cell, fit_regime_lines, fmt_num, render_table
-from .common import app, env_app, err, model_dir_opt, out, runs_dir_opt
+from .common import app, env_app, err, json_opt, link_opt, model_dir_opt, old_names, out, runs_dir_opt
 
 
 @app.command(short_help="fit a cost model per environment under RUNS_DIR")
@@ -22,7 +23,9 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
                                          "folder"),
         model_dir: Optional[Path] = typer.Option(None, "--out", show_default=False,
                                                  help="where <env>.json goes (default: $AUTOTUNER_MODEL_DIR, else "
-                                                      "the user's model folder)")) -> None:
+                                                      "the user's model folder)"),
+        as_json: bool = json_opt("per env its model file, plot, form and fitted figures; the input problems")
+        ) -> None:
     """Fit a cost model per environment under RUNS_DIR; write <env>.json and a plot (they win over shipped models).
 
     Example:
@@ -34,6 +37,10 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
     fitted, problems = res.fitted, res.problems
     for p in problems:
         err.print(f"warning: {p}", highlight=False, markup=False, soft_wrap=True)
+    if as_json:
+        print(json.dumps({"fitted": [_fitted_row(d, path, png) for d, path, png in fitted], "problems": list(problems),
+                          "model_dir": str(res.model_dir)}, allow_nan=False))
+        return
     t = Table(title="fitted environments")
     with_models = any(d["workloads"] for d, _, _ in fitted)
     for col in ("env", "form", "alpha µs", "busbw Gbit/s", "R²", "MAPE %") + (("models",) if with_models else ()):
@@ -84,6 +91,17 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
                   highlight=False, markup=False, soft_wrap=True)
 
 
+def _fitted_row(d: dict, path, png) -> dict:
+    """``fit --json``: one fitted env as the table shows it (the model file holds the rest)."""
+    f, inter = d["fit"], d["cost_model"]["inter"]
+    return {"env": d["env"], "model_file": str(path), "plot": None if png is None else str(png), "form": f["form"],
+            "alpha_us": inter["alpha_us"], "busbw_gbps": inter.get("large_bandwidth_gbps", inter["bandwidth_gbps"]),
+            "r2": f.get("r2_with_comm_scale", f.get("r2")),
+            "mape_percent": f.get("mape_percent_with_comm_scale", f.get("mape_percent")),
+            "models": {m: {"compute_ms": w["forward_ms"] + w["backward_ms"], "comm_scale": w.get("comm_scale", 1.0)}
+                       for m, w in d["workloads"].items()}}
+
+
 def short_form(form: str) -> str:
     """A fit's ``form`` (the model file's ``fit.form``, one sentence) cut to a table cell: an alpha-beta form fitted
     on an allreduce sweep is ``sweep``, on step times ``steps``, otherwise ``alpha-beta``; the others keep their
@@ -96,7 +114,7 @@ def short_form(form: str) -> str:
 
 @app.command("envs", short_help="every environment: hardware, source, trust")
 def envs_cmd(model_dir: Optional[Path] = model_dir_opt(),
-             as_json: bool = typer.Option(False, "--json", help="print the list as JSON")) -> None:
+             as_json: bool = json_opt("the list")) -> None:
     """Every environment the commands can use: hardware, where its numbers come from, how far it was checked.
 
     Example:
@@ -135,6 +153,7 @@ def envs_cmd(model_dir: Optional[Path] = model_dir_opt(),
 
 
 @env_app.command("new", short_help="an environment from published link figures")
+@old_names(link_gbit="--inter-gbit")
 def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain name)",
                                            callback=opt.checked(opt.PlainName, "NAME")),
                 nodes: int = typer.Option(..., "--nodes", help="nodes", callback=opt.checked(opt.Count, "--nodes")),
@@ -142,30 +161,34 @@ def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain 
                                                   callback=opt.checked(opt.GpusPerNode, "--gpus-per-node")),
                 intra: Optional[str] = typer.Option(None, "--intra", help="intra-node link: nvlink2, nvlink3, "
                                                     "nvlink4, pcie3, pcie4, pcie5"),
-                inter_gbit: Optional[float] = typer.Option(None, "--inter-gbit",
-                                                           help="node link, Gbit/s (e.g. 100 for EDR InfiniBand, "
-                                                                "200 for HDR, 25 for 25GbE)",
-                                                           callback=opt.checked(opt.LinkGbit, "--inter-gbit")),
-                backend: str = typer.Option("nccl", "--backend", help="nccl, mpi or gloo"),
+                link_gbit: Optional[float] = link_opt("the node link (e.g. 100 for EDR InfiniBand, 200 for HDR, "
+                                                      "25 for 25GbE)"),
+                backend: Backend = typer.Option(Backend.nccl, "--backend", help="the collective backend"),
                 gpu: Optional[str] = typer.Option(None, "--gpu", help="GPU model: V100, T4, A100-40GB, A100-80GB, "
                                                   "H100-SXM, H100-PCIe, H200 (its datasheet memory bandwidth prices fp16's "
                                                   "casts and float16 sum; without it fp16 is not proposed)"),
                 out_dir: Optional[Path] = typer.Option(None, "--out", show_default=False,
                                                        help="where <NAME>.json goes (default: the user's model "
                                                             "folder, as fit)"),
-                model_dir: Optional[Path] = model_dir_opt()) -> None:
+                model_dir: Optional[Path] = model_dir_opt(),
+                as_json: bool = json_opt("the file written and the figures it was built from")) -> None:
     """Build an environment from published link figures: marked "from specs, never measured" everywhere.
 
     Example:
 
     \b
-        autotuner env new dgx8 --nodes 8 --gpus-per-node 8 --intra nvlink3 --inter-gbit 100 --gpu A100
+        autotuner env new dgx8 --nodes 8 --gpus-per-node 8 --intra nvlink3 --link-gbit 100 --gpu A100
     """
-    path = autotuner.env_new(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, inter_gbit=inter_gbit,
-                   backend=backend, gpu=gpu, out=out_dir, model_dir=model_dir)
+    path = autotuner.env_new(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, link_gbit=link_gbit,
+                             backend=str(backend), gpu=gpu, out=out_dir, model_dir=model_dir)
+    if as_json:
+        print(json.dumps({"env": name, "path": str(path), "nodes": nodes, "gpus_per_node": gpus_per_node,
+                          "intra": intra, "link_gbit": link_gbit, "backend": str(backend), "gpu": gpu,
+                          "source": "specs"}))
+        return
     out.print(f"wrote {path}: {name}, {nodes}x{gpus_per_node}" + (f" {gpu}" if gpu else "")
-              + (f", {intra} inside" if intra else "") + (f", {inter_gbit:g} Gbit/s between nodes" if inter_gbit else "")
-              + f", {backend}; from specs, never measured (autotuner measure --env {name} + fit replaces it)",
+              + (f", {intra} inside" if intra else "") + (f", {link_gbit:g} Gbit/s between nodes" if link_gbit else "")
+              + f", {backend!s}; from specs, never measured (autotuner measure --env {name} + fit replaces it)",
               highlight=False, soft_wrap=True)
     md = f" --model-dir {out_dir}" if out_dir is not None else ""  # a folder the search does not read by itself
     out.print(f"use it: autotuner suggest --model resnet50 --compute-ms 300 --env {name}{md}", highlight=False,
@@ -184,7 +207,7 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
                  cost_model: Optional[str] = typer.Option(None, "--cost-model", help="predict the real trials with "
                                                           "this fitted env's cost model instead (e.g. a measure sweep)",
                                                           callback=opt.checked(opt.PlainName, "--cost-model")),
-                 as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+                 as_json: bool = json_opt()) -> None:
     """How much to trust the model: every measured number next to its prediction, and whether the fit used it.
 
     Example:
@@ -242,14 +265,15 @@ def accuracy_cmd(env: Optional[str] = typer.Option(None, "--env", help="one envi
     if ranged:
         wide.print(f"{ranged} prediction(s) with a second line: the step time with a small response priced at either "
                    "of the env's burst and step phases (the step phase's charged; the price they leave open moves it "
-                   "by more than 2 %; docs/accuracy.md, \"The small-response price the phases leave open\")",
+                   "by more than 2 %; research/notes/accuracy.md, \"The small-response price the phases leave open\")",
                    highlight=False, soft_wrap=True)
 
 
 
 @app.command(short_help="explain a Horovod autotune log")
 def inspect(path: Path = typer.Argument(..., help="a Horovod autotune log CSV (--autotune-log-file)"),
-            model: Optional[str] = typer.Option(None, "--model", help="layout, to turn the score into a time per step")) -> None:
+            model: Optional[str] = typer.Option(None, "--model", help="layout, to turn the score into a time per step"),
+            as_json: bool = json_opt("the log and its explanation, one line each")) -> None:
     """Explain a Horovod autotune log: trials, best row, whether tuning finished, the score.
 
     Example:
@@ -257,7 +281,11 @@ def inspect(path: Path = typer.Argument(..., help="a Horovod autotune log CSV (-
     \b
         autotuner inspect autotune_log.csv
     """
-    for line in autotuner.inspect_log(path, model):
+    lines = autotuner.inspect_log(path, model)
+    if as_json:
+        print(json.dumps({"log": str(path), "model": model, "lines": list(lines)}))
+        return
+    for line in lines:
         out.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
@@ -270,7 +298,7 @@ def compare(real: Path = typer.Argument(..., help="a real Horovod timeline (.jso
                                          callback=opt.checked(opt.Index, "--skip-sim")),
             top: int = typer.Option(10, "--top", help="largest per-response differences to show",
                                     callback=opt.checked(opt.Index, "--top")),
-            as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+            as_json: bool = json_opt()) -> None:
     """Line a real timeline up against a simulated one: per step, by response size, per response.
 
     Example:

@@ -15,27 +15,29 @@ from autotuner import AutotunerError, Backend, Compression, SearchStrategy
 
 from .. import options as opt
 from ..render import MIB, render_table
-from .common import (ENV_HELP, MODEL_HELP, app, backend_opt, bw_opt, compression_opt, compute_opt, err, gpus_opt,
-                     knob_options, model_dir_opt, nodes_opt, out, runs_dir_opt)
+from .common import (ENV_HELP, MODEL_HELP, app, backend_opt, compression_opt, compute_opt, err, gpus_opt, json_opt,
+                     knob_options, link_opt, model_dir_opt, nodes_opt, old_names, out, proposals_opt, runs_dir_opt,
+                     what_if_link_opt)
 
 
 @app.command(short_help="predict one configuration's step time")
 @knob_options("the configuration to simulate")
+@old_names(link_gbit="--bandwidth-gbps", timeline_filename="--timeline")
 def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
              env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
              nodes: Optional[int] = nodes_opt(),
              gpus_per_node: Optional[int] = gpus_opt(),
-             bandwidth_gbps: Optional[float] = bw_opt(),
+             link_gbit: Optional[float] = what_if_link_opt(),
              compression: Compression = compression_opt(),
              compute_ms: Optional[float] = compute_opt(),
              backend: Optional[Backend] = backend_opt(),
              model_dir: Optional[Path] = model_dir_opt(),
-             timeline: Optional[Path] = typer.Option(None, "--timeline",
+             timeline_filename: Optional[Path] = typer.Option(None, "--timeline-filename",
                                                      help="also write the simulated steps as a Horovod timeline "
                                                           "(Chrome trace JSON; .gz = gzipped)"),
              timeline_steps: int = typer.Option(2, "--timeline-steps", help="steady-state steps in the timeline",
                                                 callback=opt.checked(opt.Count, "--timeline-steps")),
-             as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+             as_json: bool = json_opt(),
              reference_version: Optional[str] = typer.Option(
                  None, "--reference-version", show_default=False,
                  help="the Horovod release whose defaults the unset knobs take (default: the env's own, from its "
@@ -47,14 +49,14 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     Example:
 
     \b
-        autotuner simulate --model resnet50 --env local-gloo-1gbit --timeline sim.json
+        autotuner simulate --model resnet50 --env local-gloo-1gbit --timeline-filename sim.json
     """
     import autotuner
 
     r = autotuner.simulate(model, env, config=knobs, compression=str(compression), nodes=nodes,
-                           gpus_per_node=gpus_per_node, bandwidth_gbps=bandwidth_gbps, compute_ms=compute_ms,
+                           gpus_per_node=gpus_per_node, link_gbit=link_gbit, compute_ms=compute_ms,
                            backend=None if backend is None else str(backend), model_dir=model_dir,
-                           timeline=timeline, timeline_steps=timeline_steps, reference_version=reference_version)
+                           timeline_filename=timeline_filename, timeline_steps=timeline_steps, reference_version=reference_version)
     for w in r.warnings:
         err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
     for n in r.notes:
@@ -94,6 +96,7 @@ def simulate(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
 @app.command(short_help="the best knobs, predicted, with their flags")
 @knob_options("kept fixed by the search (the others are searched)")
+@old_names(link_gbit="--bandwidth-gbps")
 def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
             env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
             top: int = typer.Option(3, "--top", help="proposals to show", callback=opt.checked(opt.Count, "--top")),
@@ -106,7 +109,7 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                                                          "--seed; a few seconds)"),
             nodes: Optional[int] = nodes_opt(),
             gpus_per_node: Optional[int] = gpus_opt(),
-            bandwidth_gbps: Optional[float] = bw_opt(),
+            link_gbit: Optional[float] = what_if_link_opt(),
             compression: Optional[Compression] = typer.Option(
                 None, "--compression", show_default=False,
                 help="pin the gradient compression (default: search none and fp16, Horovod 0.28.1's; "
@@ -119,7 +122,7 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                      "(64 MiB, 5 ms) (default: the env's own Horovod version)",
                 callback=opt.horovod_release("--reference-version")),
             model_dir: Optional[Path] = model_dir_opt(),
-            as_json: bool = typer.Option(False, "--json"),
+            as_json: bool = json_opt(),
             knobs: dict = None) -> None:
     """Search the knobs (and the gradient compression, none or fp16); print the best settings and their flags.
 
@@ -137,7 +140,7 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         task = prog.add_task("search", total=1 if compression else 2)
         r = autotuner.suggest(model, env, fixed=knobs, compression=None if compression is None else str(compression),
                               strategy=search, top=top, nodes=nodes, gpus_per_node=gpus_per_node,
-                              bandwidth_gbps=bandwidth_gbps, compute_ms=compute_ms,
+                              link_gbit=link_gbit, compute_ms=compute_ms,
                               backend=None if backend is None else str(backend), model_dir=model_dir,
                               progress=lambda done, total: prog.update(task, completed=done, total=total),
                               reference_version=reference_version)
@@ -213,6 +216,7 @@ def _print_compression(r, b) -> None:
 
 @app.command("explore", short_help="step time over threshold x cycle time; plots")
 @knob_options("a configuration to mark, instead of suggest's pick")
+@old_names(link_gbit="--bandwidth-gbps", proposals="--pick")
 def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                 env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
                 compute_ms: Optional[float] = compute_opt(),
@@ -220,17 +224,17 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                 resolution: int = typer.Option(64, "--resolution", help="points per axis (threshold and cycle time)",
                                                callback=opt.checked(opt.Resolution, "--resolution")),
                 suggest_pick: bool = typer.Option(True, "--suggest/--no-suggest", help="run suggest and mark its pick"),
-                pick_file: Optional[Path] = typer.Option(None, "--pick", help="mark this saved pick (suggest --json output) instead of running suggest"),
+                proposals: Optional[Path] = proposals_opt("mark its first instead of running suggest"),
                 nodes: Optional[int] = nodes_opt(),
                 gpus_per_node: Optional[int] = gpus_opt(),
-                bandwidth_gbps: Optional[float] = bw_opt(),
+                link_gbit: Optional[float] = what_if_link_opt(),
                 compression: Compression = compression_opt(),
                 backend: Optional[Backend] = backend_opt(),
                 runs_dir: Optional[Path] = runs_dir_opt("measured validations <runs>/<env>/validation, searched "
                                                          "first (then $AUTOTUNER_RUNS_DIR, ./runs, the user's and "
                                                          "the shipped runs)"),
                 model_dir: Optional[Path] = model_dir_opt(),
-                as_json: bool = typer.Option(False, "--json", help="print the grid, marks and measured points as JSON"),
+                as_json: bool = json_opt("the grid, marks and measured points"),
                 knobs: dict = None) -> None:
     """Predicted step time over fusion threshold x cycle time per on/off combination; heatmaps + sensitivity.
 
@@ -240,8 +244,8 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         autotuner explore --model resnet50 --env local-gloo-1gbit --out explore/
     """
     wide = out
-    r = autotuner.explore(model, env, config=knobs or None, pick_file=pick_file, suggest_pick=suggest_pick,
-                          resolution=resolution, nodes=nodes, gpus_per_node=gpus_per_node, bandwidth_gbps=bandwidth_gbps,
+    r = autotuner.explore(model, env, config=knobs or None, proposals=proposals, suggest_pick=suggest_pick,
+                          resolution=resolution, nodes=nodes, gpus_per_node=gpus_per_node, link_gbit=link_gbit,
                           compression=str(compression), compute_ms=compute_ms,
                           backend=None if backend is None else str(backend), out_dir=out_dir, runs_dir=runs_dir,
                           model_dir=model_dir)
@@ -290,6 +294,7 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
 
 @app.command("scale", short_help="what-if at more nodes, ranks or link rates")
+@old_names(link_gbit="--bandwidth-gbps")
 def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
               nodes: Optional[str] = typer.Option(None, "--nodes", show_default=False,
                                                   help="comma-separated node counts (default "
@@ -299,7 +304,7 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                                                        "scaling), instead of --nodes and --gpus-per-node"),
               gpus_per_node: Optional[int] = gpus_opt("GPUs (ranks) per node (default: the env's)"),
               env: Optional[str] = typer.Option(None, "--env", help=ENV_HELP),
-              bandwidth_gbps: Optional[str] = typer.Option(None, "--bandwidth-gbps", help="comma-separated inter-node link rates, Gbit/s (default: the env's)"),
+              link_gbit: Optional[str] = link_opt("what-ifs (default: the env's)", list_form=True),
               batch_size: Optional[int] = typer.Option(None, "--batch-size", help="samples per GPU per step (default: runs/<env>/env.toml batch_size)",
                                                        callback=opt.checked(opt.Count, "--batch-size")),
               compute_ms: Optional[float] = compute_opt(),
@@ -315,7 +320,7 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                   help="the defaults compared: this Horovod release's, e.g. 0.28.1 (128 MiB, 1 ms) or 0.20.3 "
                        "(64 MiB, 5 ms) (default: the env's own Horovod version)",
                   callback=opt.horovod_release("--reference-version")),
-              as_json: bool = typer.Option(False, "--json", help="print the table as JSON")) -> None:
+              as_json: bool = json_opt("the table")) -> None:
     """What-if at scale: step time, throughput, scaling efficiency per node count, or per rank count on one
     node (--ranks); best config and defaults; the whole run's wall time (s) where the env has its run shape.
 
@@ -329,8 +334,7 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         raise AutotunerError("--ranks and --nodes: give one (--ranks: ranks on one node; --nodes: node counts)")
     result = autotuner.scale(model, env, nodes=None if nodes is None else opt.int_list(nodes, "--nodes"),
                         ranks=None if ranks is None else opt.int_list(ranks, "--ranks"), gpus_per_node=gpus_per_node,
-                        bandwidths_gbps=None if bandwidth_gbps is None else opt.float_list(bandwidth_gbps,
-                                                                                           "--bandwidth-gbps"),
+                        links_gbit=None if link_gbit is None else opt.float_list(link_gbit, "--link-gbit"),
                         batch_size=batch_size, compute_ms=compute_ms, compression=str(compression),
                         backend=None if backend is None else str(backend), out_dir=out_dir, runs_dir=runs_dir,
                         model_dir=model_dir, reference_version=reference_version)

@@ -14,35 +14,32 @@ from autotuner import ProfileDevice
 
 from .. import options as opt
 from ..render import MIB
-from .common import (app, command_arg, err, hosts_opt, model_dir_opt, np_opt, out, runs_dir_opt, testbed_bw_opt,
-                     testbed_opts, trained_model_opt)
+from .common import (RUNS_OUT_HELP, app, command_arg, compute_opt, err, hosts_opt, json_opt, model_dir_opt, network,
+                     np_opt, old_names, out, proposals_opt, rounds_opt, runs_dir_opt, testbed_opts, trained_model_opt,
+                     wait_opt)
 
 
 @app.command(short_help="real horovodrun trials: defaults, autotune, proposals")
+@old_names(wait="--replay-wait")
 def validate(env: str = typer.Option(..., "--env", help="environment name: results go to <runs>/<env>/validation/",
                                      callback=opt.checked(opt.PlainName, "--env")),
              model: str = trained_model_opt(),
              command: Optional[List[str]] = command_arg(),
              np_: int = np_opt(),
              hosts: str = hosts_opt(),
-             bandwidth_gbit: Optional[float] = testbed_bw_opt(),
              testbed_hosts: Optional[int] = testbed_opts()[0],
              ranks_per_host: Optional[int] = testbed_opts()[1],
              link_gbit: Optional[float] = testbed_opts()[2],
-             replay_wait: str = typer.Option("spin", "--replay-wait", help="replay: spin (Horovod's own "
-                                             "synchronize) or sleep (poll every 0.2 ms: emulated hosts sharing "
-                                             "few cores, docs/validation.md)",
-                                             callback=opt.checked(opt.ReplayWait, "--replay-wait")),
-             compute_ms: Optional[float] = typer.Option(None, "--compute-ms",
-                                                       help="replay: forward+backward compute per step, ms (default: "
-                                                            "a profiled layout's measured times, else 300)",
-                                                       callback=opt.checked(opt.Millis, "--compute-ms")),
+             loopback_gbit: Optional[float] = testbed_opts()[3],
+             bandwidth_gbit: Optional[float] = testbed_opts()[4],
+             wait: str = wait_opt(),
+             compute_ms: Optional[float] = compute_opt(),
              steps: int = typer.Option(6, "--steps", help="measured steps per trial", callback=opt.checked(opt.Count, "--steps")),
              warmup: int = typer.Option(2, "--warmup", help="warm-up steps per trial", callback=opt.checked(opt.Index, "--warmup")),
              repeats: int = typer.Option(3, "--repeats", help="repeats of each fixed configuration",
                                          callback=opt.checked(opt.Count, "--repeats")),
              top: int = typer.Option(1, "--top", help="proposals from suggest to validate", callback=opt.checked(opt.Count, "--top")),
-             proposals_file: Optional[Path] = typer.Option(None, "--proposals", help="JSON list of configs (or suggest --json)"),
+             proposals: Optional[Path] = proposals_opt("the configurations to validate (default: suggest's top --top)"),
              autotune: bool = typer.Option(True, "--autotune/--no-autotune",
                                            help="run Horovod autotune (shortened to about 150 steps: 1 warm-up "
                                                 "sample, 1 step per sample, at most 5 samples per combination; "
@@ -63,9 +60,9 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
              batch_size: Optional[int] = typer.Option(None, "--batch-size",
                                                       help="images per rank per step (for img/sec output)",
                                                       callback=opt.checked(opt.Count, "--batch-size")),
-             runs_dir: Optional[Path] = runs_dir_opt("where results go (default: $AUTOTUNER_RUNS_DIR, else ./runs "
-                                                      "when it holds environments, else the user's runs folder)"),
-             model_dir: Optional[Path] = model_dir_opt()) -> None:
+             runs_dir: Optional[Path] = runs_dir_opt(RUNS_OUT_HELP),
+             model_dir: Optional[Path] = model_dir_opt(),
+             as_json: bool = json_opt("the records, the report's path and the verdict")) -> None:
     """Run real horovodrun trials: defaults, autotune, autotune's best, proposals; write a report.
 
     Example:
@@ -73,33 +70,39 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
     \b
         autotuner validate --env mycluster --model my_layout.json --no-autotune -- python examples/train_horovod.py
     """
-    r = autotuner.validate(env, model, command=tuple(command or ()), np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit,
-                           testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
-                           replay_wait=replay_wait, compute_ms=compute_ms, steps=steps, warmup=warmup, repeats=repeats,
-                           top=top, proposals_file=proposals_file, autotune=autotune, defaults=defaults, name=name,
+    link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
+    r = autotuner.validate(env, model, command=tuple(command or ()), np=np_, hosts=hosts, link_gbit=link_gbit,
+                           loopback_gbit=loopback_gbit, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
+                           wait=wait, compute_ms=compute_ms, steps=steps, warmup=warmup, repeats=repeats,
+                           top=top, proposals=proposals, autotune=autotune, defaults=defaults, name=name,
                            timeout_s=timeout_s, keep_timelines=keep_timelines, timeline=timeline, batch_size=batch_size,
                            runs_dir=runs_dir, model_dir=model_dir,
-                           on_event=lambda line: err.print(line, highlight=False, markup=False, soft_wrap=True))
+                           on_event=None if as_json else (lambda line: err.print(line, highlight=False, markup=False,
+                                                                                 soft_wrap=True)))
     recs, report, verdict = r.records, r.report, r.verdict
+    if as_json:
+        print(json.dumps({"records": list(recs), "report": str(report), "verdict": verdict}, allow_nan=False,
+                         default=str))
+        return
     out.print(f"{len(recs)} trials recorded; report: {report}", highlight=False)
     out.print(verdict, highlight=False)
 
 
 @app.command(short_help="Bayesian optimisation on real runs, the simulator as its prior")
+@old_names(wait="--replay-wait")
 def tune(env: str = typer.Option(..., "--env", help="a fitted environment: its model is the prior; results go to "
                                  "<runs>/<env>/tune/", callback=opt.checked(opt.PlainName, "--env")),
          model: str = trained_model_opt(),
          command: Optional[List[str]] = command_arg(),
          np_: int = np_opt(),
          hosts: str = hosts_opt(),
-         bandwidth_gbit: Optional[float] = testbed_bw_opt(),
          testbed_hosts: Optional[int] = testbed_opts()[0],
          ranks_per_host: Optional[int] = testbed_opts()[1],
          link_gbit: Optional[float] = testbed_opts()[2],
-         replay_wait: str = typer.Option("spin", "--replay-wait", help="replay: spin or sleep (as validate)",
-                                         callback=opt.checked(opt.ReplayWait, "--replay-wait")),
-         compute_ms: Optional[float] = typer.Option(None, "--compute-ms", help="replay: forward+backward compute per "
-                                                    "step, ms", callback=opt.checked(opt.Millis, "--compute-ms")),
+         loopback_gbit: Optional[float] = testbed_opts()[3],
+         bandwidth_gbit: Optional[float] = testbed_opts()[4],
+         wait: str = wait_opt(),
+         compute_ms: Optional[float] = compute_opt(),
          steps: int = typer.Option(6, "--steps", help="measured steps per trial", callback=opt.checked(opt.Count, "--steps")),
          warmup: int = typer.Option(2, "--warmup", help="warm-up steps per trial", callback=opt.checked(opt.Index, "--warmup")),
          budget_steps: int = typer.Option(240, "--budget-steps", help="steps all trials may run, warm-up included "
@@ -118,10 +121,9 @@ def tune(env: str = typer.Option(..., "--env", help="a fitted environment: its m
                                          callback=opt.checked(opt.Seconds, "--timeout")),
          batch_size: Optional[int] = typer.Option(None, "--batch-size", help="images per rank per step (img/sec output)",
                                                   callback=opt.checked(opt.Count, "--batch-size")),
-         runs_dir: Optional[Path] = runs_dir_opt("where results go (default: $AUTOTUNER_RUNS_DIR, else ./runs "
-                                                  "when it holds environments, else the user's runs folder)"),
+         runs_dir: Optional[Path] = runs_dir_opt(RUNS_OUT_HELP),
          model_dir: Optional[Path] = model_dir_opt(),
-         as_json: bool = typer.Option(False, "--json", help="print one JSON object")) -> None:
+         as_json: bool = json_opt()) -> None:
     """Tune the knobs with real horovodrun trials, starting from the simulator's belief.
 
     A Gaussian process models where real trials disagree with the simulator; each trial refits the env's
@@ -130,6 +132,7 @@ def tune(env: str = typer.Option(..., "--env", help="a fitted environment: its m
     \b
         autotuner tune --env mycluster --model resnet50 --compute-ms 300 --budget-steps 200
     """
+    link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
     comps = [c.strip() for c in compression.split(",") if c.strip()]
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, disable=as_json or not err.is_terminal) as bar:
@@ -139,9 +142,9 @@ def tune(env: str = typer.Option(..., "--env", help="a fitted environment: its m
             bar.update(task, completed=spent, total=budget,
                        description=f"tune (steps; best {incumbent})" if incumbent else "tune (steps)")
 
-        r = autotuner.tune(env, model, command=tuple(command or ()), np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit,
-                           testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
-                           replay_wait=replay_wait, compute_ms=compute_ms, steps=steps, warmup=warmup,
+        r = autotuner.tune(env, model, command=tuple(command or ()), np=np_, hosts=hosts, link_gbit=link_gbit,
+                           loopback_gbit=loopback_gbit, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
+                           wait=wait, compute_ms=compute_ms, steps=steps, warmup=warmup,
                            budget_steps=budget_steps, compressions=comps, against_autotune=against_autotune,
                            repeats=repeats, name=name, timeout_s=timeout_s, batch_size=batch_size, runs_dir=runs_dir,
                            model_dir=model_dir, progress=progress,
@@ -204,7 +207,7 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
                                                "on one host do (e.g. 2 for horovodrun -np 2 on one host)",
                                                callback=opt.checked(opt.Count, "--concurrent")),
                 out_file: Path = typer.Option(..., "--out", help="layout JSON to write (for --model FILE.json)"),
-                as_json: bool = typer.Option(False, "--json", help="print a JSON summary")) -> None:
+                as_json: bool = json_opt("a summary")) -> None:
     """Measure your model's gradient readiness, forward and backward times; write a layout JSON that
     simulate, suggest, explore and validate take as --model FILE.json (no --compute-ms needed).
 
@@ -231,17 +234,19 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
 
 
 @app.command("measure", short_help="measure this cluster with Horovod's allreduce")
+@old_names(cpu_rounds="--cpu-repeats", trickle_rounds="--trickle-repeats", idle_rounds="--idle-repeats",
+           burst_rounds="--burst-repeats", mid_rounds="--mid-repeats", step_rounds="--step-repeats",
+           fused_rounds="--fused-repeats", fp16_rounds="--fp16-repeats")
 def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: the sweep goes to <runs-dir>/<env>/",
                                         callback=opt.checked(opt.PlainName, "--env")),
                 np_: int = np_opt(),
                 hosts: str = hosts_opt("; several hosts: the intra-node and inter-node tiers are measured apart"),
-                bandwidth_gbit: Optional[float] = testbed_bw_opt(),
                 testbed_hosts: Optional[int] = testbed_opts()[0],
                 ranks_per_host: Optional[int] = testbed_opts()[1],
                 link_gbit: Optional[float] = testbed_opts()[2],
-                wait: str = typer.Option("spin", "--wait", help="spin (Horovod's own synchronize) or sleep (poll "
-                                         "every 0.2 ms: emulated hosts sharing few cores, docs/validation.md)",
-                                         callback=opt.checked(opt.ReplayWait, "--wait")),
+                loopback_gbit: Optional[float] = testbed_opts()[3],
+                bandwidth_gbit: Optional[float] = testbed_opts()[4],
+                wait: str = wait_opt(),
                 sizes: Optional[str] = typer.Option(None, "--sizes", help="message sizes: LO:HI doubling, or a comma "
                                                     "list; bytes or K/M/G (binary) [default: 1K:512M]"),
                 repeats: int = typer.Option(5, "--repeats", help="timed samples per size",
@@ -250,36 +255,25 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                                            callback=opt.checked(opt.Index, "--warmup")),
                 timeout_s: float = typer.Option(900.0, "--timeout", help="seconds per horovodrun job before it is killed",
                                                 callback=opt.checked(opt.Seconds, "--timeout")),
-                cpu_repeats: int = typer.Option(5, "--cpu-repeats", help="rounds of the cpu phase (compute beside "
-                                                "Horovod's cycles, collectives beside compute; 0 skips it)",
-                                                callback=opt.checked(opt.Index, "--cpu-repeats")),
-                trickle_repeats: int = typer.Option(2, "--trickle-repeats", help="rounds of the trickle phase "
-                                                    "(tensors one per cycle, at 1 and 5 ms; 0 skips it)",
-                                                    callback=opt.checked(opt.Index, "--trickle-repeats")),
-                idle_repeats: int = typer.Option(3, "--idle-repeats", help="jobs of the idle phase (small responses "
-                                                 "while the ranks sleep; 0 skips it)",
-                                                 callback=opt.checked(opt.Index, "--idle-repeats")),
-                burst_repeats: int = typer.Option(3, "--burst-repeats", help="jobs of the burst phase (small responses "
-                                                  "1 and 32 at once, timed without the timeline; 0 skips it)",
-                                                  callback=opt.checked(opt.Index, "--burst-repeats")),
-                mid_repeats: int = typer.Option(3, "--mid-repeats", help="jobs of the mid-size burst phase "
-                                                "(responses of 256 KiB-4 MiB, 1 and 8 at once, timed without the "
-                                                "timeline; 0 skips it)",
-                                                callback=opt.checked(opt.Index, "--mid-repeats")),
-                step_repeats: int = typer.Option(5, "--step-repeats", help="rounds of the step phase (a replay of many "
-                                                 "small gradients: defaults, fusion off, cache off at 100 ms of "
-                                                 "compute, defaults and fusion off at 300 ms; no timeline; 0 skips "
-                                                 "it)", callback=opt.checked(opt.Index, "--step-repeats")),
-                fused_repeats: int = typer.Option(3, "--fused-repeats", help="jobs of the fused phase (fused responses "
-                                                  "of 4-32 MiB against lone ones, timed without the timeline; 0 "
-                                                  "skips it)", callback=opt.checked(opt.Index, "--fused-repeats")),
-                fp16_repeats: int = typer.Option(3, "--fp16-repeats", help="jobs of the fp16 phase (float16 against "
-                                                 "float32 allreduces, the casts; 0 skips it)",
-                                                 callback=opt.checked(opt.Index, "--fp16-repeats")),
-                as_json: bool = typer.Option(False, "--json", help="print the summary as JSON"),
-                runs_dir: Optional[Path] = runs_dir_opt("where the sweep goes (default: $AUTOTUNER_RUNS_DIR, else "
-                                                         "./runs when it holds environments, else the user's runs folder)")
-                ) -> None:
+                cpu_rounds: int = rounds_opt("cpu rounds", "jobs of compute beside Horovod's cycles and of "
+                                             "collectives beside compute", "measure"),
+                trickle_rounds: int = rounds_opt("trickle rounds", "jobs of tensors one per cycle, at 1 and 5 ms",
+                                                 "measure"),
+                idle_rounds: int = rounds_opt("idle rounds", "one job: small responses while the ranks sleep",
+                                              "measure"),
+                burst_rounds: int = rounds_opt("burst rounds", "one job: small responses 1 and 32 at once, timed "
+                                               "without the timeline", "measure"),
+                mid_rounds: int = rounds_opt("mid rounds", "one job: responses of 256 KiB-4 MiB, 1 and 8 at once, "
+                                             "timed without the timeline", "measure"),
+                step_rounds: int = rounds_opt("step rounds", "5 replay jobs of many small gradients: defaults, fusion "
+                                              "off, cache off at 100 ms of compute, defaults and fusion off at 300 ms; "
+                                              "no timeline", "measure"),
+                fused_rounds: int = rounds_opt("fused rounds", "one job: fused responses of 4-32 MiB against lone "
+                                               "ones, timed without the timeline", "measure"),
+                fp16_rounds: int = rounds_opt("fp16 rounds", "one job: float16 against float32 allreduces, the casts",
+                                              "measure"),
+                as_json: bool = json_opt("the summary"),
+                runs_dir: Optional[Path] = runs_dir_opt(RUNS_OUT_HELP)) -> None:
     """Measure this cluster with Horovod's own allreduce (size sweep, fusion copies, negotiation); resumable.
 
     Writes the records to <runs-dir>/<env>/ and fits nothing: its last line is the command to run next,
@@ -289,20 +283,21 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
         autotuner measure --env mycluster --hosts node1:4,node2:4
         autotuner fit runs/
     """
-
+    link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=err, disable=as_json or not err.is_terminal) as bar:
         task = bar.add_task(f"measure {env}", total=None)
-        summary = autotuner.measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, bandwidth_gbit=bandwidth_gbit, sizes=sizes,
-                          repeats=repeats, warmup=warmup, timeout_s=timeout_s, testbed_hosts=testbed_hosts,
-                          ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait, cpu_repeats=cpu_repeats,
-                          trickle_repeats=trickle_repeats, idle_repeats=idle_repeats, fp16_repeats=fp16_repeats,
-                          burst_repeats=burst_repeats, step_repeats=step_repeats, mid_repeats=mid_repeats,
-                          fused_repeats=fused_repeats,
-                          on_total=lambda done, total: bar.update(task, completed=done, total=total),
-                          on_item=lambda r: bar.update(task, advance=1,
-                                                       description=f"{r['phase']} {r['bytes']} B: {r['median_ms']:.2f} ms"),
-                          on_event=None if as_json else (lambda line: err.print(line, highlight=False, markup=False)))
+        summary = autotuner.measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, link_gbit=link_gbit,
+                                    loopback_gbit=loopback_gbit, sizes=sizes, repeats=repeats, warmup=warmup,
+                                    timeout_s=timeout_s, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
+                                    wait=wait, cpu_rounds=cpu_rounds, trickle_rounds=trickle_rounds,
+                                    idle_rounds=idle_rounds, fp16_rounds=fp16_rounds, burst_rounds=burst_rounds,
+                                    step_rounds=step_rounds, mid_rounds=mid_rounds, fused_rounds=fused_rounds,
+                                    on_total=lambda done, total: bar.update(task, completed=done, total=total),
+                                    on_item=lambda r: bar.update(task, advance=1, description=f"{r['phase']} "
+                                                                 f"{r['bytes']} B: {r['median_ms']:.2f} ms"),
+                                    on_event=None if as_json else (lambda line: err.print(line, highlight=False,
+                                                                                          markup=False)))
     if as_json:
         out.print_json(json.dumps(summary))
         return

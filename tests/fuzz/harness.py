@@ -676,7 +676,7 @@ def _what_ifs(c: Case, nodes: bool = True) -> None:
     if nodes:
         c.numeric("--nodes", ["1", "2", "4"], ["0", "-1", "nan", "x", "", "2.5"], ODD_INT)
     c.numeric("--gpus-per-node", ["1", "2", "8"], ["0", "-1", "nan", "x", ""], ODD_INT)
-    c.numeric("--bandwidth-gbps", ["1", "16", "0.5", "100"], BAD_POS_FLOAT, ["1e300", "1e-300"])
+    c.numeric("--link-gbit", ["1", "16", "0.5", "100"], BAD_POS_FLOAT, ["1e300", "1e-300"])
     r = c.rng.random()
     if r < 0.1:
         c.opt("--compression", c.rng.choice(["bogus", "", "FP16"]), bad=True)
@@ -723,10 +723,10 @@ def g_simulate(c: Case) -> None:
     _compute_ms(c)
     r = c.rng.random()
     if r < 0.1:
-        c.opt("--timeline", str(c.dir / c.rng.choice(["t.json", "t.json.gz", "sub/t.json"])))
+        c.opt("--timeline-filename", str(c.dir / c.rng.choice(["t.json", "t.json.gz", "sub/t.json"])))
         c.numeric("--timeline-steps", ["1", "2", "3"], ["0", "-1", "x", "nan"], p_bad=0.2)
     elif r < 0.13:
-        c.opt("--timeline", c.rng.choice([str(c.dir), str(c.file("f", "x") / "t.json")]))
+        c.opt("--timeline-filename", c.rng.choice([str(c.dir), str(c.file("f", "x") / "t.json")]))
     if c.rng.random() < 0.5:
         c.argv.append("--json")
 
@@ -770,7 +770,7 @@ def g_env(c: Case) -> None:
         c.opt("--intra", c.rng.choice(["nvlink2", "nvlink3", "nvlink4", "pcie3", "pcie4", "pcie5"]))
     elif r < 0.78:
         c.opt("--intra", c.rng.choice(["nvlink9", "", "NVLINK3", "pcie"]), bad=True)
-    c.numeric("--inter-gbit", ["10", "100", "200", "0.5"], BAD_POS_FLOAT, ["1e300", "1e-300"], p_set=0.7)
+    c.numeric("--link-gbit", ["10", "100", "200", "0.5"], BAD_POS_FLOAT, ["1e300", "1e-300"], p_set=0.7)
     r = c.rng.random()
     if r < 0.3:
         c.opt("--backend", c.rng.choice(["nccl", "mpi", "gloo"]))
@@ -822,9 +822,9 @@ def g_explore(c: Case) -> None:
                                        "hierarchical_allreduce": False, "hierarchical_allgather": False}}]}
         text = mu.mutate_json_text(c.rng, json.dumps(d), prefer=("cycle_time_ms", "fusion_threshold_mb",
                                                                  "cache_capacity", "config", "proposals"))
-        c.opt("--pick", str(c.file("pick.json", text)))
+        c.opt("--proposals", str(c.file("pick.json", text)))
     elif r < 0.4:
-        c.opt("--pick", str(c.dir / "missing.json"))
+        c.opt("--proposals", str(c.dir / "missing.json"))
     else:
         c.argv.append("--no-suggest")
     _knobs(c, p_set=0.1)
@@ -847,9 +847,9 @@ def g_scale(c: Case) -> None:
         c.opt("--nodes", c.rng.choice(["1,2", "1,2,4", "2", "4,1"]))
     r = c.rng.random()
     if r < 0.15:
-        c.opt("--bandwidth-gbps", c.rng.choice(["nan", "inf", "0", "-1", "x", "", "1,,2", "1,nan"]), bad=True)
+        c.opt("--link-gbit", c.rng.choice(["nan", "inf", "0", "-1", "x", "", "1,,2", "1,nan"]), bad=True)
     elif r < 0.3:
-        c.opt("--bandwidth-gbps", c.rng.choice(["1,10", "5", "0.5"]))
+        c.opt("--link-gbit", c.rng.choice(["1,10", "5", "0.5"]))
     c.numeric("--gpus-per-node", ["1", "2", "8"], ["0", "-1", "nan", "x", ""])
     c.numeric("--batch-size", ["32", "1"], ["0", "-1", "x", "nan"])
     _compute_ms(c)
@@ -936,7 +936,7 @@ def g_validate(c: Case) -> None:
     """Always holds one certainly-wrong value: a validate case must never start horovodrun."""
     bads = [("--np", ["0", "-1", "x", "nan"]), ("--steps", ["0", "-1", "x"]), ("--warmup", ["-1", "x"]),
             ("--repeats", ["0", "-1"]), ("--top", ["0", "-1"]), ("--timeout", ["nan", "-1", "0", "inf", "x"]),
-            ("--bandwidth-gbit", ["nan", "0", "-1", "inf", "x"]), ("--compute-ms", ["nan", "-1", "inf", "x"]),
+            ("--link-gbit", ["nan", "0", "-1", "inf", "x"]), ("--compute-ms", ["nan", "-1", "inf", "x"]),
             ("--batch-size", ["0", "-1", "x"]), ("--env", ["../x", "", "/abs", "a/b"]),
             ("--model", [":", ":x", ".rel:x", "nope", "", "missing.json"])]
     chosen = c.rng.sample(bads, c.rng.randint(1, 2))
@@ -958,9 +958,9 @@ def g_validate(c: Case) -> None:
 def g_measure(c: Case) -> None:
     """Like validate: always one certainly-wrong value, so a measure case never starts horovodrun."""
     bads = [("--np", ["0", "-1", "x", "nan", "1"]), ("--repeats", ["0", "-1", "x"]), ("--warmup", ["-1", "x"]),
-            ("--timeout", ["nan", "-1", "0", "inf"]), ("--bandwidth-gbit", ["nan", "0", "-1", "inf"]),
+            ("--timeout", ["nan", "-1", "0", "inf"]), ("--link-gbit", ["nan", "0", "-1", "inf"]),
             ("--sizes", ["", "x", "1K:", "0:4K", "4K:1K", "1,,2", "-1"]), ("--wait", ["busy", ""]),
-            ("--cpu-repeats", ["-1", "x"]), ("--trickle-repeats", ["-1", "nan"]), ("--idle-repeats", ["-3", "x"]),
+            ("--cpu-rounds", ["-1", "x"]), ("--trickle-rounds", ["-1", "nan"]), ("--idle-rounds", ["-3", "x"]),
             ("--env", ["../x", "", "/abs", "a/b"]), ("--hosts", ["a:0", ":", "a:x,b", "a:2,a:2,"])]
     chosen = c.rng.sample(bads, c.rng.randint(1, 2))
     if "--env" not in {f for f, _ in chosen}:
@@ -1020,11 +1020,11 @@ def g_ddp(c: Case) -> None:
             c.argv.append("--json")
         return
     bads = [("--steps", ["0", "-1", "x"]), ("--warmup", ["0", "-1", "x"]), ("--np", ["0", "-1", "x"]),
-            ("--bandwidth-gbit", ["nan", "0", "-1", "inf"]), ("--compute-ms", ["nan", "-1", "0", "x"]),
+            ("--link-gbit", ["nan", "0", "-1", "inf"]), ("--compute-ms", ["nan", "-1", "0", "x"]),
             ("--env", ["../x", "", "/abs", "a/b"])]
     if sub == "measure":
-        bads = [("--np", ["0", "-1", "x"]), ("--jobs", ["0", "-1", "x"]), ("--repeats", ["0", "x"]),
-                ("--bandwidth-gbit", ["nan", "0", "-1", "inf"]), ("--env", ["../x", "", "/abs", "a/b"])]
+        bads = [("--np", ["0", "-1", "x"]), ("--sweep-rounds", ["0", "-1", "x"]), ("--repeats", ["0", "x"]),
+                ("--link-gbit", ["nan", "0", "-1", "inf"]), ("--env", ["../x", "", "/abs", "a/b"])]
     chosen = c.rng.sample(bads, c.rng.randint(1, 2))
     flags = {f for f, _ in chosen}
     if "--env" not in flags:
