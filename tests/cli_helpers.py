@@ -1,8 +1,10 @@
-"""Shared by the tests: run ``autotuner`` in a subprocess, check one-line errors, require Horovod,
-load the fuzz harness."""
+"""Shared by the tests: run ``autotuner`` in a subprocess, check one-line errors, require what a test needs
+(torch, Horovod, root, ...: skipped where missing, failed under CI), load the fuzz harness."""
+import importlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,21 +75,98 @@ def assert_one_line_error(p, needle):
     assert "Traceback" not in p.stderr
 
 
-def need_horovod():
-    """Skip the calling test when Horovod is missing; fail it under CI, where it must be installed."""
-    import pytest
+def under_ci() -> bool:
+    """True where the tests run as CI runs them: ``CI`` set to anything but empty, ``0``, ``false`` or ``no``
+    (``.ci/run`` exports ``CI=true``, as most CI services do)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
-    from autotuner.frameworks.horovod.launch import horovodrun_path
 
+def _module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a broken install
+        return False
+
+
+def _horovod() -> bool:
+    """``import horovod.torch`` works and ``horovodrun`` is on PATH (the check is the import itself: a Horovod
+    built without its torch extension has the module files but cannot load them)."""
     try:
         import horovod.torch  # noqa: F401
-        ok = horovodrun_path() is not None
     except ImportError:
-        ok = False
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail("Horovod is not installed in CI: scripts/install_horovod.sh did not run")
-        pytest.skip("Horovod not installed (run scripts/install_horovod.sh)")
+        return False
+    from autotuner.frameworks.horovod.launch import horovodrun_path
+
+    return horovodrun_path() is not None
+
+
+#: everything a test may need beyond the package's own dependencies: name -> (how to get it, is it here?). The
+#: README's test command (``.ci/run``) provides all of it, run as root on Linux; under CI (:func:`under_ci`) a
+#: missing one fails the run (tests/conftest.py checks them all as the session starts) instead of skipping.
+NEEDS = {
+    "torch": ("pip install torch==2.13.0, or bash scripts/install_horovod.sh (which installs it)",
+              lambda: _module("torch")),
+    "Horovod": ("bash scripts/install_horovod.sh (Horovod 0.28.1 with PyTorch and Gloo)", _horovod),
+    "root": ("run the tests as root: network namespaces and traffic shaping need it",
+             lambda: os.geteuid() == 0),
+    "iproute2": ("install iproute2 (ip, tc), e.g. apt-get install iproute2",
+                 lambda: shutil.which("ip") is not None and shutil.which("tc") is not None),
+    "setpriv": ("install util-linux (setpriv), e.g. apt-get install util-linux", lambda: shutil.which("setpriv") is not None),
+    "Linux /proc": ("run the tests on Linux (a real /proc)", lambda: Path("/proc/self/environ").exists()),
+    "perfetto": ("pip install perfetto (the test extra: pip install -e '.[test]')",
+                 lambda: _module("perfetto.trace_processor")),
+    "wheel": ("pip install wheel", lambda: _module("wheel")),
+}
+
+#: the one skip allowed under CI: the tests of the CUDA paths, on a machine without a CUDA GPU
+NO_CUDA = "no CUDA GPU (the one skip allowed under CI)"
+
+
+def missing(what: str, how: str):
+    """A test's prerequisite ``what`` is missing: skip the test naming ``how`` to get it; under CI fail it instead
+    (one line, no traceback)."""
+    import pytest
+
+    if under_ci():
+        pytest.fail(f"{what} is missing under CI: {how}", pytrace=False)
+    pytest.skip(f"{what} missing: {how}")
+
+
+def need(*names: str):
+    """Skip the calling test (fail it under CI) unless every prerequisite named (keys of :data:`NEEDS`) is here."""
+    for name in names:
+        how, ok = NEEDS[name]
+        if not ok():
+            missing(name, how)
+
+
+def need_module(name: str, need_name: str | None = None):
+    """``import_module(name)``, or :func:`missing` for :data:`NEEDS` ``[need_name or name]`` where the import fails;
+    at a module's top it skips (or fails) the whole module, as ``pytest.importorskip`` would."""
+    import pytest
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        what = need_name or name
+        how = NEEDS[what][0]
+        if under_ci():
+            pytest.fail(f"{what} is missing under CI: {how}", pytrace=False)
+        pytest.skip(f"{what} missing: {how}", allow_module_level=True)
+
+
+def need_horovod():
+    """Skip the calling test when Horovod is missing; fail it under CI, where it must be installed."""
+    need("Horovod")
+
+
+def need_cuda():
+    """Skip the calling test on a machine without a CUDA GPU: the one skip CI allows (:data:`NO_CUDA`)."""
+    import pytest
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip(NO_CUDA)
 
 
 def fuzz_harness():

@@ -81,6 +81,57 @@ def pytest_runtest_protocol(item, nextitem):
         yield
 
 
+# --------------------------------------------------------------------------- no silent skips under CI
+
+
+def pytest_sessionstart(session):
+    """Under CI (``CI`` set: ``.ci/run`` exports ``CI=true``) the run stops before any test, with one ``ERROR:``
+    line and exit status 4 (pytest's usage error), when anything the tests need is missing (tests/cli_helpers.py
+    ``NEEDS``: torch, Horovod, root, iproute2, setpriv, /proc, perfetto, wheel), naming how to get each, instead
+    of skipping the tests that need it. Checked once, in the process that runs the session, not in pytest-xdist's
+    workers."""
+    from cli_helpers import NEEDS, under_ci
+
+    if not under_ci() or hasattr(session.config, "workerinput"):
+        return
+    gone = [f"{name} is missing: {how}" for name, (how, ok) in NEEDS.items() if not ok()]
+    if gone:
+        raise pytest.UsageError("under CI, " + "; ".join(gone))
+
+
+def _skip_reason(report) -> str:
+    lr = report.longrepr
+    reason = lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr)
+    return reason.removeprefix("Skipped: ")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI a skip is a failure unless it is the one allowed (tests/cli_helpers.py ``NO_CUDA``): a test that
+    skips for a reason no helper routes (a stray ``pytest.skip``) cannot pass CI silently."""
+    outcome = yield
+    rep = outcome.get_result()
+    from cli_helpers import NO_CUDA, under_ci
+
+    if rep.skipped and not hasattr(rep, "wasxfail") and under_ci() and _skip_reason(rep) != NO_CUDA:
+        rep.outcome = "failed"
+        rep.longrepr = f"skipped under CI, where nothing may skip but the CUDA tests: {_skip_reason(rep)}"
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The run's skips at its end, one line per reason: how many tests, the first few by name."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if not hasattr(r, "wasxfail")]
+    if not skipped:
+        return
+    by: dict[str, list[str]] = {}
+    for r in skipped:
+        by.setdefault(_skip_reason(r), []).append(r.nodeid)
+    terminalreporter.section(f"{len(skipped)} skipped", sep="-")
+    for reason, ids in sorted(by.items(), key=lambda kv: -len(kv[1])):
+        names = ", ".join(i.split("::", 1)[-1] for i in ids[:3]) + (f" (+{len(ids) - 3})" if len(ids) > 3 else "")
+        terminalreporter.write_line(f"{len(ids)} x {reason}: {names}")
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "real: starts real horovodrun/torchrun jobs; runs alone under pytest-xdist")
     config.addinivalue_line("markers", "long: a real-run check of 40 s or more on the CI machine kind: left out of "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cli_helpers import need_module
 
 from autotuner.errors import CostModelError, KnobError, ScenarioError
 from autotuner.frameworks.ddp.knobs import DDP_KNOBS, DdpConfig
@@ -12,8 +13,8 @@ from autotuner.model.costmodel import Cluster, CostModel, Tier
 from autotuner.model.workload import Workload
 
 MIB = 1 << 20
-torch = pytest.importorskip("torch")
-dist = pytest.importorskip("torch.distributed")
+torch = need_module("torch")
+dist = need_module("torch.distributed", "torch")
 
 _DT = {"float32": torch.float32, "float16": torch.float16}
 

@@ -23,16 +23,15 @@ MIB = 1 << 20
 
 
 def need_torch():
-    """Skip the calling test when torch (with Gloo) is missing; fail it under CI, where it must be installed."""
-    try:
-        import torch.distributed as dist
-        ok = dist.is_available() and dist.is_gloo_available()
-    except ImportError:
-        ok = False
-    if not ok:
-        if os.environ.get("CI"):
-            pytest.fail("torch with torch.distributed and Gloo is not installed in CI")
-        pytest.skip("torch with Gloo not installed")
+    """Skip the calling test when torch (with Gloo) is missing; fail it under CI, where it must be installed
+    (tests/cli_helpers.py :func:`need`)."""
+    from tests.cli_helpers import missing, need
+
+    need("torch")
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_gloo_available()):
+        missing("torch's Gloo backend", "a torch build with torch.distributed and Gloo (the CPU wheels have it)")
 
 
 def _one_line(e: BaseException) -> bool:

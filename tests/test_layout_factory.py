@@ -1,7 +1,8 @@
 """``package.module:factory`` layouts: tensor order checked against a real backward pass."""
 import pytest
+from cli_helpers import need_module
 
-torch = pytest.importorskip("torch")
+torch = need_module("torch")
 
 from autotuner.model.layout import LayoutError  # noqa: E402
 from autotuner.readers.layouts import load_layout  # noqa: E402

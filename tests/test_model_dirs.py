@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import run
+from cli_helpers import need, run
 
 from autotuner import paths
 from autotuner.errors import ModelStoreError, RunsError
@@ -298,7 +298,7 @@ def test_a_built_wheel_ships_the_models_and_reference_data_and_no_records(tmp_pa
     """Build the wheel from a copy of the source, install it into a plain folder, and run it
     from an empty directory: the shipped models and reference data come from the installed
     package, and both frameworks' suggest answer on a shipped env; no measurement record ships."""
-    pytest.importorskip("wheel")
+    need("wheel")
     src = tmp_path / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):

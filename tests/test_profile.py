@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cli_helpers import ROOT, assert_one_line_error, need_horovod, run
+from cli_helpers import ROOT, assert_one_line_error, need_cuda, need_horovod, need_module, run
 
-torch = pytest.importorskip("torch")
+torch = need_module("torch")
 
 from autotuner.frameworks.horovod.predict import make_scenario  # noqa: E402
 from autotuner.frameworks.horovod.realruns import validation_setup  # noqa: E402
@@ -234,15 +234,14 @@ def test_a_copy_that_fails_is_one_line():
 
 
 def test_cuda_without_a_gpu_is_one_line(tmp_path):
-    if torch.cuda.is_available():
-        pytest.skip("a GPU is visible: the CUDA path runs instead")
+    """No GPU visible to the profiling process (``CUDA_VISIBLE_DEVICES`` empty hides one where the machine has it)."""
     p = run("profile", "--model", "factory_models:small_cnn", "--input-shape", "3,8,8", "--device", "cuda",
-            "--out", str(tmp_path / "x.json"))
+            "--out", str(tmp_path / "x.json"), env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     assert_one_line_error(p, "error: --device cuda: CUDA is not available")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU")
 def test_profile_on_cuda(tmp_path):
+    need_cuda()
     _, d, _ = _profile(tmp_path / "g.json", "factory_models:small_cnn", "3,8,8", 8, "--device", "cuda")
     ready = [t["ready_ms"] for t in d["tensors"]]
     assert d["device"] == "cuda" and all(b >= a for a, b in zip(ready, ready[1:]))

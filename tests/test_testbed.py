@@ -10,12 +10,18 @@ from pathlib import Path
 import pytest
 
 from autotuner.realrun import testbed as tb
+from tests.cli_helpers import need
 
 ROOT = Path(__file__).resolve().parents[1]
 ROOT_DIR = str(ROOT)
 
-pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("tc") is None,
-                                 reason="needs root and iproute2 (ip, tc) to create network namespaces"), pytest.mark.real]
+pytestmark = [pytest.mark.real]
+
+
+@pytest.fixture(autouse=True)
+def _root_and_iproute2():
+    """Network namespaces need root and iproute2 (ip, tc): skipped without them, failed under CI."""
+    need("root", "iproute2")
 
 # Children import the testbed package alone (stdlib only, ~20 ms: `autotuner` itself imports nothing eagerly).
 LOAD = f"""
@@ -190,8 +196,8 @@ def readable_package():
         shutil.rmtree(d, ignore_errors=True)
 
 
-@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) missing: cannot drop to nobody")
 def test_unprivileged_user_falls_back_for_real(owner_pids, readable_package):
+    need("setpriv")  # to drop to nobody
     code = LOAD.replace(repr(ROOT_DIR), repr(readable_package)) + """
 import os
 assert os.geteuid() == 65534
