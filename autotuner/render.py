@@ -189,8 +189,11 @@ CHECKED_HEADER = "checked: error % mean/worst (trials)"
 
 def checked_cell(c: dict | None) -> str:
     """An env's checked figures (``envs()``/``ddp_envs()`` rows' ``checked``: ``mean_error_pct``, ``worst_pct``,
-    ``trials``) as one cell, ``1.2/-3.0 (99)``; ``never`` for None."""
-    return "never" if c is None else f"{c['mean_error_pct']:.1f}/{c['worst_pct']:+.1f} ({c['trials']})"
+    ``trials``, and DDP's ``untrusted``) as one cell, ``1.2/-3.0 (99)``, ``17.6/-25.1 (33) untrusted``; ``never``
+    for None."""
+    if c is None:
+        return "never"
+    return f"{c['mean_error_pct']:.1f}/{c['worst_pct']:+.1f} ({c['trials']})" + (" untrusted" if c.get("untrusted") else "")
 
 
 __all__ = ["render_table", "plain_table", "table_cells", "fmt_num", "MIB", "RANGE_SHOWN", "CHECKED_HEADER",

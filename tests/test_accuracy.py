@@ -59,7 +59,7 @@ def test_report001_4x1_within_7pct(what):
     assert abs(c.error_pct) <= 7.0, c
 
 
-@pytest.mark.xfail(strict=True, reason="not reachable with one shared link rate: the report's own NIC "
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="not reachable with one shared link rate: the report's own NIC "
                    "counters and host phase times bound the best shared fit at +-5.6% (docs/accuracy.md)")
 def test_report001_4x1_within_5pct():
     for m in ("resnet50", "vgg16"):
@@ -72,12 +72,13 @@ def _holdout_step_cases():
             and c.what.endswith("step time (ms)") and "holdout-sweep" in c.source]
 
 
-def test_local_testbed_holdout_configs_within_10pct():
-    """Real 2-rank Gloo runs at 1 Gbit/s (runs/local-gloo-1gbit), configurations the fit never saw."""
+def test_local_testbed_holdout_configs_within_5pct():
+    """Real 2-rank Gloo runs at 1 Gbit/s (runs/local-gloo-1gbit), 7 configurations the fit never saw, spanning the
+    knobs: every one within 5 % of its measured step. The bound is the data's: the worst is fusion off at +4.0 %,
+    whose two trials themselves differ by 11 % (2311.6 and 2061.4 ms); the six others are within 1.2 %."""
     held = _holdout_step_cases()
-    within = [c for c in held if abs(c.error_pct) <= 10]
-    assert len(within) >= 6, [(c.what, round(c.error_pct, 1)) for c in held]
-    cfgs = [c.what.split("(")[1].split(")")[0] for c in within]  # "16 MiB, 10 ms"
+    assert len(held) == 7 and all(abs(c.error_pct) <= 5 for c in held), [(c.what, round(c.error_pct, 1)) for c in held]
+    cfgs = [c.what.split("(")[1].split(")")[0] for c in held]  # "16 MiB, 10 ms"
     mib = [float(x.split(" MiB")[0]) for x in cfgs]
     ms = [float(x.split(", ")[1].split(" ms")[0]) for x in cfgs]
     assert min(mib) == 0 and max(mib) == 128 and min(ms) == 1 and max(ms) == 50

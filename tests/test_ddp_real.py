@@ -2,6 +2,7 @@
 Reducer simulator's, and the committed DDP environments' replays against their predictions from the sweep alone."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import statistics
@@ -244,43 +245,53 @@ def test_ddps_own_rebuilt_buckets_are_the_simulators(env):
     assert n >= 30 or env in SCRIPT_ONLY_ENVS
 
 
+@functools.cache
 def _env_rows(env):
     return rows(RUNS / env, env_cost(RUNS / env)[0])
 
 
-#: the acceptance items the committed DDP envs miss, as (env, record file, item); each must still miss
-#: (docs/ddp.md, "Measured environments", states them). On 2 emulated hosts x 1 rank the small caps (1-10 MiB:
-#: dozens of buckets) are predicted 6-15 % too slow and DDP's default up to 6 % too fast; on 2 x 2 ranks (4 ranks
-#: on this machine's 2 cores) ResNet-101 is predicted 10-24 % too fast in every setting and MobileNetV2's
-#: settings 2-8 % too fast. ddp-2x1-3gbit-b (sweep and replays in one sitting) misses too: 10 MiB -8.6 %, the fp16
-#: hook -14.9 %. ddp-1x4-16core (4 ranks on a lent machine's 16 cores, no contention) misses by 20-25 % in every
-#: setting without the view, by what re-faulting the held gradients' pages costs there (established on the same
-#: machine: glibc keeping the pages brings every setting within 1.8 %, ddp-experiments/; not modelled: docs/ddp.md,
-#: "An uncontended machine").
+#: the acceptance items the committed DDP envs the product trusts miss, as (env, record file, item); each must still
+#: miss, and each must name an item :func:`_acceptance` checks (:func:`test_every_named_ddp_miss_names_a_checked_item`)
+#: (research/notes/ddp.md, "Measured environments", states them). On 2 emulated hosts x 1 rank the small caps (1-10
+#: MiB: dozens of buckets) are predicted 6-15 % too slow and DDP's default up to 6 % too fast. ddp-2x1-3gbit-b
+#: (sweep and replays in one sitting) misses too: 10 MiB -8.6 %, the fp16 hook -14.9 %.
 #: ddp-2gbit (1 host x 2 ranks) meets every item. Two fresh envs (sweep, phases and replays in one
 #: sitting, shifted stages): ddp-5gbit (1 host x 2 at 5 Gbit/s) meets every item on ResNet-18; on ResNet-101 its
 #: 1 MiB cap is +7.0 % (outside its repeats) and tau 0.79; ddp-2x1-4gbit (2 hosts x 1 at 4 Gbit/s) shows the
 #: 2-host pattern again: small caps +4.5 to +6.3 %, the large ones -2 to -5 %, the fp16 hook -7.3 / -13.4 %.
-#: ddp-2x2-5gbit's MobileNetV2 with shifted stages (the hooks' work on 4 ranks' 2 cores delays the later gradients):
-#: every setting 7-15 % too fast, against 1-8 % with deadline stages. ddp-4gbit (1 host x 2 at 4 Gbit/s, fresh, one
-#: sitting of 19 minutes): ResNet-18 and ResNet-101 meet every item; ResNet-50 every item but the fp16
-#: hook, -5.6 % (279.4 ms measured, 269.1-282.4; 263.9 predicted). ddp-1.5gbit (1 host x 2 at 1.5 Gbit/s, fresh,
-#: one sitting of 41 minutes): ResNet-18, ResNet-101 and DistilBERT meet every item; so do ResNet-50 and
-#: ResNet-101 on ddp-2x1-1.5gbit (2 hosts x 1 at 1.5 Gbit/s, 26 minutes). ddp-2x1-2.5gbit (the same shape at 2.5
-#: Gbit/s, 17 minutes) shows the 2-host pattern again: every setting but the small caps 2-9 % too fast, tau 0.5.
+#: ddp-4gbit (1 host x 2 at 4 Gbit/s, fresh, one sitting of 19 minutes): ResNet-18 and ResNet-101 meet every item;
+#: ResNet-50 every item but the fp16 hook, -5.6 % (279.4 ms measured, 269.1-282.4; 263.9 predicted). ddp-1.5gbit
+#: (1 host x 2 at 1.5 Gbit/s, fresh, one sitting of 41 minutes): ResNet-18, ResNet-101 and DistilBERT meet every
+#: item; so do ResNet-50 and ResNet-101 on ddp-2x1-1.5gbit (2 hosts x 1 at 1.5 Gbit/s, 26 minutes).
+#: ddp-2x1-2.5gbit (the same shape at 2.5 Gbit/s, 17 minutes) shows the 2-host pattern again: every setting but the
+#: small caps 2-9 % too fast, tau 0.5.
+#: The envs whose replays miss on most settings are not excused here: the product marks them untrusted
+#: (:func:`test_an_env_is_untrusted_exactly_where_its_replays_miss_on_most_settings`): ddp-2x2-5gbit (4 ranks on
+#: this machine's 2 cores: ResNet-101 10-24 % too fast in every setting, MobileNetV2 2-15 %), ddp-1x4-16core (4
+#: ranks on a lent machine's 16 cores: 20-25 % too fast without the view, by what re-faulting the held gradients'
+#: pages costs there; not modelled, research/notes/ddp.md, "An uncontended machine") and the two envs checked only
+#: on a user's script (:data:`SCRIPT_ONLY_ENVS`).
 DDP_MISSED = {("ddp-2x1-3gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau", "first-bucket")} \
     | {("ddp-2x1-3gbit", "resnet101-long", k) for k in ("mape", "rows", "tau")} \
     | {("ddp-2x1-3gbit", "resnet50", k) for k in ("mape", "rows", "tau")} \
     | {("ddp-2x1-3gbit-b", "resnet101", k) for k in ("mape", "rows", "fp16", "tau")} \
-    | {("ddp-2x2-5gbit", "mobilenet_v2", k) for k in ("mape", "rows")} \
-    | {("ddp-2x2-5gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau")} \
-    | {("ddp-1x4-16core", "resnet101", k) for k in ("mape", "rows", "first-bucket")} \
-    | {("ddp-2x2-5gbit", "mobilenet_v2-shifted", k) for k in ("mape", "rows", "fp16")} \
     | {("ddp-5gbit", "resnet101", k) for k in ("rows", "tau")} \
     | {("ddp-2x1-4gbit", "resnet101", k) for k in ("mape", "rows", "fp16")} \
     | {("ddp-2x1-4gbit", "resnet50", k) for k in ("mape", "fp16", "tau")} \
     | {("ddp-4gbit", "resnet50", "fp16")} \
     | {("ddp-2x1-2.5gbit", m, k) for m in ("resnet50", "resnet101") for k in ("mape", "rows", "fp16", "tau")}
+
+
+def _setting_missed(r) -> bool:
+    """The acceptance's row item for one setting, failed: more than 5 % off and outside its trials' range widened
+    by 3 % (the test's own arithmetic, not the product's)."""
+    return not (abs(r.error_pct) <= 5.0 or r.low_ms * 0.97 <= r.predicted_ms <= r.high_ms * 1.03)
+
+
+def _untrusted(env) -> bool:
+    """More than half of the env's checked settings (replays and a user's script's runs) missed."""
+    rs = _env_rows(env)
+    return sum(_setting_missed(r) for r in rs) > len(rs) / 2
 
 
 def _acceptance(env):
@@ -312,16 +323,53 @@ def _acceptance(env):
 
 
 @pytest.mark.parametrize("env", DDP_ENVS)
-def test_ddp_replays_are_predicted_from_the_sweep_alone_or_the_miss_is_named(env):
+def test_ddp_replays_are_predicted_from_the_sweep_alone_or_the_miss_is_named_or_the_env_untrusted(env):
     """Acceptance (per env and layout, >= 10 settings x 3 interleaved repeats, no timeline, predicted from
     the env's sweep alone): every item of :func:`_acceptance` passes, or it is named in :data:`DDP_MISSED` and still
-    fails."""
+    fails; an env whose settings miss on most of them is not judged item by item: the product says it is untrusted
+    (``autotuner ddp envs``, the trust line)."""
+    if _untrusted(env):
+        assert _product_row(env)["trust"].startswith("untrusted: "), _product_row(env)["trust"]
+        assert not any(e == env for e, _, _ in DDP_MISSED), f"{env} is untrusted: its named misses excuse nothing"
+        return
     for model, items in _acceptance(env).items():
         for item, ok in items.items():
             if (env, model, item) in DDP_MISSED:
                 assert not ok, ("named miss now passes", env, model, item)
             else:
                 assert ok, (env, model, item)
+
+
+def test_every_named_ddp_miss_names_a_checked_item():
+    """No dead entry: each (env, record file, item) of :data:`DDP_MISSED` is one :func:`_acceptance` checks on a
+    committed env the product trusts, so that a renamed record file or env cannot leave an excuse behind."""
+    checked = {(env, source, item) for env in {e for e, _, _ in DDP_MISSED} if env in DDP_ENVS and not _untrusted(env)
+               for source, items in _acceptance(env).items() for item in items}
+    assert DDP_MISSED <= checked, sorted(DDP_MISSED - checked)
+
+
+@functools.cache
+def _product_rows() -> dict:
+    import autotuner
+
+    return {r["env"]: r for r in autotuner.ddp_envs()}
+
+
+def _product_row(env) -> dict:
+    return _product_rows()[env]
+
+
+@pytest.mark.parametrize("env", DDP_ENVS)
+def test_an_env_is_untrusted_exactly_where_its_replays_miss_on_most_settings(env):
+    """``ddp envs`` and the trust line mark an env untrusted where more than half of its checked settings missed
+    (over 5 % off and outside their trials' range widened by 3 %), and only there; its predictions are unchanged
+    (the trust line's figures are the same rows')."""
+    row, rs = _product_row(env), _env_rows(env)
+    missed = sum(_setting_missed(r) for r in rs)
+    assert row["checked"]["settings"] == len(rs) and row["checked"]["missed"] == missed
+    assert row["checked"]["untrusted"] is (missed > len(rs) / 2) is _untrusted(env)
+    assert row["trust"].startswith("untrusted: ") is _untrusted(env), row["trust"]
+    assert row["checked"]["mean_error_pct"] == pytest.approx(statistics.mean(abs(r.error_pct) for r in rs))
 
 
 def test_the_uncontended_envs_miss_without_the_view_matches_the_first_touch_probe():

@@ -328,6 +328,7 @@ def test_held_out_fp16_replays_are_predicted_within_5_percent_or_named():
     missing). Replays whose ranks allreduced zeros, or the same values from the second step on, ran another job
     (checked by the next test, not here)."""
     rows = [r for r in _fp16_rows() if r[3] is None]
+    assert FP16_MISSED <= {(env, name, mib) for env, name, mib, *_ in rows}, "a named miss names no replay"
     # the fourth pass's 7, 3 layouts no fp16 replay had used (``*-new.jsonl``), and the 4 + 4 replays of the two
     # pairs of envs measured after the borrowing rule (``*-sitting.jsonl``: one pair
     # where the rule did not fire, one where fresh-poll-1.1gbit borrows)
@@ -390,7 +391,7 @@ def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_o
     predicted (+2.6 % of the defaults' 215 ms; 71.3 before) and ResNet-18 at 4 MiB 236.8 against 255.2 (+2.8 %),
     while its ResNet-18 at 128 MiB fp16 step went from +5.6 to +0.8 % (its saving +0.7 %: the defaults beside it are
     predicted +1.1 %)."""
-    seen = set()
+    seen, visited = set(), set()
     for f in sorted(RUNS.glob("*/validation/fp16-*.jsonl")):
         env = f.parts[-3]
         phase = next((v for k, v in PHASE_OF.items() if f.name.endswith(k)), None)
@@ -419,7 +420,9 @@ def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_o
             else:
                 assert off < bound, (env, f.name, label, md - mf, pd - pf, md)
             seen.add((env, two_hosts))
+            visited.add((env, f.name, label))
     assert len(seen) == 8 and sum(1 for _, t in seen if t) == 1
+    assert SAVING_MISSED <= visited, f"named misses that name no fp16 saving: {sorted(SAVING_MISSED - visited)}"
 
 
 #: the fp16 files whose saving beside the defaults misses that bound, as (env, file, label): held out,

@@ -125,6 +125,7 @@ def test_the_committed_fused_phases_move_the_copy_rate_only_where_they_resolve_i
     the timelines' rates spread 0.10-0.61 over the same envs); a dearer wall clock is recorded, not charged."""
     envs = _phase_envs()
     assert len(envs) == 25, envs
+    assert EPYC_MACHINE | XEON_SITTING | {"fresh-poll-2.2gbit"} <= CHARGED  # each named range is one applied
     charged = set()
     for env in envs:
         fused = json.loads((MODELS / f"{env}.json").read_text())["fit"]["host_passes"]["fused"]

@@ -80,6 +80,7 @@ def test_idle_regime_is_slower_than_the_sweeps_own_small_responses():
     their sweep lines' intercepts (1.80 and 1.87 ms) are the highest of the two-host envs (0.91-1.48 ms on the
     others). On the dearer AMD EPYC VM (``EPYC_MACHINE``) it costs 4.5 and 6.3 ms, as its dearer burst and step
     phases do (docs/compression.md, "Held out: a new machine"), and is above the tier there too."""
+    assert EPYC_MACHINE | OTHER_EPYC_MACHINE <= set(ENVS)  # each named machine is one of the envs read
     above = []
     for env in ENVS:
         m = json.loads((ROOT / "autotuner" / "models" / f"{env}.json").read_text())

@@ -75,15 +75,16 @@ def test_held_out_4_devices_within_10_percent(fitted):
     assert e["within_tolerance"] is True
 
 
-@pytest.mark.xfail(strict=True, reason=PROOF_2_DEVICES)
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=PROOF_2_DEVICES)
 def test_held_out_2_devices_within_10_percent(fitted):
-    e = _held(fitted[0], 2)
-    assert (e["line"], e["measured_s"]) == HOROVOD[2]
+    e = _held(fitted[0], 2)  # its line and measured time: checked by the proof's test
     assert abs(e["predicted_s"] - HOROVOD[2][1]) / HOROVOD[2][1] <= 0.10
 
 
 def test_the_2_device_miss_is_proved_by_the_reports_numbers(fitted):
     f = fitted[0]["fit"]
+    e = _held(fitted[0], 2)
+    assert (e["line"], e["measured_s"]) == HOROVOD[2]  # the held-out row the proof is about
     w1, w2, w4 = SERIAL[2], HOROVOD[2][1], HOROVOD[4][1]
     # the least 2-device wall a serial-calibrated compute allows (communication >= 0), as a function of F
     def floor2(F):

@@ -14,6 +14,11 @@ from .suggest import DdpProposal, DdpSuggestion
 
 #: the band where an env has no DDP replay to measure its error: this machine's run-to-run noise (~3 %)
 DEFAULT_BAND = 0.03
+#: a checked setting misses when its prediction is more than MISS_PCT % off its measured step (the median of its
+#: trials) and also outside its trials' own range widened by RANGE_SLACK (a fraction) on either side: off by more
+#: than the replays' own spread explains. An env whose settings miss on more than half is untrusted (:func:`_trust`)
+MISS_PCT = 5.0
+RANGE_SLACK = 0.03
 #: forward + backward per step (ms) when neither the caller nor the layout (``autotuner profile``) gives it: every
 #: command's ``--compute-ms`` default, Horovod's replay's too
 DEFAULT_COMPUTE_MS = 300.0
@@ -126,7 +131,8 @@ def ddp_envs(runs_dir: Path | None = None) -> list[dict]:
     first folder holding a name wins), each with ``env``, ``nodes``, ``ranks_per_node``, ``link_gbit`` (the sweep's
     link or shaped loopback, Gbit/s), ``alpha_us``, ``busbw_gbps``, ``queued_saving_us`` (None without a burst
     phase), ``fp16`` (the float16 allreduce measured), ``sweep_jobs``, ``path``, ``trust`` (its replays' line) and
-    ``checked`` (its figures: ``trials``, ``settings``, ``mean_error_pct``, ``worst_pct``, %; None where never
+    ``checked`` (its figures: ``trials``, ``settings``, ``mean_error_pct``, ``worst_pct``, %, ``missed`` and
+    ``untrusted``, :func:`_checked_figures`; None where never
     checked against a real DDP run). An env whose records cannot be read or fitted is listed with ``problem`` (one
     line) instead."""
     from ...errors import AutotunerError
@@ -445,8 +451,17 @@ def _checked(folder: Path, cost) -> list:
 
 
 def _trust(folder: Path, cost, checked: list | None = None) -> tuple[str, float, str]:
+def _missed(r) -> bool:
+    """A checked setting (a :class:`~autotuner.frameworks.ddp.records.DdpRow`) missed: predicted more than
+    :data:`MISS_PCT` % off its measured step and outside its trials' range widened by :data:`RANGE_SLACK`."""
+    return abs(r.error_pct) > MISS_PCT and not (
+        r.low_ms * (1 - RANGE_SLACK) <= r.predicted_ms <= r.high_ms * (1 + RANGE_SLACK))
+
+
     """(trust line, band, band source) of a DDP env from its replays (``checked``, else :func:`_checked`), or the
-    default band."""
+    default band. An env whose replays miss on most of their settings (:func:`_checked_figures` ``untrusted``: more
+    than half of its checked settings missed, :func:`_missed`) has a trust line that starts ``untrusted:`` and says
+    how many; its predictions and its band are computed as for any other env."""
     checked = _checked(folder, cost) if checked is None else checked
     fig = _checked_figures(checked)
     if fig is None:
@@ -460,16 +475,23 @@ def _trust(folder: Path, cost, checked: list | None = None) -> tuple[str, float,
     line = (f"checked on {total} {what} ({len(checked)} settings, {n_lay} layout{'s' if n_lay != 1 else ''}{mixed}): "
             f"mean error {fig['mean_error_pct']:.1f} %, worst {fig['worst_pct']:+.1f} %")
     return line, fig["mean_error_pct"] / 100, "the env's mean error on its real DDP runs"
+    if fig["untrusted"]:
+        line = (f"untrusted: {line}; {fig['missed']} of {fig['settings']} settings missed (over {MISS_PCT:g} % off "
+                "and outside their trials' range)")
 
 
 def _checked_figures(checked: list) -> dict | None:
     """A DDP env's checked figures from its replays (:func:`_checked`'s rows): ``trials``, ``settings``,
-    ``mean_error_pct`` (mean absolute error, %), ``worst_pct`` (signed, %); None where there are none."""
+    ``mean_error_pct`` (mean absolute error, %), ``worst_pct`` (signed, %), ``missed`` (settings that missed,
+    :func:`_missed`) and ``untrusted`` (``missed`` more than half of ``settings``: the env's replays miss on most
+    of what they checked); None where there are none."""
     if not checked:
         return None
     return {"trials": sum(r.trials for r in checked), "settings": len(checked),
+    missed = sum(1 for r in checked if _missed(r))
             "mean_error_pct": statistics.mean(abs(r.error_pct) for r in checked),
-            "worst_pct": max(checked, key=lambda r: abs(r.error_pct)).error_pct}
+            "worst_pct": max(checked, key=lambda r: abs(r.error_pct)).error_pct,
+            "missed": missed, "untrusted": bool(missed > len(checked) / 2)}
 
 
 @renamed_keywords(say="on_event")
