@@ -450,7 +450,6 @@ def _checked(folder: Path, cost) -> list:
     return rows(folder, cost) if (folder / "ddp-validation").is_dir() else []
 
 
-def _trust(folder: Path, cost, checked: list | None = None) -> tuple[str, float, str]:
 def _missed(r) -> bool:
     """A checked setting (a :class:`~autotuner.frameworks.ddp.records.DdpRow`) missed: predicted more than
     :data:`MISS_PCT` % off its measured step and outside its trials' range widened by :data:`RANGE_SLACK`."""
@@ -458,6 +457,7 @@ def _missed(r) -> bool:
         r.low_ms * (1 - RANGE_SLACK) <= r.predicted_ms <= r.high_ms * (1 + RANGE_SLACK))
 
 
+def _trust(folder: Path, cost, checked: list | None = None) -> tuple[str, float, str]:
     """(trust line, band, band source) of a DDP env from its replays (``checked``, else :func:`_checked`), or the
     default band. An env whose replays miss on most of their settings (:func:`_checked_figures` ``untrusted``: more
     than half of its checked settings missed, :func:`_missed`) has a trust line that starts ``untrusted:`` and says
@@ -474,10 +474,10 @@ def _missed(r) -> bool:
     mixed = f", {scripts} of them a user's script" if 0 < scripts < total else ""
     line = (f"checked on {total} {what} ({len(checked)} settings, {n_lay} layout{'s' if n_lay != 1 else ''}{mixed}): "
             f"mean error {fig['mean_error_pct']:.1f} %, worst {fig['worst_pct']:+.1f} %")
-    return line, fig["mean_error_pct"] / 100, "the env's mean error on its real DDP runs"
     if fig["untrusted"]:
         line = (f"untrusted: {line}; {fig['missed']} of {fig['settings']} settings missed (over {MISS_PCT:g} % off "
                 "and outside their trials' range)")
+    return line, fig["mean_error_pct"] / 100, "the env's mean error on its real DDP runs"
 
 
 def _checked_figures(checked: list) -> dict | None:
@@ -487,8 +487,8 @@ def _checked_figures(checked: list) -> dict | None:
     of what they checked); None where there are none."""
     if not checked:
         return None
-    return {"trials": sum(r.trials for r in checked), "settings": len(checked),
     missed = sum(1 for r in checked if _missed(r))
+    return {"trials": sum(r.trials for r in checked), "settings": len(checked),
             "mean_error_pct": statistics.mean(abs(r.error_pct) for r in checked),
             "worst_pct": max(checked, key=lambda r: abs(r.error_pct)).error_pct,
             "missed": missed, "untrusted": bool(missed > len(checked) / 2)}
