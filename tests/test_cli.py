@@ -322,6 +322,8 @@ def _invoke(monkeypatch, api: str, result, argv: list[str]):
 
     def fake(*a, **kw):
         got.update(kw)
+        if kw.get("on_event"):
+            kw["on_event"]("trial 1 of 1: done")  # the line a real run's API emits per trial
         return result
     monkeypatch.setattr(autotuner, api, fake)
     r = CliRunner().invoke(app, argv)
@@ -340,7 +342,7 @@ def _invoke(monkeypatch, api: str, result, argv: list[str]):
 def test_old_real_run_spellings_reach_the_api_under_the_new_names(monkeypatch, argv, want, line):
     rc, err, got = _invoke(monkeypatch, "validate", SimpleNamespace(records=(), report="r.md", verdict="v"),
                            ["validate", "--env", "e", "--model", "resnet50", *argv])
-    assert rc == 0 and err == [f"warning: {line}"], err
+    assert rc == 0 and err == [f"warning: {line}", "trial 1 of 1: done"], err
     assert {k: got[k] for k in want} == want
     tune = SimpleNamespace(final=None, steps=0, trials=0, wall_s=0, stop="s", refits=(), defaults_ms=(), report="r",
                            trust="t", head_to_head=None)
@@ -385,10 +387,77 @@ def test_fit_inspect_and_env_new_print_json(tmp_path):
 
 
 def test_validate_and_ddp_measure_print_json(monkeypatch):
-    rc, err, got = _invoke(monkeypatch, "validate", SimpleNamespace(records=({"trial": 1},), report="r.md",
-                                                                     verdict="v"),
-                           ["validate", "--env", "e", "--model", "resnet50", "--json"])
-    assert rc == 0 and got["on_event"] is None  # --json: no event lines
-    rc, err, got = _invoke(monkeypatch, "ddp_measure", Path("runs/e/ddp-sweep.jsonl"),
-                           ["ddp", "measure", "--env", "e", "--json"])
-    assert rc == 0 and got["on_event"] is None and not err
+    """``--json``: the result alone on stdout and the real run's trial lines kept off stderr; without it those lines
+    are the run's log on stderr."""
+    res = SimpleNamespace(records=({"trial": 1},), report="r.md", verdict="v")
+    rc, err, got = _invoke(monkeypatch, "validate", res, ["validate", "--env", "e", "--model", "resnet50", "--json"])
+    assert rc == 0 and not err
+    rc, err, got = _invoke(monkeypatch, "validate", res, ["validate", "--env", "e", "--model", "resnet50"])
+    assert rc == 0 and err == ["trial 1 of 1: done"]
+    for argv, want in ((["--json"], []), ([], ["trial 1 of 1: done"])):
+        rc, err, got = _invoke(monkeypatch, "ddp_measure", Path("runs/e/ddp-sweep.jsonl"),
+                               ["ddp", "measure", "--env", "e", *argv])
+        assert rc == 0 and err == want
+
+
+# --------------------------------------------------------------------------- progress
+
+#: what a progress display leaves in a stream: cursor and colour escapes, carriage returns, the spinner's frames
+ARTEFACTS = ("\x1b", "\r", "⠋", "⠙", "⠹", "━")
+
+
+def _pty_run(argv: list[str], timeout: float = 300) -> str:
+    """``python -m autotuner.cli ARGV`` with stdout and stderr on a pseudo-terminal, as a user's shell runs it;
+    returns everything it wrote there."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+
+    master, slave = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "120"}
+    p = subprocess.Popen([sys.executable, "-m", "autotuner.cli", *argv], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                         stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    chunks, t0 = [], time.monotonic()
+    try:
+        while time.monotonic() - t0 < timeout:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+    finally:
+        os.close(master)
+        p.wait(timeout=60)
+    assert p.returncode == 0, b"".join(chunks)[-2000:]
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_long_commands_show_progress_on_a_terminal_only(tmp_path):
+    """``fit``, ``explore``, ``scale`` and DDP's ``ddp explore``, ``ddp scale``, ``ddp envs`` run for seconds: on a
+    terminal a progress display names the stage the API reports (``explore: the grid``); piped (a file, CI) or with
+    ``--json`` nothing of it reaches either stream, whose bytes are the command's alone."""
+    explore = ["explore", "--model", "resnet50", "--env", "local-gloo-1gbit", "--resolution", "48", "--out",
+               str(tmp_path / "e")]
+    shown = _pty_run(explore)
+    assert "explore: " in shown and "\x1b[" in shown, shown[-1500:]
+    assert "explore: the grid" in shown or "explore: the plots" in shown, shown[-1500:]
+    as_json = _pty_run([*explore, "--json"])
+    assert not any(a in as_json.replace("\r\n", "\n") for a in ARTEFACTS if a != "\x1b"), as_json[:500]
+    assert "explore: " not in as_json
+    for argv in (explore, ["scale", "--model", "vgg16", "--env", "v100-16gbit", "--nodes", "1,2,4", "--out",
+                           str(tmp_path / "s")],
+                 ["fit", str(ROOT / "runs" / "fresh-poll-2.5gbit"), "--out", str(tmp_path / "m")],
+                 ["ddp", "explore", "--env", "ddp-2x1-3gbit", "--model", "resnet101", "--out", str(tmp_path / "d")],
+                 ["ddp", "scale", "--env", "ddp-2x1-3gbit", "--model", "resnet101", "--nodes", "1,2",
+                  "--out", str(tmp_path / "d")],
+                 ["ddp", "envs"]):
+        p = run(*argv)
+        assert p.returncode == 0, p.stderr
+        for stream in (p.stdout, p.stderr):
+            assert not any(a in stream for a in ARTEFACTS), (argv, stream[-500:])
+        assert not any(ln.startswith(("fit:", "explore:", "scale:", "ddp ")) for ln in p.stderr.splitlines()), argv

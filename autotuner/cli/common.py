@@ -11,12 +11,14 @@ from __future__ import annotations
 import functools
 import inspect as _inspect
 import typing
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from autotuner import KNOBS, AutotunerError, Compression
 
@@ -64,6 +66,46 @@ app.add_typer(env_app, name="env")
 ddp_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                       help="PyTorch DistributedDataParallel: bucket caps, the gradient view, comm hooks (docs/ddp.md).")
 app.add_typer(ddp_app, name="ddp", short_help="PyTorch DDP: buckets, view, hooks")
+
+
+class Activity:
+    """What a command running under :func:`progress` reports: ``event(line)`` (the API's ``on_event``) and
+    ``update(done, total)`` (its counts)."""
+
+    def __init__(self, prog: Progress, task, title: str, echo: bool):
+        self._prog, self._task, self._title, self._echo = prog, task, title, echo
+
+    def event(self, line: str) -> None:
+        """One line from the API: the display's description; with ``echo`` also a line of its own on stderr."""
+        if self._echo:
+            err.print(line, highlight=False, markup=False, soft_wrap=True)
+        width = max(20, err.width - 60)  # the bar, the counts and the time keep their room
+        text = " ".join(str(line).split())
+        self._prog.update(self._task, description=f"{self._title}: "
+                          + (text if len(text) <= width else text[:width - 1] + "…"))
+
+    def update(self, done: float, total: float | None = None, description: str | None = None) -> None:
+        """``done`` of ``total`` (None: unchanged); ``description`` replaces the title's words."""
+        self._prog.update(self._task, completed=done, **({} if total is None else {"total": total}),
+                          **({} if description is None else {"description": description}))
+
+    def advance(self, description: str | None = None) -> None:
+        self._prog.update(self._task, advance=1, **({} if description is None else {"description": description}))
+
+
+@contextmanager
+def progress(title: str, *, quiet: bool, total: float | None = None, counts: bool = False, echo: bool = False):
+    """What a command shows on stderr while it runs for seconds: a spinner, ``title`` and the API's last event, a
+    bar and ``done/total`` where it counts (``counts``, ``total``), the time so far; gone when the command ends.
+    Nothing is drawn with ``quiet`` (``--json``) or when stdout or stderr is not a terminal (a pipe, a file, CI):
+    there the output is the command's alone. ``echo``: the API's events are also lines of their own on stderr
+    (the real runs' log of their jobs and trials), unless ``quiet``. Yields an :class:`Activity`."""
+    live = not quiet and out.is_terminal and err.is_terminal
+    columns = [SpinnerColumn(), TextColumn("{task.description}")]
+    if counts or total is not None:
+        columns += [BarColumn(), MofNCompleteColumn()]
+    with Progress(*columns, TimeElapsedColumn(), console=err, transient=True, disable=not live) as prog:
+        yield Activity(prog, prog.add_task(title, total=total), title, echo and not quiet)
 
 
 #: required: an option the command cannot run without (typer's ``...``)

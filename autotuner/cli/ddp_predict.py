@@ -14,7 +14,7 @@ import autotuner  # the public API: everything the commands do
 
 from .. import options as opt
 from ..render import CHECKED_HEADER, MIB, checked_cell, render_table
-from .common import MODEL_HELP, compute_opt, ddp_app, err, json_opt, link_opt, out, runs_dir_opt
+from .common import MODEL_HELP, compute_opt, ddp_app, err, json_opt, link_opt, out, progress, runs_dir_opt
 
 
 @ddp_app.command("simulate", short_help="one DDP setting's step, bucket by bucket")
@@ -76,7 +76,8 @@ def ddp_envs_cmd(runs_dir: Optional[Path] = runs_dir_opt(),
     \b
         autotuner ddp envs
     """
-    rows = autotuner.ddp_envs(runs_dir)
+    with progress("ddp envs", quiet=as_json) as act:
+        rows = autotuner.ddp_envs(runs_dir, on_event=act.event)
     if as_json:
         print(json.dumps(rows, allow_nan=False))
         return
@@ -120,7 +121,9 @@ def ddp_explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     \b
         autotuner ddp explore --env ddp-2x1-3gbit --model resnet101
     """
-    r = autotuner.ddp_explore(model, env, compute_ms=compute_ms, out_dir=out_dir, runs_dir=runs_dir)
+    with progress("ddp explore", quiet=as_json) as act:
+        r = autotuner.ddp_explore(model, env, compute_ms=compute_ms, out_dir=out_dir, runs_dir=runs_dir,
+                                  on_event=act.event)
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return
@@ -171,9 +174,11 @@ def ddp_scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     \b
         autotuner ddp scale --env ddp-2x1-3gbit --model resnet101 --link-gbit 3,10
     """
-    r = autotuner.ddp_scale(model, env, nodes=None if nodes is None else opt.int_list(nodes, "--nodes"),
-                            links_gbit=None if link_gbit is None else opt.float_list(link_gbit, "--link-gbit"),
-                            batch_size=batch_size, compute_ms=compute_ms, out_dir=out_dir, runs_dir=runs_dir)
+    node_counts = None if nodes is None else opt.int_list(nodes, "--nodes")
+    links = None if link_gbit is None else opt.float_list(link_gbit, "--link-gbit")
+    with progress("ddp scale", quiet=as_json) as act:
+        r = autotuner.ddp_scale(model, env, nodes=node_counts, links_gbit=links, batch_size=batch_size,
+                                compute_ms=compute_ms, out_dir=out_dir, runs_dir=runs_dir, on_event=act.event)
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return

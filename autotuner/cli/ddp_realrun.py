@@ -13,8 +13,8 @@ import autotuner  # the public API: everything the commands do
 
 from .. import options as opt
 from ..render import render_table
-from .common import (CONCEPTS, MODEL_HELP, RUNS_OUT_HELP, command_arg, compute_opt, ddp_app, err, json_opt, network,
-                     np_opt, old_names, out, proposals_opt, rounds_opt, runs_dir_opt, testbed_opts)
+from .common import (CONCEPTS, MODEL_HELP, RUNS_OUT_HELP, command_arg, compute_opt, ddp_app, json_opt, network,
+                     np_opt, old_names, out, progress, proposals_opt, rounds_opt, runs_dir_opt, testbed_opts)
 
 
 @ddp_app.command("measure", short_help="the DDP sweep: torch.distributed's allreduce under torchrun")
@@ -57,12 +57,12 @@ def ddp_measure_cmd(env: str = typer.Option(..., "--env", help="environment name
         autotuner ddp measure --env myddp --np 2 --link-gbit 2
     """
     link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
-    path = autotuner.ddp_measure(env, np=np_, link_gbit=link_gbit, loopback_gbit=loopback_gbit,
-                                 testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1,
-                                 sweep_rounds=sweep_rounds, repeats=repeats, burst_rounds=burst_rounds,
-                                 first_touch_rounds=first_touch_rounds, cpu_rounds=cpu_rounds, runs_dir=runs_dir,
-                                 on_event=None if as_json else (lambda m: err.print(m, highlight=False,
-                                                                                    soft_wrap=True)))
+    with progress(f"ddp measure {env}", quiet=as_json, echo=True) as act:
+        path = autotuner.ddp_measure(env, np=np_, link_gbit=link_gbit, loopback_gbit=loopback_gbit,
+                                     testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1,
+                                     sweep_rounds=sweep_rounds, repeats=repeats, burst_rounds=burst_rounds,
+                                     first_touch_rounds=first_touch_rounds, cpu_rounds=cpu_rounds, runs_dir=runs_dir,
+                                     on_event=act.event)
     if as_json:
         print(json.dumps({"env": env, "sweep": str(path)}))
         return
@@ -110,12 +110,12 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
         autotuner ddp validate --env myddp --model my_layout.json -- python examples/train_ddp.py
     """
     link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
-    r = autotuner.ddp_validate(env, model, proposals=proposals, name=name, compute_ms=compute_ms, steps=steps,
-                               warmup=warmup, repeats=repeats, np=np_, link_gbit=link_gbit,
-                               loopback_gbit=loopback_gbit, testbed_hosts=testbed_hosts or 0,
-                               ranks_per_host=ranks_per_host or 1, command=command or None, runs_dir=runs_dir,
-                               on_event=None if as_json else (lambda m: err.print(m, highlight=False,
-                                                                                  soft_wrap=True)))
+    with progress(f"ddp validate {env}", quiet=as_json, echo=True) as act:
+        r = autotuner.ddp_validate(env, model, proposals=proposals, name=name, compute_ms=compute_ms, steps=steps,
+                                   warmup=warmup, repeats=repeats, np=np_, link_gbit=link_gbit,
+                                   loopback_gbit=loopback_gbit, testbed_hosts=testbed_hosts or 0,
+                                   ranks_per_host=ranks_per_host or 1, command=command or None, runs_dir=runs_dir,
+                                   on_event=act.event)
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return
@@ -165,10 +165,11 @@ def ddp_tune_cmd(env: str = typer.Option(..., "--env", help="DDP environment (me
         autotuner ddp tune --env myddp --model resnet50 --compute-ms 100 --link-gbit 2
     """
     link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
-    r = autotuner.ddp_tune(env, model, name=name, compute_ms=compute_ms, steps=steps, warmup=warmup,
-                           budget_steps=budget_steps, np=np_, link_gbit=link_gbit, loopback_gbit=loopback_gbit,
-                           testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1, runs_dir=runs_dir,
-                           on_event=None if as_json else (lambda m: err.print(m, highlight=False, soft_wrap=True)))
+    with progress(f"ddp tune {env}", quiet=as_json, echo=True) as act:
+        r = autotuner.ddp_tune(env, model, name=name, compute_ms=compute_ms, steps=steps, warmup=warmup,
+                               budget_steps=budget_steps, np=np_, link_gbit=link_gbit, loopback_gbit=loopback_gbit,
+                               testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1,
+                               runs_dir=runs_dir, on_event=act.event)
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return

@@ -15,7 +15,7 @@ from autotuner import Backend
 
 from .. import options as opt
 from ..render import CHECKED_HEADER, MIB, RANGE_SHOWN, checked_cell, fit_regime_lines, fmt_num, render_table
-from .common import app, env_app, err, json_opt, link_opt, model_dir_opt, old_names, out, runs_dir_opt
+from .common import app, env_app, err, json_opt, link_opt, model_dir_opt, old_names, out, progress, runs_dir_opt
 
 
 @app.command(short_help="fit a cost model per environment under RUNS_DIR")
@@ -33,7 +33,8 @@ def fit(runs_dir: Path = typer.Argument(..., help="folder of environments (each 
     \b
         autotuner fit runs/
     """
-    res = autotuner.fit_environments(runs_dir, model_dir)
+    with progress("fit", quiet=as_json) as act:
+        res = autotuner.fit_environments(runs_dir, model_dir, on_event=act.event)
     fitted, problems = res.fitted, res.problems
     for p in problems:
         err.print(f"warning: {p}", highlight=False, markup=False, soft_wrap=True)

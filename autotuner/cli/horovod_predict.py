@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import autotuner  # the public API: everything the commands do
@@ -16,8 +15,8 @@ from autotuner import AutotunerError, Backend, Compression, SearchStrategy
 from .. import options as opt
 from ..render import MIB, render_table
 from .common import (ENV_HELP, MODEL_HELP, app, backend_opt, compression_opt, compute_opt, err, gpus_opt, json_opt,
-                     knob_options, link_opt, model_dir_opt, nodes_opt, old_names, out, proposals_opt, runs_dir_opt,
-                     what_if_link_opt)
+                     knob_options, link_opt, model_dir_opt, nodes_opt, old_names, out, progress, proposals_opt,
+                     runs_dir_opt, what_if_link_opt)
 
 
 @app.command(short_help="predict one configuration's step time")
@@ -135,14 +134,12 @@ def suggest(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     import autotuner
 
     search = autotuner.BayesStrategy(n_calls=n_calls, seed=seed) if strategy == SearchStrategy.bayes else None
-    with Progress(TextColumn("searching"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, transient=True, disable=as_json or not err.is_terminal) as prog:
-        task = prog.add_task("search", total=1 if compression else 2)
+    with progress("searching", quiet=as_json, total=1 if compression else 2) as act:
         r = autotuner.suggest(model, env, fixed=knobs, compression=None if compression is None else str(compression),
                               strategy=search, top=top, nodes=nodes, gpus_per_node=gpus_per_node,
                               link_gbit=link_gbit, compute_ms=compute_ms,
                               backend=None if backend is None else str(backend), model_dir=model_dir,
-                              progress=lambda done, total: prog.update(task, completed=done, total=total),
+                              progress=act.update,
                               reference_version=reference_version)
     for n in r.notes:
         err.print(f"note: {n}", highlight=False, markup=False, soft_wrap=True)
@@ -244,11 +241,12 @@ def explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         autotuner explore --model resnet50 --env local-gloo-1gbit --out explore/
     """
     wide = out
-    r = autotuner.explore(model, env, config=knobs or None, proposals=proposals, suggest_pick=suggest_pick,
-                          resolution=resolution, nodes=nodes, gpus_per_node=gpus_per_node, link_gbit=link_gbit,
-                          compression=str(compression), compute_ms=compute_ms,
-                          backend=None if backend is None else str(backend), out_dir=out_dir, runs_dir=runs_dir,
-                          model_dir=model_dir)
+    with progress("explore", quiet=as_json) as act:
+        r = autotuner.explore(model, env, config=knobs or None, proposals=proposals, suggest_pick=suggest_pick,
+                              resolution=resolution, nodes=nodes, gpus_per_node=gpus_per_node, link_gbit=link_gbit,
+                              compression=str(compression), compute_ms=compute_ms,
+                              backend=None if backend is None else str(backend), out_dir=out_dir, runs_dir=runs_dir,
+                              model_dir=model_dir, on_event=act.event)
     ex, files = r.exploration, r.files
     if as_json:
         print(json.dumps(r.to_dict(), allow_nan=False))
@@ -332,12 +330,15 @@ def scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     wide = out
     if ranks is not None and nodes is not None:  # before parsing either list: the conflict is the news
         raise AutotunerError("--ranks and --nodes: give one (--ranks: ranks on one node; --nodes: node counts)")
-    result = autotuner.scale(model, env, nodes=None if nodes is None else opt.int_list(nodes, "--nodes"),
-                        ranks=None if ranks is None else opt.int_list(ranks, "--ranks"), gpus_per_node=gpus_per_node,
-                        links_gbit=None if link_gbit is None else opt.float_list(link_gbit, "--link-gbit"),
-                        batch_size=batch_size, compute_ms=compute_ms, compression=str(compression),
-                        backend=None if backend is None else str(backend), out_dir=out_dir, runs_dir=runs_dir,
-                        model_dir=model_dir, reference_version=reference_version)
+    node_counts = None if nodes is None else opt.int_list(nodes, "--nodes")
+    rank_counts = None if ranks is None else opt.int_list(ranks, "--ranks")
+    links = None if link_gbit is None else opt.float_list(link_gbit, "--link-gbit")
+    with progress("scale", quiet=as_json) as act:
+        result = autotuner.scale(model, env, nodes=node_counts, ranks=rank_counts, gpus_per_node=gpus_per_node,
+                                 links_gbit=links, batch_size=batch_size, compute_ms=compute_ms,
+                                 compression=str(compression), backend=None if backend is None else str(backend),
+                                 out_dir=out_dir, runs_dir=runs_dir, model_dir=model_dir,
+                                 reference_version=reference_version, on_event=act.event)
     res, files, trust, batch = result.scaling, result.files, result.trust, result.batch
     for w in result.warnings:
         err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import autotuner  # the public API: everything the commands do
 from autotuner import ProfileDevice
@@ -15,8 +14,8 @@ from autotuner import ProfileDevice
 from .. import options as opt
 from ..render import MIB
 from .common import (RUNS_OUT_HELP, app, command_arg, compute_opt, err, hosts_opt, json_opt, model_dir_opt, network,
-                     np_opt, old_names, out, proposals_opt, rounds_opt, runs_dir_opt, testbed_opts, trained_model_opt,
-                     wait_opt)
+                     np_opt, old_names, out, progress, proposals_opt, rounds_opt, runs_dir_opt, testbed_opts,
+                     trained_model_opt, wait_opt)
 
 
 @app.command(short_help="real horovodrun trials: defaults, autotune, proposals")
@@ -71,14 +70,13 @@ def validate(env: str = typer.Option(..., "--env", help="environment name: resul
         autotuner validate --env mycluster --model my_layout.json --no-autotune -- python examples/train_horovod.py
     """
     link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
-    r = autotuner.validate(env, model, command=tuple(command or ()), np=np_, hosts=hosts, link_gbit=link_gbit,
-                           loopback_gbit=loopback_gbit, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
-                           wait=wait, compute_ms=compute_ms, steps=steps, warmup=warmup, repeats=repeats,
-                           top=top, proposals=proposals, autotune=autotune, defaults=defaults, name=name,
-                           timeout_s=timeout_s, keep_timelines=keep_timelines, timeline=timeline, batch_size=batch_size,
-                           runs_dir=runs_dir, model_dir=model_dir,
-                           on_event=None if as_json else (lambda line: err.print(line, highlight=False, markup=False,
-                                                                                 soft_wrap=True)))
+    with progress(f"validate {env}", quiet=as_json, echo=True) as act:
+        r = autotuner.validate(env, model, command=tuple(command or ()), np=np_, hosts=hosts, link_gbit=link_gbit,
+                               loopback_gbit=loopback_gbit, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
+                               wait=wait, compute_ms=compute_ms, steps=steps, warmup=warmup, repeats=repeats,
+                               top=top, proposals=proposals, autotune=autotune, defaults=defaults, name=name,
+                               timeout_s=timeout_s, keep_timelines=keep_timelines, timeline=timeline,
+                               batch_size=batch_size, runs_dir=runs_dir, model_dir=model_dir, on_event=act.event)
     recs, report, verdict = r.records, r.report, r.verdict
     if as_json:
         print(json.dumps({"records": list(recs), "report": str(report), "verdict": verdict}, allow_nan=False,
@@ -134,22 +132,15 @@ def tune(env: str = typer.Option(..., "--env", help="a fitted environment: its m
     """
     link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
     comps = [c.strip() for c in compression.split(",") if c.strip()]
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, disable=as_json or not err.is_terminal) as bar:
-        task = bar.add_task("tune", total=budget_steps)
-
-        def progress(spent, budget, incumbent):
-            bar.update(task, completed=spent, total=budget,
-                       description=f"tune (steps; best {incumbent})" if incumbent else "tune (steps)")
-
+    with progress("tune (steps)", quiet=as_json, total=budget_steps, echo=True) as act:
         r = autotuner.tune(env, model, command=tuple(command or ()), np=np_, hosts=hosts, link_gbit=link_gbit,
                            loopback_gbit=loopback_gbit, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
                            wait=wait, compute_ms=compute_ms, steps=steps, warmup=warmup,
                            budget_steps=budget_steps, compressions=comps, against_autotune=against_autotune,
                            repeats=repeats, name=name, timeout_s=timeout_s, batch_size=batch_size, runs_dir=runs_dir,
-                           model_dir=model_dir, progress=progress,
-                           on_event=None if as_json else (lambda line: err.print(line, highlight=False, markup=False,
-                                                                                 soft_wrap=True)))
+                           model_dir=model_dir, on_event=act.event,
+                           progress=lambda spent, budget, incumbent: act.update(
+                               spent, budget, f"tune (steps; best {incumbent})" if incumbent else None))
     if as_json:
         print(json.dumps({"final": r.final, "steps": r.steps, "trials": r.trials, "wall_s": r.wall_s, "stop": r.stop,
                           "refits": list(r.refits), "defaults_ms": list(r.defaults_ms), "report": str(r.report),
@@ -216,8 +207,10 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
     \b
         autotuner profile --model mypkg.models:build --input-shape 3,224,224 --batch-size 32 --out my_layout.json
     """
-    d = autotuner.profile_model(model, out_file, input_shape=input_shape, batch_size=batch_size, device=device,
-                      amp=amp, steps=steps, warmup=warmup, threads=threads, concurrent=concurrent)
+    with progress("profile", quiet=as_json) as act:
+        d = autotuner.profile_model(model, out_file, input_shape=input_shape, batch_size=batch_size, device=device,
+                                    amp=amp, steps=steps, warmup=warmup, threads=threads, concurrent=concurrent,
+                                    on_event=act.event)
     for w in d["warnings"]:
         err.print(f"warning: {w}", highlight=False, markup=False, soft_wrap=True)
     if as_json:
@@ -284,20 +277,16 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
         autotuner fit runs/
     """
     link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), console=err, disable=as_json or not err.is_terminal) as bar:
-        task = bar.add_task(f"measure {env}", total=None)
+    with progress(f"measure {env}", quiet=as_json, counts=True, echo=True) as act:
         summary = autotuner.measure(env=env, runs_dir=runs_dir, np=np_, hosts=hosts, link_gbit=link_gbit,
                                     loopback_gbit=loopback_gbit, sizes=sizes, repeats=repeats, warmup=warmup,
                                     timeout_s=timeout_s, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
                                     wait=wait, cpu_rounds=cpu_rounds, trickle_rounds=trickle_rounds,
                                     idle_rounds=idle_rounds, fp16_rounds=fp16_rounds, burst_rounds=burst_rounds,
                                     step_rounds=step_rounds, mid_rounds=mid_rounds, fused_rounds=fused_rounds,
-                                    on_total=lambda done, total: bar.update(task, completed=done, total=total),
-                                    on_item=lambda r: bar.update(task, advance=1, description=f"{r['phase']} "
-                                                                 f"{r['bytes']} B: {r['median_ms']:.2f} ms"),
-                                    on_event=None if as_json else (lambda line: err.print(line, highlight=False,
-                                                                                          markup=False)))
+                                    on_total=act.update, on_event=act.event,
+                                    on_item=lambda r: act.advance(f"{r['phase']} {r['bytes']} B: "
+                                                                  f"{r['median_ms']:.2f} ms"))
     if as_json:
         out.print_json(json.dumps(summary))
         return

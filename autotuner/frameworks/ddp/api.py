@@ -126,7 +126,7 @@ def ddp_env_folder(env: str, runs_dir: Path | None = None) -> Path:
                     f"known: {', '.join(known) or 'none'}")
 
 
-def ddp_envs(runs_dir: Path | None = None) -> list[dict]:
+def ddp_envs(runs_dir: Path | None = None, on_event=None) -> list[dict]:
     """``autotuner ddp envs``: every DDP environment of the runs search path (a folder with ``ddp-sweep.jsonl``; the
     first folder holding a name wins), each with ``env``, ``nodes``, ``ranks_per_node``, ``link_gbit`` (the sweep's
     link or shaped loopback, Gbit/s), ``alpha_us``, ``busbw_gbps``, ``queued_saving_us`` (None without a burst
@@ -134,7 +134,7 @@ def ddp_envs(runs_dir: Path | None = None) -> list[dict]:
     ``checked`` (its figures: ``trials``, ``settings``, ``mean_error_pct``, ``worst_pct``, %, ``missed`` and
     ``untrusted``, :func:`_checked_figures`; None where never
     checked against a real DDP run). An env whose records cannot be read or fitted is listed with ``problem`` (one
-    line) instead."""
+    line) instead. ``on_event(line)``: one line as each env is read."""
     from ...errors import AutotunerError
     from ...paths import runs_search_path
     from .records import env_cluster
@@ -145,7 +145,8 @@ def ddp_envs(runs_dir: Path | None = None) -> list[dict]:
             for p in sorted(d.glob("*/ddp-sweep.jsonl")):
                 seen.setdefault(p.parent.name, p.parent)
     out = []
-    for name, folder in sorted(seen.items()):
+    for i, (name, folder) in enumerate(sorted(seen.items()), 1):
+        (on_event or _quiet)(f"{name} ({i} of {len(seen)})")
         try:
             cost, info, sweep = env_cost(folder)
             setup = sweep[0]["setup"]
@@ -546,22 +547,25 @@ class DdpExploreResult:
 
 
 def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_dir: Path = Path("explore"),
-                runs_dir: Path | None = None) -> DdpExploreResult:
+                runs_dir: Path | None = None, on_event=None) -> DdpExploreResult:
     """DDP's ``bucket_cap_mb`` explored for layout ``model`` on DDP env ``env``
     (:func:`autotuner.frameworks.ddp.scale.explore_ddp`): the predicted step per cap, view and hook, with the env's
     measured replays of this layout at the same compute beside their predictions; the plot written to ``out_dir``
     (``ddp-explore-<env>-<layout>.png`` and ``.svg``). ``compute_ms`` default: the compute the env's replays of this
-    layout ran, else the layout's measured forward + backward, else 300 ms. Raises RunsError / ScenarioError /
-    ValidationError (one line)."""
+    layout ran, else the layout's measured forward + backward, else 300 ms. ``on_event(line)``: one line as each
+    stage starts (the env's replays, the caps, the plot). Raises RunsError / ScenarioError / ValidationError (one
+    line)."""
 
     from ...writers.atomic import check_output_dir
     from .plots import explore_plot
     from .records import replay_workload
     from .scale import explore_ddp
 
+    say = on_event or _quiet
     check_output_dir(Path(out_dir), "--out")
     a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS)
     name = a.layout.name
+    say(f"the replays measured on {env}")
     checked = _checked(a.folder, a.cost)
     replays = [r for r in checked if (Path(r.model).stem == name or r.model == name) and not r.command]
     if compute_ms is None and replays:  # the compute the env's replays of this layout ran
@@ -570,10 +574,12 @@ def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_di
     measured = [(r.label if r.source in (name, Path(r.model).stem) else f"{r.source}: {r.label}", r.measured_ms,
                  r.low_ms, r.high_ms, r.predicted_ms, r.label) for r in replays
                 if abs(r.compute_ms - a.compute_ms) < 1e-9]
+    say("the step per bucket cap, view and hook")
     ex = explore_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,
                      measured=measured, fp16=a.cost.fp16 is not None)
     title = (f"{name} on {env} ({a.cluster.nodes}x{a.cluster.gpus_per_node} ranks), {a.compute_ms:g} ms compute: "
              "predicted step per bucket_cap_mb")
+    say("the plot")
     files = explore_plot(ex, Path(out_dir) / f"ddp-explore-{env}-{name}", title)
     return DdpExploreResult(env, name, a.compute_ms, _fit_line(env, a.cluster, a.info, a.sweep),
                             _trust(a.folder, a.cost, checked)[0], ex, tuple(str(f) for f in files))
@@ -598,26 +604,30 @@ class DdpScaleResult:
 
 def ddp_scale(model: str, env: str, *, nodes=None, links_gbit=None, batch_size: int | None = None,
               compute_ms: float | None = None, out_dir: Path = Path("scale"),
-              runs_dir: Path | None = None) -> DdpScaleResult:
+              runs_dir: Path | None = None, on_event=None) -> DdpScaleResult:
     """DDP at scale for layout ``model`` on DDP env ``env`` (:func:`autotuner.frameworks.ddp.scale.scale_ddp`): per
     node count (``nodes``, default 1-64) and link rate (``links_gbit``, Gbit/s; default the env's), DDP's defaults
     and the recommended setting, with step time, throughput (``batch_size`` samples per rank, else the layout's
     profiled batch, else none) and scaling efficiency; the plot written to ``out_dir``
-    (``ddp-scale-<env>-<layout>.png`` and ``.svg``). ``compute_ms`` as :func:`ddp_suggest`. Raises RunsError /
-    ScenarioError / ValidationError (one line)."""
+    (``ddp-scale-<env>-<layout>.png`` and ``.svg``). ``compute_ms`` as :func:`ddp_suggest`. ``on_event(line)``:
+    one line as each stage starts. Raises RunsError / ScenarioError / ValidationError (one line)."""
     from ...writers.atomic import check_output_dir
     from .plots import scale_plot
     from .scale import scale_ddp
 
+    say = on_event or _quiet
     check_output_dir(Path(out_dir), "--out")
     a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS)
+    say(f"the replays measured on {env}")
     trust, band, source = _trust(a.folder, a.cost)
     batch = batch_size or a.layout.batch_size
+    say("DDP's defaults and the best setting per node count and link rate")
     sc = scale_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,
                    nodes=nodes, links_gbps=links_gbit, batch_per_rank=batch, band=band, band_source=source,
                    fp16=a.cost.fp16 is not None)
     title = (f"{a.layout.name} on {env}: {a.cluster.gpus_per_node} rank(s) per node, {a.compute_ms:g} ms compute per "
              "rank and step (weak scaling)")
+    say("the plot")
     files = scale_plot(sc, Path(out_dir) / f"ddp-scale-{env}-{a.layout.name}", title)
     return DdpScaleResult(env, a.layout.name, _fit_line(env, a.cluster, a.info, a.sweep), trust, sc,
                           tuple(str(f) for f in files))

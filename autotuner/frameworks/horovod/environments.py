@@ -31,7 +31,7 @@ def compare_timelines(real: Path, sim: Path, *, skip_real: int = 1, skip_sim: in
     return d
 
 
-def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Path | None]], list[str]]:
+def fit_runs(runs_dir: Path, model_dir: Path, on_event=None) -> tuple[list[tuple[dict, Path, Path | None]], list[str]]:
     """Fit every environment under ``runs_dir``; write model JSON + bandwidth PNG per env.
 
     Returns ([(model dict, json path, png path or None)], problems). ``problems`` names every
@@ -50,9 +50,12 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
     from .fit.fitters import fit_env
     from .readers.runs import read_runs
 
+    say = on_event or (lambda line: None)
+    say(f"reading {runs_dir}")
     envs, problems = read_runs(runs_dir)
     fitted = []
-    for env in envs:
+    for i, env in enumerate(envs, 1):
+        say(f"fitting {env.name} ({i} of {len(envs)})")
         try:
             d = fit_env(env)
             path = write_model(model_dir, d)
@@ -70,6 +73,7 @@ def fit_runs(runs_dir: Path, model_dir: Path) -> tuple[list[tuple[dict, Path, Pa
     # an environment's own folder (``fit runs/mycluster``) is checked from the runs folder it sits in, as ``fit runs/``
     # checks it: its validation records are read from <runs>/<env>/validation
     roots = Path(runs_dir).resolve().parent if (Path(runs_dir) / "env.toml").is_file() else runs_dir
+    say("checking each fit against its env's real trials")
     for d, path, _ in fitted:  # every model written first: trust_of predicts with the new fits
         d["trust"] = trust_of(roots, model_dir, d["env"])
         write_model(model_dir, d)
@@ -162,10 +166,11 @@ def env_horovod_version(fenv) -> tuple[str, str | None]:
         return LAST_RELEASE, f"{e}; Horovod {LAST_RELEASE}'s defaults are the reference"
 
 
-def fit_environments(runs_dir: Path, out: Path | None = None):
+def fit_environments(runs_dir: Path, out: Path | None = None, on_event=None):
     """``autotuner fit`` (named so: ``autotuner.fit`` is the fitting package): a cost model per environment under ``runs_dir``, written as
     ``<env>.json`` (+ a bandwidth plot) to ``out`` (default: ``$AUTOTUNER_MODEL_DIR``, else the
-    user's model folder, :func:`autotuner.paths.model_output_dir`). Returns a
+    user's model folder, :func:`autotuner.paths.model_output_dir`). ``on_event(line)``: one line as each env's fit
+    starts. Returns a
     :class:`autotuner.frameworks.horovod.results.FitResult`; raises an AutotunerError (one line) for an unusable
     runs folder or output folder, and FitError when nothing could be fitted."""
     from ...errors import FitError
@@ -175,7 +180,7 @@ def fit_environments(runs_dir: Path, out: Path | None = None):
 
     default_folder, model_dir = out is None, model_output_dir(out)
     check_output_dir(model_dir, "--out")
-    fitted, problems = fit_runs(Path(runs_dir), model_dir)
+    fitted, problems = fit_runs(Path(runs_dir), model_dir, on_event=on_event)
     if not fitted:
         raise FitError("no environment could be fitted" + (f" ({len(problems)} input problem(s): "
                                                             f"{problems[0]})" if problems else ""))

@@ -27,11 +27,12 @@ class ProfileDevice(StrEnum):
 
 def profile_model(spec: str, out: Path, *, input_shape: str, batch_size: int, device: str = "cpu",
                   amp: bool = False, steps: int = 10, warmup: int = 3, threads: int | None = None,
-                  concurrent: int = 1) -> dict[str, Any]:
+                  concurrent: int = 1, on_event=None) -> dict[str, Any]:
     """``autotuner profile``: run the ``torch.nn.Module`` of ``spec`` (``pkg.mod:factory``) forward
     and backward, time each gradient's readiness (:mod:`autotuner.realrun.profile`; torch is
     imported only here), write the measured layout JSON to ``out`` atomically. CPU: ``threads``
-    torch threads, ``concurrent`` copies computing at once (the ranks of one host).
+    torch threads, ``concurrent`` copies computing at once (the ranks of one host). ``on_event(line)``: one line
+    before the profiling starts (torch loads first).
 
     Returns the JSON-ready summary (``profile --json``): ``out`` (the path written), the layout's
     name, device, dtype, amp, batch size, input shape, steps, forward/backward ms, ``tensors``,
@@ -45,6 +46,8 @@ def profile_model(spec: str, out: Path, *, input_shape: str, batch_size: int, de
     from ...writers.atomic import atomic_write_text
 
     check_output_dir(Path(out).parent, "--out")  # before minutes of profiling
+    if on_event is not None:
+        on_event(f"{spec} on {device}: {warmup} warm-up and {steps} measured steps")
     d, warnings = profile_layout(spec, input_shape=input_shape, batch_size=batch_size, device=str(device),
                                  amp=amp, steps=steps, warmup=warmup, threads=threads, concurrent=concurrent)
     path = atomic_write_text(Path(out), json.dumps(d, indent=1, allow_nan=False) + "\n")
