@@ -1,6 +1,6 @@
-"""Issue 20, part 4's compute half: a real CPU training script of our own (examples/train_horovod.py),
-its profiled layout, and what the committed real runs say about the prediction
-(docs/fresh-environments.md, section 7)."""
+"""A real CPU training script of our own (examples/train_horovod.py) under horovodrun, and its profiled layout. Its
+committed runs' predictions are checked in tests/test_cycle_cpu.py; what its first runs measured against the
+predictions recorded then is a finding of those experiments, checked beside them, outside this suite."""
 from __future__ import annotations
 
 import json
@@ -13,7 +13,6 @@ import pytest
 
 from autotuner.readers.layouts import load_layout
 from autotuner.readers.replay_output import parse_output
-from autotuner.frameworks.horovod.readers.runs import parse_records
 from autotuner.frameworks.horovod.launch import Job, run_job
 from autotuner.frameworks.horovod.validation import STEPS_VAR, WARMUP_VAR
 from tests.cli_helpers import need_horovod
@@ -21,7 +20,6 @@ from tests.cli_helpers import need_horovod
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "train_horovod.py"
 LAYOUT = ROOT / "examples" / "layouts" / "tiny_transformer.json"
-RECORDS = ROOT / "runs" / "fresh-poll-2gbit" / "validation" / "cpu-tiny_transformer.jsonl"
 
 
 # tests marked `real` start real horovodrun/torchrun jobs (or time this machine): alone under pytest-xdist (conftest.py)
@@ -70,32 +68,3 @@ def test_profiled_layout_matches_the_script():
     assert lay.n_tensors == len(params) == 52
     assert int(lay.sizes_bytes.sum()) == 4 * sum(p.numel() for p in params)
     assert lay.device == "cpu" and raw["threads"] == 1 and lay.batch_size == 16
-
-
-def _measured_vs_predicted():
-    recs, problems = parse_records(RECORDS.read_text(), RECORDS.name)
-    assert not problems
-    by: dict[str, list[dict]] = {}
-    for r in recs:
-        if r["status"] == "ok":
-            by.setdefault(r["trial"].rsplit("/", 1)[0], []).append(r)
-    out = {}
-    for label, rs in by.items():
-        med = sorted(r["measured_step_time_ms"] for r in rs)[len(rs) // 2]
-        out[label] = (len(rs), med, rs[0]["predicted_step_time_ms"])
-    return out
-
-
-def test_committed_cpu_runs_three_repeats_of_five_configurations():
-    rows = _measured_vs_predicted()
-    assert len(rows) == 5 and all(n == 3 for n, _, _ in rows.values())
-    # the compute is the profiled forward + backward, inside every measured step
-    assert all(med > 312.8 for _, med, _ in rows.values())
-
-
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="the first runs (with Horovod's timeline, predicted before the cycle term) "
-                   "were 8-28 % low (docs/fresh-environments.md sections 7-8; the later runs: tests/test_cycle_cpu.py)")
-def test_cpu_training_predicted_within_ten_percent():
-    """Issue 20's acceptance for part 4: a real CPU training script of our own within 10 %."""
-    for label, (_, med, pred) in _measured_vs_predicted().items():
-        assert abs(pred / med - 1) <= 0.10, (label, med, pred)

@@ -137,13 +137,6 @@ def _measured_and_predicted(path, layout=LAYOUT, env=ENV):
     return out
 
 
-def test_concurrent_profile_records_the_ranks_sharing_the_host():
-    alone, c2 = (json.loads(Path(p).read_text()) for p in (LAYOUT, LAYOUT_C2))
-    assert alone["threads"] == c2["threads"] == 1 and c2["concurrent"] == 2 and "concurrent" not in alone
-    ratio = (c2["forward_ms"] + c2["backward_ms"]) / (alone["forward_ms"] + alone["backward_ms"])
-    assert 1.02 < ratio < 1.10  # caches and memory bandwidth shared with the other copy
-
-
 @pytest.mark.parametrize("layout", [LAYOUT, LAYOUT_C2])
 def test_cpu_script_without_timeline_is_ranked_right(layout):
     """The real CPU training runs without Horovod's timeline (validate --no-timeline), 3 interleaved
@@ -233,26 +226,17 @@ def _pick_rows():
             for k, v in by.items()}
 
 
-def test_suggest_pick_for_the_cpu_script_measured_a_tie_with_the_defaults():
-    """suggest's top pick for the CPU script (128 MiB, 39.6 ms: only the cycle time changed), run against the
-    defaults, 3 interleaved repeats, no timeline: not slower at the median, and the ranges overlap (a tie),
-    where the model predicted 8 % faster."""
-    rows = _pick_rows()
-    d, p = rows["default"][0], rows["proposal-1"][0]
-    assert rows["proposal-1"][2]["cycle_time_ms"] == pytest.approx(39.6) and len(d) == len(p) == 3
-    assert p[1] <= d[1] and p[0] <= d[-1] and d[0] <= p[-1]
-    assert rows["proposal-1"][1] < 0.93 * rows["default"][1]  # the 8 % the model promised
-
-
-def test_suggest_pick_for_the_cpu_script_predicted_within_five_percent_now():
-    """The records hold the prediction made before the run (389.5 ms, -7.9 %); the model with the loop's
-    phase random (simulate_step_phases) predicts every configuration of that run within 5 %."""
+def test_the_cpu_scripts_pick_run_is_predicted_within_five_percent():
+    """The real run of suggest's picks for the CPU script (the first, 128 MiB / 39.6 ms, and the next ones) against
+    the defaults, 3 interleaved repeats, no timeline: the model with the loop's phase random (simulate_step_phases)
+    predicts every configuration within 5 % of its median (the prediction the records carry for the first pick,
+    made before the cycle's phase was random, was 7.9 % low)."""
     rows = _pick_rows()
     sc, _ = make_scenario(MODELS, ENV, LAYOUT_C2)
-    for label, (meas, recorded, cfg) in rows.items():
+    assert {"default", "proposal-1"} <= set(rows) and all(len(meas) == 3 for meas, _, _ in rows.values())
+    for label, (meas, _, cfg) in rows.items():
         pred = sc.simulate(Config(**{k: v for k, v in cfg.items() if k != "fusion_threshold_mb"})).step_time_ms
         assert abs(pred / meas[1] - 1) <= 0.05, (label, meas, pred)
-    assert rows["proposal-1"][1] / rows["proposal-1"][0][1] - 1 < -0.07  # the recorded prediction was 7.9 % low
 
 
 def test_random_loop_phase_in_both_simulators():
@@ -278,21 +262,3 @@ def test_random_loop_phase_in_both_simulators():
     assert short[1] == pytest.approx(short[0], rel=0.005)
     with pytest.raises(ValueError, match="phases"):
         simulate_step_phases(L.sizes_bytes, L.ready_fraction, wls[0], cfgs[0], sc.cost, sc.cluster, phases=0)
-
-
-def test_the_pick_with_all_three_terms_measured_faster_than_the_defaults():
-    """suggest with the three terms picks 128 MiB / 11.1 ms for the CPU script; run against the defaults
-    (3 interleaved repeats, no timeline) it is faster at the median (the ranges touch: 422.2 vs 417.7-421.6),
-    and both predictions recorded before the run are within 5 %."""
-    path = ROOT / "runs" / ENV / "validation" / "cpu-tiny_transformer_c2-pick2.jsonl"
-    recs, problems = parse_records(path.read_text(), path.name)
-    assert not problems
-    by = {}
-    for r in recs:
-        by.setdefault(r["label"], []).append(r)
-    d = statistics.median(r["measured_step_time_ms"] for r in by["default"])
-    p = statistics.median(r["measured_step_time_ms"] for r in by["proposal-1"])
-    assert by["proposal-1"][0]["config"]["cycle_time_ms"] == pytest.approx(11.1) and p < 0.985 * d
-    for rs in by.values():
-        m = statistics.median(r["measured_step_time_ms"] for r in rs)
-        assert abs(rs[0]["predicted_step_time_ms"] / m - 1) <= 0.05

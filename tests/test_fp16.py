@@ -341,36 +341,34 @@ def test_held_out_fp16_replays_are_predicted_within_5_percent_or_named():
             assert abs(err) < 0.05, (env, name, mib, pred, meas)
 
 
-def test_the_same_values_on_every_rank_made_the_replays_faster():
-    """Why the second and third passes' misses were the replay's, not the model's (docs/compression.md, "Fourth
-    pass"): the same configurations measured with each rank's own values renewed every step ran slower than with the
-    ranks' identical averages, in 6 of 7 configurations and by 8 % at the median, and the fourth pass's rows are
-    predicted with a smaller mean and worst error than the third's (MAPE 4.0 against 8.7 %, worst +7.5 against
-    +24.6 %; its median |error| is higher, 3.5 against 2.1 %: the third pass's single-host rows were close, its
-    two-host and 2 Gbit/s ResNet-18 rows not), each phase fitted from its own window."""
+def test_replays_of_each_ranks_own_values_are_predicted_closer_than_those_of_the_same_values():
+    """The same 7 configurations replayed twice (research/notes/compression.md, "Fourth pass"): with the ranks'
+    identical averages from the second step on (the third pass, ``-gradients-3``) and with each rank's own values
+    renewed every step (the fourth, ``-gradients-4``, the training job the prediction is for). Each pass predicted
+    with the fp16 term of the phase measured beside it: the fourth's rows with a smaller mean and worst error than
+    the third's (MAPE 4.0 against 8.7 %, worst +7.5 against +24.6 %). That the fourth pass measured slower is the
+    experiment's own finding, checked beside it."""
     rows = _fp16_rows()
     third = {(e, n.replace("-gradients-3", ""), m): (meas, pred) for e, n, m, o, meas, pred in rows
              if n.endswith("-gradients-3.jsonl")}
     fourth = {(e, n.replace("-gradients-4", ""), m): (meas, pred) for e, n, m, o, meas, pred in rows
               if n.endswith("-gradients-4.jsonl")}
     assert set(third) == set(fourth) and len(third) == 7
-    slower = [fourth[k][0] / third[k][0] for k in third]
-    assert sum(r > 1.0 for r in slower) >= 6 and statistics.median(slower) > 1.05
     err3 = [abs(p - m) / m for m, p in third.values()]
     err4 = [abs(p - m) / m for m, p in fourth.values()]
     assert statistics.mean(err4) < statistics.mean(err3) and max(err4) < max(err3)
 
 
-def test_every_fp16_replay_is_within_25_percent_and_the_training_jobs_misses_stated():
-    """No fp16 replay with gradient-like values (whatever the ranks held) misses by more than 25 %; each named miss
-    of the training job's replays is predicted slower than measured (+6 to +8 %), on configurations whose
-    uncompressed defaults, measured beside them, were predicted +3 to +11 % too slow."""
-    for env, name, mib, other, meas, pred in _fp16_rows():
-        if other == "zeros":
-            continue
-        assert abs(pred - meas) / meas < 0.25, (env, name, mib, pred, meas)
-        if (env, name, mib) in FP16_MISSED:
-            assert pred > meas
+def test_replays_whose_ranks_held_the_same_values_are_predicted_no_faster_than_they_ran():
+    """The fp16 replays whose ranks allreduced the same values from the second step on ran another job than the
+    training job predicted: Gloo's float16 sum costs a CPU less on such values, so they ran faster than predicted,
+    never slower. Each is predicted between 2 % faster (this machine's run-to-run noise) and 25 % slower than it
+    measured: the committed ones span -1.0 to +22.6 % (the two-host env's the most). The training job's own replays
+    are held to 5 % above; the zero-gradient ones are predicted from the shipped model only."""
+    rows = [r for r in _fp16_rows() if r[3] == "same values"]
+    assert len(rows) >= 10
+    for env, name, mib, _, meas, pred in rows:
+        assert -0.02 <= (pred - meas) / meas < 0.25, (env, name, mib, pred, meas)
 
 
 #: the fp16 replays of a training job's values the model misses by more than 5 %, as (env, file, fusion threshold
