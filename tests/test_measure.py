@@ -297,7 +297,7 @@ def _sweep_predicts_training():
     return rows
 
 
-def test_committed_sweep_alone_predicts_fused_training_within_5_percent():
+def test_committed_sweep_alone_predicts_fused_training_within_5_percent_but_one_named_row():
     rows = [c for c in _sweep_predicts_training() if "(0 MiB," not in c["quantity"]]
     assert len(rows) == 18
     bad = {(c["quantity"], c["source"].split("/")[-1].split(" ")[0]): c["error_percent"] for c in rows

@@ -153,7 +153,8 @@ FIXED = [("fresh-poll-1.25gbit", "fresh-mobilenet_v2-nt.jsonl", "mobilenet_v2 pr
 
 
 @pytest.mark.parametrize("key", FIXED, ids=[k[0] for k in FIXED])
-def test_small_response_rows_that_missed_are_within_10_percent(small_rows, key):
+def test_small_response_rows_a_later_term_brought_within_10_percent_stay_there(small_rows, key):
+    """Each row of :data:`FIXED` (once a miss) is within 10 % of its measured step."""
     assert abs(small_rows[key].error_pct) <= 10.0, small_rows[key]
 
 
