@@ -32,7 +32,7 @@ Seed = Annotated[int, Field(ge=0, le=2**32 - 1)]
 Calls = Annotated[int, Field(ge=1, le=500)]
 #: explorer points per axis
 Resolution = Annotated[int, Field(ge=2, le=200)]
-#: the replay workload's wait (``validate --replay-wait``)
+#: the replay workload's wait (``validate --wait``)
 ReplayWait = Literal["spin", "sleep"]
 
 _ADAPTERS: dict[Any, TypeAdapter] = {}

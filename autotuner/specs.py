@@ -4,7 +4,7 @@
 sweep: each tier of the alpha-beta ring model (docs/explanation/cost-model.md) takes
 
 - its bandwidth ``B`` (per-link bus bandwidth, busbw) from the link's published rate per
-  direction (:data:`INTRA_LINKS`, each with its source), or ``--inter-gbit`` for the node link;
+  direction (:data:`INTRA_LINKS`, each with its source), or ``--link-gbit`` for the node link;
 - its per-step latency ``alpha`` from NCCL's own cost model for the ring algorithm with the
   Simple protocol: ``hwLat`` per ring step of 3.4 µs over NVLink, 5.7 µs over PCIe and 9.6 µs
   over the network (NVIDIA/nccl ``src/graph/tuning.cc``, ``hwLat[NVLINK|PCI|NET][Ring][Simple]``).
@@ -193,7 +193,7 @@ def spec_cost(*, nodes: int, gpus_per_node: int, intra: str | None, inter_gbit: 
     link, a non-positive rate or an unknown backend."""
     if nodes * gpus_per_node < 2:
         raise ScenarioError("one GPU has no allreduce to model: give --gpus-per-node 2 or more (with --intra) or "
-                            "--nodes 2 or more (with --inter-gbit)")
+                            "--nodes 2 or more (with --link-gbit)")
     if backend not in BACKENDS:
         raise ScenarioError(f"--backend {backend!r}: use one of {', '.join(BACKENDS)}")
     if nodes < 1 or gpus_per_node < 1:
@@ -203,9 +203,9 @@ def spec_cost(*, nodes: int, gpus_per_node: int, intra: str | None, inter_gbit: 
     if intra is not None and intra not in INTRA_LINKS:
         raise ScenarioError(f"--intra {intra!r}: use one of {', '.join(INTRA_LINKS)}")
     if nodes > 1 and inter_gbit is None:
-        raise ScenarioError(f"{nodes} nodes need --inter-gbit (the node link, Gbit/s: e.g. 100 for EDR InfiniBand)")
+        raise ScenarioError(f"{nodes} nodes need --link-gbit (the node link, Gbit/s: e.g. 100 for EDR InfiniBand)")
     if inter_gbit is not None and not (0.01 <= inter_gbit <= 10_000):
-        raise ScenarioError(f"--inter-gbit must be between 0.01 and 10000 Gbit/s, got {inter_gbit}")
+        raise ScenarioError(f"--link-gbit must be between 0.01 and 10000 Gbit/s, got {inter_gbit}")
     gpu = check_gpu(gpu)
     link = INTRA_LINKS[intra] if intra is not None else None
     intra_tier = None if link is None else Tier(link.alpha_us * 1e-6, link.gbytes_per_s * 1e9)
@@ -219,7 +219,7 @@ def spec_cost(*, nodes: int, gpus_per_node: int, intra: str | None, inter_gbit: 
     figures = ([f"intra-node ({intra}): {link.gbytes_per_s:g} GB/s per direction, alpha {link.alpha_us:g} us "
                 f"per ring step: {link.source}"] if link else [])
     if inter_gbit is not None:
-        figures.append(f"inter-node: {inter_gbit:g} Gbit/s per node as given (--inter-gbit), alpha "
+        figures.append(f"inter-node: {inter_gbit:g} Gbit/s per node as given (--link-gbit), alpha "
                        f"{NET_ALPHA_US:g} us per ring step: {NET_SOURCE}")
     if gpu is not None:
         g = GPUS[gpu]

@@ -32,7 +32,7 @@ def test_spec_tiers_are_the_published_figures():
 @pytest.mark.parametrize("kw, msg", [
     (dict(nodes=2, gpus_per_node=8, intra=None, inter_gbit=100), "need --intra"),
     (dict(nodes=2, gpus_per_node=8, intra="nvlink9", inter_gbit=100), "--intra 'nvlink9'"),
-    (dict(nodes=2, gpus_per_node=1, intra=None, inter_gbit=None), "need --inter-gbit"),
+    (dict(nodes=2, gpus_per_node=1, intra=None, inter_gbit=None), "need --link-gbit"),
     (dict(nodes=2, gpus_per_node=1, intra=None, inter_gbit=-1), "between 0.01 and 10000"),
     (dict(nodes=1, gpus_per_node=1, intra=None, inter_gbit=None), "one GPU has no allreduce"),
 ])

@@ -112,7 +112,7 @@ def fp16_cost(recs: list[dict[str, Any]]) -> dict[str, Any]:
 
     if not recs:
         return {"jobs": 0, "sum_extra_ns_per_elem": None,
-                "note": "no fp16 phase (measure --fp16-repeats): fp16 compression only halves the bytes"}
+                "note": "no fp16 phase (measure --fp16-rounds): fp16 compression only halves the bytes"}
     pts = _sum_points(recs)
     xs = np.asarray([q[6] for q in pts], float)
     slope = float(np.median(xs))

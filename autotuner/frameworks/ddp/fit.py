@@ -52,7 +52,7 @@ def queued_saving(burst: list[dict[str, Any]], tier, p: int) -> dict[str, Any]:
                 pts.append([int(b), float(np.median(lone)), float(np.median(bb))])
     if not pts:
         return {"saving_us": 0.0, "points": [], "jobs": 0, "clipped": False,
-                "note": "no burst phase measured (autotuner ddp measure --burst-jobs): a queued bucket is priced "
+                "note": "no burst phase measured (autotuner ddp measure --burst-rounds): a queued bucket is priced "
                         "as a lone allreduce"}
     raw = float(np.median([lo - bb for _, lo, bb in pts])) * 1e3
     cap = 2 * (p - 1) * tier.alpha_s * 1e6

@@ -240,11 +240,8 @@ def env_new(name: str, *, nodes: int, gpus_per_node: int, intra: str | None = No
             if not (isinstance(d, dict) and is_spec(d)):
                 raise ScenarioError(f"env {name!r} is measured ({f[1]}): a measured environment always wins over "
                                     "specs; pick another name")
-    try:
-        d = spec_model(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, inter_gbit=link_gbit,
-                       backend=backend, gpu=gpu)
-    except ScenarioError as e:  # the spec figures' messages name the node link by its option, --link-gbit
-        raise ScenarioError(str(e).replace("--inter-gbit", "--link-gbit")) from None
+    d = spec_model(name, nodes=nodes, gpus_per_node=gpus_per_node, intra=intra, inter_gbit=link_gbit,
+                   backend=backend, gpu=gpu)
     check_output_dir(out, "--out")
     from .fit.store import ModelStoreError
 

@@ -37,7 +37,7 @@ def cycle_cpu(recs: list[dict[str, Any]], neg, p: int) -> dict[str, Any]:
                                     "reference cycle's own share",
                             "cpu_us": None, "cycles_ms": cycles, "pairs": []}
     if len(cycles) < 2:
-        info["note"] = "no cpu phase (measure --cpu-repeats): compute beside Horovod's cycles not measured"
+        info["note"] = "no cpu phase (measure --cpu-rounds): compute beside Horovod's cycles not measured"
         return info
     fast, ref = cycles[0], cycles[-1]
     pairs = [(k, d[fast], d[ref]) for k, d in sorted(by.items()) if fast in d and ref in d]

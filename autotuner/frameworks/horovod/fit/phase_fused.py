@@ -60,7 +60,7 @@ def fused_copy(recs: list[dict[str, Any]], host) -> dict[str, Any]:
                      None if host is None else host.memcpy_s(b) * 1e3]
                     for b in sizes for xs in [[x for bb, _, x in pts if bb == b]]]
     if not recs:
-        out["note"] = "no fused phase (measure --fused-repeats): the timelines' copy rate is charged"
+        out["note"] = "no fused phase (measure --fused-rounds): the timelines' copy rate is charged"
         return out
     if len(recs) < MIN_FUSED_JOBS or len(sizes) < MIN_FUSED_SIZES:
         out["note"] = (f"{len(recs)} job(s) of {len(sizes)} size(s), fewer than {MIN_FUSED_JOBS} jobs of "

@@ -297,7 +297,7 @@ def burst_small_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, 
     recs = [r for r in recs if int(r.get("ranks", p)) == p]
     out["jobs"] = len(recs)
     if not recs:
-        out["note"] = "no burst phase measured (autotuner measure --burst-repeats)"
+        out["note"] = "no burst phase measured (autotuner measure --burst-rounds)"
         return out
     zero = replace(cost, inter=replace(cost.inter, alpha_s=0.0))
     m0_cache: dict[int, float] = {}
@@ -377,7 +377,7 @@ def mid_response(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     recs = [r for r in recs if int(r.get("ranks", p)) == p and not r.get("timeline_recorded")]
     out["jobs"] = len(recs)
     if not recs:
-        out["note"] = "no mid-size burst phase measured (autotuner measure --mid-repeats)"
+        out["note"] = "no mid-size burst phase measured (autotuner measure --mid-rounds)"
         return out
     if knee is None:
         out["note"] = "the tier has one line for all sizes: nothing above a knee to shift"
@@ -434,7 +434,7 @@ def mid_bandwidth(recs: list[dict[str, Any]], cost, p: int) -> dict[str, Any]:
     recs = [r for r in recs if int(r.get("ranks", p)) == p and not r.get("timeline_recorded")]
     out["jobs"] = len(recs)
     if not recs:
-        out["note"] = "no mid-size burst phase measured (autotuner measure --mid-repeats)"
+        out["note"] = "no mid-size burst phase measured (autotuner measure --mid-rounds)"
         return out
     if knee is None:
         out["note"] = "the tier has one line for all sizes, the large messages' too: its bandwidth stands"

@@ -123,7 +123,7 @@ def step_small_response(recs: list[dict[str, Any]], cost, cluster: Cluster, back
     recs = [r for r in recs if r.get("layout") == LAYOUT_NAME and int(r["ranks"]) == p]
     if not recs:
         out["note"] = (f"no step phase of {LAYOUT_NAME} on {p} ranks measured "
-                       "(autotuner measure --step-repeats; scripts/probe_phase.py --phase step)")
+                       "(autotuner measure --step-rounds; scripts/probe_phase.py --phase step)")
         return out
     at: dict[float, dict[int, dict[str, float]]] = {COMPUTE_MS: {}, LONG_COMPUTE_MS: {}}  # compute -> repeat -> job
     for r in recs:

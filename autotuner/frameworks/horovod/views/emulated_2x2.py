@@ -32,7 +32,7 @@ from ....readers.layouts import load_layout
 from ..readers.runs import read_validation_files
 
 #: the two environments of the 2x2 emulated cluster: ranks waiting as Horovod does (spinning) and
-#: measured + trained with polling waits (measure --wait sleep, validate --replay-wait sleep)
+#: measured + trained with polling waits (measure --wait sleep, validate --wait sleep)
 ENVS = ("local-gloo-2x2", "local-gloo-2x2-poll")
 
 
