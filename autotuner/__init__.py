@@ -18,7 +18,7 @@ _EXPORTS = {  # public name -> the module that defines it (relative to the packa
     "fit_runs": ".frameworks.horovod.environments", "fit_environments": ".frameworks.horovod.environments",
     "accuracy_table": ".frameworks.horovod.environments", "compare_timelines": ".frameworks.horovod.environments",
     "inspect_log": ".frameworks.horovod.environments", "env_new": ".frameworks.horovod.environments",
-    "envs": ".frameworks.horovod.environments",
+    "envs": ".frameworks",
     "make_scenario": ".frameworks.horovod.predict", "suggest": ".frameworks.horovod.predict",
     "simulate": ".frameworks.horovod.predict", "explore": ".frameworks.horovod.predict",
     "scale": ".frameworks.horovod.predict", "SCALE_NODES": ".frameworks.horovod.predict",

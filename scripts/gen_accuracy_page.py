@@ -6,7 +6,7 @@ Run from anywhere; the commands run in the repository's root, so they read its m
 (``./runs``) and the shipped fitted models (``autotuner/models``: the commands run with no model or runs folder
 of the user's own). It runs three commands and renders their JSON, nothing else:
 
-- ``autotuner envs --json``: each Horovod environment's shape, link, GPU, backend and where its numbers come from;
+- ``autotuner envs --framework horovod --json``: each Horovod environment's shape, link, GPU, backend and where its numbers come from;
 - ``autotuner accuracy --json``: its ``summary``, per Horovod environment the step-time rows its fit used and the
   held-out ones (mean absolute error and worst, all of them and those run as the prediction assumes);
 - ``autotuner ddp envs --json``: each DDP environment's fitted line and how far its predictions were checked on
@@ -86,7 +86,7 @@ def _worst(w: dict | None) -> str:
 
 
 def render(envs: list[dict], acc: dict, ddp: list[dict]) -> str:
-    by_env = {e["env"]: e for e in envs}
+    by_env = {e["env"]: e["horovod"] for e in envs}  # each env's Horovod row (autotuner envs --json)
     summary = sorted(acc.get("summary", []), key=lambda s: s["env"])
     out = [
         "# Accuracy: how far each environment's predictions were checked",
@@ -171,7 +171,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="exit 1 when docs/accuracy.md is stale; write nothing")
     a = ap.parse_args()
-    text = render(_json("envs", "--json"), _json("accuracy", "--json"), _json("ddp", "envs", "--json"))
+    text = render(_json("envs", "--framework", "horovod", "--json"), _json("accuracy", "--json"),
+                  _json("ddp", "envs", "--json"))
     if a.check:
         if (OUT.read_text() if OUT.is_file() else "") != text:
             print(f"{OUT.relative_to(ROOT)} is stale: run python scripts/gen_accuracy_page.py", file=sys.stderr)

@@ -162,27 +162,37 @@ def test_fit_s_table_keeps_one_line_per_env_at_80_columns(tmp_path):
     assert all(len(ln) <= 80 for ln in p.stdout.splitlines()[:12])
 
 
-def test_envs_fits_80_columns_with_each_env_s_checked_figures():
+def test_envs_fits_80_columns_with_each_env_s_frameworks_and_checked_figures():
     """``autotuner envs`` piped at 80 columns: no line wider (its trust column's words made lines of 90), every env
-    on at most two lines (it took nine), and each env's checked figures as the API gives them (``checked``: mean and
-    worst error, trials; fresh-poll-2x1-2.5gbit's 6.3 % and +20.8 % over 50 trials), ``never`` where not checked."""
+    of both frameworks on at most two lines (it took nine), the frameworks that answer for it, and its checked
+    figures as the API gives them (``checked``: mean and worst error, trials; fresh-poll-2x1-2.5gbit's 6.3 % and
+    +20.8 % over 50 trials), ``never`` where not checked. ``--framework ddp``: the DDP envs alone."""
     import os
 
     import autotuner
 
     rows = {r["env"]: r for r in autotuner.envs()}
-    assert rows["fresh-poll-2x1-2.5gbit"]["checked"]["trials"] == 50 and rows["v100-5gbit"]["checked"] is None
+    assert rows["fresh-poll-2x1-2.5gbit"]["horovod"]["checked"]["trials"] == 50
+    assert rows["v100-5gbit"]["horovod"]["checked"] is None
+    assert rows["ddp-2x1-3gbit"]["frameworks"] == ["ddp"] and rows["v100-5gbit"]["frameworks"] == ["horovod"]
     p = run("envs", env={**os.environ, "COLUMNS": "80"})
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
     assert max(len(ln) for ln in lines) <= 80
     rule = next(i for i, ln in enumerate(lines) if ln.startswith("---"))
     starts = [i for i in range(rule + 1, len(lines)) if lines[i][:1].strip()]  # an env's first line
-    table_end = next(i for i in starts if lines[i].startswith("checked:"))
+    table_end = next(i for i in starts if lines[i].startswith(("models calibrated", "answers:")))
     firsts = [i for i in starts if i < table_end]
-    assert len(firsts) == len(rows) and all(b - a <= 2 for a, b in zip(firsts, firsts[1:] + [table_end]))
+    assert len(firsts) == len(rows)
+    for a, b in zip(firsts, firsts[1:] + [table_end]):  # two lines; a third for an untrusted env's mark
+        assert b - a <= 2 or (b - a == 3 and lines[a + 2].strip() == "untrusted"), lines[a:b]
     first = {lines[i].split()[0]: lines[i] for i in firsts}
     assert first["fresh-poll-2x1-2.5gbit"].endswith("6.3/+20.8") and first["v100-5gbit"].endswith("never")
+    assert first["ddp-2x1-3gbit"].split()[1] == "ddp" and first["v100-5gbit"].split()[1] == "horovod"
+    p = run("envs", "--framework", "ddp", "--json")
+    assert p.returncode == 0 and {r["env"] for r in json.loads(p.stdout)} == {
+        e for e, r in rows.items() if "ddp" in r["frameworks"]}
+    assert_one_line_error(run("envs", "--framework", "jax"), "--framework")
 
 def test_accuracy_names_each_env_once_and_fits_80_columns():
     """``autotuner accuracy`` piped at 80 columns: per env a heading, then one table per source file named in its

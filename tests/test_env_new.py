@@ -50,8 +50,10 @@ def test_env_new_then_suggest_says_from_specs(tmp_path):
     assert r.trust.startswith("from specs, never measured") and r.nodes == 8 and r.gpus_per_node == 8
     listed = json.loads(run("envs", "--model-dir", str(tmp_path), "--json").stdout)
     row = next(e for e in listed if e["env"] == "dgx8")
-    assert row["source"] == "specs" and row["trust"].startswith("from specs")
-    assert any(e["source"] == "measured" for e in listed) and any(e["source"] == "lab report" for e in listed)
+    assert row["frameworks"] == ["horovod"] and row["trust"]["horovod"].startswith("from specs")
+    assert row["horovod"]["source"] == "specs"
+    hvd = [e["horovod"] for e in listed if e["horovod"]]
+    assert any(e["source"] == "measured" for e in hvd) and any(e["source"] == "lab report" for e in hvd)
 
 
 def test_env_new_refuses_a_measured_name_and_bad_input(tmp_path):

@@ -58,10 +58,10 @@ def test_validate_answers_share_one_shape():
 
 
 def test_one_envs_lists_every_environment_with_the_frameworks_that_answer_for_it():
-    from autotuner.frameworks import envs
+    from autotuner.frameworks.horovod.environments import envs as horovod_envs
 
-    rows = {r["env"]: r for r in envs()}
-    hvd = {r["env"] for r in autotuner.envs()}
+    rows = {r["env"]: r for r in autotuner.envs()}
+    hvd = {r["env"] for r in horovod_envs()}
     ddp = {r["env"] for r in autotuner.ddp_envs()}
     assert set(rows) == hvd | ddp
     for name, r in rows.items():

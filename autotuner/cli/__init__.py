@@ -40,7 +40,7 @@ import typer  # noqa: E402
 
 from autotuner import AutotunerError  # noqa: E402
 
-from . import ddp_predict, ddp_realrun, horovod_envs, horovod_predict, horovod_realrun  # noqa: E402,F401  (commands)
+from . import ddp_predict, ddp_realrun, environments, horovod_envs, horovod_predict, horovod_realrun  # noqa: E402,F401  (commands)
 from .common import app, ddp_app, env_app, err, knob_options, out  # noqa: E402,F401
 
 #: the commands in the order ``autotuner --help`` lists them (the groups ``env`` and ``ddp`` after them)

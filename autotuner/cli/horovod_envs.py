@@ -113,46 +113,6 @@ def short_form(form: str) -> str:
 
 
 
-@app.command("envs", short_help="every environment: hardware, source, trust")
-def envs_cmd(model_dir: Optional[Path] = model_dir_opt(),
-             as_json: bool = json_opt("the list")) -> None:
-    """Every environment the commands can use: hardware, where its numbers come from, how far it was checked.
-
-    Example:
-
-    \b
-        autotuner envs
-    """
-    rows = autotuner.envs(model_dir)
-    if as_json:
-        print(json.dumps(rows, allow_nan=False))
-        return
-    t = Table(title="environments")
-    for col in ("env", "shape", "backend", "link Gbit/s", "source", "calibrated models", CHECKED_HEADER):
-        t.add_column(col, justify="right" if col in ("link Gbit/s", CHECKED_HEADER) else "left")
-    problems = []
-    for r in rows:
-        if "problem" in r:
-            t.add_row(r["env"], "", "", "", "unreadable", "", "see below")
-            problems.append(f"{r['env']}: {r['problem']}")
-            continue
-        gpu = str(r["gpu"] or "")
-        t.add_row(r["env"] + (" (default)" if r["default"] else ""),
-                  f"{r['nodes']}x{r['gpus_per_node']}" + (" CPU" if gpu.startswith("none") else f" {gpu}" if gpu else ""),
-                  str(r["backend"] or "?"), f"{r['link_gbps']:g}" if r["link_gbps"] else "", r["source"],
-                  ", ".join(r["models"]) or "-", checked_cell(r["checked"]))
-    render_table(out, t)
-    for line in problems:
-        err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
-    out.print(textwrap.fill("checked: each env's predictions against its real trials, mean and worst error and the "
-                            "trials (the trust line every prediction carries; autotuner envs --json gives it whole, "
-                            "with the jobs left out); never: not checked against a real run; CPU: ranks without a "
-                            "GPU. PyTorch DDP environments: autotuner ddp envs",
-                            width=max(out.width, 40), break_long_words=False, break_on_hyphens=False),
-              highlight=False, soft_wrap=True)
-
-
-
 @env_app.command("new", short_help="an environment from published link figures")
 @old_names(link_gbit="--inter-gbit")
 def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain name)",

@@ -57,20 +57,24 @@ FRAMEWORKS: dict[str, Parts] = {
 }
 
 
-def envs(model_dir: Path | Sequence[Path] | None = None, runs_dir: Path | None = None) -> list[dict[str, Any]]:
+def envs(model_dir: Path | Sequence[Path] | None = None, runs_dir: Path | None = None,
+         on_event=None) -> list[dict[str, Any]]:
     """Every environment any framework can answer for, sorted by name: each ``{"env", "frameworks"`` (the
     frameworks that answer for it: ``horovod`` where a model file is found, :func:`autotuner.frameworks.horovod.
     environments.envs`; ``ddp`` where a folder with a DDP sweep is, :func:`autotuner.frameworks.ddp.api.ddp_envs`),
     ``nodes``, ``ranks_per_node``, ``link_gbit`` (Gbit/s), ``trust`` (per framework, its trust line or the
     problem that kept it from answering), and ``horovod`` / ``ddp``: that framework's own row (None where it does
     not answer)}``. Model folders and runs folders are searched as every command searches them
-    (:mod:`autotuner.paths`). Raises ModelStoreError / RunsError (one line) for a given folder that is missing."""
+    (:mod:`autotuner.paths`); ``on_event(line)``: one line as each framework's list starts. Raises ModelStoreError /
+    RunsError (one line) for a given folder that is missing."""
     from .ddp.api import ddp_envs
     from .horovod.environments import envs as horovod_envs
 
     rows: dict[str, dict[str, dict]] = {}
-    for name, listing in (("horovod", horovod_envs(model_dir)), ("ddp", ddp_envs(runs_dir))):
-        for r in listing:
+    say = on_event or (lambda line: None)
+    for name, lister in (("horovod", lambda: horovod_envs(model_dir)), ("ddp", lambda: ddp_envs(runs_dir))):
+        say(f"{name} environments")
+        for r in lister():
             rows.setdefault(r["env"], {})[name] = r
     out = []
     for env, by in sorted(rows.items()):
