@@ -107,15 +107,17 @@ def _skip_reason(report) -> str:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """Under CI a skip is a failure unless it is the one allowed (tests/cli_helpers.py ``NO_CUDA``): a test that
-    skips for a reason no helper routes (a stray ``pytest.skip``) cannot pass CI silently."""
+    """Under CI a skip is a failure unless it is one of those allowed (tests/cli_helpers.py ``ALLOWED_UNDER_CI``:
+    no CUDA GPU; no trace_processor_shell offline): a test that skips for a reason no helper routes (a stray
+    ``pytest.skip``) cannot pass CI silently."""
     outcome = yield
     rep = outcome.get_result()
-    from cli_helpers import NO_CUDA, under_ci
+    from cli_helpers import ALLOWED_UNDER_CI, under_ci
 
-    if rep.skipped and not hasattr(rep, "wasxfail") and under_ci() and _skip_reason(rep) != NO_CUDA:
+    if rep.skipped and not hasattr(rep, "wasxfail") and under_ci() and _skip_reason(rep) not in ALLOWED_UNDER_CI:
         rep.outcome = "failed"
-        rep.longrepr = f"skipped under CI, where nothing may skip but the CUDA tests: {_skip_reason(rep)}"
+        rep.longrepr = (f"skipped under CI, where nothing may skip but the CUDA tests and perfetto's binary offline: "
+                        f"{_skip_reason(rep)}")
 
 
 def pytest_terminal_summary(terminalreporter):
