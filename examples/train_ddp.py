@@ -9,7 +9,7 @@ or let autotuner run it for each DDP setting it validates::
 
     autotuner ddp validate --env ddp-2gbit --model my_layout.json --proposals pick.json -- python examples/train_ddp.py
 
-The three things a script needs for autotuner (docs/ddp.md, "Your own script"), each one call of
+The three things a script needs for autotuner (docs/how-to/apply-in-your-script.md, "PyTorch DDP"), each one call of
 :mod:`autotuner.integrations`:
 
 1. Take the DDP setting from the environment (``pick_from_env``, then ``ddp_kwargs`` and ``apply``): ``autotuner ddp

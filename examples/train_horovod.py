@@ -10,7 +10,7 @@ validate through ``AUTOTUNER_STEPS`` / ``AUTOTUNER_WARMUP`` when not given here)
     autotuner validate --env fresh-poll-2gbit --model examples/layouts/tiny_transformer.json \\
         --proposals suggest.json -- python examples/train_horovod.py
 
-The three things a script needs for autotuner (docs/your-cluster.md):
+The three things a script needs for autotuner (docs/how-to/apply-in-your-script.md, "Horovod"):
 
 1. ``hvd.DistributedOptimizer`` with ``named_parameters``: Horovod then allreduces each gradient as
    ``allreduce.<name>`` when backward produces it (horovod/torch/optimizer.py, ``_make_hook``), which

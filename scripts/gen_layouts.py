@@ -116,7 +116,7 @@ class _Builder:
     def layer_norm(self, prefix, c, tokens):
         """LayerNorm over ``c`` features of ``tokens`` rows; backward FLOPs estimated as for
         BatchNorm (BN_BWD_FLOPS_PER_ELEM per output element). Weight before bias, as BatchNorm
-        (a CPU backward pass gives the same, docs/simulator.md)."""
+        (a CPU backward pass gives the same, docs/explanation/horovod-simulator.md)."""
         params = [(f"{prefix}.weight", [c]), (f"{prefix}.bias", [c])]  # backward order
         self.layers.append((params, BN_BWD_FLOPS_PER_ELEM * c * tokens))
 
@@ -214,7 +214,7 @@ MNIST_SOURCE = (
     "in reverse forward order, Linear bias then weight, Conv weight then bias; per-layer share of "
     "backward FLOPs at batch 1 (conv/linear backward = 2 x forward FLOPs, the first layer 1 x), "
     "put on the layer's first tensor in backward order. Max-pooling, ReLU, dropout and "
-    "log_softmax ignored. The workload of lab reports 002 and 004 (docs/lab-reports-002-004-arithmetic.md)."
+    "log_softmax ignored. The workload of lab reports 002 and 004 (research/notes/lab-reports-002-004-arithmetic.md)."
 )
 
 #: HuggingFace ``bert-base-uncased`` config.json (Devlin et al. 2018, "BERT-Base")
@@ -240,7 +240,7 @@ def build_bert_base(cfg: dict = BERT_BASE, seq: int = BERT_SEQ_LEN) -> _Builder:
     embeddings run word, token_type, position in BertEmbeddings.forward (not their registration
     order word, position, token_type), so their gradients come position, token_type, word.
     Within a layer: Linear bias then weight, LayerNorm weight then bias (the measured fp32
-    rule, docs/simulator.md; not measured for BERT itself).
+    rule, docs/explanation/horovod-simulator.md; not measured for BERT itself).
 
     compute_share: the same FLOP proxy as the torchvision layouts, at batch 1 and ``seq`` tokens
     (128): Linear backward = 2 x forward = 2 x 2*seq*in*out (the pooler sees 1 token);

@@ -59,7 +59,7 @@ def not_a_module():
 
 
 def convnet() -> nn.Module:
-    """A small 3-stage conv net for 3x64x64 inputs (docs/profile.md's example)."""
+    """A small 3-stage conv net for 3x64x64 inputs (docs/how-to/profile.md's example)."""
     torch.manual_seed(0)
 
     def block(cin, cout, stride):

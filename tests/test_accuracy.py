@@ -60,7 +60,7 @@ def test_report001_4x1_within_7pct(what):
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="not reachable with one shared link rate: the report's own NIC "
-                   "counters and host phase times bound the best shared fit at +-5.6% (docs/accuracy.md)")
+                   "counters and host phase times bound the best shared fit at +-5.6% (research/notes/accuracy.md)")
 def test_report001_4x1_within_5pct():
     for m in ("resnet50", "vgg16"):
         c = every_case()[("v100-5gbit", f"{m} 4x1: step time (ms)")]

@@ -1,7 +1,7 @@
 """The package layout holds: the model core is pure, layers import only downwards, and each framework's folder
 (``autotuner/frameworks/<name>/``) knows no other framework; the test suite loads nothing of ``research/``.
 
-docs/architecture.md draws the layers; these tests fail when an import breaks them.
+docs/explanation/architecture.md draws the layers; these tests fail when an import breaks them.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ HVD_CORE = f"{HVD}.knobs", f"{HVD}.simulator", f"{HVD}.fastsim", f"{HVD}.scenari
 #: what each layer may import inside the package (the layer itself always). The shared parts know no framework:
 #: the cost model, readers, writers, the fits every framework shares, tune's decision core,
 #: the shared views and the real-run launcher and testbed; each framework's own fit, search and views live in its
-#: folder (docs/architecture.md, "Frameworks").
+#: folder (docs/explanation/architecture.md, "Frameworks").
 ALLOWED = {
     "model": {"errors"},
     "schemas": {"errors", "model"},

@@ -185,7 +185,7 @@ def test_hierarchical_flags_on_gloo_run_and_change_nothing(nothing_left, tmp_pat
     """Horovod 0.28.1 on Gloo, 2 hosts x 2 ranks (local size 2 < size 4, so the flags are not
     dropped for being on one host): ``--hierarchical-allreduce --hierarchical-allgather`` start
     and finish normally, and every allreduce is still Gloo's flat one (timeline activity
-    GLOO_ALLREDUCE; the hierarchical ops are NCCL_/MPI_ ones: docs/knobs.md)."""
+    GLOO_ALLREDUCE; the hierarchical ops are NCCL_/MPI_ ones: docs/reference/knobs.md)."""
     need_horovod()
     from autotuner.frameworks.horovod.knobs import Config
     from autotuner.readers.timeline import read_timeline

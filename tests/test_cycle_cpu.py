@@ -1,6 +1,6 @@
 """The compute a rank loses to Horovod's background-loop cycles when
 its compute fills its core. Measured by `measure`'s cpu phase (runs/fresh-poll-2gbit/cpu.jsonl),
-fitted into `Negotiation.cpu_s`, charged by both simulators (docs/fresh-environments.md, section 8)."""
+fitted into `Negotiation.cpu_s`, charged by both simulators (research/notes/fresh-environments.md, section 8)."""
 from __future__ import annotations
 
 import json
@@ -174,7 +174,7 @@ def test_second_environment_within_ten_percent_and_ranked():
 
 def test_trickle_phase_is_recorded_not_charged():
     """measure's trickle phase (tensors one per cycle vs all at once, 1 and 5 ms cycles) is in every
-    sweep env's model file as measured; it is not a term (docs/fresh-environments.md section 9)."""
+    sweep env's model file as measured; it is not a term (research/notes/fresh-environments.md section 9)."""
     from autotuner.frameworks.horovod.fit import sweep as S
     from autotuner.frameworks.horovod import trickleprobe as T
 

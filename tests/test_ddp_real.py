@@ -379,7 +379,7 @@ def test_the_uncontended_envs_miss_without_the_view_matches_the_first_touch_prob
     holds them) fault in all their pages again every step (bytes / 4 KiB minor faults) and cost ~58 ms more per step
     than gradients dropped after their copy into the bucket (with the view: no faults). The measured gap between DDP's
     default and the view, less the simulator's (its copy back), is that size to within 30 %. Established by the real
-    jobs' own fault counts and glibc's tunables (next test); not modelled (docs/ddp.md, "An uncontended machine")."""
+    jobs' own fault counts and glibc's tunables (next test); not modelled (research/notes/ddp.md, "An uncontended machine")."""
     d = RUNS / "ddp-1x4-16core"
     ft = json.loads((d / "first-touch-x4.json").read_text())
     assert ft["procs"] == 4 and ft["model"] == "resnet101"
@@ -439,7 +439,7 @@ def test_the_replay_stages_decide_where_the_hooks_work_goes():
     backward: the hooks' work delays every later gradient) every setting measures 10-20 % slower than predicted:
     the copies (at::mul_out) took 42-51 ms per step in the probe's 4 concurrent processes against the 30 ms of the
     sweep's copy rate (rank 0 alone), and the held gradients' re-faults overran their stages. Named misses, not
-    modelled (docs/ddp.md, "An uncontended machine")."""
+    modelled (research/notes/ddp.md, "An uncontended machine")."""
     deadline, recs = _experiment("ddp-1x4-16core", "resnet101-300ms")
     assert all("stages" not in r for r in recs)  # the replay before --stages: deadlines
     assert deadline["25 MiB (default, first 1 MiB), view"].measured_ms < 310
@@ -470,7 +470,7 @@ def test_ddp_suggest_from_the_command_line(tmp_path):
 
 
 def test_the_cpu_phase_moves_a_users_script_toward_its_measurements():
-    """Held out (docs/ddp.md, "Compute beside the collectives"): examples/train_ddp.py's real CPU compute, predicted
+    """Held out (research/notes/ddp.md, "Compute beside the collectives"): examples/train_ddp.py's real CPU compute, predicted
     from each env's phases alone with and without the cpu phase's law (``CostModel.collective_cpu``, charged to a
     CPU-profiled layout whose ranks fill the cores). ddp-3gbit and ddp-2x1-2gbit (2 emulated hosts) were each
     measured in one sitting (every phase, the profile, 7 settings x 3; ddp-2x1-2gbit's cpu
@@ -552,7 +552,7 @@ def test_a_users_ddp_script_validated_against_its_profile():
     docs/records/train-ddp-2gbit/proposals.json --link-gbit 2 --name train-ddp-script -- python
     examples/train_ddp.py``: real CPU compute (the profile's, 2 ranks on 2 cores) beside the collectives. The first
     bucket effect (an explicit 25 MiB slower than DDP's default) and the order default > 4 MiB are reproduced; the
-    steps are predicted 5-12 % too fast (the compute and Gloo share the 2 cores: not modelled for DDP, docs/ddp.md),
+    steps are predicted 5-12 % too fast (the compute and Gloo share the 2 cores: not modelled for DDP, docs/explanation/ddp-simulator.md),
     within 15 %."""
     cost = env_cost(RUNS / "ddp-2gbit")[0]
     rs = {r.label: r for r in rows(RUNS / "ddp-2gbit", cost, files=[RUNS / "ddp-2gbit" / "ddp-validation" /

@@ -116,7 +116,7 @@ def test_the_fp16_fit_reads_the_committed_phase_by_hand():
     assert info["sum_extra_ns_per_elem"] == pytest.approx(float(np.median(xs)) * 1e9, rel=1e-9)
     assert info["segment_bytes"] == GLOO_SEGMENT_BYTES
     # the casts: the two-term law within 35 % of every set's median over the jobs (it misses the cache,
-    # docs/tune.md; one job of the third pass took 2.70 ms for the 1024 tensors the others took 1.38-1.62 ms in)
+    # research/notes/tune-fp16.md; one job of the third pass took 2.70 ms for the 1024 tensors the others took 1.38-1.62 ms in)
     for i, (count, elems, *_) in enumerate(recs[0]["casts"]):
         up = float(np.median([r["casts"][i][3] for r in recs]))
         pred = count * (info["cast_up_us_per_tensor"] * 1e-3 + elems * info["cast_up_ns_per_elem"] * 1e-6)
@@ -150,7 +150,7 @@ def test_the_overlap_explains_the_slow_link_and_agrees_across_link_rates():
 UNPINNED = {"fresh-poll-0.75gbit": ("fresh-poll-2gbit", "fresh-poll-2x1-3gbit"),
             "fresh-poll-1.25gbit": ("fresh-poll-2gbit", "fresh-poll-2x1-3gbit"),
             # held out (measured in one sitting after fresh-poll-2.75gbit;
-            # docs/compression.md, "Held out: the rule fires"): its phase 0.68 apart, the sum lent by its sibling
+            # research/notes/compression.md, "Held out: the rule fires"): its phase 0.68 apart, the sum lent by its sibling
             "fresh-poll-1.1gbit": ("fresh-poll-2.75gbit",),
             # measured for the below-knee bound: its phase 0.31 apart, lent by its sibling
             "fresh-poll-1.5gbit": ("fresh-poll-3.5gbit",)}
@@ -335,7 +335,7 @@ def test_held_out_fp16_replays_are_predicted_within_5_percent_or_named():
     assert len(rows) == 18
     for env, name, mib, _, meas, pred in rows:
         err = (pred - meas) / meas
-        if (env, name, mib) in FP16_MISSED:  # named, stated in docs/compression.md; it must still miss
+        if (env, name, mib) in FP16_MISSED:  # named, stated in research/notes/compression.md; it must still miss
             assert abs(err) > 0.05, (env, name, mib, pred, meas)
         else:
             assert abs(err) < 0.05, (env, name, mib, pred, meas)
@@ -372,7 +372,7 @@ def test_replays_whose_ranks_held_the_same_values_are_predicted_no_faster_than_t
 
 
 #: the fp16 replays of a training job's values the model misses by more than 5 %, as (env, file, fusion threshold
-#: in MiB): none since the float16 sum is borrowed where a phase does not pin it (docs/compression.md, "A phase that
+#: in MiB): none since the float16 sum is borrowed where a phase does not pin it (research/notes/compression.md, "A phase that
 #: does not pin the sum"). The last one named here, fresh-poll-1.25gbit's ResNet-18 at 128 MiB, was +7.5 %, then
 #: +5.6 % with the fused phase's copy rate, and is +0.8 % with the sum borrowed (25.7 ns per element, against its
 #: own phase's 28.9, quartiles 17.0-31.9).
@@ -413,7 +413,7 @@ def test_what_fp16_saves_beside_the_defaults_is_predicted_within_a_few_percent_o
             # where fp16 costs more than it saves (two emulated hosts; the other machine kind, whose float16 sum is
             # 10x dearer), the env's own error rides on a longer fp16 step
             bound = 0.08 if two_hosts or mf > md else 0.03
-            if (env, f.name, label) in SAVING_MISSED:  # named, stated in docs/compression.md; it must still miss
+            if (env, f.name, label) in SAVING_MISSED:  # named, stated in research/notes/compression.md; it must still miss
                 assert off > bound, (env, f.name, label, md - mf, pd - pf, md)
             else:
                 assert off < bound, (env, f.name, label, md - mf, pd - pf, md)

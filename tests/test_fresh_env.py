@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "runs"
 FRESH = {"fresh-3gbit": "vit_s16", "fresh-0.5gbit": "mobilenet_v2", "fresh-2x1-5gbit": "distilbert",
          "fresh-poll-2gbit": "vit_s16", "fresh-poll-0.75gbit": "mobilenet_v2", "fresh-poll-2x1-2gbit": "distilbert"}
-#: the environments judged after the fix: measured and replayed with polling waits (docs/fresh-environments.md)
+#: the environments judged after the fix: measured and replayed with polling waits (research/notes/fresh-environments.md)
 JUDGED = [e for e in FRESH if e.startswith("fresh-poll-")]
 
 
@@ -170,7 +170,7 @@ def _judged(env):
     return rows, summary(rows, "proposal-1"), json.loads((RUNS / env / "validation" / f"pick-{FRESH[env]}.json").read_text())
 
 
-#: where the acceptance is not met, and why (docs/fresh-environments.md section 4)
+#: where the acceptance is not met, and why (research/notes/fresh-environments.md section 4)
 NOT_MET = {
     "fresh-poll-0.75gbit": "0.75 Gbit/s, MobileNetV2: every configuration predicted 2.7-4.8 % low and fusion off "
                            "10.9 % low (MAPE 4.2 %): the small responses cost more in training than in the sweep "

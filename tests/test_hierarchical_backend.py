@@ -1,5 +1,5 @@
 """Hierarchical allreduce per backend: Horovod 0.28.1 has it only with NCCL (+ MPI); on Gloo and
-MPI the flag is ignored (horovod/common/operations.cc:157-168, 221-233, 574-577; docs/knobs.md,
+MPI the flag is ignored (horovod/common/operations.cc:157-168, 221-233, 574-577; docs/reference/knobs.md,
 "Hierarchical flags per backend"). So on a gloo env the simulator reads the flag as off, and
 suggest (bayes and grid), explore and scale never search nor propose it; a NCCL env keeps it.
 

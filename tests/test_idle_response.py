@@ -1,5 +1,5 @@
 """Small responses while the ranks' main threads sleep (``measure``'s idle phase,
-:mod:`autotuner.frameworks.horovod.idleprobe`; docs/fresh-environments.md section 11). The fit's arithmetic
+:mod:`autotuner.frameworks.horovod.idleprobe`; research/notes/fresh-environments.md section 11). The fit's arithmetic
 against the committed records (runs/*/idle.jsonl and their timelines), and that it is recorded,
 not charged; no Horovod is run here."""
 from __future__ import annotations
@@ -18,7 +18,7 @@ from autotuner.readers.timeline import read_timeline
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "runs"
-#: every sweep env that ran the phase (docs/fresh-environments.md section 11's table)
+#: every sweep env that ran the phase (research/notes/fresh-environments.md section 11's table)
 ENVS = sorted(p.parent.name for p in RUNS.glob("*/idle.jsonl"))
 
 
@@ -79,7 +79,7 @@ def test_idle_regime_is_slower_than_the_sweeps_own_small_responses():
     fresh-poll-2x1-3.5gbit (idle 1.74 ms, tier 1.82 ms) and fresh-poll-2x1-4.5gbit (idle 1.45 ms, tier 1.88 ms):
     their sweep lines' intercepts (1.80 and 1.87 ms) are the highest of the two-host envs (0.91-1.48 ms on the
     others). On the dearer AMD EPYC VM (``EPYC_MACHINE``) it costs 4.5 and 6.3 ms, as its dearer burst and step
-    phases do (docs/compression.md, "Held out: a new machine"), and is above the tier there too."""
+    phases do (research/notes/compression.md, "Held out: a new machine"), and is above the tier there too."""
     assert EPYC_MACHINE | OTHER_EPYC_MACHINE <= set(ENVS)  # each named machine is one of the envs read
     above = []
     for env in ENVS:
@@ -97,7 +97,7 @@ def test_idle_regime_is_slower_than_the_sweeps_own_small_responses():
 
 def test_recorded_not_charged():
     """The shipped models keep the phase's figures in fit.idle_response and nothing in the cost
-    model: as a term it made four envs' held-out errors worse (docs/fresh-environments.md section 11)."""
+    model: as a term it made four envs' held-out errors worse (research/notes/fresh-environments.md section 11)."""
     for env in ENVS:
         m = json.loads((ROOT / "autotuner" / "models" / f"{env}.json").read_text())
         assert m["fit"]["idle_response"]["per_response_us"] > 0

@@ -2,7 +2,7 @@
 
 The fit (autotuner.frameworks.horovod.fit.cpu_scaling), the contention form (autotuner.model.contention), the
 held-out check (ResNet50 fits the contention, ResNet18 is predicted) and why it cannot pass,
-simulate through make_scenario and the CLI, and damaged rows. docs/laptop-cpu.md.
+simulate through make_scenario and the CLI, and damaged rows. docs/explanation/laptop-cpu.md.
 """
 import math
 import shutil
@@ -127,14 +127,14 @@ def test_fit_from_committed_runs(fitted):
 def test_row_checks_flag_the_inconsistent_columns(fitted):
     rc = {(r["model"], r["processes"]): r for r in fitted[1]["fit"]["row_checks"]}
     bad_total = {k for k, r in rc.items() if not r["total_consistent"]}
-    # docs/lab-reports-002-004-arithmetic.md: total = N x per process fails at R50 N=8, R18 N=1, 4, 8
+    # research/notes/lab-reports-002-004-arithmetic.md: total = N x per process fails at R50 N=8, R18 N=1, 4, 8
     assert bad_total == {("resnet50", 8), ("resnet18", 1), ("resnet18", 4), ("resnet18", 8)}
     assert rc[("resnet50", 8)]["speedup_minus_ratio_percent"] == pytest.approx((3.04 / (244.66 / 82.46) - 1) * 100)
     assert all(abs(r["speedup_minus_ratio_percent"]) < 3 for r in rc.values())
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="report 003's own numbers: no contention shared by ResNet50 and ResNet18 "
-                   "fits both within 10% (test_held_out_bound_from_the_report, docs/laptop-cpu.md)")
+                   "fits both within 10% (test_held_out_bound_from_the_report, docs/explanation/laptop-cpu.md)")
 def test_held_out_resnet18_within_10_percent(fitted):
     held = fitted[1]["fit"]["held_out"]
     assert [(r["ranks"], round(r["error_percent"], 1)) for r in held if abs(r["error_percent"]) > 10] == []
@@ -149,7 +149,7 @@ def test_held_out_resnet18_is_predicted_too_fast_at_every_rank_count(fitted):
 
 
 def test_held_out_bound_from_the_report():
-    """The proof behind the xfail, on the report's numbers (docs/laptop-cpu.md, "Why 10% is impossible").
+    """The proof behind the xfail, on the report's numbers (docs/explanation/laptop-cpu.md, "Why 10% is impossible").
 
     Model class: T_m(N) = C_m·h(N)/N + c_m(N), h shared, h(1) = 1, C_m = T_m(1).
     (1) Communication negligible (c << T): T18(N)/T50(N) = C18/C50 for every N and every h. If both

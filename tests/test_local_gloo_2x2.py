@@ -2,7 +2,7 @@
 its real trials (records under runs/local-gloo-2x2/validation/) against the model.
 
 No Horovod needed: these read committed records of real runs. Figures: autotuner/frameworks/horovod/views/emulated_2x2.py,
-docs/validation.md "Two emulated hosts".
+research/notes/validation.md "Two emulated hosts".
 """
 import json
 from pathlib import Path
@@ -102,7 +102,7 @@ def test_every_trials_recorded_prediction_is_the_shipped_model_without_its_later
     assert n >= 18 + 2 * 9
 
 
-#: configurations whose 2x2 step the model misses by more than 5 %, and why (docs/validation.md)
+#: configurations whose 2x2 step the model misses by more than 5 %, and why (research/notes/validation.md)
 SMALL = ("many small responses: at 4 ranks sharing this machine's 2 cores a small allreduce costs several times "
          "what the 2-rank sweep measured (the testbed's capacity and wait-mode experiments)")
 MISSES = {"proposal-1": SMALL, "proposal-7": SMALL, "proposal-6": SMALL,

@@ -1,7 +1,7 @@
 """``autotuner measure``: the allreduce sweep under real horovodrun, its records, resume, and its fit.
 
 The real tests run Horovod 0.28.1 (Gloo) on this machine's loopback with a short sweep; the
-committed environment runs/local-gloo-1gbit-sweep is the full one (docs/measure.md).
+committed environment runs/local-gloo-1gbit-sweep is the full one (docs/how-to/measure.md).
 """
 import json
 import os

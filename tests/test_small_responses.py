@@ -127,7 +127,7 @@ def _repeat_range(env: str, fname: str, label: str) -> tuple[float, float]:
 FIXED = [("fresh-poll-1.25gbit", "fresh-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)"),
          ("fresh-poll-2.75gbit", "small-mobilenet_v2-nt.jsonl", "mobilenet_v2 proposal-1 (0 MiB, 1 ms)"),
          ("fresh-2x1-5gbit", "small-distilbert-rerun.jsonl", "distilbert proposal-2 (0 MiB, 1 ms) on 2x1"),
-         # and those the mid-size burst phase's shift of the line above the knee brought within 10 % (docs/accuracy.md,
+         # and those the mid-size burst phase's shift of the line above the knee brought within 10 % (research/notes/accuracy.md,
          # "Mid-size responses back to back"): +14.8 -> +4.7, +16.2 -> +6.0, +17.6 -> +8.8, +16.3 -> +8.6 %
          ("fresh-poll-2x1-3gbit", "fresh-vit_s16-nt.jsonl", "vit_s16 proposal-2 (1 MiB, 1 ms) on 2x1"),
          ("fresh-poll-2x1-3gbit", "small-vit_s16-rerun.jsonl", "vit_s16 proposal-1 (1 MiB, 1 ms) on 2x1"),
@@ -165,7 +165,7 @@ def test_small_response_rows_a_later_term_brought_within_10_percent_stay_there(s
 #: first: the defaults 1.8 %, 1 MiB 1.2 %, the others 4-9 %): vit_s16 fusion off +13.5 % (+7.5 % in the first sitting; +25.2 % without the
 #: rule; the price the step phase gives, 1.46 ms per small response, charges vit_s16's ~150 responses 159 ms where its
 #: rounds measured 104 +- 8: research/notes/accuracy.md, "Cache off from the step phase")
-#: A third sitting of both (judged as declared before it ran; docs/accuracy.md,
+#: A third sitting of both (judged as declared before it ran; research/notes/accuracy.md,
 #: "A third sitting of the two misses") misses three rows more: on fresh-2x1-5gbit the whole sitting ran slow (its
 #: defaults -16.1 %, which is no small-response row) and cache off (-17.8 %) and 1 MiB (-10.4 %) with it, while cache
 #: off - defaults paired by round stays inside its noise; vit_s16 fusion off +22.3 %, the third sitting of three to
@@ -205,7 +205,7 @@ def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_ro
         lo, hi = _repeat_range(key[0], key[1], c.what.split(" ")[1])
         if not (abs(c.error_pct) <= 10.0 or lo <= c.predicted <= hi):
             bad.add(key)
-    # the two envs measured for the fp16 rule (on a faster-changing machine: docs/compression.md, "Held
+    # the two envs measured for the fp16 rule (on a faster-changing machine: research/notes/compression.md, "Held
     # out: a new machine") replayed fp16 at the defaults only: no small-response rows there yet
     assert envs == set(FRESH) - FP16_ONLY
     assert bad == MISSED, sorted(bad ^ MISSED)
@@ -213,7 +213,7 @@ def test_every_small_response_row_within_10_percent_or_its_repeat_range(small_ro
 
 def test_small_response_rows_that_ran_the_timeline_are_another_job(small_rows):
     """The rows whose replays ran Horovod's timeline measured another job than the prediction's (its writer costs a
-    step of hundreds of small responses up to 30 %, docs/validation.md): named so, and no further off than 25 %."""
+    step of hundreds of small responses up to 30 %, docs/how-to/validate.md): named so, and no further off than 25 %."""
     tl = {k: c for k, c in small_rows.items() if "timeline ran" in k[2]}
     assert len(tl) >= 25 and all("timeline ran" in c.what for c in tl.values())
     over = {k for k, c in tl.items() if abs(c.error_pct) >= 25.0}
@@ -746,7 +746,7 @@ def test_the_mid_size_phase_recovers_the_shift_it_was_simulated_with():
         assert out["shift_ms"] == pytest.approx(shift, abs=1e-6) and out["charged"], out
         assert [r[0] for r in out["sizes"]] == [1048576, 2359296, 4194304] and out["jobs"] == 3
     # a wall clock above the line is resolved just as well, and recorded, not charged (only the timeline writer's
-    # cost is taken out of a line fitted on timeline spans; docs/accuracy.md)
+    # cost is taken out of a line fitted on timeline spans; research/notes/accuracy.md)
     out = mid_response([_mid_record(cost, 0.6, k) for k in range(3)], cost, 2)
     assert out["shift_ms"] == pytest.approx(0.6, abs=1e-6) and not out["charged"] and "above the line" in out["note"]
 
@@ -1005,7 +1005,7 @@ def test_the_shipped_sweep_models_charge_no_cheaper_bytes_below_the_knee_than_fr
                                 "fresh-poll-1.5gbit", "fresh-poll-3.5gbit", "fresh-poll-4gbit", "fresh-poll-2.2gbit"}
 
 
-# --- the small-response price the phases leave open (recorded, not charged; docs/accuracy.md) ------------------
+# --- the small-response price the phases leave open (recorded, not charged; research/notes/accuracy.md) ------------------
 
 @pytest.mark.parametrize("env", FRESH)
 def test_the_price_left_open_spans_the_burst_and_the_step_phase(env):
@@ -1037,7 +1037,7 @@ def test_no_range_without_both_phases():
 def test_simulate_gives_the_step_at_both_ends_of_the_price():
     """fresh-poll-2x1-4.5gbit's vit_s16 fusion off (300 ms of compute, as replayed): the step phase's price is the
     charged prediction and the high end; the burst phase's gives the low end. The committed replays of three
-    sittings (444.4-505.5 ms medians, docs/accuracy.md) lie between them; the defaults barely move."""
+    sittings (444.4-505.5 ms medians, research/notes/accuracy.md) lie between them; the defaults barely move."""
     import autotuner
 
     fo = autotuner.simulate("vit_s16", "fresh-poll-2x1-4.5gbit", config={"fusion_threshold_mb": 0}, compute_ms=300)

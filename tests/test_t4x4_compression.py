@@ -129,7 +129,7 @@ def test_compressed_rows_are_predicted_and_their_gap_reported_not_fitted(fitted)
         assert e["saving_gap_s"] == pytest.approx(e["measured_saving_s"] - e["predicted_saving_s"])
         assert e["saving_gap_s"] > 12
         assert e["error_percent"] > 30  # predicted as slow as uncompressed: the model keeps the gap visible
-    # the bandwidth the measured saving would need (docs/lab-reports-002-004-arithmetic.md: 13.8, 11.9 MB/s)
+    # the bandwidth the measured saving would need (research/notes/lab-reports-002-004-arithmetic.md: 13.8, 11.9 MB/s)
     assert comp[2]["implied_mbytes_per_s"] == pytest.approx(13.76, abs=0.01)
     assert comp[4]["implied_mbytes_per_s"] == pytest.approx(11.93, abs=0.01)
 

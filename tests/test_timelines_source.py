@@ -1,5 +1,5 @@
 """A user's own HOROVOD_TIMELINE files as an environment source (env.toml ``format = "timelines"``,
-:mod:`autotuner.frameworks.horovod.fit.timelines`, docs/timelines-source.md).
+:mod:`autotuner.frameworks.horovod.fit.timelines`, docs/how-to/fit-from-timelines.md).
 
 The acceptance check: the six timelines that ``validate --keep-timelines`` kept for the
 local-gloo-1gbit fit sweep (``runs/local-gloo-1gbit/validation/timelines/fit-sweep/``), read as a

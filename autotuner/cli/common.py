@@ -27,7 +27,8 @@ from .. import options as opt  # the command line's own option checks
 app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
                   help="Predict and tune Horovod's knobs (and PyTorch DDP's: autotuner ddp) from measured "
                        "bandwidth data.\n\n"
-                       "First hour (docs/your-cluster.md): autotuner measure --env NAME; autotuner fit runs/; "
+                       "First hour (docs/getting-started/horovod.md): autotuner measure --env NAME; "
+                       "autotuner fit runs/; "
                        "autotuner profile ...; autotuner suggest --model M --env NAME; "
                        "autotuner validate --env NAME --model M -- python train.py")
 out = Console()
@@ -55,7 +56,7 @@ def _root(version: bool = typer.Option(False, "--version", callback=_print_versi
 
     First hour: autotuner measure --env NAME (your cluster), autotuner fit runs/, autotuner suggest
     --model MODEL --env NAME, autotuner validate --env NAME --model MODEL -- python train.py
-    (docs/your-cluster.md).
+    (docs/getting-started/horovod.md).
     """
 
 
@@ -64,7 +65,8 @@ env_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mo
 app.add_typer(env_app, name="env")
 
 ddp_app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                      help="PyTorch DistributedDataParallel: bucket caps, the gradient view, comm hooks (docs/ddp.md).")
+                      help="PyTorch DistributedDataParallel: bucket caps, the gradient view, comm hooks "
+                           "(docs/getting-started/ddp.md).")
 app.add_typer(ddp_app, name="ddp", short_help="PyTorch DDP: buckets, view, hooks")
 
 
@@ -143,7 +145,7 @@ COMPUTE_HELP = ("forward + backward compute per step, ms (default: the model's m
 LINK_HELP = "link rate between nodes, Gbit/s"
 LOOPBACK_HELP = "each emulated host's loopback, Gbit/s (with --testbed-hosts; root only)"
 WAIT_HELP = ("how the ranks wait for their allreduces: spin (Horovod's own synchronize) or sleep (poll every 0.2 ms: "
-             "emulated hosts sharing few cores, docs/validation.md)")
+             "emulated hosts sharing few cores, docs/how-to/validate.md)")
 PROPOSALS_HELP = "suggest --json output (ddp suggest --json for DDP) or a JSON list of settings"
 JSON_HELP = "print the result as JSON"
 MODEL_DIR_HELP = ("fitted models searched first (then $AUTOTUNER_MODEL_DIR, the user's folder, the shipped "

@@ -49,7 +49,7 @@ def ddp_measure_cmd(env: str = typer.Option(..., "--env", help="environment name
     collective in flight takes from the ranks' compute), under torchrun on --np
     ranks here, a shaped loopback (--link-gbit) or an emulated cluster (--testbed-hosts); resumable: run it
     again on a measured env to add a phase it lacks.
-    NCCL with CUDA tensors is not measured here (no GPU): docs/ddp.md.
+    NCCL with CUDA tensors is not measured here (no GPU): docs/getting-started/gpu-cluster.md.
 
     Example:
 
@@ -156,7 +156,7 @@ def ddp_tune_cmd(env: str = typer.Option(..., "--env", help="DDP environment (me
                  as_json: bool = json_opt()) -> None:
     """Real DDP replays chosen one at a time: the simulator's best first, then DDP's defaults, a repeat for the
     noise, then expected improvement on a Gaussian process of where real runs disagree with the simulator; stops
-    when no candidate's improvement beats one trial's noise, or at the budget (docs/ddp.md). Records appended to
+    when no candidate's improvement beats one trial's noise, or at the budget (docs/how-to/tune.md). Records appended to
     <runs>/<env>/ddp-tune/<name>.jsonl (a killed tune resumes).
 
     Example:

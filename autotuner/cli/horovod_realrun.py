@@ -270,7 +270,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
     """Measure this cluster with Horovod's own allreduce (size sweep, fusion copies, negotiation); resumable.
 
     Writes the records to <runs-dir>/<env>/ and fits nothing: its last line is the command to run next,
-    autotuner fit <runs-dir> (docs/measure.md). Example:
+    autotuner fit <runs-dir> (docs/how-to/measure.md). Example:
 
     \b
         autotuner measure --env mycluster --hosts node1:4,node2:4

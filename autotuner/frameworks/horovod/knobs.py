@@ -494,7 +494,7 @@ what-if; `autotuner.frameworks.horovod.knobs.hierarchical_allreduce_supported` i
   hierarchical allreduce too, to no effect.
 - Recorded for real (`runs/local-gloo-2x2`, 2 emulated hosts x 2 ranks, so size != local size):
   both hierarchical flags on, this Gloo build starts and finishes with no message; every allreduce in the timeline is `GLOO_ALLREDUCE` and the step time is the defaults'
-  within their repeat spread (docs/how-to/validate.md "Two emulated hosts").
+  within their repeat spread (research/notes/validation.md "Two emulated hosts").
 
 What the tool does: where the backend has no hierarchical allreduce, the simulator treats
 `hierarchical_allreduce` on exactly as off; `suggest` (bayes and grid), `explore` and `scale`
