@@ -1,6 +1,13 @@
 """Write docs/reference/knobs.md from the Horovod knob table (autotuner/frameworks/horovod/knobs.py) and
 docs/reference/ddp-knobs.md from the DDP one (autotuner/frameworks/ddp/knobs.py); tests/test_knobs.py and
-tests/test_docs_links.py check they are current."""
+tests/test_docs_links.py check they are current.
+
+    python scripts/gen_knob_table.py [--check]
+
+``--check`` writes nothing and exits 1 when either page differs from what the knob tables give.
+"""
+import argparse
+import sys
 from pathlib import Path
 
 from autotuner.frameworks.horovod.knobs import markdown_table
@@ -55,8 +62,21 @@ def ddp_markdown_table() -> str:
     return "\n".join(lines) + "\n"
 
 
-if __name__ == "__main__":
-    for name, text in (("knobs.md", markdown_table()), ("ddp-knobs.md", ddp_markdown_table())):
-        path = REFERENCE / name
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="exit 1 when a knob page is stale; write nothing")
+    a = ap.parse_args()
+    pages = {REFERENCE / "knobs.md": markdown_table(), REFERENCE / "ddp-knobs.md": ddp_markdown_table()}
+    if a.check:
+        stale = [p for p, text in pages.items() if (p.read_text() if p.is_file() else "") != text]
+        for p in stale:
+            print(f"docs/reference/{p.name} is stale: run python scripts/gen_knob_table.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in pages.items():
         path.write_text(text)
         print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
