@@ -158,7 +158,7 @@ def test_every_public_name_resolves_and_no_module_shadows_one():
 
 
 def test_ci_runs_exactly_the_readmes_test_command():
-    """README section 2's one command is what .ci/run executes (issue 12: two commands in the README)."""
+    """README section 2's one command is what .ci/run executes."""
     root = PKG.parent
     readme = (root / "README.md").read_text()
     section = readme.split("## 2. ", 1)[1].split("## ", 1)[0]

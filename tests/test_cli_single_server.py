@@ -1,4 +1,4 @@
-"""Single-server what-ifs on the command line (issue 13): ``--backend`` on simulate, suggest,
+"""Single-server what-ifs on the command line: ``--backend`` on simulate, suggest,
 explore and scale; ``scale --ranks``; wall times of the whole run where the env has a run shape.
 
 The environments are written by hand into tmp_path from the shipped v100-16gbit model: one
@@ -197,7 +197,7 @@ def test_scale_nodes_unchanged_and_default_nodes(tmp_path):
 
 
 def test_scale_tables_fit_80_columns(tmp_path):
-    """Session 57, found as a new user would: ``COLUMNS=80 autotuner scale --model vgg16 --env v100-5gbit | cat``
+    """Found as a new user would meet it: ``COLUMNS=80 autotuner scale --model vgg16 --env v100-5gbit | cat``
     printed one table 113 columns wide (step times and the best knobs side by side), so an 80-column terminal wrapped
     each row. Now two tables per link rate, each keyed by nodes and GPUs, every line of them within 80."""
     import itertools

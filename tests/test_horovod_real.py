@@ -115,7 +115,7 @@ def test_validate_killed_mid_trial_resumes_without_losing_or_repeating(tmp_path)
 @pytest.mark.real
 @pytest.mark.long
 def test_validate_timeline_when_asked_is_recorded_and_kept_out_of_the_error(tmp_path):
-    """Issue 29: ``--timeline`` records Horovod's timeline in every trial (responses/step); the report says its
+    """``--timeline`` records Horovod's timeline in every trial (responses/step); the report says its
     cost was measured into every trial and leaves the error out; a re-run without it measures again."""
     need_horovod()
     proposals = tmp_path / "p.json"

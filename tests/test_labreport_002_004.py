@@ -1,4 +1,4 @@
-"""Readers for lab reports 002, 003 and 004 (issue 13, part 1).
+"""Readers for lab reports 002, 003 and 004.
 
 Every expected value below was typed from the report line it names (runs/*/report-00N.md are the
 reports copied verbatim), and each record is also checked against the text of its own line.
@@ -53,7 +53,7 @@ def _replace_line(text: str, no: int, old: str, new: str) -> str:
 def test_reports_are_verbatim_copies_read_by_their_env_toml(path, seed):
     if (SEEDS / seed).exists():
         assert path.read_bytes() == (SEEDS / seed).read_bytes()
-    toml = path.parent / "env.toml"  # issue 13 made each folder an environment: its env.toml reads this report
+    toml = path.parent / "env.toml"  # each report's folder is an environment: its env.toml reads the report
     assert toml.exists() and f'source = "{path.name}"' in toml.read_text()
     assert path.name in (path.parent / "README.md").read_text()
 

@@ -1,4 +1,4 @@
-"""Lab report 002 as the ``t4x4-pcie`` environment (issue 13): the held-out wall times, the
+"""Lab report 002 as the ``t4x4-pcie`` environment: the held-out wall times, the
 backend what-if, bad rows. Reads the committed runs/t4x4-pcie (report 002 verbatim + env.toml)."""
 from __future__ import annotations
 

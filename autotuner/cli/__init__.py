@@ -169,7 +169,7 @@ def _run(argv: list[str] | None, interrupted: list) -> int:
     except BaseException:
         # Python wraps a KeyboardInterrupt raised where it cannot propagate as itself: inside a class
         # body's __set_name__ (3.11: "RuntimeError: Error calling __set_name__", seen in matplotlib's
-        # import, issue 29), a codec, an import hook. After a Ctrl-C any such exception is the Ctrl-C.
+        # import), a codec, an import hook. After a Ctrl-C any such exception is the Ctrl-C.
         if interrupted:
             _say_interrupted()
             return 130
