@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     # would be lost and leave a traceback on stderr: note every SIGINT, keep such a lost one off
     # stderr, and still end with the one line and 130 (the command ran on to its end).
     # From the Ctrl-C on, nothing but that line reaches stderr: a library's warning or a warning line of the command
-    # printed while it winds down (3 lines at one of 10 moments of a fit on the CI machine kind, 2026-12-02) is not
+    # printed while it winds down (3 lines at one of 10 moments of a fit on a 2-core machine) is not
     # news to a user who stopped it. ``sys.stderr`` is swapped for a sink (restored on return) and the line is
     # written to descriptor 2 directly.
     interrupted, done = [], []
