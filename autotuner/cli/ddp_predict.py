@@ -98,8 +98,9 @@ def ddp_envs_cmd(runs_dir: Optional[Path] = runs_dir_opt(),
         err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
     if rows:
         out.print(textwrap.fill("checked: each env's predictions against its real DDP runs, mean and worst error and "
-                                "the trials (autotuner ddp envs --json gives each trust line whole); never: not "
-                                "checked against a real DDP run", width=max(out.width, 40), break_long_words=False,
+                                "the trials (autotuner ddp envs --json gives each trust line whole); untrusted: its "
+                                "replays missed on more than half of its checked settings; never: not checked "
+                                "against a real DDP run", width=max(out.width, 40), break_long_words=False,
                                 break_on_hyphens=False), highlight=False, soft_wrap=True)
     else:
         out.print("no DDP environment yet: autotuner ddp measure --env NAME --np 2", highlight=False)

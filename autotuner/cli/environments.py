@@ -83,7 +83,8 @@ def envs_cmd(framework: Optional[str] = typer.Option(None, "--framework", help="
     out.print(textwrap.fill("answers: the frameworks whose commands answer for the env (horovod: its fitted model; "
                             "ddp: its DDP sweep, with autotuner ddp ...). checked: each env's predictions against its "
                             "real runs, mean and worst error and the trials (the trust line every prediction carries; "
-                            "autotuner envs --json gives it whole); never: not checked against a real run; CPU: ranks "
+                            "autotuner envs --json gives it whole); untrusted: its real runs missed on more than half of "
+                            "its checked settings; never: not checked against a real run; CPU: ranks "
                             "without a GPU. A DDP env's fitted line and queued-bucket saving: autotuner ddp envs",
                             width=max(out.width, 40), break_long_words=False, break_on_hyphens=False),
               highlight=False, soft_wrap=True)
