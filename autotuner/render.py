@@ -214,7 +214,7 @@ def fit_regime_lines(d: dict) -> list[str]:
     responses' line, what the mid-size burst phase moved (above the knee, below it), the fused responses' copies
     (the fused phase's, or the timelines'), fp16's float16 sum (the env's fp16 phase, or borrowed from the phases of
     its stack and sitting: :func:`autotuner.fit.collective.borrow_fp16_sum`), the busy cycle's negotiation, a cache-off
-    cycle's from the step phase where charged (:func:`autotuner.frameworks.horovod.fit.sweep.step_cache_off`), and what
+    cycle's from the step phase where charged (:func:`autotuner.frameworks.horovod.fit.phase_step.step_cache_off`), and what
     the printed R² and MAPE
     describe. Empty for other formats."""
     f, inter = d.get("fit") or {}, (d.get("cost_model") or {}).get("inter") or {}

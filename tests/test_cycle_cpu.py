@@ -175,7 +175,7 @@ def test_second_environment_within_ten_percent_and_ranked():
 def test_trickle_phase_is_recorded_not_charged():
     """measure's trickle phase (tensors one per cycle vs all at once, 1 and 5 ms cycles) is in every
     sweep env's model file as measured; it is not a term (research/notes/fresh-environments.md section 9)."""
-    from autotuner.frameworks.horovod.fit import sweep as S
+    from autotuner.frameworks.horovod.fit import phase_small as S
     from autotuner.frameworks.horovod import trickleprobe as T
 
     assert (S.TRICKLE, S.BACK_TO_BACK) == (T.TRICKLE, T.BACK_TO_BACK)

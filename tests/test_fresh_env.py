@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from autotuner.frameworks.horovod.fit.sweep import MIN_CYCLES, _cycle_negotiation, cycle_negotiation_s
+from autotuner.frameworks.horovod.fit.phase_cpu import MIN_CYCLES, _cycle_negotiation, cycle_negotiation_s
 from autotuner.frameworks.horovod.knobs import DEFAULTS_0_28, MIB, Config
 from autotuner.model.costmodel import Negotiation
 from autotuner.frameworks.horovod.fastsim import simulate_configs

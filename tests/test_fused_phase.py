@@ -1,5 +1,5 @@
 """The fused phase: the fusion buffer's copies timed by the wall clock without Horovod's timeline
-(``autotuner measure``'s ``fused.jsonl``), fitted by :func:`autotuner.frameworks.horovod.fit.sweep.fused_copy` and
+(``autotuner measure``'s ``fused.jsonl``), fitted by :func:`autotuner.frameworks.horovod.fit.phase_fused.fused_copy` and
 charged in place of the copy rate the sweep's timelines give. The rule is checked on records simulated with a known
 rate; the committed phases on the models shipped from them."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.frameworks.horovod.fit.sweep import FUSED_RECORDS, MIN_FUSED_JOBS, fused_copy
+from autotuner.frameworks.horovod.fit.phase_fused import FUSED_RECORDS, MIN_FUSED_JOBS, fused_copy
 from autotuner.model.costmodel import HostPasses
 from autotuner.frameworks.horovod.readers.sweep import parse_fused_records
 from autotuner.render import fit_regime_lines

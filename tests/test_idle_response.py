@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.frameworks.horovod.fit.sweep import idle_response
+from autotuner.frameworks.horovod.fit.phase_small import idle_response
 from autotuner.frameworks.horovod.readers.sweep import parse_idle_records
 from autotuner.readers.timeline import read_timeline
 

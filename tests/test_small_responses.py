@@ -1,6 +1,6 @@
 """The small-response regime. A step's small responses (fusion off, thresholds of 1 MiB and
 below) run back to back in a busy cycle; the fit prices them from the ``measure`` phases that run them that
-way (:func:`autotuner.frameworks.horovod.fit.sweep.busy_small_response`), never from the env's validation records
+way (:func:`autotuner.frameworks.horovod.fit.phase_small.busy_small_response`), never from the env's validation records
 (research/notes/accuracy.md, "The small-response regime"). No Horovod is run here."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autotuner.frameworks.horovod.fit.sweep import MIN_SMALL_RESPONSES, SMALL_RESPONSE_BYTES, busy_small_response
+from autotuner.frameworks.horovod.fit.phase_small import MIN_SMALL_RESPONSES, SMALL_RESPONSE_BYTES, busy_small_response
 from autotuner.model.costmodel import Tier
 from autotuner.readers.timeline import FusedResponse
 from autotuner.render import fit_regime_lines
@@ -234,7 +234,7 @@ def _burst_record(cost, alpha_s: float, repeat: int, p: int = 2, offset_ms: floa
     that every round pays (the cycle's alignment): what the fit must see through."""
     from dataclasses import replace as _replace
 
-    from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s
+    from autotuner.frameworks.horovod.fit.phase_small import _burst_marginal_sim_s
 
     c = _replace(cost, inter=_replace(cost.inter, alpha_s=alpha_s))
     walls = []
@@ -249,7 +249,7 @@ def test_burst_phase_recovers_the_latency_it_was_simulated_with():
     """Wall times simulated with a known small-message latency (and a start offset every round pays) give that
     latency back: the marginal (T(32) - T(1)) / 31 less what the fitted negotiation and host gaps charge."""
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import burst_small_response
+    from autotuner.frameworks.horovod.fit.phase_small import burst_small_response
 
     cost = load_env(MODELS, "fresh-3gbit").cost
     for alpha in (0.05e-3, 0.4e-3):
@@ -263,7 +263,7 @@ def test_burst_phase_floor_and_too_few_points():
     from dataclasses import replace as _replace
 
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import burst_small_response
+    from autotuner.frameworks.horovod.fit.phase_small import burst_small_response
 
     cost = load_env(MODELS, "fresh-3gbit").cost
     rec = _burst_record(cost, 0.0, 0)
@@ -298,7 +298,7 @@ def test_the_committed_burst_phases_are_recorded_not_charged():
     """Every committed sweep env measured the burst phase (3 jobs each); the shipped models
     record its price and never charge it (research/notes/accuracy.md, "The burst phase": the busy regime alone under-prices a
     step's small responses on the polling envs)."""
-    from autotuner.frameworks.horovod.fit.sweep import BURST_RECORDS
+    from autotuner.frameworks.horovod.fit.phase_small import BURST_RECORDS
 
     envs = sorted(p.parent.name for p in RUNS.glob("*/sweep.jsonl"))
     assert len(envs) == 27
@@ -324,7 +324,7 @@ def _step_records(cost, cluster, fixed_ms: float, offset_ms: float = 7.0, rounds
     """step.jsonl records whose step times are the simulator's for a small-response latency ``fixed_ms`` (ms per
     response; ``after_ms`` after the backward, None: the same), plus an ``offset_ms`` both jobs pay (a testbed's
     offset): what the fit must see through. ``long_rounds`` rounds of defaults and fusion off at 300 ms of compute."""
-    from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms
+    from autotuner.frameworks.horovod.fit.phase_step import _step_delta_sim_ms
     from autotuner.frameworks.horovod.stepprobe import LAYOUT_NAME, LONG_COMPUTE_MS
 
     out = []
@@ -346,9 +346,9 @@ def test_step_phase_recovers_the_latency_it_was_simulated_with():
     rises about 127 ms per ms of latency (127 more responses) but steps back by up to 1.6 ms where a response
     crosses a 1 ms cycle, so a difference can have several latencies 0.015 ms apart. Cache off - defaults is
     recorded."""
-    from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms
+    from autotuner.frameworks.horovod.fit.phase_step import _step_delta_sim_ms
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import step_small_response
+    from autotuner.frameworks.horovod.fit.phase_step import step_small_response
 
     fenv = load_env(MODELS, "fresh-poll-1.25gbit")
     for fixed in (0.6, 1.3, 2.2):
@@ -370,7 +370,7 @@ def test_step_phase_at_two_computes_records_the_latencies_during_and_after_the_b
     cycles), near those it was simulated with; the charged price stays the one latency that meets 100 ms alone.
     Without 300 ms rounds, ``long`` says so."""
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms, step_small_response
+    from autotuner.frameworks.horovod.fit.phase_step import _step_delta_sim_ms, step_small_response
 
     fenv = load_env(MODELS, "fresh-poll-1.25gbit")
     for a, b in ((0.8, 1.6), (1.2, 1.2), (1.4, 1.0)):
@@ -394,7 +394,7 @@ def test_step_phase_at_two_computes_records_the_latencies_during_and_after_the_b
 
 def test_step_phase_refuses_too_few_rounds_other_layouts_and_impossible_differences():
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import MAX_STEP_FIXED_MS, step_small_response
+    from autotuner.frameworks.horovod.fit.phase_step import MAX_STEP_FIXED_MS, step_small_response
 
     fenv = load_env(MODELS, "fresh-poll-1.25gbit")
     recs = _step_records(fenv.cost, fenv.cluster, 1.0, rounds=2)
@@ -432,7 +432,7 @@ def test_cache_off_from_the_step_phase_recovers_the_share_it_was_simulated_with(
     from dataclasses import replace
 
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms, step_cache_off
+    from autotuner.frameworks.horovod.fit.phase_step import _step_delta_sim_ms, step_cache_off
 
     fenv = load_env(MODELS, "fresh-poll-1.25gbit")
     cost = _timeline_negotiation(fenv)
@@ -471,7 +471,7 @@ def test_cache_off_from_the_step_phase_leaves_the_timelines_terms_where_it_canno
     from dataclasses import replace
 
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import step_cache_off
+    from autotuner.frameworks.horovod.fit.phase_step import step_cache_off
 
     fenv = load_env(MODELS, "fresh-poll-1.25gbit")
     cost = _timeline_negotiation(fenv)
@@ -569,7 +569,7 @@ def test_the_step_phase_price_holds_in_a_second_sitting():
     """The first sitting (validate, 4 repeats, same layout tensor for tensor, same compute and steps) fitted as the
     phase is: within 0.3 ms of the committed phase's price on every fresh env but the two named."""
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import step_small_response
+    from autotuner.frameworks.horovod.fit.phase_step import step_small_response
     from autotuner.frameworks.horovod.stepprobe import COMPUTE_MS, LAYOUT
 
     first = json.loads((RUNS / "fresh-3gbit" / "experiments" / "step-layout-first-sitting.jsonl").open().readline())
@@ -594,7 +594,7 @@ def test_at_300_ms_of_compute_the_step_layout_costs_less_than_the_100_ms_price_s
     defaults measured well under what the shipped models (priced at 100 ms) predict, i.e. small responses handed
     over through a long backward cost less per response than after a short one."""
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms
+    from autotuner.frameworks.horovod.fit.phase_step import _step_delta_sim_ms
 
     for env in ("fresh-poll-2x1-3gbit", "fresh-poll-1.25gbit"):
         recs = [json.loads(x) for x in (RUNS / env / "experiments" / "step-layout-300ms.jsonl").read_text().splitlines()]
@@ -644,7 +644,7 @@ def test_the_step_phase_at_300_ms_is_recorded_not_charged_and_says_the_one_price
     measured fusion off - defaults difference at 300 ms is under 0.75x what the charged one latency simulates there:
     small responses handed over through a long backward cost less than the 100 ms phase's price."""
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms
+    from autotuner.frameworks.horovod.fit.phase_step import _step_delta_sim_ms
 
     seen = []
     for f in sorted(MODELS.glob("*.json")):
@@ -673,7 +673,7 @@ def test_the_300_ms_lead_holds_inside_one_sitting():
     same lead: fusion off's difference at 300 ms under 0.55x what the latency that meets that sitting's own 100 ms
     difference simulates."""
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import step_small_response
+    from autotuner.frameworks.horovod.fit.phase_step import step_small_response
 
     for env in ("fresh-3gbit", "fresh-1.5gbit", "local-gloo-1gbit-sweep", "fresh-2x1-5gbit"):
         recs = [json.loads(x) for x in
@@ -720,7 +720,7 @@ def _mid_record(cost, shift_ms: float, repeat: int, p: int = 2, jitter_ms: float
     """A burst-mid.jsonl record whose wall times are the simulator's on ``cost`` with every response at or above the
     knee ``shift_ms`` dearer back to back, every one below it ``below_fixed_ms + below_ms_per_mib * MiB`` dearer
     (``jitter_ms`` added to each marginal), plus a start offset every round pays."""
-    from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s
+    from autotuner.frameworks.horovod.fit.phase_small import _burst_marginal_sim_s
     from autotuner.frameworks.horovod.measure import MID_SIZES
 
     walls = []
@@ -737,7 +737,7 @@ def test_the_mid_size_phase_recovers_the_shift_it_was_simulated_with():
     """Wall times simulated with the line above the knee moved down by a known latency give that shift back, and it
     is charged: every size's jobs below the line's price."""
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import mid_response
+    from autotuner.frameworks.horovod.fit.phase_small import mid_response
 
     cost = load_env(MODELS, "fresh-poll-2x1-2gbit").cost
     assert cost.inter.large_from_bytes == 512 * 1024
@@ -755,7 +755,7 @@ def test_the_mid_size_phase_charges_nothing_inside_its_own_scatter_or_on_too_few
     from dataclasses import replace as _replace
 
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import mid_response
+    from autotuner.frameworks.horovod.fit.phase_small import mid_response
 
     cost = load_env(MODELS, "fresh-poll-2x1-2gbit").cost
     # jobs at -0.5, +0.1 and +1.5 ms around a shift of +0.3: the simulated price sits inside their range
@@ -818,7 +818,7 @@ def test_the_committed_mid_size_phases_move_the_line_only_where_their_jobs_resol
     # the charged envs' shipped cost models (the line above the knee shifted), against the same jobs without the
     # timeline: mid_response's rows at every size at or above the knee, [bytes, jobs, min, median, max, simulated]
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import mid_response
+    from autotuner.frameworks.horovod.fit.phase_small import mid_response
 
     for e in sorted(charged):
         fenv = load_env(MODELS, e)
@@ -846,7 +846,7 @@ def test_the_below_knee_rule_recovers_the_bandwidth_it_was_simulated_with():
     the sizes it read (the simulated marginal is linear in the line's time per byte), and leaves the fixed part."""
     from dataclasses import replace as _replace
 
-    from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s, mid_bandwidth
+    from autotuner.frameworks.horovod.fit.phase_small import _burst_marginal_sim_s, mid_bandwidth
 
     cost = _knee_4mib_cost()
     for k in (-0.45, 0.3):
@@ -866,7 +866,7 @@ def test_the_below_knee_rule_charges_nothing_a_bandwidth_does_not_explain():
     timeline: recorded with the reason, the line stands."""
     from dataclasses import replace as _replace
 
-    from autotuner.frameworks.horovod.fit.sweep import mid_bandwidth
+    from autotuner.frameworks.horovod.fit.phase_small import mid_bandwidth
 
     cost = _knee_4mib_cost()
     # -0.55 ms at 1 MiB, -0.49 ms at 2.25 MiB: below the line at both, shrinking with the size
@@ -897,7 +897,7 @@ def test_the_committed_mid_size_phases_move_the_bandwidth_below_the_knee_only_wh
     committed to judge it (fresh-poll-2x1-4.5gbit, knee 16 MiB: 1, 2.25 and 4 MiB read), nowhere else; the moved line
     prices those sizes' queued responses within 0.35 ms of the wall clock (the least-squares residuals), the step
     phase was solved again on it, and fit's output says which."""
-    from autotuner.frameworks.horovod.fit.sweep import MID_RECORDS, _burst_marginal_sim_s
+    from autotuner.frameworks.horovod.fit.phase_small import MID_RECORDS, _burst_marginal_sim_s
     from autotuner.frameworks.horovod.fit.store import load_env
 
     charged = {}
@@ -945,7 +945,7 @@ def test_a_below_knee_slope_cheaper_than_the_segment_from_the_knee_borrows_it():
     line rate is the spans' scatter; one under the link but above the segment's is lone allreduces after an idle link.
     Either way the line below the knee takes the segment's per-byte cost (its fixed part kept), and says why; a slope
     no cheaper than the segment's, or a tier without a knee, stands."""
-    from autotuner.frameworks.horovod.fit.sweep import bound_below_knee
+    from autotuner.frameworks.horovod.fit.phase_fused import bound_below_knee
     from autotuner.model.costmodel import GBIT
 
     tier = Tier(alpha_s=0.2e-3, bandwidth_Bps=5e4 * GBIT, large_from_bytes=262144.0, large_alpha_s=0.15e-3,
@@ -1023,7 +1023,7 @@ def test_the_price_left_open_spans_the_burst_and_the_step_phase(env):
 
 
 def test_no_range_without_both_phases():
-    from autotuner.frameworks.horovod.fit.sweep import small_price_range
+    from autotuner.frameworks.horovod.fit.phase_step import small_price_range
 
     both = small_price_range({"fixed_ms": 1.4, "charged": True}, {"fixed_ms": 0.8}, 2)
     assert both["ms"] == [0.8, 1.4] and both["alpha_us"] == pytest.approx([400.0, 700.0])

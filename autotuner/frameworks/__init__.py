@@ -78,13 +78,13 @@ def envs(model_dir: Path | Sequence[Path] | None = None, runs_dir: Path | None =
             rows.setdefault(r["env"], {})[name] = r
     out = []
     for env, by in sorted(rows.items()):
-        first = next(iter(by.values()))
         hv, dd = by.get("horovod"), by.get("ddp")
+        # the shape and link from the Horovod row where there is one (its model file), else the DDP row
+        shape = ((hv.get("nodes"), hv.get("gpus_per_node"), hv.get("link_gbps")) if hv else
+                 (dd.get("nodes"), dd.get("ranks_per_node"), dd.get("link_gbit")))
         out.append({
             "env": env, "frameworks": [f for f in FRAMEWORKS if f in by],
-            "nodes": first.get("nodes"),
-            "ranks_per_node": (hv or {}).get("gpus_per_node") if hv else (dd or {}).get("ranks_per_node"),
-            "link_gbit": (hv or {}).get("link_gbps") if hv else (dd or {}).get("link_gbit"),
+            "nodes": shape[0], "ranks_per_node": shape[1], "link_gbit": shape[2],
             "trust": {f: r.get("trust") or r.get("problem") for f, r in by.items()},
             "horovod": hv, "ddp": dd})
     return out

@@ -147,7 +147,7 @@ class Negotiation:
 
     ``ctrl_op_s`` (one small controller collective, s) is set by ``fit`` from the fitted
     latency; ``per_tensor_s`` is an estimate, not identifiable from the lab reports.
-    Where a sweep measured them (:mod:`autotuner.frameworks.horovod.fit.sweep` :func:`~autotuner.frameworks.horovod.fit.sweep.cycle_negotiation_s`:
+    Where a sweep measured them (:mod:`autotuner.frameworks.horovod.fit.sweep` :func:`~autotuner.frameworks.horovod.fit.phase_cpu.cycle_negotiation_s`:
     the timeline from a cycle's mark to its first response, mean over the busy cycles), a cycle
     that negotiates tensors costs ``busy_s`` with the cache on and hitting, and ``nocache_s``
     (+ the per-tensor work) with the cache off or missing, in place of the products of
@@ -157,7 +157,7 @@ class Negotiation:
     ``cpu_s``: compute time (s) a rank loses to one cycle of its background thread when its
     compute has no spare core (CPU ranks filling their host's cores): measured
     by ``measure``'s ``cpu`` phase (:mod:`autotuner.frameworks.horovod.cpuprobe`, fitted by
-    :func:`autotuner.frameworks.horovod.fit.sweep.cycle_cpu`); :meth:`compute_stretch` turns it into the compute's
+    :func:`autotuner.frameworks.horovod.fit.phase_cpu.cycle_cpu`); :meth:`compute_stretch` turns it into the compute's
     slowdown at a cycle time. None: not measured.
     """
 
@@ -228,7 +228,7 @@ class ComputeDelay:
     and Gloo's threads (Horovod 0.28.1 ``horovod/common/ops/gloo_operations.cc``
     ``GlooAllreduce::Execute``): each step needs its thread scheduled, and with a compute
     thread on every core it waits for one. ``extra_s(n) = per_response_s + per_byte_s · n``,
-    fitted by :func:`autotuner.frameworks.horovod.fit.sweep.stream_delay` from ``measure``'s cpu phase (streams
+    fitted by :func:`autotuner.frameworks.horovod.fit.phase_cpu.stream_delay` from ``measure``'s cpu phase (streams
     timed beside compute and alone); the simulators add it to each response that starts before
     the backward ends in a :attr:`~autotuner.frameworks.horovod.simulator.Workload.cpu_bound` workload.
 
@@ -569,7 +569,7 @@ class CostModel:
             (s per response, may be negative): the ranks' main threads then wait for it (``synchronize``) on the
             cores the background thread runs on, where during the backward they sleep through the emulated compute
             or run it. Horovod's simulators add it where set; DDP's do not read it. The fit sets it only to identify
-            it from the ``step`` phase at two computes (:func:`autotuner.frameworks.horovod.fit.sweep._long_compute`):
+            it from the ``step`` phase at two computes (:func:`autotuner.frameworks.horovod.fit.phase_step._long_compute`):
             recorded, not charged, so 0 in every model file the fit writes (research/notes/accuracy.md, "The step phase at 300
             ms of compute").
         small_alpha_range_s: ``(low, high)``, the inter tier's small-message latency ``alpha`` (s; a small

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fresh_env  # noqa: E402
 
 from autotuner import accuracy_table, fit_environments  # noqa: E402
-from autotuner.frameworks.horovod.fit import sweep  # noqa: E402
+from autotuner.frameworks.horovod.fit import phase_fused as sweep  # noqa: E402
 
 
 def fit_alone(env: str, out: Path) -> None:

@@ -63,7 +63,7 @@ def report(envs: list[str]) -> list[dict]:
     """Per env and size: the marginal wall time of a response back to back ((T(8) - T(1)) / 7, ms, median over
     jobs), without and with the timeline, and what the shipped model's simulator charges for the same marginal
     (:func:`autotuner.frameworks.horovod.fit.sweep._burst_marginal_sim_s`) and for one lone response."""
-    from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s, burst_marginals_ms
+    from autotuner.frameworks.horovod.fit.phase_small import _burst_marginal_sim_s, burst_marginals_ms
     from autotuner.frameworks.horovod.fit.store import load_env
     from autotuner.model.costmodel import Cluster
 

@@ -500,7 +500,7 @@ def weights_256k() -> int:
     phase solved with its 32 weights at that measured price: the price moves by ``-residual x 32 / 96`` (its weights'
     excess read as its vectors'), each row by its slope between the env's burst and step prices."""
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import _burst_marginal_sim_s, burst_marginals_ms
+    from autotuner.frameworks.horovod.fit.phase_small import _burst_marginal_sim_s, burst_marginals_ms
     from autotuner.frameworks.horovod.views.accuracy import cases
     from autotuner.paths import model_search_path, runs_search_path
 
@@ -555,7 +555,7 @@ def same_sitting(env: str) -> dict:
     weights at their price, measured ms), ...]}``."""
     from scipy.optimize import brentq
 
-    from autotuner.frameworks.horovod.fit.sweep import _step_delta_sim_ms
+    from autotuner.frameworks.horovod.fit.phase_step import _step_delta_sim_ms
     from autotuner.frameworks.horovod.predict import make_scenario
     from autotuner.frameworks.horovod.simulator import simulate_step
 

@@ -100,7 +100,7 @@ def report(envs: list[str]) -> list[dict]:
     :func:`autotuner.frameworks.horovod.fit.sweep.fused_copy`, the fit's own arithmetic), and what the shipped model
     charges for it (``memcpy_s``, ms)."""
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import fused_copy
+    from autotuner.frameworks.horovod.fit.phase_fused import fused_copy
 
     rows = []
     for env in envs:

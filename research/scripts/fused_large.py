@@ -60,7 +60,7 @@ def measure(jobs: int = 3) -> int:
 def points(f: Path) -> dict[int, list[tuple[float, float, float]]]:
     """Per size S (bytes): per job, ``(x(S) ms, median lone ms, median fused pair ms)``, read with the project's
     reader (a damaged line is named and skipped)."""
-    from autotuner.frameworks.horovod.fit.sweep import fused_copy
+    from autotuner.frameworks.horovod.fit.phase_fused import fused_copy
     from autotuner.frameworks.horovod.readers.sweep import parse_fused_records
 
     recs, problems = parse_fused_records(f.read_text(), f.name)

@@ -48,7 +48,7 @@ def measure(jobs: int) -> int:
 
 
 def report() -> int:
-    from autotuner.frameworks.horovod.fit.sweep import burst_marginals_ms
+    from autotuner.frameworks.horovod.fit.phase_small import burst_marginals_ms
     from autotuner.frameworks.horovod.readers.sweep import parse_burst_records, read_phase_records
 
     recs, problems = read_phase_records(RUNS / ENV / RECORDS, parse_burst_records, f"{ENV}/{RECORDS}")

@@ -31,7 +31,7 @@ def main() -> int:
                     help="the latencies from experiments/step-two-computes-same-sitting.jsonl")
     a = ap.parse_args()
     from autotuner.frameworks.horovod.fit.store import load_env
-    from autotuner.frameworks.horovod.fit.sweep import step_small_response
+    from autotuner.frameworks.horovod.fit.phase_step import step_small_response
 
     if a.out.resolve() in (MODELS.resolve(), ROOT.resolve()):
         print(f"error: --out {a.out} would overwrite the shipped models", file=sys.stderr)

@@ -169,7 +169,7 @@ def test_the_fused_phase_pays_the_copies_at_the_sizes_a_step_fuses():
     the fourth set's sitting: ``x(S) / S`` (median over 3 jobs) is at least 0.15 ms per MiB at 16, 32, 64 and 96 MiB,
     the sizes whose fused responses the real layouts' defaults pay nothing for (the test above): declared outcome 2,
     what differs between the phase and a step is not the size."""
-    from autotuner.frameworks.horovod.fit.sweep import fused_copy
+    from autotuner.frameworks.horovod.fit.phase_fused import fused_copy
     from autotuner.frameworks.horovod.readers.sweep import parse_fused_records
 
     f = RUNS / "fresh-poll-2x1-2.5gbit" / "experiments" / "fused-large.jsonl"

@@ -452,7 +452,7 @@ def _r_records(rng: random.Random, work: Path):
 
 def _r_sweep(rng: random.Random, work: Path):
     """Mutated ``autotuner measure`` records: parsed, then the per-tensor negotiation fit on them."""
-    from autotuner.frameworks.horovod.fit.sweep import _per_tensor
+    from autotuner.frameworks.horovod.fit.phase_fused import _per_tensor
     from autotuner.frameworks.horovod.readers.sweep import parse_sweep_records
 
     text = mu.mutate_jsonl_text(rng, bases().sweep)

@@ -18,7 +18,7 @@ record the wall time from the first enqueue to the last completion on this rank;
 next round starts from an idle loop). The first round of each size and count is the response cache's
 miss: recorded apart, left out by the fit. ``(T(32) - T(1)) / 31`` is then the marginal wall time of a
 response back to back in a busy cycle, whatever part of it is negotiation, host gaps or the collective
-(:func:`autotuner.frameworks.horovod.fit.sweep.burst_small_response`). Output (rank 0): one line ``AUTOTUNER_BURST {json}``
+(:func:`autotuner.frameworks.horovod.fit.phase_small.burst_small_response`). Output (rank 0): one line ``AUTOTUNER_BURST {json}``
 with ``sizes``, ``counts``, ``rounds``, ``wait``, ``ranks`` and ``wall_ms`` (``[bytes, count,
 [ms per round, first round left out]]`` per size and count). A bad argument exits with status 2 and
 one line on stderr.

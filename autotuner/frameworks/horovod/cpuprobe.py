@@ -18,7 +18,7 @@ autotune range, ``horovod/common/parameter_manager.cc``: ~1 % of the wake-ups: t
 ``repeats`` times each, interleaved (machine noise drifts by a few percent between runs).
 Per pair, the share of the compute thread's time lost to the fast cycle is ``f = 1 - u_ref /
 u_fast`` (``u``: the slowest rank's wall time per unit, which a synchronous step waits for); the fit
-(:func:`autotuner.frameworks.horovod.fit.sweep.cycle_cpu`) turns it into a cost per cycle.
+(:func:`autotuner.frameworks.horovod.fit.phase_cpu.cycle_cpu`) turns it into a cost per cycle.
 
 Output (rank 0, stdout): one line ``AUTOTUNER_CPU {json}`` with ``unit_ms`` (mean over ranks
 of each rank's wall time over its units, ms: a unit the cycle preempted counts), ``unit_ms_max``
@@ -41,7 +41,7 @@ WARMUP_UNITS = 20
 CYCLES_MS = (1.0, 100.0)
 #: the streams (cycle 1 ms, fusion off): name -> (bytes per tensor, tensors per batch, batches). One large
 #: response at a time, and 16 small ones back to back (the regime of fusion off): the CPU per response and
-#: per byte that the collectives take from the compute (autotuner.frameworks.horovod.fit.sweep.cycle_cpu)
+#: per byte that the collectives take from the compute (autotuner.frameworks.horovod.fit.phase_cpu.cycle_cpu)
 STREAMS = {"4MiBx1": (4 << 20, 1, 40), "64KiBx16": (64 << 10, 16, 40)}
 #: (n, k, m) of the matmul unit: (n×k) @ (k×m) float32
 UNIT_SHAPE = (256, 1024, 1024)

@@ -12,7 +12,7 @@ This module runs under horovodrun with a fusion threshold of 0 (each tensor a re
 own). For each of :data:`SIZES` it runs :data:`ROUNDS` rounds: it enqueues :data:`TENSORS`
 float32 tensors at once (``idle.<bytes>.<k>``), then sleeps in :data:`POLL_S` steps until every
 handle polls done, exactly as the replay's ``--wait sleep`` does, then synchronizes (which returns
-at once). The fit (:func:`autotuner.frameworks.horovod.fit.sweep.idle_response`) reads the spans off the job's
+at once). The fit (:func:`autotuner.frameworks.horovod.fit.phase_small.idle_response`) reads the spans off the job's
 timeline, each name's first use left out. Output (rank 0): one line ``AUTOTUNER_IDLE {json}``
 with ``sizes``, ``tensors``, ``rounds``, ``ranks``. A bad argument exits with status 2 and one
 line on stderr.

@@ -65,7 +65,7 @@ _IDLE_LINE = re.compile(rb"AUTOTUNER_IDLE (\{.*\})")
 BURST_RECORDS, BURST_REPEATS = "burst.jsonl", 3
 #: the mid-size burst phase (the same probe, :func:`run_burst_phase`): responses of 256 KiB, 1 MiB, 2.25 MiB and
 #: 4 MiB (bytes), 1 and 8 at once, no timeline; records and jobs of it. Read by the fit
-#: (:func:`autotuner.frameworks.horovod.fit.sweep.mid_response`: what the line above the tier's knee charges for a
+#: (:func:`autotuner.frameworks.horovod.fit.phase_small.mid_response`: what the line above the tier's knee charges for a
 #: queued response, against the wall clock; research/notes/accuracy.md, "Mid-size responses back to back")
 MID_RECORDS, MID_REPEATS = "burst-mid.jsonl", 3
 MID_SIZES, MID_COUNTS = (262144, 1048576, 2359296, 4194304), (1, 8)
@@ -80,7 +80,7 @@ FP16_RECORDS, FP16_REPEATS = "fp16.jsonl", 3
 _FP16_LINE = re.compile(rb"AUTOTUNER_FP16 (\{.*\})")
 _CPU_LINE = re.compile(rb"AUTOTUNER_CPU (\{.*\})")
 #: the ``fused`` phase (:func:`run_fused_phase`): its records, jobs and sizes (bytes): a fused response against a lone one
-#: of the same bytes, no timeline. Read by the fit (:func:`autotuner.frameworks.horovod.fit.sweep.fused_copy`: the
+#: of the same bytes, no timeline. Read by the fit (:func:`autotuner.frameworks.horovod.fit.phase_fused.fused_copy`: the
 #: fusion buffer's copies by the wall clock; research/notes/accuracy.md, "Fused responses without the timeline")
 FUSED_RECORDS, FUSED_REPEATS, FUSED_SIZES = "fused.jsonl", 3, (4 * MIB, 16 * MIB, 32 * MIB)
 _FUSED_LINE = re.compile(rb"AUTOTUNER_FUSED (\{.*\})")

@@ -12,7 +12,7 @@ interleaved per repeat, at :data:`COMPUTE_MS` and (defaults, fusion off) at :dat
 each job's step times. The fit reads the step-time difference
 fusion off - defaults (about :data:`BLOCKS` x 4 - 1 more responses) and solves for the small-response latency
 that makes the simulator give the same difference
-(:func:`autotuner.frameworks.horovod.fit.sweep.step_small_response`); the difference cancels what both jobs
+(:func:`autotuner.frameworks.horovod.fit.phase_step.step_small_response`); the difference cancels what both jobs
 share (compute, the defaults' few fused responses, the env's offset).
 
 The layout is no user's model: :data:`BLOCKS` blocks, each a 256 x 256 float32 weight (256 KiB) and three
@@ -40,7 +40,7 @@ COMPUTE_MS = 100.0
 #: the same jobs' second compute, ms: a backward long enough that most of fusion off's small responses run during
 #: it, where 100 ms leaves most of them after it; the fit records what the two differences say a small response costs
 #: during the backward and after it, and what the one charged price simulates at this compute
-#: (:func:`autotuner.frameworks.horovod.fit.sweep._long_compute`; recorded, not charged)
+#: (:func:`autotuner.frameworks.horovod.fit.phase_step._long_compute`; recorded, not charged)
 LONG_COMPUTE_MS = 300.0
 #: the jobs run at :data:`LONG_COMPUTE_MS` too (cache off only at :data:`COMPUTE_MS`)
 LONG_JOBS = ("defaults", "fusion-off")

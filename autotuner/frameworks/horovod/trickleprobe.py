@@ -14,7 +14,7 @@ runs :data:`REPEATS` rounds. In each round it enqueues :data:`TENSORS` float32 t
 time, ``--gap-ms`` apart (1.5 cycle times: one per cycle), waits for all of them, then enqueues
 the same tensors all at once (back to back in one cycle). Tensor names carry the pattern
 (``trickle.<bytes>.<k>`` / ``b2b.<bytes>.<k>``), so the job's timeline tells the two apart
-(:func:`autotuner.frameworks.horovod.fit.sweep.lone_response`). Output (rank 0): one line ``AUTOTUNER_TRICKLE {json}``
+(:func:`autotuner.frameworks.horovod.fit.phase_small.lone_response`). Output (rank 0): one line ``AUTOTUNER_TRICKLE {json}``
 with ``sizes``, ``tensors``, ``repeats``, ``gap_ms``, ``ranks``. A bad argument exits with status 2
 and one line on stderr.
 """

@@ -48,20 +48,13 @@ from ....readers.timeline import read_timeline, samples
 from ....readers.timeline_steps import response_host_samples
 from ....fit.collective import borrow_fp16_sum, fp16_cost
 from .fitters import _model_dict, run_config, timeline_cost_model
-from .phase_fused import (  # noqa: F401 - the phase fitters, importable from here as before
-    FUSED_RECORDS, MIN_FUSED_JOBS, MIN_FUSED_SIZES, fused_copy, _on_cluster_ranks, bound_below_knee, _tier,
-    _per_tensor)
-from .phase_small import (  # noqa: F401 - the phase fitters, importable from here as before
-    CPU_RECORDS, TRICKLE_RECORDS, IDLE_RECORDS, IDLE_PREFIX, TRICKLE, BACK_TO_BACK, _kept_timeline,
-    lone_response, idle_response, SMALL_RESPONSE_BYTES, MIN_SMALL_RESPONSES, UNFUSED_PREFIX,
-    busy_small_response, BURST_RECORDS, STEP_RECORDS, MIN_BURST_POINTS, _burst_marginal_sim_s,
-    burst_marginals_ms, burst_small_response, MID_RECORDS, MIN_MID_JOBS, _mid_sizes, mid_response,
-    MID_BANDWIDTH_FROM_BYTES, MIN_MID_BELOW_SIZES, mid_bandwidth)
-from .phase_step import (  # noqa: F401 - the phase fitters, importable from here as before
-    MIN_STEP_ROUNDS, MAX_STEP_FIXED_MS, _step_delta_sim_ms, STEP_GRID_MS, _long_curve, _nearest,
-    _paired_rounds, _deltas, step_small_response, small_price_range, step_cache_off, _long_compute)
-from .phase_cpu import (  # noqa: F401 - the phase fitters, importable from here as before
-    MIN_CPU_PAIRS, cycle_cpu, stream_delay, MIN_CYCLES, cycle_negotiation_s, _cycle_negotiation, FP16_RECORDS)
+from .phase_fused import (
+    FUSED_RECORDS, fused_copy, _on_cluster_ranks, bound_below_knee, _tier, _per_tensor)
+from .phase_small import (
+    CPU_RECORDS, TRICKLE_RECORDS, IDLE_RECORDS, lone_response, idle_response, busy_small_response, BURST_RECORDS,
+    STEP_RECORDS, burst_small_response, MID_RECORDS, mid_response, mid_bandwidth)
+from .phase_step import step_small_response, small_price_range, step_cache_off
+from .phase_cpu import cycle_cpu, stream_delay, cycle_negotiation_s, _cycle_negotiation, FP16_RECORDS
 
 #: kept timelines of a sweep, relative to the folder of ``source``
 TIMELINE_GLOB = "timelines/*.json.gz"
