@@ -175,6 +175,37 @@ def test_a_hand_worked_step():
     assert r2.step_time_s == pytest.approx(0.15 + 2 * c + one + 2 * c)
 
 
+def test_the_reducers_host_work_delays_the_later_gradients_and_each_launch():
+    """The Reducer's host work (``ReducerHostCost``): each hook costs ``per_tensor_s`` on the backward's thread
+    (``autograd_hook`` -> ``mark_variable_ready``, reducer.cpp), so it delays every later gradient as the copy
+    does, and each bucket ``per_bucket_s`` at its launch (``mark_bucket_ready`` -> ``all_reduce_bucket``) before its
+    collective starts. The hand-worked step (two 2 MiB gradients at 1/2 and 1 of a 100 ms backward after 50 ms,
+    1 MiB caps, the view; c = 2.097 ms a copy, one = 18.777 ms an allreduce) with h = 0.1 ms per gradient and
+    g = 0.5 ms per bucket: bucket 0 is marked at 100 + c + h and starts g later; bucket 1 is marked at
+    150 + 2c + 2h + g and starts at 150 + 2c + 2h + 2g; the step ends one allreduce later. Without it (None) the
+    step is the one without the term; a negative figure is refused."""
+    from autotuner.frameworks.ddp.hostcost import ReducerHostCost
+
+    w = Workload(forward_s=0.05, backward_s=0.1)
+    cfg = DdpConfig(bucket_cap_mb=1, gradient_as_bucket_view=True)
+    one, c, h, g = 2e-3 + 2 * MIB / 125e6, 2 * MIB / 1e9, 1e-4, 5e-4
+    host = ReducerHostCost(h, g, "a test")
+    r = simulate_ddp_step([2 * MIB, 2 * MIB], [0.5, 1.0], w, cfg, _cost(), Cluster(1, 2), host=host)
+    b0, b1 = r.buckets
+    assert b0.ready_s == pytest.approx(0.1 + c + h) and b0.start_s == pytest.approx(0.1 + c + h + g)
+    assert b1.ready_s == pytest.approx(0.15 + 2 * c + 2 * h + g)
+    assert b1.start_s == pytest.approx(0.15 + 2 * c + 2 * h + 2 * g)
+    assert r.step_time_s == pytest.approx(0.15 + 2 * c + 2 * h + 2 * g + one)
+    plain = simulate_ddp_step([2 * MIB, 2 * MIB], [0.5, 1.0], w, cfg, _cost(), Cluster(1, 2))
+    assert plain.step_time_s == pytest.approx(0.15 + 2 * c + one)
+    assert r.step_time_s - plain.step_time_s == pytest.approx(2 * h + 2 * g)
+    assert host.at("low") == host and host.to_dict()["per_tensor_us"] == pytest.approx(100.0)
+    ranged = ReducerHostCost(h, g, "a test", (5e-5, 2e-4), (0.0, 1e-3))
+    assert (ranged.at("low").per_tensor_s, ranged.at("high").per_bucket_s) == (5e-5, 1e-3)
+    with pytest.raises(ValueError):
+        ReducerHostCost(-1e-6, 0.0, "a test")
+
+
 def test_a_queued_bucket_costs_the_burst_phases_saving_less():
     """Both 2 MiB gradients ready at the end of the backward, 1 MiB caps, the view: bucket 0 starts at 100 ms + c
     (its copy in), bucket 1 is launched at 100 + 2c, while bucket 0's allreduce still runs, so it starts when that
@@ -245,25 +276,30 @@ def _grid():
     return out + [DdpConfig(bucket_cap_mb_list=(1, 4, 25)), DdpConfig(bucket_cap_mb_list=(0.5, 64), comm_hook="bf16_compress")]
 
 
-@pytest.mark.parametrize("queued_saving_s,cpu_bound", [(0.0, False), (4e-4, False), (4e-4, True)])
-def test_the_batch_version_is_the_reference(queued_saving_s, cpu_bound):
+@pytest.mark.parametrize("queued_saving_s,cpu_bound,host", [(0.0, False, None), (4e-4, False, None),
+                                                            (4e-4, True, None), (0.0, False, (3e-5, 4e-4)),
+                                                            (4e-4, True, (3e-5, 4e-4))])
+def test_the_batch_version_is_the_reference(queued_saving_s, cpu_bound, host):
     """Contract: the batch simulator gives the reference's step, first step and bucket count on every setting of a
     grid (caps from 0.25 to 200 MiB, DDP's default, per-bucket lists, view and hooks), ResNet-50's 161 gradients on
-    a fitted env whose fp16 term is measured (fresh-poll-2gbit), with and without a queued bucket's saving, and with
-    a CPU-bound backward that each collective in flight slows (``CollectiveCpu`` of 2 ms + 1 ns per byte); within
-    1e-9 s (float summation order)."""
+    a fitted env whose fp16 term is measured (fresh-poll-2gbit), with and without a queued bucket's saving, with
+    a CPU-bound backward that each collective in flight slows (``CollectiveCpu`` of 2 ms + 1 ns per byte), and with
+    the Reducer's host work (30 us per gradient, 400 us per bucket); within 1e-9 s (float summation order)."""
     from dataclasses import replace
 
     from autotuner.frameworks.ddp.fastsim import simulate_ddp_batch
+    from autotuner.frameworks.ddp.hostcost import ReducerHostCost
     from autotuner.model.costmodel import CollectiveCpu
 
     L, fenv = _layout_and_env()
     cost = replace(fenv.cost, queued_saving_s=queued_saving_s, collective_cpu=CollectiveCpu(2e-3, 1e-9))
     w = Workload(forward_s=0.03, backward_s=0.06, update_s=0.002, cpu_bound=cpu_bound)
+    hc = None if host is None else ReducerHostCost(host[0], host[1], "a test")
     cfgs = _grid()
-    step, first, count = simulate_ddp_batch(L.sizes_bytes, L.ready_fraction, w, cfgs, cost, fenv.cluster, L.dtypes)
+    step, first, count = simulate_ddp_batch(L.sizes_bytes, L.ready_fraction, w, cfgs, cost, fenv.cluster, L.dtypes,
+                                            hc)
     for j, c in enumerate(cfgs):
-        r = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, w, c, cost, fenv.cluster, L.dtypes)
+        r = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, w, c, cost, fenv.cluster, L.dtypes, hc)
         assert step[j] == pytest.approx(r.step_time_s, abs=1e-9), c
         assert first[j] == pytest.approx(r.first_step_time_s, abs=1e-9), c
         assert count[j] == len(r.buckets), c

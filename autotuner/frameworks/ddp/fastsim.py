@@ -13,12 +13,13 @@ import numpy as np
 from ...errors import ScenarioError
 from ...model.costmodel import Cluster, CostModel
 from ...model.workload import Workload, hand_over_times
+from .hostcost import ReducerHostCost
 from .knobs import DdpConfig, sends_half_precision
 from .reducer import _checked, simulate_ddp_step
 
 
 def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs, cost: CostModel, cluster: Cluster,
-                       dtypes=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                       dtypes=None, host: ReducerHostCost | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Steady-state step time, first-iteration step time (s) and bucket count of each of ``configs`` (a sequence of
     :class:`DdpConfig`, length C): three arrays of shape (C,). Arguments and errors as
     :func:`~autotuner.frameworks.ddp.reducer.simulate_ddp_step`."""
@@ -28,7 +29,7 @@ def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs,
     step, first, count = np.zeros(C), np.zeros(C), np.zeros(C, dtype=np.int64)
     if len(set(dt)) > 1 or any(not c.rebuilds for c in configs):
         for j, c in enumerate(configs):
-            r = simulate_ddp_step(sizes, ready, workload, c, cost, cluster, dt)
+            r = simulate_ddp_step(sizes, ready, workload, c, cost, cluster, dt, host)
             step[j], first[j], count[j] = r.step_time_s, r.first_step_time_s, len(r.buckets)
         return step, first, count
 
@@ -40,12 +41,14 @@ def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs,
     s_t = sizes.astype(float)
     copy = np.array([cost.memcpy_s(float(x)) / 2 for x in s_t])
     copy_all = float(copy.sum())
-    marked_t = np.empty(sizes.size)  # without the view: each hook's copy delays every later hook
-    marked_t[order] = ready_t[order] + np.cumsum(copy[order])
+    pt = host.per_tensor_s if host is not None else 0.0  # the Reducer's own work per hook, beside its copy
+    pb = host.per_bucket_s if host is not None else 0.0
+    marked_t = np.empty(sizes.size)  # each hook's copy (and host work) delays every later hook
+    marked_t[order] = ready_t[order] + np.cumsum(copy[order] + pt)
     bwd_end = workload.forward_s + workload.backward_s
     T = sizes.size
     cpu = cost.collective_cpu if workload.cpu_bound else None
-    walk = (ready_t, copy, cpu, bwd_end)
+    walk = (ready_t, copy + pt, cpu, bwd_end)
     for hook in dict.fromkeys(c.comm_hook for c in configs):
         idx = np.array([j for j, c in enumerate(configs) if c.comm_hook == hook])
         compressed = sends_half_precision(hook)
@@ -66,14 +69,14 @@ def simulate_ddp_batch(sizes_bytes, ready_fraction, workload: Workload, configs,
         cs = [configs[j] for j in idx]
         view = np.array([c.gradient_as_bucket_view for c in cs])
         link_free, buckets, b_end = _lockstep(order, marked_t, s_t, [c.rebuild_limits() for c in cs], comm, casts,
-                                              cost.queued_saving_s, walk)
+                                              cost.queued_saving_s, walk, pb)
         step[idx] = np.maximum(b_end, link_free) + np.where(view, 0.0, copy_all) + workload.update_s
         count[idx] = buckets
         # the first iteration: the constructor's buckets (tensors in layout order), no gradient a view yet, and no
         # collective's CPU charged to its backward (its one-off costs are not modelled either)
         link1, _, b1 = _lockstep(np.arange(T), marked_t, s_t, [c.first_iteration_limits() for c in cs], comm, casts,
-                                 cost.queued_saving_s)
-        first[idx] = np.maximum(bwd_end + copy_all + b1, link1) + copy_all + workload.update_s
+                                 cost.queued_saving_s, None, pb)
+        first[idx] = np.maximum(bwd_end + copy_all + T * pt + b1, link1) + copy_all + workload.update_s
     return step, first, count
 
 
@@ -121,16 +124,18 @@ class _InFlight:
         return w + d
 
 
-def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=0.0, walk=None):
+def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=0.0, walk=None, per_bucket_s=0.0):
     """One bucket plan per setting, walked together: tensors taken in ``order``, setting j closing a bucket when
     its bytes reach its next cap (``limit_lists[j]``, the last repeating); a bucket is ready at the latest mark of
     its tensors, launched in order, its collective after the previous one, ``queued_saving_s`` cheaper when it had
-    to wait for it.
+    to wait for it; each launch first costs the backward's thread ``per_bucket_s`` (the Reducer's host work per
+    bucket, :class:`~.hostcost.ReducerHostCost`), then a compress hook's cast.
 
-    Marks: without ``walk``, ``marked_t`` (ready, plus the copies of every earlier hook) plus the casts down of every
-    earlier bucket of that setting. With ``walk = (ready_t, copy, cpu, backward_end)`` (``order`` the ready order)
-    each setting's backward thread is walked as the reference does (:func:`.reducer._advance`): each gradient's
-    compute since the last and its hook's copy, then a closing bucket's cast, slowed by that setting's collectives in
+    Marks: without ``walk``, ``marked_t`` (ready, plus the copies and host work of every earlier hook) plus the
+    launch work and casts down of every earlier bucket of that setting. With ``walk = (ready_t, hook, cpu,
+    backward_end)`` (``order`` the ready order; ``hook`` each gradient's copy plus host work) each setting's
+    backward thread is walked as the reference does (:func:`.reducer._advance`): each gradient's compute since the
+    last and its hook, then a closing bucket's launch work and cast, slowed by that setting's collectives in
     flight by their :class:`~autotuner.model.costmodel.CollectiveCpu` share (``cpu``; None: not slowed). Returns
     (each setting's last collective end, its bucket count, its backward's end: with ``walk`` the walked end, else
     the casts down alone, to which the caller adds the backward and the copies), arrays of shape (C,)."""
@@ -166,14 +171,15 @@ def _lockstep(order, marked_t, sizes, limit_lists, comm, casts, queued_saving_s=
         launch = np.maximum(latest[c], prev_launch[c])
         down, up = casts(nb)
         if walk is None:
-            cast_w = down
+            host_w, cast_w = per_bucket_s, down
         else:
-            w2 = fly.advance(w[c], down, c)
-            cast_w = w2 - w[c]
+            w1 = fly.advance(w[c], per_bucket_s, c)
+            w2 = fly.advance(w1, down, c)
+            host_w, cast_w = w1 - w[c], w2 - w1
             w[c] = w2
-        shift[c] += cast_w
-        queued = link_free[c] > launch + cast_w
-        start = np.maximum(launch + cast_w, link_free[c])
+        shift[c] += host_w + cast_w
+        queued = link_free[c] > launch + host_w + cast_w
+        start = np.maximum(launch + host_w + cast_w, link_free[c])
         dur, wire = comm(nb)
         if queued_saving_s:
             dur = np.where(queued, np.maximum(0.0, dur - queued_saving_s), dur)

@@ -36,6 +36,14 @@ What DDP does (torch 2.13.0; ``reducer.cpp`` is ``torch/csrc/distributed/c10d/re
   casts at :class:`~autotuner.model.costmodel.Fp16Cost`'s rates. ``powerSGD`` is lossy and not simulated.
 - **The step**: forward, backward (gradients ready at ``forward + ready_fraction * backward``, each hook's copy
   delaying the rest of the backward on CPU ranks), the wait for every collective, the copies back, the update.
+- **The Reducer's host work** (:class:`~.hostcost.ReducerHostCost`, optional: None charges nothing): per gradient,
+  ``autograd_hook`` -> ``mark_variable_ready`` -> ``mark_variable_ready_dense`` (its bookkeeping and the launch of
+  the copy), on the backward's thread like the copy, so it delays every later gradient; per bucket, ``mark_bucket_ready``
+  -> ``all_reduce_bucket`` (the ``GradBucket``, ``run_comm_hook``'s call and its future, the process group's
+  enqueue), on the same thread before the collective can start (a compress hook's cast runs inside that call).
+  ``finalize_backward``'s per-bucket wait and per-gradient loop after the last collective are in the same measured
+  figures: the host phase (:mod:`.hostprobe`) times the whole of what DDP adds on a rank with no wire, where it all
+  runs in series, and cannot split hook from finalize; both are charged at the hook and the launch.
 - **Compute beside the collectives** (``Workload.cpu_bound``: a CPU-profiled layout whose ranks fill the host's
   cores): every collective in flight takes CPU from the backward's thread, which then runs at ``1 - share`` of its
   speed (:class:`~autotuner.model.costmodel.CollectiveCpu`, measured by the env's cpu phase; :func:`_advance`). Not
@@ -53,6 +61,7 @@ import numpy as np
 from ...errors import ScenarioError
 from ...model.costmodel import Cluster, CostModel
 from ...model.workload import Workload, hand_over_times
+from .hostcost import ReducerHostCost
 from .knobs import DdpConfig, sends_half_precision
 
 
@@ -159,11 +168,11 @@ def _advance(w: float, d: float, inflight: list) -> float:
 
 
 def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostModel, cluster: Cluster,
-              workload: Workload, cpu_bound: bool = False):
+              workload: Workload, cpu_bound: bool = False, host: ReducerHostCost | None = None):
     """(result buckets, backward end, copy-in total, cast total) for one bucket plan: the backward's thread walked
-    gradient by gradient in ready order (``order``), each hook's copy and each compress hook's cast on it; with
-    ``cpu_bound`` and the env's :attr:`CostModel.collective_cpu`, slowed by each collective in flight
-    (:func:`_advance`)."""
+    gradient by gradient in ready order (``order``), each hook's copy (and ``host.per_tensor_s``) and each bucket's
+    launch (``host.per_bucket_s``, a compress hook's cast) on it; with ``cpu_bound`` and the env's
+    :attr:`CostModel.collective_cpu`, slowed by each collective in flight (:func:`_advance`)."""
     hook = cfg.comm_hook
     if hook == "powerSGD":
         raise ScenarioError("the powerSGD hook is lossy and not simulated (shown, never proposed)")
@@ -172,11 +181,14 @@ def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostMo
     fp16 = cost.fp16 if compressed and cost.fp16 is not None else None
     # the hooks' copies run on the backward's thread: every later gradient waits for them
     copy_in = np.asarray([cost.memcpy_s(float(s)) / 2 for s in sizes])
+    per_tensor = host.per_tensor_s if host is not None else 0.0
+    per_bucket = host.per_bucket_s if host is not None else 0.0
     nbytes = [int(sum(int(sizes[i]) for i in b)) for b in buckets]
     left = [len(b) for b in buckets]
     bucket_of = {int(i): k for k, b in enumerate(buckets) for i in b}
     ready_w = [0.0] * len(buckets)
     cast_w = [0.0] * len(buckets)
+    host_w = [0.0] * len(buckets)
     out: list[DdpBucket] = []
     cpu = cost.collective_cpu if cpu_bound else None
     inflight: list = []  # [end, share] of every collective scheduled, in launch order
@@ -184,24 +196,27 @@ def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostMo
     w = t_prev = 0.0  # the thread's wall clock, and the compute clock it has reached
     for i in order:
         i = int(i)
-        w = _advance(w, (ready_t[i] - t_prev) + copy_in[i], inflight)
+        w = _advance(w, (ready_t[i] - t_prev) + copy_in[i] + per_tensor, inflight)
         t_prev = ready_t[i]
         k = bucket_of[i]
         left[k] -= 1
         ready_w[k] = max(ready_w[k], w)
         if left[k]:
             continue
-        if fp16 is not None:  # mark_bucket_ready -> run_comm_hook casts the bucket down on this thread
-            down = nbytes[k] / 4 * fp16.cast_down_s_per_elem + fp16.cast_down_s_per_tensor
-            w2 = _advance(w, down, inflight)
-            cast_w[k], w = w2 - w, w2
+        # mark_bucket_ready -> all_reduce_bucket on this thread: the Reducer's work per bucket, then run_comm_hook
+        # (a compress hook casts the bucket down there)
+        down = 0.0 if fp16 is None else nbytes[k] / 4 * fp16.cast_down_s_per_elem + fp16.cast_down_s_per_tensor
+        if down + per_bucket > 0:
+            w1 = _advance(w, per_bucket, inflight)
+            w2 = _advance(w1, down, inflight)
+            host_w[k], cast_w[k], w = w1 - w, w2 - w1, w2
         while len(out) < len(buckets) and not left[len(out)]:  # launched in order (next_bucket_)
             b = len(out)
             launch = max(ready_w[b], prev_launch)
-            start = max(launch + cast_w[b], link_free)
+            start = max(launch + host_w[b] + cast_w[b], link_free)
             wire = nbytes[b] // 2 if compressed else nbytes[b]
             dur = float(wire_cost.allreduce_s(wire, cluster, False)) * workload.comm_scale
-            if link_free > launch + cast_w[b]:  # queued behind the previous bucket's collective: back to back
+            if link_free > launch + host_w[b] + cast_w[b]:  # queued behind the previous bucket's collective: back to back
                 dur = max(0.0, dur - cost.queued_saving_s)
             cast_up = 0.0
             if fp16 is not None:
@@ -219,15 +234,16 @@ def _timeline(sizes, ready_t, order, buckets, caps, cfg: DdpConfig, cost: CostMo
 
 
 def simulate_ddp_step(sizes_bytes, ready_fraction, workload: Workload, cfg: DdpConfig, cost: CostModel,
-                      cluster: Cluster, dtypes=None) -> DdpStepResult:
+                      cluster: Cluster, dtypes=None, host: ReducerHostCost | None = None) -> DdpStepResult:
     """One DDP step of a layout (reference version; module docstring for what is modelled).
 
     ``sizes_bytes``: shape (T,), each gradient's bytes, in the layout's (backward) order; ``ready_fraction``: shape
     (T,), when each is ready as a fraction of the backward; ``dtypes``: length T (one bucket per dtype), None =
     all float32. ``workload``: forward/backward/update seconds, ``comm_scale``, ``host_backward_s`` (GPU hosts);
     ``cost``: the env's fitted :class:`CostModel` (allreduce per size and tier, copy rates, fp16 costs);
-    ``cluster``: nodes x ranks per node. Returns a :class:`DdpStepResult` (seconds). Raises ScenarioError for a
-    malformed layout or the powerSGD hook.
+    ``cluster``: nodes x ranks per node; ``host``: the Reducer's host work per gradient and per bucket
+    (:class:`~.hostcost.ReducerHostCost`, seconds; None: not charged). Returns a :class:`DdpStepResult` (seconds).
+    Raises ScenarioError for a malformed layout or the powerSGD hook.
     """
     sizes, ready, dt = _checked(sizes_bytes, ready_fraction, dtypes)
     ready_t = hand_over_times(workload.forward_s + ready * workload.backward_s, workload.forward_s,
@@ -236,7 +252,7 @@ def simulate_ddp_step(sizes_bytes, ready_fraction, workload: Workload, cfg: DdpC
 
     def one(buckets, caps, view_cfg, cpu_bound):
         bk, b_end, copy_in, cast = _timeline(sizes, ready_t, order, buckets, caps, view_cfg, cost, cluster, workload,
-                                             cpu_bound)
+                                             cpu_bound, host)
         c_end = max((b.end_s for b in bk), default=0.0)
         copy_out = 0.0 if view_cfg.gradient_as_bucket_view else sum(cost.memcpy_s(float(s)) / 2 for s in sizes)
         step = max(b_end, c_end) + copy_out + workload.update_s

@@ -19,6 +19,7 @@ import numpy as np
 from ...model.costmodel import Cluster, CostModel
 from ...model.workload import Workload
 from .fastsim import simulate_ddp_batch
+from .hostcost import ReducerHostCost
 from .knobs import DdpConfig, searched_hooks
 
 #: the single caps searched (MiB): DDP's default (None) and 0.25 .. 256 MiB, 4 per octave
@@ -91,18 +92,19 @@ def _lists() -> list[tuple[int, ...]]:
 
 def suggest_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: CostModel, cluster: Cluster, *,
                 band: float, band_source: str, fp16: bool = True, refault: tuple[float, str] | None = None,
-                notes_before: tuple[str, ...] = ()) -> DdpSuggestion:
+                notes_before: tuple[str, ...] = (), host: ReducerHostCost | None = None) -> DdpSuggestion:
     """The grid (``CAPS_MIB`` and DDP's default x view x [allreduce, fp16_compress]) and the per-bucket lists
     (:data:`LIST_CAPS_MIB`, 2-3 non-decreasing caps) for one layout (arrays as
     :func:`~autotuner.frameworks.ddp.reducer.simulate_ddp_step`). ``band``: the env's error band (fraction of the
-    step); ``fp16``: search the fp16 hook (the env measured float16 allreduces). Raises ScenarioError as the
-    simulator."""
+    step); ``fp16``: search the fp16 hook (the env measured float16 allreduces); ``host``: the Reducer's host work
+    per gradient and per bucket (:class:`~.hostcost.ReducerHostCost`; None: not charged). Raises ScenarioError as
+    the simulator."""
     hooks = searched_hooks(fp16)
     grid = [DdpConfig(bucket_cap_mb=c, gradient_as_bucket_view=v, comm_hook=h)
             for h in hooks for v in (False, True) for c in (None, *CAPS_MIB)]
     lists = [DdpConfig(bucket_cap_mb_list=caps, gradient_as_bucket_view=True) for caps in _lists()]
     cfgs = grid + lists
-    step, first, count = simulate_ddp_batch(sizes_bytes, ready_fraction, workload, cfgs, cost, cluster, dtypes)
+    step, first, count = simulate_ddp_batch(sizes_bytes, ready_fraction, workload, cfgs, cost, cluster, dtypes, host)
     d0 = step[0]
 
     def prop(j: int) -> DdpProposal:
