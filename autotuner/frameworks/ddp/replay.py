@@ -1,5 +1,6 @@
 """DDP replay workload: a training loop whose gradients have exactly a chosen layout, wrapped in real
-``torch.nn.parallel.DistributedDataParallel`` with the knobs and hook asked for.
+``torch.nn.parallel.DistributedDataParallel`` with the knobs and hook asked for, on CPU ranks over Gloo or (``--device
+cuda``) on the GPU each rank's ``LOCAL_RANK`` names over NCCL.
 
 Run it under torchrun, e.g.::
 
@@ -29,7 +30,11 @@ In every kind a stage writes its gradient inside its compute time (a fresh ``clo
 and returns the parameter's gradient, gradient-like values (N(0, 1e-6), seeded by rank, as the
 Horovod replay's), so autograd's ``AccumulateGrad`` fires DDP's hook for it; where writing the gradient takes longer
 than its stage (a machine whose memory is slow beside the compute asked for), the stage overruns and the result's
-``stage_overrun_ms`` says by how much. Each step runs ``optimizer.zero_grad()`` (``set_to_none=True``, the
+``stage_overrun_ms`` says by how much. With ``--device cuda`` the parameters and gradients live on the GPU
+(``DistributedDataParallel(..., device_ids=[LOCAL_RANK])``), a stage's ``clone()`` is a kernel the host launches
+at its deadline, the emulated compute is still the host's sleep (the kernels the host launches are what DDP's
+copies and hooks wait behind), and each step ends with ``torch.cuda.synchronize()`` before its time is taken (an
+NCCL bucket's work is only queued when ``backward()`` returns). Each step runs ``optimizer.zero_grad()`` (``set_to_none=True``, the
 default) as a training loop does, the forward, ``loss.backward()`` (which returns once DDP's
 ``finalize_backward`` has waited for every bucket) and an emulated update of ``update_ms``.
 
@@ -44,8 +49,9 @@ step touched for the first time since glibc gave them back) and ``malloc_env`` (
 ranks ran with, glibc's mallopt(3) environment variables; {} when none), ``stages`` (one of :data:`STAGES`)
 and ``stage_overrun_ms`` (rank 0, the median over measured steps of how long the emulated backward ran past its
 compute because writing the gradients took longer: with ``duration`` stages the sum of every stage's overrun, with
-deadlines how late the last stage wrote its gradient). Exit status 2 and one line on stderr for
-a bad argument. The result line is printed before the process group is torn down, so a failed teardown (a rank
+deadlines how late the last stage wrote its gradient); with ``--device cuda`` also ``device``, ``gpu``, ``cuda``,
+``nccl`` (:func:`.rankside.device_fields`). Exit status 2 and one line on stderr for a bad argument, no torchrun,
+or (``--device cuda``) no CUDA device, no NCCL, or more ranks on a host than it has GPUs. The result line is printed before the process group is torn down, so a failed teardown (a rank
 aborting at exit) never hides a finished measurement.
 """
 from __future__ import annotations
@@ -58,7 +64,7 @@ import statistics
 import sys
 import time
 
-from .rankside import init_gloo_rank, load_rank_layout
+from .rankside import add_device_option, device_fields, init_rank, load_rank_layout, synchronize
 
 RESULT_TAG = "AUTOTUNER_RESULT"
 #: the emulated backward's kinds of stage (module docstring)
@@ -90,6 +96,7 @@ def _args(argv):
                    help="emulated backward: deadlines shifted by the work between stages (shifted), absolute "
                         "deadlines (deadline), or each stage's share from its entry (duration)")
     p.add_argument("--comm-hook", choices=[h for h in COMM_HOOKS if h != "powerSGD"], default="allreduce")
+    add_device_option(p)
     return p.parse_args(argv)
 
 
@@ -116,17 +123,18 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         print(f"error: the DDP replay needs torch ({e})", file=sys.stderr)
         return 2
-    started = init_gloo_rank()
+    started = init_rank(a.device)
     if started is None:
         return 2
-    torch, dist, rank = started
+    torch, dist, rank, dev = started
+    cuda = dev.type == "cuda"
     dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
     T = len(layout.shapes)
     fwd_s = a.compute_ms * FORWARD_SHARE / 1e3
     bwd_s = a.compute_ms * (1 - FORWARD_SHARE) / 1e3
     ready = list(layout.ready_fraction)
     gen = torch.Generator().manual_seed(rank)
-    grads = [(torch.randn(shape, generator=gen) * GRADIENT_STD).to(dtypes[dt])
+    grads = [(torch.randn(shape, generator=gen) * GRADIENT_STD).to(dtypes[dt]).to(dev)
              for shape, dt in zip(layout.shapes, layout.dtypes)]
     clock = {"t0": 0.0, "overrun": 0.0, "shift": 0.0, "ret": None}
     # each stage's own share of the backward (s), in the order autograd runs them (index 0 first)
@@ -165,7 +173,8 @@ def main(argv: list[str] | None = None) -> int:
         def __init__(self):
             super().__init__()
             # registered in forward order: parameters() is the reverse of the layout's backward order
-            self.ws = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(layout.shapes[i], dtype=dtypes[layout.dtypes[i]]))
+            self.ws = torch.nn.ParameterList([torch.nn.Parameter(torch.zeros(layout.shapes[i], dtype=dtypes[layout.dtypes[i]],
+                                                                             device=dev))
                                               for i in range(T - 1, -1, -1)])
 
         def forward(self, x):
@@ -178,13 +187,15 @@ def main(argv: list[str] | None = None) -> int:
         kw["bucket_cap_mb_list"] = [int(c) if float(c).is_integer() else c for c in cfg.bucket_cap_mb_list]
     elif cfg.bucket_cap_mb is not None:
         kw["bucket_cap_mb"] = cfg.bucket_cap_mb
+    if cuda:
+        kw["device_ids"] = [dev.index]
     model = DistributedDataParallel(Replay(), **kw)
     if cfg.comm_hook != "allreduce":
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         model.register_comm_hook(None, getattr(default_hooks, f"{cfg.comm_hook}_hook"))
     params = list(model.parameters())
-    x = torch.ones(1, requires_grad=True)
+    x = torch.ones(1, requires_grad=True, device=dev)
     times: list[float] = []
     faults: list[int] = []
     overruns: list[float] = []
@@ -203,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
             _sleep_to(clock["t0"] + bwd_s + clock["shift"])
         if a.update_ms > 0:
             time.sleep(a.update_ms / 1e3)
+        synchronize(torch, dev)
         dt = (time.perf_counter() - t) * 1e3
         if step == 0:
             first_ms = dt
@@ -226,7 +238,8 @@ def main(argv: list[str] | None = None) -> int:
                   "buckets": [int(b) for b in str(rebuilt).split(", ")] if rebuilt else None,
                   "minor_faults_per_step": int(statistics.median(faults)),
                   "stages": a.stages, "stage_overrun_ms": round(statistics.median(overruns), 3),
-                  "malloc_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")}}
+                  "malloc_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")},
+                  **device_fields(torch, dev)}
         print(f"{RESULT_TAG} {json.dumps(result)}", flush=True)
     dist.barrier()
     dist.destroy_process_group()

@@ -10,10 +10,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 Pos = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 NonNeg = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+#: where a job's ranks ran (the probes' ``--device``, :data:`autotuner.frameworks.ddp.rankside.DEVICES`): a record
+#: without the key ran on CPU ranks (Gloo)
+Device = Literal["cpu", "cuda"]
 
 
 class DdpSetup(BaseModel):
-    """Where a DDP job ran: ranks, and the testbed's shape and links."""
+    """Where a DDP job ran: ranks, the testbed's shape and links, and the device its ranks ran on (None: not
+    recorded, CPU ranks)."""
 
     model_config = ConfigDict(extra="allow")
     np: Annotated[int, Field(ge=1)]
@@ -21,6 +25,7 @@ class DdpSetup(BaseModel):
     testbed_hosts: Annotated[int, Field(ge=1)] | None = None
     ranks_per_host: Annotated[int, Field(ge=1)] | None = None
     link_gbit: Pos | None = None
+    device: Device | None = None
 
 
 class DdpSweepRecord(BaseModel):
@@ -35,6 +40,9 @@ class DdpSweepRecord(BaseModel):
     #: the record's ``copy`` (named apart: ``copy`` is a BaseModel method)
     copies: list[Annotated[list[NonNeg], Field(min_length=2, max_length=2)]] = Field(default=[], alias="copy")
     casts: list[Annotated[list[NonNeg], Field(min_length=4, max_length=4)]] = []
+    #: ``--device cuda`` jobs: the bf16 hook's casts, as ``casts``
+    casts_bf16: list[Annotated[list[NonNeg], Field(min_length=4, max_length=4)]] = []
+    device: Device = "cpu"
     setup: DdpSetup
 
     @model_validator(mode="after")
@@ -54,6 +62,7 @@ class DdpBurstRecord(BaseModel):
     count: Annotated[int, Field(ge=2)]
     lone_ms: list[list[Pos]]
     burst_ms: list[list[Pos]]
+    device: Device = "cpu"
     setup: DdpSetup
 
     @model_validator(mode="after")
@@ -145,4 +154,5 @@ class DdpTrialRecord(BaseModel):
     step_times_ms: list[Pos] = []
     first_step_ms: Pos | None = None
     buckets: list[Annotated[int, Field(ge=1)]] | None = None
+    device: Device = "cpu"
     setup: DdpTrialSetup
