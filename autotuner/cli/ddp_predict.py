@@ -14,12 +14,18 @@ import autotuner  # the public API: everything the commands do
 
 from .. import options as opt
 from ..render import CHECKED_HEADER, MIB, checked_cell, render_table
-from .common import MODEL_HELP, compute_opt, ddp_app, err, json_opt, link_opt, out, progress, runs_dir_opt
+from .common import (MODEL_HELP, compute_opt, ddp_app, err, json_opt, link_opt, model_dir_opt, out, progress,
+                     runs_dir_opt)
+
+
+#: what ``--env`` names for the predicting commands (autotuner.frameworks.ddp.api.ddp_env_source)
+DDP_ENV_HELP = ("DDP environment: a runs folder with ddp-sweep.jsonl (it wins), else a model file from specs or "
+            "nccl-tests (autotuner env new, autotuner fit)")
 
 
 @ddp_app.command("simulate", short_help="one DDP setting's step, bucket by bucket")
 def ddp_simulate_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
-                     env: str = typer.Option(..., "--env", help="DDP environment (a runs folder with ddp-sweep.jsonl)",
+                     env: str = typer.Option(..., "--env", help=DDP_ENV_HELP,
                                              callback=opt.checked(opt.PlainName, "--env")),
                      bucket_cap_mb: Optional[float] = typer.Option(None, "--bucket-cap-mb", help="DDP's bucket_cap_mb, "
                                                                    "MiB (default: DDP's 25 with a 1 MiB first bucket)"),
@@ -29,6 +35,7 @@ def ddp_simulate_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                      comm_hook: str = typer.Option("allreduce", "--comm-hook", help="allreduce or fp16_compress"),
                      compute_ms: Optional[float] = compute_opt(),
                      runs_dir: Optional[Path] = runs_dir_opt(),
+                     model_dir: Optional[Path] = model_dir_opt(),
                      as_json: bool = json_opt()) -> None:
     """Simulate one DDP setting: the steady-state step (rebuilt buckets), the first iteration, and each bucket's
     bytes and times.
@@ -46,7 +53,7 @@ def ddp_simulate_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
         raise autotuner.ScenarioError(f"--comm-hook {comm_hook!r}: allreduce or fp16_compress (bf16 is not measured "
                                       "here, PowerSGD is lossy)")
     cfg = autotuner.DdpConfig(bucket_cap_mb, caps, gradient_as_bucket_view, comm_hook)  # a bad value: KnobError
-    r = autotuner.ddp_simulate(model, env, cfg, compute_ms=compute_ms, runs_dir=runs_dir)
+    r = autotuner.ddp_simulate(model, env, cfg, compute_ms=compute_ms, runs_dir=runs_dir, model_dir=model_dir)
     d = r.to_dict()
     if as_json:
         out.print_json(json.dumps(d))
@@ -67,9 +74,11 @@ def ddp_simulate_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
 @ddp_app.command("envs", short_help="the DDP environments: shape, link, fitted line, how far checked")
 def ddp_envs_cmd(runs_dir: Optional[Path] = runs_dir_opt(),
+                 model_dir: Optional[Path] = model_dir_opt(),
                  as_json: bool = json_opt("the list")) -> None:
-    """Every DDP environment the ddp commands can use (a runs folder with ddp-sweep.jsonl): its shape and link, the
-    allreduce line fitted from its own sweep, what a queued bucket saves (the burst phase), how far it was checked.
+    """Every DDP environment the ddp commands can use (a runs folder with ddp-sweep.jsonl, or a model file from
+    specs or nccl-tests): its shape and link, the allreduce line (fitted from its own sweep, or the model file's),
+    what a queued bucket saves (the burst phase), how far it was checked.
 
     Example:
 
@@ -77,30 +86,33 @@ def ddp_envs_cmd(runs_dir: Optional[Path] = runs_dir_opt(),
         autotuner ddp envs
     """
     with progress("ddp envs", quiet=as_json) as act:
-        rows = autotuner.ddp_envs(runs_dir, on_event=act.event)
+        rows = autotuner.ddp_envs(runs_dir, on_event=act.event, model_dir=model_dir)
     if as_json:
         print(json.dumps(rows, allow_nan=False))
         return
-    t = Table(title="DDP environments (torch.distributed Gloo, fitted from each env's own sweep)")
-    for col in ("env", "shape", "link Gbit/s", "alpha µs", "busbw Gbit/s", "queued µs", CHECKED_HEADER):
-        t.add_column(col, justify="left" if col in ("env", "shape") else "right")
+    t = Table(title="DDP environments (a measured DDP sweep, or a model file from specs or nccl-tests)")
+    for col in ("env", "source", "shape", "link Gbit/s", "alpha µs", "busbw Gbit/s", "queued µs", CHECKED_HEADER):
+        t.add_column(col, justify="left" if col in ("env", "source", "shape") else "right")
     problems = []
     for r in rows:
         if "problem" in r:
-            t.add_row(r["env"], "", "", "", "", "", "see below")
+            t.add_row(r["env"], "", "", "", "", "", "", "see below")
             problems.append(f"{r['env']}: {r['problem']}")
             continue
-        t.add_row(r["env"], f"{r['nodes']}x{r['ranks_per_node']}", f"{r['link_gbit']:g}" if r["link_gbit"] else "",
-                  f"{r['alpha_us']:.0f}", f"{r['busbw_gbps']:.2f}" if r["busbw_gbps"] else "",
+        t.add_row(r["env"], r["source"], f"{r['nodes']}x{r['ranks_per_node']}",
+                  f"{r['link_gbit']:g}" if r["link_gbit"] else "", f"{r['alpha_us']:.1f}" if r["alpha_us"] < 10
+                  else f"{r['alpha_us']:.0f}", f"{r['busbw_gbps']:.2f}" if r["busbw_gbps"] else "",
                   "-" if r["queued_saving_us"] is None else f"{r['queued_saving_us']:.0f}", checked_cell(r["checked"]))
     render_table(out, t)
     for line in problems:
         err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
     if rows:
-        out.print(textwrap.fill("checked: each env's predictions against its real DDP runs, mean and worst error and "
-                                "the trials (autotuner ddp envs --json gives each trust line whole); untrusted: its "
-                                "replays missed on more than half of its checked settings; never: not checked "
-                                "against a real DDP run", width=max(out.width, 40), break_long_words=False,
+        out.print(textwrap.fill("source: measured (torch.distributed Gloo, fitted from the env's own DDP sweep), "
+                                "specs (from specs, never measured) or nccl-tests (NCCL's allreduce fitted from "
+                                "all_reduce_perf, never checked against a DDP step). checked: each env's predictions "
+                                "against its real DDP runs, mean and worst error and the trials (autotuner ddp envs "
+                                "--json gives each trust line and fit line whole); untrusted: its replays missed on "
+                                "more than half of its checked settings; never: not checked against a real DDP run", width=max(out.width, 40), break_long_words=False,
                                 break_on_hyphens=False), highlight=False, soft_wrap=True)
     else:
         out.print("no DDP environment yet: autotuner ddp measure --env NAME --np 2", highlight=False)
@@ -108,11 +120,12 @@ def ddp_envs_cmd(runs_dir: Optional[Path] = runs_dir_opt(),
 
 @ddp_app.command("explore", short_help="the predicted step over bucket_cap_mb, measured replays beside it (a plot)")
 def ddp_explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
-                    env: str = typer.Option(..., "--env", help="DDP environment (a runs folder with ddp-sweep.jsonl)",
+                    env: str = typer.Option(..., "--env", help=DDP_ENV_HELP,
                                             callback=opt.checked(opt.PlainName, "--env")),
                     compute_ms: Optional[float] = compute_opt(),
                     out_dir: Path = typer.Option(Path("explore"), "--out", help="folder for the PNG and SVG plot"),
                     runs_dir: Optional[Path] = runs_dir_opt(),
+                    model_dir: Optional[Path] = model_dir_opt(),
                     as_json: bool = json_opt()) -> None:
     """Predict the step for every bucket_cap_mb from 0.25 to 256 MiB, with and without the gradient view and the
     fp16 hook; plot the curves with the env's measured replays of the layout beside their predictions.
@@ -124,7 +137,7 @@ def ddp_explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     """
     with progress("ddp explore", quiet=as_json) as act:
         r = autotuner.ddp_explore(model, env, compute_ms=compute_ms, out_dir=out_dir, runs_dir=runs_dir,
-                                  on_event=act.event)
+                                  on_event=act.event, model_dir=model_dir)
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return
@@ -155,7 +168,7 @@ def ddp_explore_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
 @ddp_app.command("scale", short_help="DDP's defaults and the best setting per node count and link rate (a plot)")
 def ddp_scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
-                  env: str = typer.Option(..., "--env", help="DDP environment (a runs folder with ddp-sweep.jsonl)",
+                  env: str = typer.Option(..., "--env", help=DDP_ENV_HELP,
                                           callback=opt.checked(opt.PlainName, "--env")),
                   nodes: Optional[str] = typer.Option(None, "--nodes", help="comma-separated node counts (default "
                                                       "1,2,4,...,64), each with the env's ranks per node"),
@@ -166,6 +179,7 @@ def ddp_scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
                   compute_ms: Optional[float] = compute_opt(),
                   out_dir: Path = typer.Option(Path("scale"), "--out", help="folder for the PNG and SVG plot"),
                   runs_dir: Optional[Path] = runs_dir_opt(),
+                  model_dir: Optional[Path] = model_dir_opt(),
                   as_json: bool = json_opt()) -> None:
     """What-if at scale for DDP (weak scaling): per node count and link rate, DDP's defaults and the setting
     recommended there (suggest's rules and band), step time, throughput and scaling efficiency.
@@ -179,7 +193,8 @@ def ddp_scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     links = None if link_gbit is None else opt.float_list(link_gbit, "--link-gbit")
     with progress("ddp scale", quiet=as_json) as act:
         r = autotuner.ddp_scale(model, env, nodes=node_counts, links_gbit=links, batch_size=batch_size,
-                                compute_ms=compute_ms, out_dir=out_dir, runs_dir=runs_dir, on_event=act.event)
+                                compute_ms=compute_ms, out_dir=out_dir, runs_dir=runs_dir, on_event=act.event,
+                                model_dir=model_dir)
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return
@@ -212,10 +227,11 @@ def ddp_scale_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
 
 @ddp_app.command("suggest", short_help="the best DDP bucket setting, predicted, with the code to paste")
 def ddp_suggest_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
-                    env: str = typer.Option(..., "--env", help="DDP environment (a runs folder with ddp-sweep.jsonl)",
+                    env: str = typer.Option(..., "--env", help=DDP_ENV_HELP,
                                             callback=opt.checked(opt.PlainName, "--env")),
                     compute_ms: Optional[float] = compute_opt(),
                     runs_dir: Optional[Path] = runs_dir_opt(),
+                    model_dir: Optional[Path] = model_dir_opt(),
                     as_json: bool = json_opt()) -> None:
     """Search DDP's bucket_cap_mb (DDP's default and 0.25-256 MiB), gradient_as_bucket_view, the fp16 hook and
     per-bucket caps (bucket_cap_mb_list) on the Reducer simulator; print DDP's defaults, the knob-only answer, fp16,
@@ -226,7 +242,7 @@ def ddp_suggest_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     \b
         autotuner ddp suggest --env ddp-2gbit --model resnet50 --compute-ms 100
     """
-    r = autotuner.ddp_suggest(model, env, compute_ms=compute_ms, runs_dir=runs_dir)
+    r = autotuner.ddp_suggest(model, env, compute_ms=compute_ms, runs_dir=runs_dir, model_dir=model_dir)
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return

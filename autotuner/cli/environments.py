@@ -43,7 +43,8 @@ def envs_cmd(framework: Optional[str] = typer.Option(None, "--framework", help="
              as_json: bool = json_opt("the list: per env its frameworks, shape, link, trust per framework, and each "
                                       "framework's own row")) -> None:
     """Every environment the commands can use, with the frameworks that answer for it (horovod: a fitted model file;
-    ddp: a DDP sweep): hardware, where its numbers come from, how far it was checked.
+    ddp: a DDP sweep, or a model file from specs or nccl-tests): hardware, where its numbers come from, how far it
+    was checked.
 
     Example:
 
@@ -81,7 +82,7 @@ def envs_cmd(framework: Optional[str] = typer.Option(None, "--framework", help="
                                 + "; ".join(calibrated), width=max(out.width, 40), break_long_words=False,
                                 break_on_hyphens=False, subsequent_indent="    "), highlight=False, soft_wrap=True)
     out.print(textwrap.fill("answers: the frameworks whose commands answer for the env (horovod: its fitted model; "
-                            "ddp: its DDP sweep, with autotuner ddp ...). checked: each env's predictions against its "
+                            "ddp: its DDP sweep, or its model file from specs or nccl-tests, with autotuner ddp ...). checked: each env's predictions against its "
                             "real runs, mean and worst error and the trials (the trust line every prediction carries; "
                             "autotuner envs --json gives it whole); untrusted: its real runs missed on more than half of "
                             "its checked settings; never: not checked against a real run; CPU: ranks "

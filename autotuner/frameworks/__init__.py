@@ -61,7 +61,8 @@ def envs(model_dir: Path | Sequence[Path] | None = None, runs_dir: Path | None =
          on_event=None) -> list[dict[str, Any]]:
     """Every environment any framework can answer for, sorted by name: each ``{"env", "frameworks"`` (the
     frameworks that answer for it: ``horovod`` where a model file is found, :func:`autotuner.frameworks.horovod.
-    environments.envs`; ``ddp`` where a folder with a DDP sweep is, :func:`autotuner.frameworks.ddp.api.ddp_envs`),
+    environments.envs`; ``ddp`` where a folder with a DDP sweep is, or a model file from specs or nccl-tests,
+    :func:`autotuner.frameworks.ddp.api.ddp_envs`),
     ``nodes``, ``ranks_per_node``, ``link_gbit`` (Gbit/s), ``trust`` (per framework, its trust line or the
     problem that kept it from answering), and ``horovod`` / ``ddp``: that framework's own row (None where it does
     not answer)}``. Model folders and runs folders are searched as every command searches them
@@ -72,7 +73,7 @@ def envs(model_dir: Path | Sequence[Path] | None = None, runs_dir: Path | None =
 
     rows: dict[str, dict[str, dict]] = {}
     say = on_event or (lambda line: None)
-    for name, lister in (("horovod", lambda: horovod_envs(model_dir)), ("ddp", lambda: ddp_envs(runs_dir))):
+    for name, lister in (("horovod", lambda: horovod_envs(model_dir)), ("ddp", lambda: ddp_envs(runs_dir, model_dir=model_dir))):
         say(f"{name} environments")
         for r in lister():
             rows.setdefault(r["env"], {})[name] = r

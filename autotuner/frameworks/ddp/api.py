@@ -77,7 +77,9 @@ class DdpSuggestResult:
 @dataclass(frozen=True)
 class _Asked:
     """What a DDP question is asked of: the env's folder, its cost model (fit info, sweep records), its cluster,
-    the layout and the emulated workload (forward 1/3, backward 2/3 of ``compute_ms``)."""
+    the layout and the emulated workload (forward 1/3, backward 2/3 of ``compute_ms``); ``model_env``: where the env
+    is a model file from specs or nccl-tests (:class:`~autotuner.frameworks.ddp.model_env.ModelEnv`; ``folder`` is
+    then its file, ``info`` and ``sweep`` empty), else None."""
 
     folder: Path
     cost: object
@@ -87,29 +89,64 @@ class _Asked:
     layout: object
     compute_ms: float
     workload: object
+    model_env: object = None
 
 
-def _asked(env: str, model: str, compute_ms: float | None, runs_dir: Path | None, default_ms: float) -> _Asked:
-    """Load env ``env`` (fitted from its sweep) and layout ``model``; ``compute_ms`` default: the layout's measured
-    forward + backward, else ``default_ms``. Raises RunsError / ScenarioError (one line)."""
+def _asked(env: str, model: str, compute_ms: float | None, runs_dir: Path | None, default_ms: float,
+           model_dir=None) -> _Asked:
+    """Load env ``env`` (:func:`ddp_env_source`: fitted from its sweep, else a model file from specs or nccl-tests)
+    and layout ``model``; ``compute_ms`` default: the layout's measured forward + backward, else ``default_ms``.
+    Raises RunsError / ScenarioError (one line)."""
     from ...readers.layouts import load_layout
     from .records import cpu_phase_cores, env_cluster, fills_cores, replay_workload
 
     if compute_ms is not None and not compute_ms > 0:
         raise ScenarioError(f"--compute-ms must be > 0 ms, got {compute_ms!r}")
-    folder = ddp_env_folder(env, runs_dir)
-    cost, info, sweep = env_cost(folder)
+    src = ddp_env_source(env, runs_dir, model_dir)
+    if isinstance(src, Path):
+        folder, menv = src, None
+        cost, info, sweep = env_cost(folder)
+    else:  # a model file: its cost model and cluster; no sweep, no phase
+        folder, menv, cost, info, sweep = src.path, src, src.cost, {}, []
     try:
         L = load_layout(model)
     except ValueError as e:
         raise ScenarioError(str(e).splitlines()[0]) from None
     if compute_ms is None:
         compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else default_ms
-    cluster = env_cluster(sweep[0]["setup"])
+    cluster = env_cluster(sweep[0]["setup"]) if menv is None else menv.cluster
     wl = replay_workload({"compute_ms": compute_ms})
-    if fills_cores(L, cluster.gpus_per_node, cpu_phase_cores(folder)):  # a CPU layout filling the host's cores
+    # a CPU layout filling the host's cores (never on a model file's GPU ranks)
+    if menv is None and fills_cores(L, cluster.gpus_per_node, cpu_phase_cores(folder)):
         wl = replace(wl, cpu_bound=True)
-    return _Asked(folder, cost, info, sweep, cluster, L, compute_ms, wl)
+    return _Asked(folder, cost, info, sweep, cluster, L, compute_ms, wl, menv)
+
+
+def ddp_env_source(env: str, runs_dir: Path | None = None, model_dir=None):
+    """Where DDP env ``env``'s costs come from: its folder (a measured DDP sweep, :func:`ddp_env_folder`, which
+    always wins), else its model file from specs or nccl-tests on the model search path (``model_dir`` first, as
+    Horovod's commands search it) as a :class:`~autotuner.frameworks.ddp.model_env.ModelEnv`. Raises RunsError
+    (one line) when neither exists, or for a model file DDP cannot answer from."""
+    from .model_env import find_model_file, read_model_env
+
+    try:
+        return ddp_env_folder(env, runs_dir)
+    except RunsError as e:
+        path = find_model_file(env, model_dir)
+        if path is None:
+            raise RunsError(f"{str(e).splitlines()[0]}; nor a model file {env}.json from specs or nccl-tests "
+                            "(autotuner env new, autotuner fit)") from None
+    return read_model_env(path, env)
+
+
+def _trust_of(a: "_Asked", checked: list | None = None) -> tuple[str, float, str]:
+    """:func:`_trust` of an env, or for a model file's env its trust line (never checked against a DDP step) with
+    the default band (:data:`DEFAULT_BAND`, as any env without a DDP replay)."""
+    if a.model_env is None:
+        return _trust(a.folder, a.cost, checked)
+    from .model_env import UNCHECKED_BAND_SOURCE
+
+    return a.model_env.trust, DEFAULT_BAND, UNCHECKED_BAND_SOURCE
 
 
 def ddp_env_folder(env: str, runs_dir: Path | None = None) -> Path:
@@ -126,17 +163,22 @@ def ddp_env_folder(env: str, runs_dir: Path | None = None) -> Path:
                     f"known: {', '.join(known) or 'none'}")
 
 
-def ddp_envs(runs_dir: Path | None = None, on_event=None) -> list[dict]:
+def ddp_envs(runs_dir: Path | None = None, on_event=None, model_dir=None) -> list[dict]:
     """``autotuner ddp envs``: every DDP environment of the runs search path (a folder with ``ddp-sweep.jsonl``; the
-    first folder holding a name wins), each with ``env``, ``nodes``, ``ranks_per_node``, ``link_gbit`` (the sweep's
-    link or shaped loopback, Gbit/s), ``alpha_us``, ``busbw_gbps``, ``queued_saving_us`` (None without a burst
-    phase), ``fp16`` (the float16 allreduce measured), ``sweep_jobs``, ``path``, ``trust`` (its replays' line) and
-    ``checked`` (its figures: ``trials``, ``settings``, ``mean_error_pct``, ``worst_pct``, %, ``missed`` and
-    ``untrusted``, :func:`_checked_figures`; None where never
-    checked against a real DDP run). An env whose records cannot be read or fitted is listed with ``problem`` (one
-    line) instead. ``on_event(line)``: one line as each env is read."""
+    first folder holding a name wins) and every model file from specs or nccl-tests on the model search path
+    (``model_dir`` first; :mod:`~autotuner.frameworks.ddp.model_env`) whose name has no DDP sweep, sorted by name,
+    each with ``env``, ``source`` (``measured``: a DDP sweep; ``specs``; ``nccl-tests``), ``nodes``,
+    ``ranks_per_node``, ``link_gbit`` (the sweep's link or shaped loopback, the model file's node link, Gbit/s),
+    ``alpha_us``, ``busbw_gbps`` (a model file's: the ring over all ranks, its large-message segment where
+    piecewise), ``queued_saving_us`` (None without a burst phase), ``fp16`` (the float16 allreduce measured, or
+    priced from the GPU's datasheet), ``sweep_jobs`` (0 for a model file), ``path``, ``trust`` (its replays' line,
+    or the model file's source) and ``checked`` (its figures: ``trials``, ``settings``, ``mean_error_pct``,
+    ``worst_pct``, %, ``missed`` and ``untrusted``, :func:`_checked_figures`; None where never checked against a
+    real DDP run) and ``fit`` (its fit line: where each figure comes from). An env whose records cannot be read or
+    fitted is listed with ``problem`` (one line) instead. ``on_event(line)``: one line as each env is read."""
     from ...errors import AutotunerError
     from ...paths import runs_search_path
+    from .model_env import model_envs, read_model_env
     from .records import env_cluster
 
     seen: dict[str, Path] = {}
@@ -144,45 +186,61 @@ def ddp_envs(runs_dir: Path | None = None, on_event=None) -> list[dict]:
         if d.is_dir():
             for p in sorted(d.glob("*/ddp-sweep.jsonl")):
                 seen.setdefault(p.parent.name, p.parent)
+    for name, path in model_envs(model_dir).items():  # a measured DDP sweep of the same name wins
+        seen.setdefault(name, path)
     out = []
     for i, (name, folder) in enumerate(sorted(seen.items()), 1):
         (on_event or _quiet)(f"{name} ({i} of {len(seen)})")
+        if folder.suffix == ".json":  # a model file from specs or nccl-tests
+            try:
+                m = read_model_env(folder, name)
+            except AutotunerError as e:
+                out.append({"env": name, "path": str(folder), "problem": str(e).splitlines()[0]})
+                continue
+            out.append({"env": name, "source": m.kind, "nodes": m.cluster.nodes,
+                        "ranks_per_node": m.cluster.gpus_per_node, "link_gbit": m.info["link_gbit"],
+                        "alpha_us": m.info["alpha_us"], "busbw_gbps": m.info["busbw_gbps"],
+                        "queued_saving_us": None, "fp16": m.cost.fp16 is not None, "sweep_jobs": 0,
+                        "path": str(folder), "trust": m.trust, "checked": None, "fit": m.fit})
+            continue
         try:
             cost, info, sweep = env_cost(folder)
             setup = sweep[0]["setup"]
             cl = env_cluster(setup)
             q = info["queued"]
-            out.append({"env": name, "nodes": cl.nodes, "ranks_per_node": cl.gpus_per_node,
+            out.append({"env": name, "source": "measured", "nodes": cl.nodes, "ranks_per_node": cl.gpus_per_node,
                         "link_gbit": setup.get("link_gbit") or setup.get("bandwidth_gbit"),
                         "alpha_us": info["alpha_us"], "busbw_gbps": info["busbw_gbps"],
                         "queued_saving_us": q["saving_us"] if q["jobs"] else None, "fp16": cost.fp16 is not None,
                         "sweep_jobs": len(sweep), "path": str(folder),
                         "trust": _trust(folder, cost, checked := _checked(folder, cost))[0],
-                        "checked": _checked_figures(checked)})
+                        "checked": _checked_figures(checked), "fit": _fit_line(name, cl, info, sweep)})
         except AutotunerError as e:
             out.append({"env": name, "path": str(folder), "problem": str(e).splitlines()[0]})
     return out
 
 
-def ddp_suggest(model: str, env: str, *, compute_ms: float | None = None, runs_dir: Path | None = None) -> "DdpSuggestResult":
+def ddp_suggest(model: str, env: str, *, compute_ms: float | None = None, runs_dir: Path | None = None,
+                model_dir=None) -> "DdpSuggestResult":
     """The best DDP bucket setting for layout ``model`` (a shipped name or a layout JSON) on DDP environment ``env``,
-    its cost model fitted from the env's own sweep; ``compute_ms``: forward + backward per step (ms; default the
-    layout's measured times, else 300). Raises RunsError / ScenarioError (one line) for a missing env, a bad
-    layout or a non-positive compute time."""
+    its cost model fitted from the env's own sweep, else from its model file built from specs or fitted from
+    nccl-tests (``model_dir`` searched first, :func:`ddp_env_source`); ``compute_ms``: forward + backward per step
+    (ms; default the layout's measured times, else 300). Raises RunsError / ScenarioError (one line) for a missing
+    env, a bad layout or a non-positive compute time."""
     from .suggest import suggest_ddp
 
-    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS)
+    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS, model_dir)
     folder, cost, info, sweep, cluster, L, compute_ms, wl = (a.folder, a.cost, a.info, a.sweep, a.cluster, a.layout,
                                                              a.compute_ms, a.workload)
-    trust, band, source = _trust(folder, cost)
-    fit = _fit_line(env, cluster, info, sweep)
+    trust, band, source = _trust_of(a)
+    fit = _fit_of(a, env)
     ft = info.get("first_touch")
     refault = None if ft is None else (
         ft["refault_s_per_byte"] * float(sum(L.sizes_bytes)),
         f"the env's first-touch phase, {ft['ranks']} rank(s) writing at once: held {ft['held_ms']:.1f} ms against "
         f"dropped {ft['dropped_ms']:.1f} ms for {ft['bytes'] / 1e6:.0f} MB")
     s = suggest_ddp(L.sizes_bytes, L.ready_fraction, L.dtypes, wl, cost, cluster, band=band, band_source=source,
-                    fp16=cost.fp16 is not None, refault=refault, notes_before=cpu_notes(a))
+                    fp16=cost.fp16 is not None, refault=refault, notes_before=cpu_notes(a) + _assumed(a))
     return DdpSuggestResult(env, L.name, compute_ms, fit, trust, s)
 
 
@@ -191,6 +249,8 @@ def cpu_notes(a: "_Asked") -> tuple[str, ...]:
     that does not fill the host's cores or has no device)."""
     from .records import cpu_phase_cores
 
+    if a.model_env is not None:  # GPU ranks: a layout's compute never fills the host's cores there
+        return ()
     cpu, cores = a.info.get("cpu"), cpu_phase_cores(a.folder)
     if a.workload.cpu_bound and cpu is not None:
         return (f"this CPU layout's {a.cluster.gpus_per_node} rank(s) per host fill the host's {cores} core(s): each "
@@ -204,6 +264,17 @@ def cpu_notes(a: "_Asked") -> tuple[str, ...]:
                 "this env never measured that (no ddp-cpu.jsonl: run autotuner ddp measure again to add the cpu "
                 "phase), so the step times above charge nothing for it",)
     return ()
+
+
+def _fit_of(a: "_Asked", env: str) -> str:
+    """The env's fit line: :func:`_fit_line` of its sweep, or its model file's line (where each figure comes
+    from)."""
+    return a.model_env.fit if a.model_env is not None else _fit_line(env, a.cluster, a.info, a.sweep)
+
+
+def _assumed(a: "_Asked") -> tuple[str, ...]:
+    """The notes naming every figure a model file's env assumes (none for a measured env)."""
+    return () if a.model_env is None else tuple(f"assumed: {x}" for x in a.model_env.assumed)
 
 
 def _fit_line(env: str, cluster, info: dict, sweep: list) -> str:
@@ -428,20 +499,20 @@ class DdpSimulateResult:
 
 
 def ddp_simulate(model: str, env: str, config, *, compute_ms: float | None = None,
-                 runs_dir: Path | None = None) -> DdpSimulateResult:
+                 runs_dir: Path | None = None, model_dir=None) -> DdpSimulateResult:
     """One DDP setting (``config``: a :class:`~autotuner.frameworks.ddp.knobs.DdpConfig`) of layout ``model`` on DDP
-    environment ``env`` (its cost model fitted from its own sweep): the reference simulator's step. Raises
-    RunsError / ScenarioError (one line)."""
+    environment ``env`` (its cost model fitted from its own sweep, else its model file from specs or nccl-tests:
+    :func:`ddp_env_source`): the reference simulator's step. Raises RunsError / ScenarioError (one line)."""
     from .reducer import simulate_ddp_step
 
-    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS)
+    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS, model_dir)
     folder, cost, info, sweep, cluster, L, compute_ms = (a.folder, a.cost, a.info, a.sweep, a.cluster, a.layout,
                                                          a.compute_ms)
     if config.comm_hook != "allreduce" and cost.fp16 is None:
         raise ScenarioError(f"{env} measured no float16 allreduce: the {config.comm_hook} hook cannot be priced")
     step = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, a.workload, config, cost, cluster, L.dtypes)
-    fit = _fit_line(env, a.cluster, info, sweep)
-    return DdpSimulateResult(env, L.name, compute_ms, config, fit, _trust(folder, cost)[0], step)
+    fit = _fit_of(a, env)
+    return DdpSimulateResult(env, L.name, compute_ms, config, fit, _trust_of(a)[0], step)
 
 
 def _checked(folder: Path, cost) -> list:
@@ -547,14 +618,14 @@ class DdpExploreResult:
 
 
 def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_dir: Path = Path("explore"),
-                runs_dir: Path | None = None, on_event=None) -> DdpExploreResult:
+                runs_dir: Path | None = None, on_event=None, model_dir=None) -> DdpExploreResult:
     """DDP's ``bucket_cap_mb`` explored for layout ``model`` on DDP env ``env``
     (:func:`autotuner.frameworks.ddp.scale.explore_ddp`): the predicted step per cap, view and hook, with the env's
     measured replays of this layout at the same compute beside their predictions; the plot written to ``out_dir``
     (``ddp-explore-<env>-<layout>.png`` and ``.svg``). ``compute_ms`` default: the compute the env's replays of this
     layout ran, else the layout's measured forward + backward, else 300 ms. ``on_event(line)``: one line as each
-    stage starts (the env's replays, the caps, the plot). Raises RunsError / ScenarioError / ValidationError (one
-    line)."""
+    stage starts (the env's replays, the caps, the plot). ``env`` and ``model_dir`` as :func:`ddp_suggest`. Raises
+    RunsError / ScenarioError / ValidationError (one line)."""
 
     from ...writers.atomic import check_output_dir
     from .plots import explore_plot
@@ -563,7 +634,7 @@ def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_di
 
     say = on_event or _quiet
     check_output_dir(Path(out_dir), "--out")
-    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS)
+    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS, model_dir)
     name = a.layout.name
     say(f"the replays measured on {env}")
     checked = _checked(a.folder, a.cost)
@@ -581,8 +652,8 @@ def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_di
              "predicted step per bucket_cap_mb")
     say("the plot")
     files = explore_plot(ex, Path(out_dir) / f"ddp-explore-{env}-{name}", title)
-    return DdpExploreResult(env, name, a.compute_ms, _fit_line(env, a.cluster, a.info, a.sweep),
-                            _trust(a.folder, a.cost, checked)[0], ex, tuple(str(f) for f in files))
+    return DdpExploreResult(env, name, a.compute_ms, _fit_of(a, env), _trust_of(a, checked)[0], ex,
+                            tuple(str(f) for f in files))
 
 
 @dataclass(frozen=True)
@@ -604,30 +675,33 @@ class DdpScaleResult:
 
 def ddp_scale(model: str, env: str, *, nodes=None, links_gbit=None, batch_size: int | None = None,
               compute_ms: float | None = None, out_dir: Path = Path("scale"),
-              runs_dir: Path | None = None, on_event=None) -> DdpScaleResult:
+              runs_dir: Path | None = None, on_event=None, model_dir=None) -> DdpScaleResult:
     """DDP at scale for layout ``model`` on DDP env ``env`` (:func:`autotuner.frameworks.ddp.scale.scale_ddp`): per
     node count (``nodes``, default 1-64) and link rate (``links_gbit``, Gbit/s; default the env's), DDP's defaults
     and the recommended setting, with step time, throughput (``batch_size`` samples per rank, else the layout's
     profiled batch, else none) and scaling efficiency; the plot written to ``out_dir``
-    (``ddp-scale-<env>-<layout>.png`` and ``.svg``). ``compute_ms`` as :func:`ddp_suggest`. ``on_event(line)``:
-    one line as each stage starts. Raises RunsError / ScenarioError / ValidationError (one line)."""
+    (``ddp-scale-<env>-<layout>.png`` and ``.svg``). ``compute_ms``, ``env`` and ``model_dir`` as
+    :func:`ddp_suggest`. ``on_event(line)``: one line as each stage starts. Raises RunsError / ScenarioError /
+    ValidationError (one line)."""
     from ...writers.atomic import check_output_dir
     from .plots import scale_plot
     from .scale import scale_ddp
 
     say = on_event or _quiet
     check_output_dir(Path(out_dir), "--out")
-    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS)
+    a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS, model_dir)
     say(f"the replays measured on {env}")
-    trust, band, source = _trust(a.folder, a.cost)
+    trust, band, source = _trust_of(a)
     batch = batch_size or a.layout.batch_size
     say("DDP's defaults and the best setting per node count and link rate")
     sc = scale_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,
                    nodes=nodes, links_gbps=links_gbit, batch_per_rank=batch, band=band, band_source=source,
                    fp16=a.cost.fp16 is not None)
+    if a.model_env is not None:
+        sc = replace(sc, notes=tuple(sc.notes) + _assumed(a))
     title = (f"{a.layout.name} on {env}: {a.cluster.gpus_per_node} rank(s) per node, {a.compute_ms:g} ms compute per "
              "rank and step (weak scaling)")
     say("the plot")
     files = scale_plot(sc, Path(out_dir) / f"ddp-scale-{env}-{a.layout.name}", title)
-    return DdpScaleResult(env, a.layout.name, _fit_line(env, a.cluster, a.info, a.sweep), trust, sc,
+    return DdpScaleResult(env, a.layout.name, _fit_of(a, env), trust, sc,
                           tuple(str(f) for f in files))
