@@ -21,8 +21,14 @@ formats are those of NVIDIA/nccl-tests, read at commit a0b82b2 (``NCCL_TESTS_VER
   then per half ``  %7s  %6s  %6s  %6g`` (time, algbw, busbw, #wrong or ``N/A`` with ``-c 0``);
   floats print as ``%.2f``, else ``%.1f``, else ``%.0f``, else ``%.1e``, to fit the width. The
   precision of each printed number bounds the consistency checks below.
+- Before v2.13.0 (commit 51af557, "Data corruption errors now reported in number of wrong
+  elements instead of max deviation") the column after ``busbw`` was ``error``: the largest
+  deviation from the expected result (``src/common.cu`` at 51af557~1, l. 736 ``%5.0le``, e.g.
+  ``2e-07`` for float sums), not a count; a size was out of bounds when it exceeded
+  ``DeltaMaxValue(type) x (nranks - 1)`` (l. 464), counted in the footer. So an ``error`` cell
+  must be a number >= 0, and a ``#wrong`` cell 0.
 - ``src/util.cu`` ``writeResultFooter`` (l. 771): ``# Out of bounds values : N OK|FAILED`` ends
-  the table; ``# Avg bus bandwidth    : %g`` is the mean busbw of every row, out-of-place and
+  the table (N: the sizes whose check failed, in every layout; N > 0 is refused); ``# Avg bus bandwidth    : %g`` is the mean busbw of every row, out-of-place and
   in-place (``src/common.cu`` ``BenchTime`` l. 895: ``args->bw[0] += busBw``).
 - ``src/common.cu`` ``BenchTime`` l. 858: time = the mean seconds per operation x 1.0E6, so
   **µs** (doc/PERFORMANCE.md's "time in ms" is out of date); ``TimeTest`` l. 938: size = count
@@ -45,7 +51,7 @@ Units of what is returned: sizes in bytes, times in µs, bandwidths in GB/s (10^
 Errors: :class:`autotuner.errors.NcclTestsError`, one line naming the file and line (stdout)
 or the JSON field (``results[4].out_of_place.time``): a data row with a cell that is not a
 number, too few or too many columns, a size that is not count x type bytes, a non-zero
-``#wrong``, an algbw that is not size / time or a busbw that is not algbw x 2(n-1)/n within
+``#wrong`` (a negative ``error``), a footer with out-of-bounds values, an algbw that is not size / time or a busbw that is not algbw x 2(n-1)/n within
 the printed precision (n from the ``#  Rank`` lines); no table, no rows, no ``#  Rank`` line,
 a rank listed twice, several ``NCCL_TESTS_SPLIT`` groups, CPU time (``-C 1``), rows of several
 types or reduction ops, a second table, the output of another collective, JSON that does not
@@ -74,7 +80,7 @@ JSON_VERSIONS = (1, 2, 3)
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)")
 _STARTING = re.compile(r"^#\s*Collective test starting:\s*(\S+)")
 _VERSION = re.compile(r"^#\s*nccl-tests version\s+(\S+)")
-_FOOTER = re.compile(r"^#\s*Out of bounds values\s*:")
+_FOOTER = re.compile(r"^#\s*Out of bounds values\s*:\s*(\S+)")
 _AVG = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _NCCL_LOG = re.compile(r"^\S+:\d+:\d+\s+\[\d+\]\s+NCCL\s")
 _WHOLE = re.compile(r"\d+")
@@ -190,6 +196,8 @@ class _Columns:
     dtype: int | None
     redop: int | None
     halves: list[tuple[int, int, int, int | None]]  # (time, algbw, busbw, #wrong) per half
+    #: the check column is the pre-2.13 ``error`` (max deviation), not ``#wrong`` (a count)
+    deviation: bool = False
 
 
 def _columns(tokens: list[str], where: str, line: int) -> _Columns:
@@ -213,7 +221,8 @@ def _columns(tokens: list[str], where: str, line: int) -> _Columns:
     def idx(name: str) -> int | None:
         return tokens.index(name) if name in tokens else None
     width = len(tokens) + (1 if tokens[-1] == "timestamp" else 0)  # "%Y-%m-%d %H:%M:%S": two tokens
-    return _Columns(line, width, 0, idx("count"), idx("type"), idx("redop"), halves)
+    return _Columns(line, width, 0, idx("count"), idx("type"), idx("redop"), halves,
+                    deviation="error" in tokens and "#wrong" not in tokens)
 
 
 def parse_stdout(text: str, source: str) -> AllReducePerf:
@@ -245,8 +254,11 @@ def parse_stdout(text: str, source: str) -> AllReducePerf:
                 cols = _columns(tokens, where, n)
                 continue
             if done or cols is not None:
-                if _FOOTER.match(s):
+                if m := _FOOTER.match(s):
                     done = True
+                    if m.group(1) != "0":
+                        raise NcclTestsError(f"{where}: out of bounds values: {m.group(1)}, not 0: nccl-tests found "
+                                             "wrong allreduce results; fix the cluster before fitting its timings")
                 elif (m := _AVG.match(s)) and done:
                     try:
                         avg = float(m.group(1))
@@ -308,7 +320,11 @@ def _stdout_row(tok: list[str], cols: _Columns, where: str, n: int, nranks: int,
             raise NcclTestsError(f"{where}: time{half}: {tok[ti]}: not > 0 us")
         if a < 0 or b < 0:
             raise NcclTestsError(f"{where}: bandwidth{half}: {tok[ai]} {tok[bi]}: negative")
-        if wi is not None and tok[wi] != "N/A":
+        if wi is not None and tok[wi] != "N/A" and cols.deviation:
+            if _number(tok[wi], where, "error" + half) < 0:
+                raise NcclTestsError(f"{where}: error{half}: {tok[wi]}: a negative deviation (the column is the "
+                                     "largest deviation from the expected sum, nccl-tests before 2.13)")
+        elif wi is not None and tok[wi] != "N/A":
             w = _number(tok[wi], where, "#wrong" + half)
             if w != 0:
                 raise NcclTestsError(f"{where}: #wrong{half}: {tok[wi]}: the allreduce gave wrong results; fix the "

@@ -86,7 +86,7 @@ CLI_TIMEOUT_S = 30.0
 READER_TIMEOUT_S = 10.0
 FIX = ROOT / "runs" / "local-gloo-1gbit" / "fixtures"
 VALID_DIR = ROOT / "runs" / "local-gloo-1gbit" / "validation"
-NCCL_ENV = ROOT / "tests" / "data" / "nccl_tests" / "h100-2x8-ib400"
+NCCL_ENV = ROOT / "tests" / "data" / "nccl_tests" / "format" / "generated-2x8"
 #: failure categories; every one of them fails the run
 CLI_FAILURES = ("traceback", "hang", "malformed-error", "bad-exit", "wrote-on-error", "accepted-bad",
                 "non-json-output", "wrote-outside-out", "non-finite-model", "imported-data-code", "launched")
@@ -467,7 +467,7 @@ def _r_sweep(rng: random.Random, work: Path):
 
 def _r_nccl(rng: random.Random, work: Path):
     """A mutated nccl-tests output (stdout table or -J JSON) as the source of a copy of the example
-    env (tests/data/nccl_tests): read_env, then fit_env."""
+    env (tests/data/nccl_tests/format, generated): read_env, then fit_env."""
     from autotuner.frameworks.horovod.fit.fitters import fit_env
     from autotuner.frameworks.horovod.readers.runs import read_env
 

@@ -1,7 +1,7 @@
-"""Write the nccl-tests fixtures of this folder (run: ``python tests/data/nccl_tests/make_fixtures.py``).
+"""Write the nccl-tests format fixtures of this folder (run: ``python tests/data/nccl_tests/format/make_fixtures.py``).
 
-NOT MEASUREMENTS. No GPU was at hand when they were written, so these files are written
-from the documented output format of NVIDIA/nccl-tests (mirror at commit a0b82b2,
+FORMAT TESTS, NOT MEASUREMENTS (README.md here). No GPU was at hand when they were written, so
+these files are written from the documented output format of NVIDIA/nccl-tests (mirror at commit a0b82b2,
 NCCL_TESTS_VERSION "2.19.6"), not taken from a run:
 
 - stdout: ``src/util.cu`` ``writeDeviceReport`` (the ``# nccl-tests version``, ``# nThread``,
@@ -34,7 +34,7 @@ import math
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ENV = HERE / "h100-2x8-ib400"
+ENV = HERE / "generated-2x8"
 SIZES = [2 ** k for k in range(10, 30)]  # -b 1K -e 512M -f 2
 BUS_IDS = [0x18, 0x2a, 0x3a, 0x5d, 0x9a, 0xab, 0xba, 0xdb]
 GPU = "NVIDIA H100 80GB HBM3"
@@ -75,7 +75,7 @@ def rows_for(tier: dict) -> list[dict]:
 
 def header(what: str, command: str) -> list[str]:
     return [
-        "# FIXTURE, NOT MEASURED: written by tests/data/nccl_tests/make_fixtures.py from the documented",
+        "# FIXTURE, NOT MEASURED: written by tests/data/nccl_tests/format/make_fixtures.py from the documented",
         "# stdout format of NVIDIA/nccl-tests (src/util.cu print statements, commit a0b82b2); no GPU was",
         f"# available to run it. It stands for {what}:",
         f"#   {command}",
@@ -154,7 +154,7 @@ def json_output(tier: dict, rows: list[dict], command: str) -> str:
     devs = [{"rank": r, "group": 0, "pid": 41250 + 17 * r, "hostname": f"gpu-n{r // 8 + 1:02d}", "device": r % 8,
              "device_hex": "%04x:%02x:%02x" % (0, BUS_IDS[r % 8], 0), "device_info": GPU} for r in range(n)]
     doc = {
-        "fixture_note": "FIXTURE, NOT MEASURED: written by tests/data/nccl_tests/make_fixtures.py from the "
+        "fixture_note": "FIXTURE, NOT MEASURED: written by tests/data/nccl_tests/format/make_fixtures.py from the "
                         "documented JSON output of NVIDIA/nccl-tests (src/util.cu, JSON_FILE_VERSION 3, commit "
                         "a0b82b2); no GPU was available to run it",
         "version": 3, "start_time": "2026-07-20 10:00:00", "args": argv,
