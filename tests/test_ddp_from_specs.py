@@ -1,7 +1,8 @@
 """DDP's predicting commands answer for environments without a DDP sweep: a model file built from published specs
-(``autotuner env new``) and one fitted from a real nccl-tests ``all_reduce_perf`` run (runs/nccl-a100-2x8,
-transcribed from a public source, fitted here into a temporary folder), through the public API and the command
-line, each saying where its figures come from; a measured DDP sweep of the same name always wins."""
+(``autotuner env new``) and those fitted from real nccl-tests ``all_reduce_perf`` runs (runs/nccl-a100-2x8 and
+runs/nccl-h100-2x8, each transcribed from a public source, SOURCE.md beside it; fitted here into a temporary
+folder), through the public API and the command line, each saying where its figures come from; a measured DDP sweep
+of the same name always wins."""
 from __future__ import annotations
 
 import json
@@ -18,8 +19,9 @@ from autotuner.model.costmodel import GBIT, Tier
 from autotuner.specs import GPUS, NEVER_MEASURED
 
 ROOT = Path(__file__).resolve().parents[1]
-#: a real nccl-tests run (2 nodes x 8 A100-SXM4-40GB), its SOURCE.md says where it was published
-NCCL_ENV = ROOT / "runs" / "nccl-a100-2x8"
+#: real nccl-tests runs (2 nodes x 8 A100-SXM4-40GB; 2 nodes x 8 "H100 80GB HBM3"), each with the GPU table's
+#: row its GPU is read as
+NCCL_ENVS = {"nccl-a100-2x8": "A100-40GB", "nccl-h100-2x8": "H100-SXM"}
 NCCL_TRUST = ("from nccl-tests all_reduce_perf (nccl-a100-2x8/all_reduce_perf-2x8.txt (2x8 ranks)), never checked "
               "against a DDP step")
 #: a layout profiled on an H100 (runs/gpu-profiles/README.md)
@@ -37,8 +39,9 @@ def specs_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def nccl_dir(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("nccl-models")
-    autotuner.fit_environments(NCCL_ENV, out=d)
-    assert (d / "nccl-a100-2x8.json").is_file()
+    for env in NCCL_ENVS:
+        autotuner.fit_environments(ROOT / "runs" / env, out=d)
+        assert (d / f"{env}.json").is_file()
     return d
 
 
@@ -89,28 +92,30 @@ def test_a_specs_env_prices_the_allreduce_over_every_rank_and_the_copies_at_the_
     assert v.step.copy_s == pytest.approx(r.step.copy_s / 2, rel=1e-9)
 
 
+@pytest.mark.parametrize("env", NCCL_ENVS)
 @pytest.mark.parametrize("which", ["resnet50", "layout"])
-def test_an_nccl_tests_env_answers_ddp_suggest_naming_its_files(nccl_dir, layout, which):
+def test_an_nccl_tests_env_answers_ddp_suggest_naming_its_files(nccl_dir, layout, which, env):
     model = "resnet50" if which == "resnet50" else str(layout)
-    a = autotuner.ddp_suggest(model, "nccl-a100-2x8", compute_ms=100, model_dir=nccl_dir)
-    assert a.trust == NCCL_TRUST
-    assert "Gloo" not in a.fit and "fitted from nccl-tests all_reduce_perf" in a.fit and "A100-40GB" in a.fit
-    assert a.band == DEFAULT_BAND and a.suggestion.fp16 is not None  # fp16 from the A100's datasheet
-    p = run("ddp", "suggest", "--env", "nccl-a100-2x8", "--model", model, "--compute-ms", "100", "--model-dir",
-            nccl_dir)
+    a = autotuner.ddp_suggest(model, env, compute_ms=100, model_dir=nccl_dir)
+    assert a.trust == NCCL_TRUST.replace("nccl-a100-2x8", env)
+    assert "Gloo" not in a.fit and "fitted from nccl-tests all_reduce_perf" in a.fit and NCCL_ENVS[env] in a.fit
+    assert a.band == DEFAULT_BAND and a.suggestion.fp16 is not None  # fp16 from the GPU's datasheet
+    p = run("ddp", "suggest", "--env", env, "--model", model, "--compute-ms", "100", "--model-dir", nccl_dir)
     assert p.returncode == 0, p.stderr
-    assert f"trust: {NCCL_TRUST}" in p.stdout and "Gloo" not in p.stdout
+    assert f"trust: {a.trust}" in p.stdout and "Gloo" not in p.stdout
 
 
-def test_an_nccl_tests_env_prices_the_allreduce_with_its_fitted_tier(nccl_dir):
-    """The ring over all 16 ranks is the tier fitted from the 2 x 8 run (its model file's inter tier)."""
-    m = json.loads((nccl_dir / "nccl-a100-2x8.json").read_text())
+@pytest.mark.parametrize("env", NCCL_ENVS)
+def test_an_nccl_tests_env_prices_the_allreduce_with_its_fitted_tier(nccl_dir, env):
+    """The ring over all 16 ranks is the tier fitted from the 2 x 8 run (its model file's inter tier); the copies
+    run at the memory rate of the GPU the env names."""
+    m = json.loads((nccl_dir / f"{env}.json").read_text())
     tier = Tier.from_dict(m["cost_model"]["inter"])
-    r = _simulate("resnet50", "nccl-a100-2x8", nccl_dir, compute_ms=1)
+    r = _simulate("resnet50", env, nccl_dir, compute_ms=1)
     for b in r.step.buckets:
         assert b.end_s - b.start_s == pytest.approx(tier.allreduce_s(b.nbytes, 16), rel=1e-9)
     total = sum(b.nbytes for b in r.step.buckets)
-    assert r.step.copy_s == pytest.approx(2 * 2 * total / (GPUS["A100-40GB"].gbytes_per_s * 1e9), rel=1e-9)
+    assert r.step.copy_s == pytest.approx(2 * 2 * total / (GPUS[NCCL_ENVS[env]].gbytes_per_s * 1e9), rel=1e-9)
 
 
 @pytest.mark.parametrize("cmd", ["simulate", "explore", "scale"])
@@ -167,6 +172,8 @@ def test_a_model_file_of_measured_horovod_runs_is_not_a_ddp_env():
 @pytest.mark.parametrize("name, row, how", [
     ("H100-SXM", "H100-SXM", ""), ("A100-SXM4-40GB", "A100-40GB", ""),
     ("H100 SXM 80GB", "H100-SXM", "read as"), ("NVIDIA H100-SXM5 80GB", "H100-SXM", "read as"),
+    ("NVIDIA H100 80GB HBM3", "H100-SXM", "read as"), ("NVIDIA A100-SXM4-40GB", "A100-40GB", "read as"),
+    ("H100 80GB HBM2e", None, ""),
     ("A100 80GB PCIe", None, ""), ("MI300X", None, ""), (None, None, "")])
 def test_an_envs_gpu_name_is_read_as_a_row_of_the_gpu_table_only_where_nothing_but_a_memory_size_follows(
         name, row, how):

@@ -116,8 +116,10 @@ def model_kind(raw: Any) -> str | None:
 
 def resolve_gpu(name: str | None):
     """``(the :data:`autotuner.specs.GPUS` row, how it was read)`` for a model file's ``cluster.gpu``: the table's
-    name or alias (:func:`autotuner.specs.find_gpu`); else, leaving out a leading "NVIDIA"/"Tesla", a table name
-    followed only by a memory size ("H100 SXM 80GB" is the H100-SXM, ``how`` says so); else ``(None, "")``."""
+    name or alias (:func:`autotuner.specs.find_gpu`); else, leaving out a leading "NVIDIA"/"Tesla", a table name or
+    alias followed only by a memory size and, optionally, that row's own memory type ("H100 SXM 80GB" and
+    "NVIDIA H100 80GB HBM3", as nvidia-smi names it, are the H100-SXM: ``how`` says so; "A100 80GB PCIe" is no
+    row); else ``(None, "")``."""
     from ...specs import GPU_ALIASES, GPUS, find_gpu
 
     if not name:
@@ -131,7 +133,9 @@ def resolve_gpu(name: str | None):
     best = None
     for spelled, row in names.items():
         k = "".join(ch for ch in spelled.lower() if ch.isalnum())
-        if key.startswith(k) and re.fullmatch(r"\d+gb", key[len(k):]) and (best is None or len(k) > best[0]):
+        mem = "".join(ch for ch in GPUS[row].memory.lower() if ch.isalnum())
+        if (key.startswith(k) and re.fullmatch(rf"(\d+gb({mem})?)?", key[len(k):])
+                and (best is None or len(k) > best[0])):
             best = (len(k), GPUS[row])
     if best is None:
         return None, ""
