@@ -159,6 +159,10 @@ NP_HELP = "ranks"
 TESTBED_HOSTS_HELP = ("emulate H hosts, one network namespace each, joined by a switch (root only; replaces "
                       "--np/--hosts)")
 RANKS_PER_HOST_HELP = "ranks on each emulated host"
+RSH_HELP = ("the remote shell that runs a command on a host of --hosts, given the host's name after it ({host} in "
+            "it stands for the name): ssh, 'ssh -p 2222'")
+PRINT_LAUNCH_HELP = ("print the launch and exit, running nothing: commands (each host's torchrun line, exactly what "
+                     "would run) or sbatch (a SLURM batch script)")
 
 _H, _D = "", "ddp "  # command paths: Horovod's at the top level, DDP's under ``autotuner ddp``
 _PHASE = "rounds of the {} phase"
@@ -180,6 +184,9 @@ CONCEPTS: dict[str, Concept] = {
     "ranks": Concept("--np", (), NP_HELP, 2),
     "emulated hosts": Concept("--testbed-hosts", (), TESTBED_HOSTS_HELP),
     "ranks per emulated host": Concept("--ranks-per-host", (), RANKS_PER_HOST_HELP),
+    "remote shell": Concept("--rsh", (), RSH_HELP, "ssh"),
+    "print launch": Concept("--print-launch", (), PRINT_LAUNCH_HELP),
+    "device": Concept("--device", (), None, "cpu"),  # profile: where the model runs; ddp: where the ranks run
     "env": Concept("--env", default=REQUIRED, defaults={c: None for c in ("simulate", "suggest", "explore", "scale",
                                                                           "accuracy")}),
     "model": Concept("--model", default=REQUIRED, defaults={"inspect": None}),
@@ -207,6 +214,9 @@ CONCEPTS: dict[str, Concept] = {
                           defaults={"measure": 5, "ddp measure": 1}),
     "burst rounds": Concept("--burst-rounds", ("--burst-repeats", "--burst-jobs"), _PHASE.format("burst"), 3),
     "first-touch rounds": Concept("--first-touch-rounds", ("--first-touch-jobs",), _PHASE.format("first-touch"), 1),
+    "host rounds": Concept("--host-rounds", (), _PHASE.format("host"), 1),
+    # each command says what runs there (a model, the ranks' tensors); one type and default: device_opt
+    "device": Concept("--device", default="cpu"),
     "trickle rounds": Concept("--trickle-rounds", ("--trickle-repeats",), _PHASE.format("trickle"), 2),
     "idle rounds": Concept("--idle-rounds", ("--idle-repeats",), _PHASE.format("idle"), 3),
     "mid rounds": Concept("--mid-rounds", ("--mid-repeats",), _PHASE.format("mid-size burst"), 3),
@@ -287,6 +297,13 @@ def model_dir_opt(help: str = MODEL_DIR_HELP):
 
 def runs_dir_opt(help: str = RUNS_DIR_HELP):
     return typer.Option(None, "--runs-dir", help=help, show_default=False)
+
+
+def device_opt(help: str):
+    """``--device``: cpu or cuda (:class:`autotuner.ProfileDevice`, default cpu); ``help``: what runs there."""
+    from autotuner import ProfileDevice
+
+    return typer.Option(ProfileDevice.cpu, "--device", help=help)
 
 
 def np_opt():

@@ -3,6 +3,7 @@ against their predictions), ``ddp tune`` (Bayesian optimisation on real runs).""
 from __future__ import annotations
 
 import json
+from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
@@ -13,8 +14,34 @@ import autotuner  # the public API: everything the commands do
 
 from .. import options as opt
 from ..render import render_table
-from .common import (CONCEPTS, MODEL_HELP, RUNS_OUT_HELP, command_arg, compute_opt, ddp_app, json_opt, network,
-                     np_opt, old_names, out, progress, proposals_opt, rounds_opt, runs_dir_opt, testbed_opts)
+from .common import (CONCEPTS, MODEL_HELP, PRINT_LAUNCH_HELP, RSH_HELP, RUNS_OUT_HELP, command_arg, compute_opt,
+                     ddp_app, hosts_opt, json_opt, network, np_opt, old_names, out, progress, proposals_opt, rounds_opt,
+                     runs_dir_opt, testbed_opts)
+
+
+class LaunchKind(str, Enum):
+    """``--print-launch``: each host's command lines, or a SLURM batch script."""
+
+    commands = "commands"
+    sbatch = "sbatch"
+
+
+def launch_opts():
+    """``--hosts --rsh --device --print-launch``: where the torchrun jobs start (real hosts through a remote shell),
+    on what device, or only print their launch."""
+    return (hosts_opt("; DDP: one torchrun per host through --rsh (replaces --np), e.g. h1:8,h2:8"),
+            typer.Option("ssh", "--rsh", help=RSH_HELP),
+            typer.Option(autotuner.ProfileDevice.cpu, "--device", help="where the ranks run: cpu (Gloo) or cuda "
+                         "(NCCL, one GPU per rank; the probes get --device cuda)"),
+            typer.Option(None, "--print-launch", help=PRINT_LAUNCH_HELP))
+
+
+def _print_launch(text: str, as_json: bool, env: str) -> None:
+    """The launch ``--print-launch`` asked for, exactly as the API gave it (or in JSON)."""
+    if as_json:
+        print(json.dumps({"env": env, "launch": text}))
+    else:
+        print(text, end="")
 
 
 @ddp_app.command("measure", short_help="the DDP sweep: torch.distributed's allreduce under torchrun")
@@ -40,29 +67,49 @@ def ddp_measure_cmd(env: str = typer.Option(..., "--env", help="environment name
                     cpu_rounds: int = rounds_opt("cpu rounds", "one job: compute beside a stream of allreduces and "
                                                  "alone, the CPU a collective takes from the ranks' compute",
                                                  "ddp measure"),
+                    host_rounds: int = rounds_opt("host rounds", "one job: a module plain and under DDP over each "
+                                                  "rank's own one-rank group, what the Reducer adds per gradient "
+                                                  "and per bucket", "ddp measure"),
+                    hosts: str = launch_opts()[0],
+                    rsh: str = launch_opts()[1],
+                    device: autotuner.ProfileDevice = launch_opts()[2],
+                    print_launch: Optional[LaunchKind] = launch_opts()[3],
+                    from_output: Optional[Path] = typer.Option(None, "--from-output", help="run nothing: append the "
+                                                               "results in this file (the output of --print-launch "
+                                                               "sbatch's job), with this command's --hosts/--np and "
+                                                               "--device as their setup"),
                     runs_dir: Optional[Path] = runs_dir_opt(RUNS_OUT_HELP),
                     as_json: bool = json_opt("the sweep's file")) -> None:
     """Measure what DDP's buckets cost on this cluster: torch.distributed's Gloo allreduce of 4 KiB-128 MiB in
     float32 and float16 (what the fp16 hook sends), the copy into a bucket and the hook's casts, then the burst
     phase (allreduces launched back to back, as DDP launches buckets, against lone ones), the first-touch phase
-    (what re-faulting fresh gradients held to the step's end costs a CPU rank) and the cpu phase (the CPU a
-    collective in flight takes from the ranks' compute), under torchrun on --np
+    (what re-faulting fresh gradients held to the step's end costs a CPU rank), the cpu phase (the CPU a
+    collective in flight takes from the ranks' compute) and the host phase (what DDP's Reducer adds per gradient and
+    per bucket beside the copies, no wire), under torchrun on --np
     ranks here, a shaped loopback (--link-gbit) or an emulated cluster (--testbed-hosts); resumable: run it
     again on a measured env to add a phase it lacks.
-    NCCL with CUDA tensors is not measured here (no GPU): docs/getting-started/gpu-cluster.md.
+    On a GPU cluster: --hosts h1:8,h2:8 --device cuda (NCCL; one torchrun per host through ssh or --rsh; the CPU
+    ranks' phases skipped), or --print-launch sbatch for SLURM: docs/getting-started/gpu-cluster.md.
 
     Example:
 
     \b
         autotuner ddp measure --env myddp --np 2 --link-gbit 2
+        autotuner ddp measure --env h100x2 --hosts h1:8,h2:8 --device cuda
     """
     link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
     with progress(f"ddp measure {env}", quiet=as_json, echo=True) as act:
         path = autotuner.ddp_measure(env, np=np_, link_gbit=link_gbit, loopback_gbit=loopback_gbit,
                                      testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1,
                                      sweep_rounds=sweep_rounds, repeats=repeats, burst_rounds=burst_rounds,
-                                     first_touch_rounds=first_touch_rounds, cpu_rounds=cpu_rounds, runs_dir=runs_dir,
-                                     on_event=act.event)
+                                     first_touch_rounds=first_touch_rounds, cpu_rounds=cpu_rounds,
+                                     host_rounds=host_rounds, runs_dir=runs_dir,
+                                     on_event=act.event, hosts=hosts, rsh=rsh, device=device.value,
+                                     print_launch=print_launch.value if print_launch else None,
+                                     from_output=from_output)
+    if print_launch:
+        _print_launch(path, as_json, env)
+        return
     if as_json:
         print(json.dumps({"env": env, "sweep": str(path)}))
         return
@@ -94,6 +141,10 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
                      link_gbit: Optional[float] = testbed_opts()[2],
                      loopback_gbit: Optional[float] = testbed_opts()[3],
                      bandwidth_gbit: Optional[float] = testbed_opts()[4],
+                     hosts: str = launch_opts()[0],
+                     rsh: str = launch_opts()[1],
+                     device: autotuner.ProfileDevice = launch_opts()[2],
+                     print_launch: Optional[LaunchKind] = launch_opts()[3],
                      runs_dir: Optional[Path] = runs_dir_opt(),
                      as_json: bool = json_opt("each setting's row, the verdict, the records' and report's paths")
                      ) -> None:
@@ -115,7 +166,11 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
                                    warmup=warmup, repeats=repeats, np=np_, link_gbit=link_gbit,
                                    loopback_gbit=loopback_gbit, testbed_hosts=testbed_hosts or 0,
                                    ranks_per_host=ranks_per_host or 1, command=command or None, runs_dir=runs_dir,
-                                   on_event=act.event)
+                                   on_event=act.event, hosts=hosts, rsh=rsh, device=device.value,
+                                   print_launch=print_launch.value if print_launch else None)
+    if print_launch:
+        _print_launch(r, as_json, env)
+        return
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return
@@ -136,7 +191,9 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
 @ddp_app.command("tune", short_help="Bayesian optimisation of DDP's buckets on real runs, the simulator as prior")
 def ddp_tune_cmd(env: str = typer.Option(..., "--env", help="DDP environment (measured with ddp measure)",
                                          callback=opt.checked(opt.PlainName, "--env")),
-                 model: str = typer.Option(..., "--model", help=MODEL_HELP),
+                 model: str = typer.Option(..., "--model", help=MODEL_HELP + " (with your own script: its "
+                                           "layout, from autotuner profile)"),
+                 command: Optional[List[str]] = command_arg(),
                  name: Optional[str] = typer.Option(None, "--name", help="record file name (default: the model)",
                                                     callback=opt.checked(opt.PlainName, "--name")),
                  compute_ms: Optional[float] = compute_opt(),
@@ -152,24 +209,34 @@ def ddp_tune_cmd(env: str = typer.Option(..., "--env", help="DDP environment (me
                  link_gbit: Optional[float] = testbed_opts()[2],
                  loopback_gbit: Optional[float] = testbed_opts()[3],
                  bandwidth_gbit: Optional[float] = testbed_opts()[4],
+                 hosts: str = launch_opts()[0],
+                 rsh: str = launch_opts()[1],
+                 device: autotuner.ProfileDevice = launch_opts()[2],
+                 print_launch: Optional[LaunchKind] = launch_opts()[3],
                  runs_dir: Optional[Path] = runs_dir_opt(),
                  as_json: bool = json_opt()) -> None:
     """Real DDP replays chosen one at a time: the simulator's best first, then DDP's defaults, a repeat for the
     noise, then expected improvement on a Gaussian process of where real runs disagree with the simulator; stops
     when no candidate's improvement beats one trial's noise, or at the budget (docs/how-to/tune.md). Records appended to
-    <runs>/<env>/ddp-tune/<name>.jsonl (a killed tune resumes).
+    <runs>/<env>/ddp-tune/<name>.jsonl (a killed tune resumes). Your own script after -- instead of the replay
+    reads each trial's setting from AUTOTUNER_DDP_* variables, as examples/train_ddp.py does.
 
     Example:
 
     \b
         autotuner ddp tune --env myddp --model resnet50 --compute-ms 100 --link-gbit 2
+        autotuner ddp tune --env myddp --model my_layout.json --hosts h1:8,h2:8 -- python examples/train_ddp.py
     """
     link_gbit, loopback_gbit = network(link_gbit, loopback_gbit, bandwidth_gbit, testbed_hosts)
     with progress(f"ddp tune {env}", quiet=as_json, echo=True) as act:
         r = autotuner.ddp_tune(env, model, name=name, compute_ms=compute_ms, steps=steps, warmup=warmup,
                                budget_steps=budget_steps, np=np_, link_gbit=link_gbit, loopback_gbit=loopback_gbit,
                                testbed_hosts=testbed_hosts or 0, ranks_per_host=ranks_per_host or 1,
-                               runs_dir=runs_dir, on_event=act.event)
+                               runs_dir=runs_dir, on_event=act.event, command=command or None, hosts=hosts, rsh=rsh,
+                               device=device.value, print_launch=print_launch.value if print_launch else None)
+    if print_launch:
+        _print_launch(r, as_json, env)
+        return
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return

@@ -256,6 +256,60 @@ def _kill_everywhere(nodes: tuple[Node, ...], job_id: str) -> None:
             p.wait()
 
 
+class LaunchRefused(ValueError):
+    """A job cannot start where it was asked to (:func:`check_hosts`): one line naming the host and the reason."""
+
+
+#: prints "<visible CUDA devices> <NCCL available 0/1>" (torch.cuda.device_count(), torch.distributed.is_nccl_available())
+_GPU_PROBE = ("import torch, torch.distributed as d; "
+              "print(torch.cuda.device_count(), int(d.is_available() and d.is_nccl_available()))")
+
+
+def _probe(argv: list[str], timeout_s: float) -> tuple[int | None, str]:
+    """(exit status or None on a timeout, stdout + stderr's last line) of ``argv``, nothing left running."""
+    from ...realrun.launcher import run_argv
+
+    try:
+        r = run_argv(argv, timeout_s, grace_s=1.0)
+    except OSError as e:
+        return 127, str(e)
+    tail = (r.stdout.strip().splitlines() or r.stderr.strip().splitlines() or [""])[-1]
+    return (None if r.timed_out else r.returncode), tail.strip()
+
+
+def check_hosts(nodes: tuple[Node, ...] | None, device: str = "cpu", local_ranks: int = 1) -> None:
+    """Refuse a job that cannot start: a host whose remote shell cannot run ``true`` within
+    :data:`REACH_TIMEOUT_S` s; with ``device`` "cuda", a host (``nodes``, else this host running ``local_ranks``
+    ranks) whose torch has no NCCL (``torch.distributed.is_nccl_available()`` false) or fewer visible GPUs
+    (``torch.cuda.device_count()``) than its ranks, asked with this process's interpreter through the host's remote
+    shell. Raises :class:`LaunchRefused` (one line naming the host)."""
+    import shlex as _shlex
+
+    for n in nodes or ():
+        rc, tail = _probe([*n.rsh, "true"], REACH_TIMEOUT_S)
+        if rc != 0:
+            why = f"no answer within {REACH_TIMEOUT_S:g} s" if rc is None else f"exit {rc}" + (f": {tail}" if tail else "")
+            raise LaunchRefused(f"host {n.name} cannot be reached: `{_shlex.join([*n.rsh, 'true'])}` gave {why}")
+    if device != "cuda":
+        return
+    line = " ".join(_shlex.quote(w) for w in (sys.executable, "-c", _GPU_PROBE))
+    asks = [(f"host {n.name}", n.slots, [*n.rsh, line]) for n in nodes] if nodes else \
+        [("this host", local_ranks, [sys.executable, "-c", _GPU_PROBE])]
+    for name, ranks, argv in asks:
+        rc, tail = _probe(argv, 60.0)
+        try:
+            gpus, nccl = (int(x) for x in tail.split())
+        except ValueError:
+            raise LaunchRefused(f"{name}: cannot ask its torch for GPUs and NCCL ({sys.executable}: "
+                                f"{'no answer' if rc is None else tail or f'exit {rc}'})") from None
+        if not nccl:
+            raise LaunchRefused(f"{name}: its torch has no NCCL (torch.distributed.is_nccl_available() is "
+                                "false): --device cuda needs a CUDA build of torch there")
+        if ranks > gpus:
+            raise LaunchRefused(f"{name}: {ranks} rank(s) asked, {gpus} GPU(s) visible "
+                                "(torch.cuda.device_count()); one rank per GPU")
+
+
 @dataclass(frozen=True)
 class DdpJobResult:
     """What a DDP job left: ``stdout``/``stderr`` of every host's torchrun, first host first (rank 0's output is in

@@ -26,10 +26,12 @@ def env_cost(folder: Path):
     (:func:`autotuner.frameworks.ddp.fit.cost_model_from_sweep`); the info's ``first_touch`` is its
     ``ddp-first-touch.jsonl`` summed up (:func:`autotuner.frameworks.ddp.fit.first_touch`; None where not measured);
     its ``ddp-cpu.jsonl`` gives the model's ``collective_cpu`` and the info's ``cpu``
-    (:func:`autotuner.frameworks.ddp.fit.cpu_share`). Raises RunsError (one line) for a missing, empty
-    or damaged file, FitError for records that give no line."""
-    from .schemas import DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord
-    from .fit import cost_model_from_sweep, first_touch
+    (:func:`autotuner.frameworks.ddp.fit.cpu_share`); its ``ddp-host.jsonl`` the info's ``host`` (the host phase's
+    fit, :func:`autotuner.frameworks.ddp.fit.host_cost`, at the env's copy rate) and ``host_cost`` (its
+    :class:`~.hostcost.ReducerHostCost`); both None where the phase never ran. Raises RunsError (one line) for a
+    missing, empty or damaged file, FitError for records that give no line."""
+    from .schemas import DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpHostRecord, DdpSweepRecord
+    from .fit import cost_model_from_sweep, first_touch, host_cost, host_cost_term
 
     sweep = read_jsonl(folder / "ddp-sweep.jsonl", DdpSweepRecord)
     if not sweep:
@@ -44,6 +46,10 @@ def env_cost(folder: Path):
     link = setup.get("link_gbit") or setup.get("bandwidth_gbit") or 10.0
     cost, info = cost_model_from_sweep(sweep, link_gbps=float(link), cluster=env_cluster(setup), burst=burst, cpu=cpu)
     info["first_touch"] = first_touch(touch)
+    host_path = folder / "ddp-host.jsonl"
+    host = read_jsonl(host_path, DdpHostRecord) if host_path.exists() else []
+    info["host"] = host_cost(host, cost.memcpy_Bps) if host else None
+    info["host_cost"] = host_cost_term(info["host"])
     return cost, info, sweep
 
 
@@ -74,9 +80,11 @@ def read_jsonl(path: Path, schema=None) -> list[dict]:
 
 
 def env_cluster(setup: dict) -> Cluster:
-    """The (nodes, ranks per node) a record's setup ran on."""
+    """The (nodes, ranks per node) a record's setup ran on: emulated hosts, real ones (``--hosts``), or this host."""
     if setup.get("testbed_hosts"):
         return Cluster(int(setup["testbed_hosts"]), int(setup["ranks_per_host"]))
+    if setup.get("nodes"):
+        return Cluster(int(setup["nodes"]), int(setup["ranks_per_host"]))
     return Cluster(1, int(setup["np"]))
 
 
@@ -137,15 +145,23 @@ class DdpRow:
     #: the median over trials of how long the replay's stages ran past their compute share (ms per step: writing the
     #: gradients took longer than the compute asked for); nan where not recorded
     overrun_ms: float = float("nan")
+    #: the compute the prediction took (ms per step): the median step of the file's trials of the replay without DDP
+    #: (``ddp validate``'s compute trials) where it has them, else ``compute_ms``
+    predicted_compute_ms: float = float("nan")
 
     @property
     def error_pct(self) -> float:
         return (self.predicted_ms - self.measured_ms) / self.measured_ms * 100
 
 
-def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: list[Path] | None = None) -> list[DdpRow]:
+def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: list[Path] | None = None,
+         host=None) -> list[DdpRow]:
     """Every bucket setting replayed under ``env_dir/ddp-validation/`` (or in ``files``), predicted from ``cost``
-    (the env's :class:`~autotuner.model.costmodel.CostModel` fitted from its sweep alone)."""
+    (the env's :class:`~autotuner.model.costmodel.CostModel` fitted from its sweep alone) and ``host`` (the
+    Reducer's host work, :class:`~.hostcost.ReducerHostCost`; None: not charged). A file's trials of the replay
+    without DDP (``ddp`` None: ``ddp validate``'s compute trials) are no setting: the median of their steps is the
+    compute every setting of the file is predicted from (forward 1/3, backward 2/3, as :func:`replay_workload`);
+    a file without them is predicted from its ``compute_ms``."""
     from ...readers.layouts import load_recorded_layout
     from .reducer import simulate_ddp_step
 
@@ -156,9 +172,13 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
     cores = cpu_phase_cores(env_dir)
     for f in files if files is not None else sorted((env_dir / "ddp-validation").glob("*.jsonl")):
         groups: dict[str, list[dict]] = {}
+        plain: list[float] = []
         for r in read_jsonl(f, DdpTrialRecord):
             if r.get("status") == "ok" and r.get("measured_step_time_ms"):
-                groups.setdefault(r["label"], []).append(r)
+                if r["ddp"] is None:
+                    plain.append(float(r["measured_step_time_ms"]))
+                else:
+                    groups.setdefault(r["label"], []).append(r)
         for label, rs in groups.items():
             setup = rs[0]["setup"]
             # a shipped name, or a layout copied beside the records (ddp validate --model file.json)
@@ -168,10 +188,11 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
             except (KnobError, TypeError) as e:
                 raise RunsError(f"{f}: {label}: ddp: {str(e).splitlines()[0]}") from None
             cluster = model_file_cluster or env_cluster(setup)
-            wl = replay_workload(setup)
+            compute = statistics.median(plain) if plain else float(setup["compute_ms"])
+            wl = replay_workload({"compute_ms": compute})
             if setup.get("command") and fills_cores(L, cluster.gpus_per_node, cores):  # a user's real CPU compute
                 wl = replace(wl, cpu_bound=True)
-            sim = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, wl, cfg, cost, cluster, L.dtypes)
+            sim = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, wl, cfg, cost, cluster, L.dtypes, host=host)
             meds = [float(r["measured_step_time_ms"]) for r in rs]
             firsts = [float(r["first_step_ms"]) for r in rs if r.get("first_step_ms")]
             over = [float(r["stage_overrun_ms"]) for r in rs if r.get("stage_overrun_ms") is not None]
@@ -182,5 +203,5 @@ def rows(env_dir: Path, cost, model_file_cluster: Cluster | None = None, files: 
                               tuple(rs[0]["buckets"]) if rs[0].get("buckets") else None,
                               tuple(b.nbytes for b in sim.buckets), tuple(setup.get("command") or ()),
                               float(setup["compute_ms"]), f.stem, stages,
-                              statistics.median(over) if over else float("nan")))
+                              statistics.median(over) if over else float("nan"), compute))
     return out

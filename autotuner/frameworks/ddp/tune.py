@@ -81,18 +81,35 @@ def tune_ddp(env_dir: Path, model: str, cost, cluster, *, band: float, name: str
              compute_ms: float = 100.0, steps: int = 5, warmup: int = 3, budget_steps: int = 160,
              np_: int = 2, bandwidth_gbit: float | None = None, testbed_hosts: int = 0, ranks_per_host: int = 1,
              link_gbit: float | None = None, timeout_s: float = 600.0,
-             say: Callable[[str], None] = print) -> DdpTuneResult:
-    """Tune layout ``model``'s DDP setting on real replays (module docstring). ``cost``/``cluster``: the env's cost
-    model from its sweep alone; ``band``: its error band (the prior's sd). A trial spends ``steps + warmup`` steps of
-    ``budget_steps``. Raises ValidationError (one line) when the testbed cannot be built."""
+             say: Callable[[str], None] = print, command: list[str] | None = None, launch=None,
+             print_launch: str | None = None) -> DdpTuneResult | str:
+    """Tune layout ``model``'s DDP setting on real replays (module docstring), or on the user's ``command``
+    (``python script.py args``, ``model`` its layout: it reads each trial's setting from
+    :func:`~autotuner.frameworks.ddp.realrun.knob_env`'s variables). ``cost``/``cluster``: the env's cost model
+    from its sweep alone; ``band``: its error band (the prior's sd). A trial spends ``steps + warmup`` steps of
+    ``budget_steps``. ``launch``: real hosts and the device (:class:`~autotuner.frameworks.ddp.realrun.Launch`);
+    ``print_launch``: run nothing, return a trial's launch (DDP's defaults; every trial runs the same job with its
+    own setting; ``cost`` may then be None). Raises ValidationError (one line) when the testbed cannot be built, a
+    host cannot be reached or run the device's ranks, or the command is not a script."""
     from ...model.workload import Workload
     from ...readers.layouts import load_layout
-    from ...realrun.launcher import testbed_for
     from ...search.tune import TuneState, decide
     from .fastsim import simulate_ddp_batch
-    from .realrun import _setup, append_record, run_trial, trial_fields
+    from .realrun import Launch, _setup, append_record, launch_text, run_trial, script_of, trial_fields, trial_job, \
+        where_to_run
     from .records import read_jsonl
 
+    launch = launch or Launch()
+    script = script_of(command) if command else None
+    topo = (testbed_hosts, ranks_per_host) if testbed_hosts else None
+    ranks = ranks_per_host if topo else np_
+    if print_launch:
+        target, args, env = trial_job(DdpConfig(), model, compute_ms, steps, warmup, script, launch.device_args)
+        what = ("a trial (DDP's defaults here; every trial runs this job with its own setting: "
+                + ("the replay's --bucket-cap-mb, --gradient-as-bucket-view, --comm-hook)" if script is None else
+                   "the AUTOTUNER_DDP_* variables)"))
+        return launch_text(print_launch, [(target, args, what, 1, env)], launch, ranks, topo, bandwidth_gbit,
+                           link_gbit, f"ddp tune --env {env_dir.name} --model {model}", env_dir)
     L = load_layout(model)
     cands = candidate_grid(cost.fp16 is not None)
     x = features(cands)
@@ -106,9 +123,10 @@ def tune_ddp(env_dir: Path, model: str, cost, cluster, *, band: float, name: str
         return step * 1e3
 
     out = env_dir / "ddp-tune" / f"{name or L.name}.jsonl"
-    topo = (testbed_hosts, ranks_per_host) if testbed_hosts else None
-    setup = {**_setup(np_, bandwidth_gbit, testbed_hosts, ranks_per_host, link_gbit), "model": model,
+    setup = {**_setup(np_, bandwidth_gbit, testbed_hosts, ranks_per_host, link_gbit, launch), "model": model,
              "compute_ms": compute_ms, "steps": steps, "warmup": warmup}
+    if command:
+        setup["command"] = list(command)
     key = {cfg.label(): i for i, cfg in enumerate(cands)}
     st = TuneState(cands=list(cands))
     trials: list[tuple[str, float | None, str]] = []
@@ -127,7 +145,7 @@ def tune_ddp(env_dir: Path, model: str, cost, cluster, *, band: float, name: str
         trials.append((str(r["label"]), r.get("measured_step_time_ms"), str(r.get("reason", ""))))
     base_prior = predict(1.0)
     stop = ""
-    with testbed_for(topo, bandwidth_gbit, link_gbit) as (tb, note):
+    with where_to_run(topo, bandwidth_gbit, link_gbit, launch, ranks) as (tb, nodes, note):
         say(note)
         while True:
             d = decide(cands, st, predict, x=x, length_scales=LENGTH_SCALES, base=0, baseline_name="DDP's defaults",
@@ -137,7 +155,8 @@ def tune_ddp(env_dir: Path, model: str, cost, cluster, *, band: float, name: str
                 stop = d.stop
                 break
             cfg = cands[d.index]
-            res, r = run_trial(cfg, model, compute_ms, steps, warmup, ranks_per_host if topo else np_, tb, timeout_s)
+            res, r = run_trial(cfg, model, compute_ms, steps, warmup, ranks, tb, timeout_s, script, nodes=nodes,
+                               device_args=launch.device_args)
             rec = {"trial": len(trials), "label": cfg.label(), "reason": d.reason,
                    "predicted_ms": float(d.prior[d.index]) if d.prior is not None else None,
                    **trial_fields(cfg, res, r, setup, note)}
