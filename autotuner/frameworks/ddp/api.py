@@ -79,7 +79,9 @@ class _Asked:
     """What a DDP question is asked of: the env's folder, its cost model (fit info, sweep records), its cluster,
     the layout and the emulated workload (forward 1/3, backward 2/3 of ``compute_ms``); ``model_env``: where the env
     is a model file from specs or nccl-tests (:class:`~autotuner.frameworks.ddp.model_env.ModelEnv`; ``folder`` is
-    then its file, ``info`` and ``sweep`` empty), else None."""
+    then its file, ``info`` and ``sweep`` empty), else None; ``host``: the Reducer's host work per gradient and per
+    bucket (:class:`~autotuner.frameworks.ddp.hostcost.ReducerHostCost`: the env's host phase, or a model file's
+    figure), None where the env has none (not charged: :func:`host_notes` says so)."""
 
     folder: Path
     cost: object
@@ -90,6 +92,7 @@ class _Asked:
     compute_ms: float
     workload: object
     model_env: object = None
+    host: object = None
 
 
 def _asked(env: str, model: str, compute_ms: float | None, runs_dir: Path | None, default_ms: float,
@@ -119,7 +122,8 @@ def _asked(env: str, model: str, compute_ms: float | None, runs_dir: Path | None
     # a CPU layout filling the host's cores (never on a model file's GPU ranks)
     if menv is None and fills_cores(L, cluster.gpus_per_node, cpu_phase_cores(folder)):
         wl = replace(wl, cpu_bound=True)
-    return _Asked(folder, cost, info, sweep, cluster, L, compute_ms, wl, menv)
+    host = info.get("host_cost") if menv is None else getattr(menv, "host", None)
+    return _Asked(folder, cost, info, sweep, cluster, L, compute_ms, wl, menv, host)
 
 
 def ddp_env_source(env: str, runs_dir: Path | None = None, model_dir=None):
@@ -143,7 +147,7 @@ def _trust_of(a: "_Asked", checked: list | None = None) -> tuple[str, float, str
     """:func:`_trust` of an env, or for a model file's env its trust line (never checked against a DDP step) with
     the default band (:data:`DEFAULT_BAND`, as any env without a DDP replay)."""
     if a.model_env is None:
-        return _trust(a.folder, a.cost, checked)
+        return _trust(a.folder, a.cost, checked, a.host)
     from .model_env import UNCHECKED_BAND_SOURCE
 
     return a.model_env.trust, DEFAULT_BAND, UNCHECKED_BAND_SOURCE
@@ -213,7 +217,7 @@ def ddp_envs(runs_dir: Path | None = None, on_event=None, model_dir=None) -> lis
                         "alpha_us": info["alpha_us"], "busbw_gbps": info["busbw_gbps"],
                         "queued_saving_us": q["saving_us"] if q["jobs"] else None, "fp16": cost.fp16 is not None,
                         "sweep_jobs": len(sweep), "path": str(folder),
-                        "trust": _trust(folder, cost, checked := _checked(folder, cost))[0],
+                        "trust": _trust(folder, cost, checked := _checked(folder, cost, info["host_cost"]))[0],
                         "checked": _checked_figures(checked), "fit": _fit_line(name, cl, info, sweep)})
         except AutotunerError as e:
             out.append({"env": name, "path": str(folder), "problem": str(e).splitlines()[0]})
@@ -240,8 +244,27 @@ def ddp_suggest(model: str, env: str, *, compute_ms: float | None = None, runs_d
         f"the env's first-touch phase, {ft['ranks']} rank(s) writing at once: held {ft['held_ms']:.1f} ms against "
         f"dropped {ft['dropped_ms']:.1f} ms for {ft['bytes'] / 1e6:.0f} MB")
     s = suggest_ddp(L.sizes_bytes, L.ready_fraction, L.dtypes, wl, cost, cluster, band=band, band_source=source,
-                    fp16=cost.fp16 is not None, refault=refault, notes_before=cpu_notes(a) + _assumed(a))
+                    fp16=cost.fp16 is not None, refault=refault, notes_before=cpu_notes(a) + host_notes(a) + _assumed(a),
+                    host=a.host)
     return DdpSuggestResult(env, L.name, compute_ms, fit, trust, s)
+
+
+def host_notes(a: "_Asked") -> tuple[str, ...]:
+    """One note on the Reducer's host work per gradient and per bucket (:class:`~.hostcost.ReducerHostCost`): what
+    the step times charge and where the figure comes from, or that the env never measured it and nothing is
+    charged."""
+    h = a.host
+    if h is None:
+        return ("the Reducer's own host work per gradient and per bucket (its hooks, each bucket's launch) is not "
+                "charged: this env never measured it (no ddp-host.jsonl: run autotuner ddp measure again to add the "
+                "host phase)",) if a.model_env is None else ()
+    rng = ""
+    if h.per_tensor_range_s or h.per_bucket_range_s:
+        t = h.per_tensor_range_s or (h.per_tensor_s, h.per_tensor_s)
+        b = h.per_bucket_range_s or (h.per_bucket_s, h.per_bucket_s)
+        rng = f" (range {t[0] * 1e6:.0f}-{t[1] * 1e6:.0f} us and {b[0] * 1e6:.0f}-{b[1] * 1e6:.0f} us)"
+    return (f"the Reducer's own host work is charged on the backward's thread: {h.per_tensor_s * 1e6:.1f} us per "
+            f"gradient and {h.per_bucket_s * 1e6:.1f} us per bucket{rng}, {h.source}",)
 
 
 def cpu_notes(a: "_Asked") -> tuple[str, ...]:
@@ -291,29 +314,43 @@ def _fit_line(env: str, cluster, info: dict, sweep: list) -> str:
                   cpu_jobs="cpu_rounds", say="on_event")
 def ddp_measure(env: str, *, np: int = 2, link_gbit: float | None = None, loopback_gbit: float | None = None,
                 testbed_hosts: int = 0, ranks_per_host: int = 1, sweep_rounds: int = 3, repeats: int = 7,
-                burst_rounds: int = 3, first_touch_rounds: int = 1, cpu_rounds: int = 1, runs_dir: Path | None = None,
-                on_event=None, bandwidth_gbit: float | None = None) -> Path:
-    """Measure DDP environment ``env``'s sweep, burst phase, first-touch phase and cpu phase
+                burst_rounds: int = 3, first_touch_rounds: int = 1, cpu_rounds: int = 1, host_rounds: int = 1,
+                runs_dir: Path | None = None, on_event=None, bandwidth_gbit: float | None = None, hosts: str = "",
+                rsh: str = "ssh", device: str = "cpu", print_launch: str | None = None,
+                from_output: Path | None = None) -> Path | str:
+    """Measure DDP environment ``env``'s sweep, burst phase, first-touch phase, cpu phase and host phase
     (:func:`autotuner.frameworks.ddp.realrun.measure_ddp`; each ``<phase>_rounds`` rounds of one torchrun job, 0
-    skips a phase) into ``<runs>/<env>/ddp-sweep.jsonl``, ``ddp-burst.jsonl``, ``ddp-first-touch.jsonl`` and
-    ``ddp-cpu.jsonl`` (``runs_dir``, else the runs output folder); resumable. The network (root only; default
+    skips a phase) into ``<runs>/<env>/ddp-sweep.jsonl``, ``ddp-burst.jsonl``, ``ddp-first-touch.jsonl``,
+    ``ddp-cpu.jsonl`` and ``ddp-host.jsonl`` (``runs_dir``, else the runs output folder); resumable. The network (root only; default
     unshaped): ``link_gbit`` (Gbit/s) between the ranks, one shaped loopback or, with ``testbed_hosts`` x
     ``ranks_per_host`` emulated hosts, each host's link; ``loopback_gbit`` each emulated host's loopback
     (:func:`autotuner._deprecated.link_rates`). ``on_event(line)``: one line per job. Old keyword names
     (DeprecationWarning): ``bandwidth_gbit``, ``jobs``, ``burst_jobs``, ``first_touch_jobs``, ``cpu_jobs``, ``say``.
-    Returns the sweep's file.
-    Raises ValidationError / ScenarioError (one line) for a testbed that cannot be built or bad counts."""
+    A real cluster instead: ``hosts`` (horovodrun's ``-H``, ``h1:8,h2:8``; replaces ``np``), one torchrun per host
+    started through the remote shell ``rsh`` (``ssh``; ``{host}`` in it stands for the host, else the host is
+    appended). ``device`` "cuda": NCCL, one GPU per rank, ``np`` 1 allowed (no wire), the CPU ranks' phases skipped
+    (:func:`~autotuner.frameworks.ddp.realrun.measure_ddp`). ``print_launch`` ("commands" or "sbatch"): run nothing
+    and return the launch as text (:func:`~autotuner.frameworks.ddp.realrun.launch_text`). ``from_output``: run
+    nothing, append the results in that file (the output of ``print_launch="sbatch"``'s batch job), recorded with
+    this call's ``hosts``/``np`` and ``device`` (:func:`~autotuner.frameworks.ddp.realrun.import_output`).
+    Returns the sweep's file (or the launch's text).
+    Raises ValidationError / ScenarioError (one line) for a testbed that cannot be built, a host that cannot be
+    reached or has too few GPUs or no NCCL, a failed host, a malformed ``hosts``, or bad counts."""
     from ...paths import runs_output_dir
-    from .realrun import measure_ddp
+    from .realrun import Launch, measure_ddp
 
     bandwidth_gbit, link_gbit = link_rates(link_gbit, loopback_gbit, bandwidth_gbit, bool(testbed_hosts), "ddp_measure")
-    if (np < 2 and not testbed_hosts or sweep_rounds < 1 or repeats < 1 or ranks_per_host < 1 or burst_rounds < 0
-            or first_touch_rounds < 0 or cpu_rounds < 0):
-        raise ScenarioError("a DDP sweep needs >= 2 ranks, >= 1 round and >= 1 repeat")
+    if hosts and testbed_hosts:
+        raise ScenarioError("--hosts (real hosts) and --testbed-hosts (emulated ones) exclude each other")
+    if (np < (1 if device == "cuda" else 2) and not (testbed_hosts or hosts) or sweep_rounds < 1 or repeats < 1
+            or ranks_per_host < 1 or burst_rounds < 0 or first_touch_rounds < 0 or cpu_rounds < 0 or host_rounds < 0):
+        raise ScenarioError("a DDP sweep needs >= 2 ranks (1 with --device cuda), >= 1 round and >= 1 repeat")
     return measure_ddp(runs_output_dir(runs_dir) / env, np_=np, bandwidth_gbit=bandwidth_gbit,
                        testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
                        jobs=sweep_rounds, repeats=repeats, burst_jobs=burst_rounds,
-                       first_touch_jobs=first_touch_rounds, cpu_jobs=cpu_rounds, say=on_event or _quiet)
+                       first_touch_jobs=first_touch_rounds, cpu_jobs=cpu_rounds, host_jobs=host_rounds,
+                       say=on_event or _quiet, launch=Launch(hosts, rsh, device), print_launch=print_launch,
+                       from_output=from_output)
 
 
 def _quiet(line: str) -> None:
@@ -380,19 +417,21 @@ def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: s
                  compute_ms: float | None = None, steps: int = 5, warmup: int = 3, repeats: int = 3, np: int = 2,
                  link_gbit: float | None = None, loopback_gbit: float | None = None, testbed_hosts: int = 0,
                  ranks_per_host: int = 1, command: list[str] | None = None, runs_dir: Path | None = None,
-                 on_event=None, bandwidth_gbit: float | None = None) -> DdpValidateResult:
+                 on_event=None, bandwidth_gbit: float | None = None, hosts: str = "", rsh: str = "ssh",
+                 device: str = "cpu", print_launch: str | None = None) -> "DdpValidateResult | str":
     """Real DDP runs (:func:`autotuner.frameworks.ddp.realrun.validate_ddp`: the replay workload of layout
     ``model``, or the user's ``command``, ``python script.py args``, with ``model`` its layout) of ``proposals`` (a
     ``ddp suggest --json`` file or a list of settings; default
     :data:`~autotuner.frameworks.ddp.realrun.DEFAULT_SETTINGS`), with DDP's defaults always among them, then each
     setting predicted from the env's sweep alone (``compute_ms`` default: a profiled layout's measured forward +
     backward, else :data:`DEFAULT_COMPUTE_MS`). The network as :func:`ddp_measure`; ``on_event(line)``: one line per
-    trial (old names ``say``, ``bandwidth_gbit``: DeprecationWarning). The env must have its
-    DDP sweep (``ddp_measure``). Raises RunsError / ScenarioError / ValidationError (one line)."""
+    trial (old names ``say``, ``bandwidth_gbit``: DeprecationWarning); ``hosts``, ``rsh``, ``device`` and
+    ``print_launch`` (then the launch's text is returned, nothing run, no env needed) as :func:`ddp_measure`. The
+    env must have its DDP sweep (``ddp_measure``). Raises RunsError / ScenarioError / ValidationError (one line)."""
     from ...readers.layouts import load_layout
     from ...writers.atomic import atomic_write_text
     from .knobs import DdpConfig
-    from .realrun import DEFAULT_SETTINGS, validate_ddp
+    from .realrun import DEFAULT_SETTINGS, Launch, validate_ddp
     from .records import rows
 
     if (compute_ms is not None and compute_ms <= 0) or steps < 1 or warmup < 1 or repeats < 1:
@@ -405,15 +444,26 @@ def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: s
     if compute_ms is None:  # a profiled layout's measured forward + backward, else the default
         compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else DEFAULT_COMPUTE_MS
     bandwidth_gbit, link_gbit = link_rates(link_gbit, loopback_gbit, bandwidth_gbit, bool(testbed_hosts), "ddp_validate")
-    folder = ddp_env_folder(env, runs_dir)
-    cost, _, _ = env_cost(folder)
+    if hosts and testbed_hosts:
+        raise ScenarioError("--hosts (real hosts) and --testbed-hosts (emulated ones) exclude each other")
     settings = list(DEFAULT_SETTINGS) if proposals is None else load_ddp_proposals(proposals)
     if DdpConfig() not in settings:
         settings.insert(0, DdpConfig())
+    launch = Launch(hosts, rsh, device)
+    if print_launch:
+        from ...paths import runs_output_dir
+
+        return validate_ddp(runs_output_dir(runs_dir) / env, model, settings, name=name, compute_ms=compute_ms,
+                            steps=steps, warmup=warmup, repeats=repeats, np_=np, bandwidth_gbit=bandwidth_gbit,
+                            testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
+                            command=command, launch=launch, print_launch=print_launch)
+    folder = ddp_env_folder(env, runs_dir)
+    cost, vinfo, _ = env_cost(folder)
     path = validate_ddp(folder, model, settings, name=name, compute_ms=compute_ms, steps=steps, warmup=warmup,
                         repeats=repeats, np_=np, bandwidth_gbit=bandwidth_gbit, testbed_hosts=testbed_hosts,
-                        ranks_per_host=ranks_per_host, link_gbit=link_gbit, command=command, say=on_event or _quiet)
-    rs = tuple(rows(folder, cost, files=[path]))
+                        ranks_per_host=ranks_per_host, link_gbit=link_gbit, command=command, say=on_event or _quiet,
+                        launch=launch)
+    rs = tuple(rows(folder, cost, files=[path], host=vinfo["host_cost"]))
     v = verdict(rs)
     report = atomic_write_text(path.with_suffix(".md"), report_markdown(env, model, rs, v, path))
     return DdpValidateResult(path, rs, v, report)
@@ -510,16 +560,18 @@ def ddp_simulate(model: str, env: str, config, *, compute_ms: float | None = Non
                                                          a.compute_ms)
     if config.comm_hook != "allreduce" and cost.fp16 is None:
         raise ScenarioError(f"{env} measured no float16 allreduce: the {config.comm_hook} hook cannot be priced")
-    step = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, a.workload, config, cost, cluster, L.dtypes)
+    step = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, a.workload, config, cost, cluster, L.dtypes,
+                             host=a.host)
     fit = _fit_of(a, env)
     return DdpSimulateResult(env, L.name, compute_ms, config, fit, _trust_of(a)[0], step)
 
 
-def _checked(folder: Path, cost) -> list:
-    """Every replay of the env with its prediction (:func:`autotuner.frameworks.ddp.records.rows`), [] for none."""
+def _checked(folder: Path, cost, host=None) -> list:
+    """Every replay of the env with its prediction (:func:`autotuner.frameworks.ddp.records.rows`; ``host``: the
+    env's Reducer host work, None: not charged), [] for none."""
     from .records import rows
 
-    return rows(folder, cost) if (folder / "ddp-validation").is_dir() else []
+    return rows(folder, cost, host=host) if (folder / "ddp-validation").is_dir() else []
 
 
 def _missed(r) -> bool:
@@ -529,12 +581,12 @@ def _missed(r) -> bool:
         r.low_ms * (1 - RANGE_SLACK) <= r.predicted_ms <= r.high_ms * (1 + RANGE_SLACK))
 
 
-def _trust(folder: Path, cost, checked: list | None = None) -> tuple[str, float, str]:
+def _trust(folder: Path, cost, checked: list | None = None, host=None) -> tuple[str, float, str]:
     """(trust line, band, band source) of a DDP env from its replays (``checked``, else :func:`_checked`), or the
     default band. An env whose replays miss on most of their settings (:func:`_checked_figures` ``untrusted``: more
     than half of its checked settings missed, :func:`_missed`) has a trust line that starts ``untrusted:`` and says
     how many; its predictions and its band are computed as for any other env."""
-    checked = _checked(folder, cost) if checked is None else checked
+    checked = _checked(folder, cost, host) if checked is None else checked
     fig = _checked_figures(checked)
     if fig is None:
         return ("never checked against a real DDP run", DEFAULT_BAND,
@@ -570,14 +622,20 @@ def _checked_figures(checked: list) -> dict | None:
 def ddp_tune(env: str, model: str, *, name: str | None = None, compute_ms: float | None = None, steps: int = 5,
              warmup: int = 3, budget_steps: int = 160, np: int = 2, link_gbit: float | None = None,
              loopback_gbit: float | None = None, testbed_hosts: int = 0, ranks_per_host: int = 1,
-             runs_dir: Path | None = None, on_event=None, bandwidth_gbit: float | None = None):
+             runs_dir: Path | None = None, on_event=None, bandwidth_gbit: float | None = None,
+             command: list[str] | None = None, hosts: str = "", rsh: str = "ssh", device: str = "cpu",
+             print_launch: str | None = None):
     """Tune layout ``model``'s DDP setting on real replays (:func:`autotuner.frameworks.ddp.tune.tune_ddp`), the
     prior from the env's sweep alone and its error band. ``compute_ms`` (forward + backward per step) default: a
     profiled layout's measured times, else :data:`DEFAULT_COMPUTE_MS`. The network as :func:`ddp_measure`;
-    ``on_event(line)``: one line per trial (old names ``say``, ``bandwidth_gbit``: DeprecationWarning). Returns a
+    ``on_event(line)``: one line per trial (old names ``say``, ``bandwidth_gbit``: DeprecationWarning). ``command``:
+    the user's ``python script.py args`` instead of the replay (``model`` its layout; it reads each setting as
+    ``examples/train_ddp.py`` does); ``hosts``, ``rsh``, ``device`` and ``print_launch`` (then the launch's text is
+    returned, nothing run, no env needed) as :func:`ddp_measure`. Returns a
     :class:`~autotuner.frameworks.ddp.tune.DdpTuneResult`. Raises RunsError / ScenarioError / ValidationError (one
     line)."""
     from ...readers.layouts import load_layout
+    from .realrun import Launch
     from .records import env_cluster
     from .tune import tune_ddp
 
@@ -590,13 +648,23 @@ def ddp_tune(env: str, model: str, *, name: str | None = None, compute_ms: float
     if compute_ms is None:
         compute_ms = (L.forward_ms + L.backward_ms) if L.forward_ms is not None else DEFAULT_COMPUTE_MS
     bandwidth_gbit, link_gbit = link_rates(link_gbit, loopback_gbit, bandwidth_gbit, bool(testbed_hosts), "ddp_tune")
+    if hosts and testbed_hosts:
+        raise ScenarioError("--hosts (real hosts) and --testbed-hosts (emulated ones) exclude each other")
+    launch = Launch(hosts, rsh, device)
+    if print_launch:
+        from ...paths import runs_output_dir
+
+        return tune_ddp(runs_output_dir(runs_dir) / env, model, None, None, band=0.0, name=name,
+                        compute_ms=compute_ms, steps=steps, warmup=warmup, budget_steps=budget_steps, np_=np,
+                        bandwidth_gbit=bandwidth_gbit, testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host,
+                        link_gbit=link_gbit, command=command, launch=launch, print_launch=print_launch)
     folder = ddp_env_folder(env, runs_dir)
-    cost, _, sweep = env_cost(folder)
-    _, band, _ = _trust(folder, cost)
+    cost, tinfo, sweep = env_cost(folder)
+    _, band, _ = _trust(folder, cost, host=tinfo["host_cost"])
     return tune_ddp(folder, model, cost, env_cluster(sweep[0]["setup"]), band=band, name=name, compute_ms=compute_ms,
                     steps=steps, warmup=warmup, budget_steps=budget_steps, np_=np, bandwidth_gbit=bandwidth_gbit,
                     testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
-                    say=on_event or _quiet)
+                    say=on_event or _quiet, command=command, launch=launch)
 
 
 @dataclass(frozen=True)
@@ -637,7 +705,7 @@ def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_di
     a = _asked(env, model, compute_ms, runs_dir, DEFAULT_COMPUTE_MS, model_dir)
     name = a.layout.name
     say(f"the replays measured on {env}")
-    checked = _checked(a.folder, a.cost)
+    checked = _checked(a.folder, a.cost, a.host)
     replays = [r for r in checked if (Path(r.model).stem == name or r.model == name) and not r.command]
     if compute_ms is None and replays:  # the compute the env's replays of this layout ran
         a = replace(a, compute_ms=replays[0].compute_ms, workload=replay_workload({"compute_ms": replays[0].compute_ms}))
