@@ -14,6 +14,8 @@ prices each bucket by what ``torch.distributed``'s allreduce measured on this cl
   gradients are held to the step's end; reported beside the model, not in it.
 - The cpu phase (:func:`cpu_share`, :mod:`.cpuprobe`): the CPU a collective in flight takes from a rank's compute,
   per collective and per byte, where the ranks' compute fills the cores (``CostModel.collective_cpu``).
+- The host phase (:func:`host_cost`, :mod:`.hostprobe`): the Reducer's own host work per gradient and per bucket
+  (:class:`~.hostcost.ReducerHostCost`), beside the cost model.
 
 Pure: records in, model out. Raises FitError (one line) for records that cannot give a line.
 """
@@ -164,3 +166,74 @@ def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, clust
             "piecewise": piece, "copy_GBps": copy_Bps / 1e9, "fp16": fp, "queued": queued,
             "cpu": share}
     return cost, info
+
+
+def host_cost(recs: list[dict[str, Any]], copy_Bps: float) -> dict[str, Any] | None:
+    """The Reducer's host work per gradient and per bucket, from the host phase's records (:mod:`.hostprobe`, one
+    per job; every rank's median step per round, T and setting, all ranks at once, no wire).
+
+    Per round, T and DDP setting: what DDP added, ``d`` = the setting's step less the plain step of the same round and
+    T (each the mean over the ranks, ms), less the modelled copies (each gradient copied into its bucket and back,
+    ``2 x T x tensor_bytes / copy_Bps``: the probe runs without the view). Over those points, by non-negative least
+    squares (``scipy.optimize.nnls``), ``d = T x per_tensor + B x per_bucket + per_step`` (``B``: DDP's rebuilt bucket
+    count the probe read; ``per_step``: DDP's forward wrapper and the last one-rank collective's latency, which the
+    sweep's allreduce already holds: reported, not charged). The figures are the fit on each setting's median over
+    the rounds; their range the lowest and highest of the same fit on each round alone. ``copy_Bps``: the env's copy
+    rate (bytes/s, one pass). Returns ``{"per_tensor_us", "per_bucket_us", "per_step_us", "per_tensor_range_us",
+    "per_bucket_range_us", "points" ([T, B, d ms, rounds] per setting, d the median), "plain_between_us" (autograd's
+    own work per gradient, the plain module's median time between stages / T), "ranks", "jobs", "rounds", "device",
+    "tensor_bytes"}``, or None for no DDP row with a plain one beside it."""
+    from scipy.optimize import nnls
+
+    by_round: dict[tuple, list[tuple[int, int, float]]] = {}
+    plain_between = []
+    for j, rec in enumerate(recs):
+        tb = int(rec["tensor_bytes"])
+        plain = {(r["round"], r["tensors"]): r for r in rec["rows"] if r["mode"] == "plain"}
+        for (_, T), r in plain.items():
+            plain_between.append(float(np.mean(r["between_ms"])) * 1e3 / T)
+        for r in rec["rows"]:
+            base = plain.get((r["round"], r["tensors"]))
+            if r["mode"] != "ddp" or base is None or not r.get("buckets"):
+                continue
+            T = int(r["tensors"])
+            d = float(np.mean(r["step_ms"]) - np.mean(base["step_ms"])) - 2 * T * tb / copy_Bps * 1e3
+            by_round.setdefault((j, r["round"]), []).append((T, int(r["buckets"]), d))
+    if not by_round:
+        return None
+
+    def fit(pts) -> np.ndarray:
+        a = np.array([[float(T), float(B), 1.0] for T, B, _ in pts])
+        return nnls(a, np.array([d for *_, d in pts]))[0]
+
+    per_setting: dict[tuple[int, int], list[float]] = {}
+    for pts in by_round.values():
+        for T, B, d in pts:
+            per_setting.setdefault((T, B), []).append(d)
+    points = [[T, B, float(np.median(ds)), len(ds)] for (T, B), ds in sorted(per_setting.items())]
+    pt, pb, ps = fit([(T, B, d) for T, B, d, _ in points])
+    rounds = [fit(pts) for pts in by_round.values() if len({(T, B) for T, B, _ in pts}) >= 3]
+    rt = (min(r[0] for r in rounds) * 1e3, max(r[0] for r in rounds) * 1e3) if rounds else None
+    rb = (min(r[1] for r in rounds) * 1e3, max(r[1] for r in rounds) * 1e3) if rounds else None
+    return {"per_tensor_us": float(pt) * 1e3, "per_bucket_us": float(pb) * 1e3, "per_step_us": float(ps) * 1e3,
+            "per_tensor_range_us": None if rt is None else [min(rt[0], pt * 1e3), max(rt[1], pt * 1e3)],
+            "per_bucket_range_us": None if rb is None else [min(rb[0], pb * 1e3), max(rb[1], pb * 1e3)],
+            "points": points, "plain_between_us": float(np.median(plain_between)) if plain_between else None,
+            "ranks": int(recs[0]["ranks"]), "jobs": len(recs), "rounds": len(by_round),
+            "device": recs[0].get("device", "cpu"), "tensor_bytes": int(recs[0]["tensor_bytes"])}
+
+
+def host_cost_term(fit: dict[str, Any] | None):
+    """The :class:`~.hostcost.ReducerHostCost` of :func:`host_cost`'s answer (seconds; its ranges beside it), or
+    None for None."""
+    from .hostcost import ReducerHostCost
+
+    if fit is None:
+        return None
+
+    def s(r):
+        return None if r is None else (r[0] * 1e-6, r[1] * 1e-6)
+    return ReducerHostCost(fit["per_tensor_us"] * 1e-6, fit["per_bucket_us"] * 1e-6,
+                           f"measured: the env's host phase ({fit['jobs']} job(s), {fit['rounds']} round(s), "
+                           f"{fit['ranks']} rank(s) at once, no wire)", s(fit["per_tensor_range_us"]),
+                           s(fit["per_bucket_range_us"]))

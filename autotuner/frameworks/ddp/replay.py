@@ -36,12 +36,14 @@ at its deadline, the emulated compute is still the host's sleep (the kernels the
 copies and hooks wait behind), and each step ends with ``torch.cuda.synchronize()`` before its time is taken (an
 NCCL bucket's work is only queued when ``backward()`` returns). Each step runs ``optimizer.zero_grad()`` (``set_to_none=True``, the
 default) as a training loop does, the forward, ``loss.backward()`` (which returns once DDP's
-``finalize_backward`` has waited for every bucket) and an emulated update of ``update_ms``.
+``finalize_backward`` has waited for every bucket) and an emulated update of ``update_ms``. With ``--no-ddp`` the
+same module runs the same steps without DDP (the process group only starts the ranks): its step is the emulated
+compute as it ran, autograd's own work between stages included, what ``ddp validate`` takes as a setting's compute.
 
 Output (rank 0, stdout): one ``step N time_ms X`` line per step, then ``AUTOTUNER_RESULT {json}`` with the Horovod
 replay's keys (``model, ranks, steps, warmup, compute_ms, update_ms, gradients, bytes_per_step, step_times_ms,
 median_step_time_ms``; :func:`autotuner.readers.replay_output.parse_output` reads it) plus ``framework: "ddp"``,
-``ddp`` (the knobs as :meth:`DdpConfig.to_dict`), ``first_step_ms`` (the first iteration, before the Reducer
+``ddp`` (the knobs as :meth:`DdpConfig.to_dict`; None with ``--no-ddp``), ``first_step_ms`` (the first iteration, before the Reducer
 rebuilt its buckets), ``buckets`` (the rebuilt buckets' sizes in bytes, from DDP's own logging data,
 ``_get_ddp_logging_data()["rebuilt_bucket_sizes"]``, when it has them), ``minor_faults_per_step`` (rank 0's minor
 page faults per measured step, the median of ``getrusage(RUSAGE_SELF).ru_minflt`` differences: the pages the
@@ -96,6 +98,8 @@ def _args(argv):
                    help="emulated backward: deadlines shifted by the work between stages (shifted), absolute "
                         "deadlines (deadline), or each stage's share from its entry (duration)")
     p.add_argument("--comm-hook", choices=[h for h in COMM_HOOKS if h != "powerSGD"], default="allreduce")
+    p.add_argument("--no-ddp", action="store_true",
+                   help="the same module and steps without DDP (the step's compute and autograd's own work alone)")
     add_device_option(p)
     return p.parse_args(argv)
 
@@ -189,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
         kw["bucket_cap_mb"] = cfg.bucket_cap_mb
     if cuda:
         kw["device_ids"] = [dev.index]
-    model = DistributedDataParallel(Replay(), **kw)
-    if cfg.comm_hook != "allreduce":
+    model = Replay().to(dev) if a.no_ddp else DistributedDataParallel(Replay(), **kw)
+    if cfg.comm_hook != "allreduce" and not a.no_ddp:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
         model.register_comm_hook(None, getattr(default_hooks, f"{cfg.comm_hook}_hook"))
@@ -225,14 +229,13 @@ def main(argv: list[str] | None = None) -> int:
         if rank == 0:
             print(f"step {step} time_ms {dt:.3f}{' (warmup)' if step < a.warmup else ''}", flush=True)
     if rank == 0:
-        logging = model._get_ddp_logging_data()
-        rebuilt = logging.get("rebuilt_bucket_sizes")
+        rebuilt = None if a.no_ddp else model._get_ddp_logging_data().get("rebuilt_bucket_sizes")
         ordered = sorted(times)
         n = len(ordered)
         median = ordered[n // 2] if n % 2 else 0.5 * (ordered[n // 2 - 1] + ordered[n // 2])
         result = {"framework": "ddp", "model": layout.name, "ranks": dist.get_world_size(), "steps": a.steps,
                   "warmup": a.warmup, "compute_ms": a.compute_ms, "update_ms": a.update_ms,
-                  "gradients": f"normal(0, {GRADIENT_STD:g})", "ddp": cfg.to_dict(),
+                  "gradients": f"normal(0, {GRADIENT_STD:g})", "ddp": None if a.no_ddp else cfg.to_dict(),
                   "bytes_per_step": layout.total_bytes, "step_times_ms": [round(v, 3) for v in times],
                   "median_step_time_ms": round(median, 3), "first_step_ms": round(first_ms, 3),
                   "buckets": [int(b) for b in str(rebuilt).split(", ")] if rebuilt else None,

@@ -132,6 +132,40 @@ class DdpCpuRecord(BaseModel):
     setup: DdpSetup
 
 
+class DdpHostRow(BaseModel):
+    """One round, gradient count and setting of the host phase: the module plain or under DDP (its cap in bytes and
+    DDP's rebuilt bucket count), every rank's median step and median time between stages (ms)."""
+
+    model_config = ConfigDict(extra="allow")
+    round: Annotated[int, Field(ge=0)]
+    tensors: Annotated[int, Field(ge=1)]
+    mode: Literal["plain", "ddp"]
+    cap_bytes: Annotated[int, Field(ge=1)] | None = None
+    buckets: Annotated[int, Field(ge=1)] | None = None
+    step_ms: Annotated[list[Pos], Field(min_length=1)]
+    between_ms: Annotated[list[NonNeg], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _ddp_has_a_cap(self):
+        if (self.mode == "ddp") != (self.cap_bytes is not None):
+            raise ValueError("a ddp row has its cap_bytes, a plain row none")
+        return self
+
+
+class DdpHostRecord(BaseModel):
+    """One job of the DDP host phase (``ddp-host.jsonl``, :mod:`autotuner.frameworks.ddp.hostprobe`): every rank's
+    rows, the gradients' bytes, the emulated compute per gradient, and the setup."""
+
+    model_config = ConfigDict(extra="allow")
+    ranks: Annotated[int, Field(ge=1)]
+    tensor_bytes: Annotated[int, Field(ge=4)]
+    gap_us: NonNeg
+    steps: Annotated[int, Field(ge=1)]
+    rows: Annotated[list[DdpHostRow], Field(min_length=2)]
+    device: Device = "cpu"
+    setup: DdpSetup
+
+
 class DdpTrialSetup(DdpSetup):
     """A DDP trial's setup: the layout (a shipped name or a path), the emulated compute, the step counts."""
 
@@ -144,11 +178,12 @@ class DdpTrialSetup(DdpSetup):
 
 class DdpTrialRecord(BaseModel):
     """One DDP trial: its setting (``ddp``, checked by :class:`autotuner.frameworks.ddp.knobs.DdpConfig` where
-    read), status, measured median step (ms) and samples, first iteration, DDP's rebuilt bucket sizes, setup."""
+    read; None: the replay without DDP, a validation's compute trial), status, measured median step (ms) and samples,
+    first iteration, DDP's rebuilt bucket sizes, setup."""
 
     model_config = ConfigDict(extra="allow")
     label: Annotated[str, Field(min_length=1)]
-    ddp: dict[str, Any]
+    ddp: dict[str, Any] | None
     status: str
     measured_step_time_ms: Pos | None = None
     step_times_ms: list[Pos] = []
