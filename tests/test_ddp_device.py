@@ -54,12 +54,12 @@ def test_a_backend_or_device_that_does_not_fit_is_one_line(module, args, msg):
 
 
 @pytest.mark.real
-@pytest.mark.skipif(_cuda(), reason="a GPU here runs the CUDA rank: its refusal needs a machine without one")
 def test_under_torchrun_a_cuda_ranks_refusal_reaches_the_launcher():
-    """2 ranks of the sweep with ``--device cuda`` on a torch without CUDA: every rank exits 2 before its process
-    group starts, and the refusal is on torchrun's stdout behind its tag."""
+    """2 ranks of the sweep with ``--device cuda`` where torch sees no GPU (none here; on a GPU machine
+    ``CUDA_VISIBLE_DEVICES`` hides them): every rank exits 2 before its process group starts, and the refusal is on
+    torchrun's stdout behind its tag."""
     r = run_ddp("autotuner.frameworks.ddp.sweepprobe", ["--sizes", "4096,8192", "--device", "cuda"],
-                ranks_per_host=2, timeout_s=120)
+                ranks_per_host=2, timeout_s=120, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
     refused = [x for x in r.stdout.splitlines() if REFUSED_TAG in x]
     assert refused and "sees no CUDA device" in refused[0], (r.stdout, r.stderr[-600:])
     assert any(c != 0 for c in r.returncodes), r.returncodes

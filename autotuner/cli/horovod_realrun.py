@@ -13,8 +13,8 @@ from autotuner import ProfileDevice
 
 from .. import options as opt
 from ..render import MIB
-from .common import (RUNS_OUT_HELP, app, command_arg, compute_opt, err, hosts_opt, json_opt, model_dir_opt, network,
-                     np_opt, old_names, out, progress, proposals_opt, rounds_opt, runs_dir_opt, testbed_opts,
+from .common import (RUNS_OUT_HELP, app, command_arg, compute_opt, device_opt, err, hosts_opt, json_opt, model_dir_opt,
+                     network, np_opt, old_names, out, progress, proposals_opt, rounds_opt, runs_dir_opt, testbed_opts,
                      trained_model_opt, wait_opt)
 
 
@@ -184,7 +184,7 @@ def profile_cmd(model: str = typer.Option(..., "--model", help="pkg.mod:factory,
                                                 "(the batch dimension comes from --batch-size)"),
                 batch_size: int = typer.Option(32, "--batch-size", help="samples per step (per GPU / rank)",
                                                callback=opt.checked(opt.Count, "--batch-size")),
-                device: ProfileDevice = typer.Option(ProfileDevice.cpu, "--device", help="where the model runs"),
+                device: ProfileDevice = device_opt("where the model runs"),
                 amp: bool = typer.Option(False, "--amp", help="autocast forward + loss: bfloat16 on CPU; on CUDA "
                                          "bfloat16 where the GPU supports it, else float16"),
                 steps: int = typer.Option(10, "--steps", help="measured steps (medians are reported)",
@@ -265,6 +265,9 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                                                "ones, timed without the timeline", "measure"),
                 fp16_rounds: int = rounds_opt("fp16 rounds", "one job: float16 against float32 allreduces, the casts",
                                               "measure"),
+                device: ProfileDevice = device_opt("where the sweep's tensors live: cuda puts them on each rank's GPU "
+                                                   "(Horovod built with NCCL) and runs the sweep and the fused phase "
+                                                   "only"),
                 as_json: bool = json_opt("the summary"),
                 runs_dir: Optional[Path] = runs_dir_opt(RUNS_OUT_HELP)) -> None:
     """Measure this cluster with Horovod's own allreduce (size sweep, fusion copies, negotiation); resumable.
@@ -284,7 +287,7 @@ def measure_cmd(env: str = typer.Option(..., "--env", help="environment name: th
                                     wait=wait, cpu_rounds=cpu_rounds, trickle_rounds=trickle_rounds,
                                     idle_rounds=idle_rounds, fp16_rounds=fp16_rounds, burst_rounds=burst_rounds,
                                     step_rounds=step_rounds, mid_rounds=mid_rounds, fused_rounds=fused_rounds,
-                                    on_total=act.update, on_event=act.event,
+                                    device=device, on_total=act.update, on_event=act.event,
                                     on_item=lambda r: act.advance(f"{r['phase']} {r['bytes']} B: "
                                                                   f"{r['median_ms']:.2f} ms"))
     if as_json:

@@ -173,6 +173,9 @@ class SweepSetup:
     link_gbit: float | None = None
     #: the sweep workload's ``--wait`` (``spin``: Horovod's synchronize; ``sleep``: poll first)
     wait: str = "spin"
+    #: where the sweep's tensors live (the workload's ``--device``): ``cpu``, or ``cuda`` (each rank's GPU, Horovod's
+    #: NCCL collectives)
+    device: str = "cpu"
 
     @property
     def topology(self) -> tuple[int, int] | None:
@@ -185,6 +188,8 @@ class SweepSetup:
             d.update(testbed_hosts=self.testbed_hosts, ranks_per_host=self.ranks_per_host, link_gbit=self.link_gbit)
         if self.wait != "spin":
             d["wait"] = self.wait
+        if self.device != "cpu":  # left out on CPU ranks: sweeps recorded before stay comparable
+            d["device"] = self.device
         return d
 
 
@@ -232,16 +237,17 @@ def _expected(tier: Tier, job: str, sizes, fusion_sizes, tiny, unfused) -> list[
     return [(tier.name, job, "negotiation", 4 * k, k) for k in tiny]
 
 
-def sweep_command(todo: list[tuple], repeats: int, warmup: int, wait: str = "spin") -> tuple[str, ...]:
+def sweep_command(todo: list[tuple], repeats: int, warmup: int, wait: str = "spin",
+                  device: str = "cpu") -> tuple[str, ...]:
     """The sweep workload's command line (:mod:`autotuner.frameworks.horovod.sweepprobe`) for the item keys ``todo``
-    (the fusion phase is asked by its fused size, 8 tensors of size/8 bytes per dtype)."""
+    (the fusion phase is asked by its fused size, 8 tensors of size/8 bytes per dtype) on ``device``."""
     def j(phase: str, i: int = 3) -> str:
         return ",".join(str(int(k[i])) for k in todo if k[2] == phase)
     return (sys.executable, "-m", "autotuner.frameworks.horovod.sweepprobe", "--sizes", j("allreduce"),
             "--fusion-sizes", j("fusion"), "--unfused-sizes", j("unfused"),
             "--unfused-count", str(UNFUSED_COUNT), "--tiny-counts", j("negotiation", 4),
             "--repeats", str(repeats), "--warmup", str(warmup), "--budget-s", f"{BUDGET_S:g}") + (
-            ("--wait", wait) if wait != "spin" else ())
+            ("--wait", wait) if wait != "spin" else ()) + (("--device", device) if device != "cpu" else ())
 
 
 def cores_per_host() -> int:
@@ -296,29 +302,31 @@ def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: 
     """The env.toml of a sweep environment (keys: :class:`autotuner.schemas.SweepEnv`)."""
     nodes, gpn = cluster
     machine = cores_per_host()
+    cpu = setup.device == "cpu"
     if setup.testbed_hosts:
         cores_note = (f"# this machine gave the ranks {machine} cores (os.sched_getaffinity), shared by its "
                       f"{setup.testbed_hosts} emulated hosts: {machine} // {setup.testbed_hosts} each")
     else:
         cores_note = "# the CPU cores this machine gave the ranks (os.sched_getaffinity)"
     return "\n".join([
-        f"# Measured by `autotuner measure --env {name}` with real Horovod {horovod_version} (Gloo): an allreduce",
+        f"# Measured by `autotuner measure --env {name}` with real Horovod {horovod_version} "
+        f"({'Gloo' if cpu else 'NCCL, GPU tensors'}): an allreduce",
         "# sweep (autotuner.frameworks.horovod.sweepprobe) under horovodrun; raw timelines in timelines/, one record per item in",
         f"# {RECORDS}. Network: {note}.",
         f'name = "{name}"',
         f'source = "{RECORDS}"',
         'format = "sweep"',
-        'gpu = "none (CPU ranks)"',
+        'gpu = "none (CPU ranks)"' if cpu else f'gpu = "{setup.device} (each rank\'s GPU)"',
         f"nodes = {nodes}",
         f"gpus_per_node = {gpn}",
         f"link_gbps = {link_gbps:g}",
         cores_note,
         f"cores_per_host = {host_cores(machine, setup.testbed_hosts)}",
-        'backend = "gloo"',
+        'backend = "gloo"' if cpu else 'backend = "nccl"',
         f'horovod_version = "{horovod_version}"',
         "# the machine and software the ranks ran on: envs of one stack measured in one sitting lend each other what",
         "# one env's phase cannot pin (the float16 sum)",
-        f"stack = {json.dumps(machine_stack(horovod_version))}",
+        f"stack = {json.dumps(machine_stack(horovod_version) + ('' if cpu else '; CUDA tensors, NCCL'))}",
         ""])
 
 
@@ -425,7 +433,7 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
             todo = [k for k in keys if k not in done]
             if not todo:
                 continue
-            cmd = sweep_command(todo, setup.repeats, setup.warmup, setup.wait)
+            cmd = sweep_command(todo, setup.repeats, setup.warmup, setup.wait, setup.device)
             scratch.mkdir(parents=True, exist_ok=True)
             stem = f"{tier.name}-{jname}"
             tl = scratch / f"{stem}-{time.time_ns()}.json"
@@ -481,10 +489,14 @@ def run_measure(env_dir: Path, setup: SweepSetup, *, sizes=DEFAULT_SIZES, fusion
                 if tl.exists() and tl.stat().st_size > 0:
                     _gzip_into(tl, env_dir / "timelines", stem)
             if rc != 0 and got < len(todo):
-                tail = [ln for ln in (err + out).splitlines() if ln.strip()][-1:] or ["no output"]
                 raise ValidationError(f"{stem}: horovodrun exit {rc} after {got} of {len(todo)} item(s): "
-                                      f"{tail[0].strip()[-300:]}")
+                                      f"{_last_error(err + out)}")
             say(f"{stem}: done ({got} item(s))")
+        if setup.device != "cpu":  # their probes time CPU tensors: nothing of a GPU rank's collectives
+            cpu_repeats = trickle_repeats = idle_repeats = burst_repeats = mid_repeats = step_repeats = 0
+            fp16_repeats = 0
+            say(f"--device {setup.device}: the sweep and the fused phase only (the cpu, trickle, idle, burst, "
+                "mid-size burst, step and fp16 phases time CPU tensors)")
         cpu = run_cpu_phase(env_dir, setup, plan[0], tb, cpu_repeats, timeout_s, say)
         # the fitted tier's ranks (the fit's "single" or "inter"): the responses a step's collectives are
         trickle = run_trickle_phase(env_dir, setup, plan[-1], tb, trickle_repeats, timeout_s, say)
@@ -524,6 +536,14 @@ class ProbeJob:
     what: str
 
 
+def _last_error(text: str) -> str:
+    """What a failed horovodrun job says: a rank's last one-line refusal (``error: ...``, as the workloads print
+    it; horovodrun prefixes it with the rank) where there is one, else the last line (at most 300 characters)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    said = [ln[ln.index("error: "):] for ln in lines if "error: " in ln]
+    return (said or lines or ["no output"])[-1][-300:]
+
+
 def _run_probe_jobs(env_dir: Path, setup: SweepSetup, tier: Tier, tb, timeout_s: float, say: Callable[[str], None],
                     *, phase: str, records: str, parse, timelines: str, line: re.Pattern, jobs: list[ProbeJob],
                     key_of: Callable[[dict], tuple]) -> dict[str, Any]:
@@ -554,9 +574,8 @@ def _run_probe_jobs(env_dir: Path, setup: SweepSetup, tier: Tier, tb, timeout_s:
                     if tl is not None and tl.exists() and tl.stat().st_size > 0 else None)
         m = line.search(res.stdout.encode())
         if res.returncode != 0 or not m:
-            tail = [ln for ln in (res.stderr + res.stdout).splitlines() if ln.strip()][-1:] or ["no output"]
             raise ValidationError(f"{tier.name}-{phase}: horovodrun exit {res.returncode}"
-                                  f"{' (timed out)' if res.timed_out else ''}: {tail[0].strip()[-300:]}")
+                                  f"{' (timed out)' if res.timed_out else ''}: {_last_error(res.stderr + res.stdout)}")
         store.append({"phase": phase, "tier": tier.name, **pj.fields, **json.loads(m.group(1)),
                       **({} if kept is None else {"timeline": str(kept.relative_to(env_dir))}),
                       "part": f"{tier.name}-{phase}", "setup": setup.to_dict(),
@@ -699,7 +718,8 @@ def run_fused_phase(env_dir: Path, setup: SweepSetup, tier: Tier, tb, repeats: i
     arg = ",".join(map(str, sizes))
     jobs = [ProbeJob((tier.name, k), {"repeat": k}, "autotuner.frameworks.horovod.sweepprobe",
                      ("--sizes", arg, "--fusion-sizes", arg, "--repeats", "5", "--warmup", "1", "--wait",
-                      setup.wait, "--one-line"), DEFAULTS_0_28, False,
+                      setup.wait, "--one-line", *(("--device", setup.device) if setup.device != "cpu" else ())),
+                     DEFAULTS_0_28, False,
                      f"fused responses against lone ones, no timeline (job {k + 1} of {repeats})")
             for k in range(repeats)]
     return _run_probe_jobs(env_dir, setup, tier, tb, timeout_s, say, phase="fused", records=records,

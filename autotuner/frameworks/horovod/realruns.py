@@ -503,6 +503,22 @@ def _run_trials(setup, store, scratch: Path, proposals, *, repeats, autotune, de
     return mine, net_note, runner, len(recs) - len(mine)
 
 
+def _cuda_here() -> None:
+    """Raise ValidationError (one line: :func:`autotuner.frameworks.horovod.sweepprobe.cuda_refusal`) when ranks on
+    this machine cannot put their tensors on a GPU, or when torch or Horovod is missing."""
+    from ...errors import ValidationError
+    from .sweepprobe import cuda_refusal
+
+    try:
+        import horovod.torch as hvd
+        import torch
+    except ImportError as e:
+        raise ValidationError(f"--device cuda: the sweep needs torch and horovod ({e})") from None
+    why = cuda_refusal(torch, hvd)
+    if why:
+        raise ValidationError(why)
+
+
 @renamed_keywords(cpu_repeats="cpu_rounds", trickle_repeats="trickle_rounds", idle_repeats="idle_rounds",
                   fp16_repeats="fp16_rounds", burst_repeats="burst_rounds", step_repeats="step_rounds",
                   mid_repeats="mid_rounds", fused_repeats="fused_rounds")
@@ -512,7 +528,7 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
             wait: str = "spin", cpu_rounds: int = 5, trickle_rounds: int = 2, idle_rounds: int = 3,
             fp16_rounds: int = 3, burst_rounds: int = 3, step_rounds: int = 5, mid_rounds: int = 3,
             fused_rounds: int = 3, on_total=None, on_item=None, on_event=None,
-            bandwidth_gbit: float | None = None) -> dict:
+            bandwidth_gbit: float | None = None, device: str = "cpu") -> dict:
     """``autotuner measure``: the allreduce sweep of :mod:`autotuner.frameworks.horovod.measure` into
     ``runs_dir/<env>/`` (resumes a killed sweep), then its ``cpu`` phase (``cpu_rounds``
     rounds, :mod:`autotuner.frameworks.horovod.cpuprobe`) and its ``trickle`` phase (``trickle_rounds``
@@ -525,12 +541,14 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
     :mod:`autotuner.frameworks.horovod.fp16probe`; 0 skips any of them). ``sizes``: ``LO:HI`` or a comma list (bytes,
     ``K``/``M``/``G`` binary units), default 1K:512M. ``runs_dir`` None: ``$AUTOTUNER_RUNS_DIR``, else
     ./runs, else the user's folder. The network, ``wait`` and ``bandwidth_gbit`` as :func:`validate`; the phases'
-    old keyword names ``<phase>_repeats`` still work (DeprecationWarning). Returns the JSON-ready summary (with
+    old keyword names ``<phase>_repeats`` still work (DeprecationWarning). ``device``: ``"cpu"`` (CPU tensors), or
+    ``"cuda"``: the sweep's and the fused phase's tensors on each rank's GPU (a Horovod built with NCCL; the ranks
+    refuse in one line otherwise), the phases that time CPU tensors skipped. Returns the JSON-ready summary (with
     ``runs_dir``). Raises
     ValidationError (one line) for bad input, a missing horovodrun or a failed job; OutputError
     when ``runs_dir/<env>`` cannot be written."""
     from ...errors import ValidationError
-    from .measure import DEFAULT_SIZES, SweepSetup, parse_sizes, run_measure, tiers
+    from .measure import DEFAULT_SIZES, SweepSetup, parse_hosts, parse_sizes, run_measure, tiers
 
     bandwidth_gbit, link_gbit = link_rates(link_gbit, loopback_gbit, bandwidth_gbit,
                                            testbed_hosts is not None or ranks_per_host is not None, "measure")
@@ -541,6 +559,8 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
         np, hosts = topo[0] * topo[1], cluster_hosts(*topo)
     if np < 2:
         raise ValidationError(f"--np {np}: an allreduce needs at least 2 ranks")
+    if device not in ("cpu", "cuda"):
+        raise ValidationError(f"--device {device}: cpu or cuda")
     for bad, v in (("--cpu-rounds", cpu_rounds), ("--trickle-rounds", trickle_rounds),
                    ("--idle-rounds", idle_rounds), ("--fp16-rounds", fp16_rounds),
                    ("--burst-rounds", burst_rounds), ("--step-rounds", step_rounds),
@@ -548,6 +568,9 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
         if v < 0:
             raise ValidationError(f"{bad} {v}: must be >= 0")
     tiers(np, hosts)  # bad --hosts: one line before anything starts
+    here = topo is not None or all(h in ("localhost", "127.0.0.1") for h, _ in parse_hosts(hosts, np))
+    if device == "cuda" and here:
+        _cuda_here()  # the ranks run on this machine: refuse before a job starts or env.toml is written
     sz = parse_sizes(sizes) if sizes else DEFAULT_SIZES
     from ...paths import runs_output_dir
 
@@ -555,7 +578,8 @@ def measure(*, env: str, runs_dir: Path | None = None, np: int = 2, hosts: str =
     env_dir = runs_dir / env
     check_output_dir(env_dir, "--runs-dir")
     setup = SweepSetup(np=np, hosts=hosts, bandwidth_gbit=bandwidth_gbit, repeats=repeats, warmup=warmup,
-                       testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait)
+                       testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit, wait=wait,
+                       device=str(device))
     with _sigterm_as_exit():
         summary = run_measure(env_dir, setup, sizes=sz, timeout_s=timeout_s, cpu_repeats=cpu_rounds,
                               trickle_repeats=trickle_rounds, idle_repeats=idle_rounds, fp16_repeats=fp16_rounds,

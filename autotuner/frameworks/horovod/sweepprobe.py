@@ -37,8 +37,16 @@ Output (rank 0, stdout): one line ``AUTOTUNER_SWEEP {json}`` per finished item, 
 (tensors per sample), ``times_ms`` (timed samples, ms), ``ranks``. With ``--one-line`` (``autotuner measure``'s
 ``fused`` phase: the same ``--sizes`` and ``--fusion-sizes``, one job one record) instead one line
 ``AUTOTUNER_FUSED {json}`` at the end: ``sizes``, ``lone_ms`` and ``fused_ms`` (per size, the timed samples of the
-``allreduce`` and ``fusion`` items), ``ranks``, ``wait``. Errors: a bad argument exits with status 2 and one line
-on stderr.
+``allreduce`` and ``fusion`` items), ``ranks``, ``wait``.
+
+``--device cuda``: every rank's tensors live on the GPU its ``hvd.local_rank()`` names (``torch.cuda.set_device``),
+so a Horovod built with NCCL (``HOROVOD_GPU_OPERATIONS=NCCL``) runs the collectives there (Horovod 0.28.1
+``horovod/common/ops/nccl_operations.cc``, the fusion buffer on the device); each sample ends with
+``torch.cuda.synchronize()`` after Horovod's synchronize; the budget's 8-byte exchange stays a CPU tensor. The lines
+then carry ``"device": "cuda"``.
+
+Errors: a bad argument exits with status 2 and one line on stderr, as does ``--device cuda`` where torch sees no
+CUDA device, Horovod was built without NCCL (``hvd.nccl_built()``), or a host runs more ranks than it has GPUs.
 """
 from __future__ import annotations
 
@@ -51,6 +59,18 @@ TAG = "AUTOTUNER_SWEEP"
 FUSED_TAG = "AUTOTUNER_FUSED"  # --one-line
 WAIT_POLL_S = 0.0002  # the replay workload's (autotuner.frameworks.horovod.replay.WAIT_POLL_S; not imported: light start)
 FUSION_SPLIT = 8  # tensors per dtype per fusion batch
+
+
+def cuda_refusal(torch, hvd) -> str | None:
+    """Why ranks here cannot run with ``--device cuda`` (one line), or None: ``torch`` sees no CUDA device, or
+    Horovod (``hvd``: ``horovod.torch``) was built without NCCL (``hvd.nccl_built()``). Needs no ``hvd.init()``."""
+    if not torch.cuda.is_available():
+        build = "a CPU build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}, no device visible"
+        return f"--device cuda: torch {torch.__version__} sees no CUDA device ({build})"
+    if not hvd.nccl_built():
+        return ("--device cuda: this Horovod was built without NCCL (hvd.nccl_built() is false; reinstall it with "
+                "HOROVOD_GPU_OPERATIONS=NCCL)")
+    return None
 
 
 def _ints(s: str) -> list[int]:
@@ -73,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                    "(at least 2 timed samples)")
     p.add_argument("--one-line", action="store_true", help="the fused phase: one AUTOTUNER_FUSED line at the end "
                    "(--sizes and --fusion-sizes the same list)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the tensors live: cpu, or cuda (the GPU hvd.local_rank() names; Horovod with NCCL)")
     try:
         args = p.parse_args(argv)
         sizes, fusion, tiny = _ints(args.sizes), _ints(args.fusion_sizes), _ints(args.tiny_counts)
@@ -94,10 +116,29 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as e:
         print(f"error: the sweep needs torch and horovod ({e}); run scripts/install_horovod.sh", file=sys.stderr)
         return 2
+    cuda = args.device == "cuda"
+    why = cuda_refusal(torch, hvd) if cuda else None
+    if why:
+        print(f"error: {why}", file=sys.stderr)
+        return 2
 
     hvd.init()
     torch.set_num_threads(1)  # as the replay workload: the cores stay with Horovod's thread and Gloo
     rank0 = hvd.rank() == 0
+    dev = torch.device("cpu")
+    if cuda:
+        n = torch.cuda.device_count()
+        over = hvd.local_rank() >= n
+        # every rank learns whether one is over (a CPU tensor), so all stop together rather than wait for it
+        if int(hvd.allreduce(torch.tensor([int(over)]), op=hvd.Max, name="sweep.device")[0]):
+            if over:
+                print(f"error: --device cuda: local rank {hvd.local_rank()} but this host has {n} GPU(s): at most "
+                      f"{n} ranks per host", file=sys.stderr)
+            hvd.shutdown()
+            return 2
+        dev = torch.device("cuda", hvd.local_rank())
+        torch.cuda.set_device(dev)
+    where = {"device": "cuda"} if cuda else {}
 
     def wait(hs) -> None:
         """Horovod's synchronize on every handle; with ``--wait sleep`` first sleep-poll until all are done
@@ -107,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(WAIT_POLL_S)
         for h in hs:
             hvd.synchronize(h)
+        if cuda:
+            torch.cuda.synchronize(dev)
 
     items: dict[tuple[str, int], list[float]] = {}
 
@@ -114,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         items[(phase, nbytes)] = [round(t, 4) for t in times]
         if rank0 and not args.one_line:
             print(f"{TAG} " + json.dumps({"phase": phase, "bytes": nbytes, "tensors": tensors, "ranks": hvd.size(),
-                                          "times_ms": [round(t, 4) for t in times]}), flush=True)
+                                          "times_ms": [round(t, 4) for t in times], **where}), flush=True)
 
     def timed(fn) -> list[float]:
         out: list[float] = []
@@ -134,26 +177,26 @@ def main(argv: list[str] | None = None) -> int:
         return out
 
     for n in sizes:
-        emit("allreduce", n, 1, timed(lambda t=torch.ones(max(n // 4, 1), dtype=torch.float32), n=n:
+        emit("allreduce", n, 1, timed(lambda t=torch.ones(max(n // 4, 1), dtype=torch.float32, device=dev), n=n:
                                       wait([hvd.allreduce_async_(t, name=f"sweep.allreduce.{n}")])))
     for s in fusion:
         per = max(s // FUSION_SPLIT, 8)
-        ts = [(torch.ones(per // 4, dtype=torch.float32), f"sweep.fusion.{s}.f32.{i}") for i in range(FUSION_SPLIT)]
-        ts += [(torch.ones(per // 8, dtype=torch.float64), f"sweep.fusion.{s}.f64.{i}") for i in range(FUSION_SPLIT)]
+        ts = [(torch.ones(per // 4, dtype=torch.float32, device=dev), f"sweep.fusion.{s}.f32.{i}") for i in range(FUSION_SPLIT)]
+        ts += [(torch.ones(per // 8, dtype=torch.float64, device=dev), f"sweep.fusion.{s}.f64.{i}") for i in range(FUSION_SPLIT)]
 
         def batch(ts=ts):
             wait([hvd.allreduce_async_(x, name=name) for x, name in ts])
         emit("fusion", per * FUSION_SPLIT, 2 * FUSION_SPLIT, timed(batch))
         del ts
     for s in unfused:
-        ts = [(torch.ones(s // 4, dtype=torch.float32), f"sweep.unfused.{s}.{i}") for i in range(args.unfused_count)]
+        ts = [(torch.ones(s // 4, dtype=torch.float32, device=dev), f"sweep.unfused.{s}.{i}") for i in range(args.unfused_count)]
 
         def batch(ts=ts):
             wait([hvd.allreduce_async_(x, name=name) for x, name in ts])
         emit("unfused", (s // 4) * 4, args.unfused_count, timed(batch))
         del ts
     for k in tiny:
-        ts = [(torch.ones(1, dtype=torch.float32), f"sweep.tiny.{k}.{i}") for i in range(k)]
+        ts = [(torch.ones(1, dtype=torch.float32, device=dev), f"sweep.tiny.{k}.{i}") for i in range(k)]
 
         def batch(ts=ts):
             wait([hvd.allreduce_async_(x, name=name) for x, name in ts])
@@ -163,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         fused = {s: items[("fusion", max(s // FUSION_SPLIT, 8) * FUSION_SPLIT)] for s in fusion}
         print(f"{FUSED_TAG} " + json.dumps({"sizes": sizes, "lone_ms": [items[("allreduce", n)] for n in sizes],
                                              "fused_ms": [fused[n] for n in sizes], "ranks": hvd.size(),
-                                             "wait": args.wait}), flush=True)
+                                             "wait": args.wait, **where}), flush=True)
     # the timeline is written by a background thread: let it drain before shutdown
     time.sleep(0.5)
     hvd.shutdown()
