@@ -50,7 +50,9 @@ def test_env_new_then_suggest_says_from_specs(tmp_path):
     assert r.trust.startswith("from specs, never measured") and r.nodes == 8 and r.gpus_per_node == 8
     listed = json.loads(run("envs", "--model-dir", str(tmp_path), "--json").stdout)
     row = next(e for e in listed if e["env"] == "dgx8")
-    assert row["frameworks"] == ["horovod"] and row["trust"]["horovod"].startswith("from specs")
+    # both frameworks answer for it, each saying it was never measured
+    assert row["frameworks"] == ["horovod", "ddp"] and row["trust"]["horovod"].startswith("from specs")
+    assert row["trust"]["ddp"].startswith("from specs, never measured") and row["ddp"]["source"] == "specs"
     assert row["horovod"]["source"] == "specs"
     hvd = [e["horovod"] for e in listed if e["horovod"]]
     assert any(e["source"] == "measured" for e in hvd) and any(e["source"] == "lab report" for e in hvd)

@@ -70,6 +70,8 @@ def ddp_simulate_cmd(model: str = typer.Option(..., "--model", help=MODEL_HELP),
     render_table(out, t)
     out.print(cfg.code(), highlight=False, markup=False, soft_wrap=True)
     out.print(f"trust: {r.trust}", highlight=False, soft_wrap=True)
+    for n in r.notes:
+        out.print(f"note: {n}", highlight=False, soft_wrap=True)
 
 
 @ddp_app.command("envs", short_help="the DDP environments: shape, link, fitted line, how far checked")
@@ -90,29 +92,31 @@ def ddp_envs_cmd(runs_dir: Optional[Path] = runs_dir_opt(),
     if as_json:
         print(json.dumps(rows, allow_nan=False))
         return
-    t = Table(title="DDP environments (a measured DDP sweep, or a model file from specs or nccl-tests)")
-    for col in ("env", "source", "shape", "link Gbit/s", "alpha µs", "busbw Gbit/s", "queued µs", CHECKED_HEADER):
-        t.add_column(col, justify="left" if col in ("env", "source", "shape") else "right")
+    t = Table(title="DDP environments (a DDP sweep, or a model file from specs or nccl-tests)")
+    for col in ("env", "shape", "link Gbit/s", "alpha µs", "busbw Gbit/s", "queued µs", CHECKED_HEADER):
+        t.add_column(col, justify="left" if col in ("env", "shape") else "right")
     problems = []
     for r in rows:
         if "problem" in r:
-            t.add_row(r["env"], "", "", "", "", "", "", "see below")
+            t.add_row(r["env"], "", "", "", "", "", "see below")
             problems.append(f"{r['env']}: {r['problem']}")
             continue
-        t.add_row(r["env"], r["source"], f"{r['nodes']}x{r['ranks_per_node']}",
+        measured = r.get("source", "measured") == "measured"
+        t.add_row(r["env"], f"{r['nodes']}x{r['ranks_per_node']}",
                   f"{r['link_gbit']:g}" if r["link_gbit"] else "", f"{r['alpha_us']:.1f}" if r["alpha_us"] < 10
-                  else f"{r['alpha_us']:.0f}", f"{r['busbw_gbps']:.2f}" if r["busbw_gbps"] else "",
-                  "-" if r["queued_saving_us"] is None else f"{r['queued_saving_us']:.0f}", checked_cell(r["checked"]))
+                  else f"{r['alpha_us']:.0f}", (f"{r['busbw_gbps']:.2f}" if r["busbw_gbps"] < 100 else f"{r['busbw_gbps']:.0f}") if r["busbw_gbps"] else "",
+                  "-" if r["queued_saving_us"] is None else f"{r['queued_saving_us']:.0f}",
+                  checked_cell(r["checked"]) if measured else f"never ({r['source']})")
     render_table(out, t)
     for line in problems:
         err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
     if rows:
-        out.print(textwrap.fill("source: measured (torch.distributed Gloo, fitted from the env's own DDP sweep), "
-                                "specs (from specs, never measured) or nccl-tests (NCCL's allreduce fitted from "
-                                "all_reduce_perf, never checked against a DDP step). checked: each env's predictions "
-                                "against its real DDP runs, mean and worst error and the trials (autotuner ddp envs "
-                                "--json gives each trust line and fit line whole); untrusted: its replays missed on "
-                                "more than half of its checked settings; never: not checked against a real DDP run", width=max(out.width, 40), break_long_words=False,
+        out.print(textwrap.fill("checked: each env's predictions against its real DDP runs, mean and worst error and "
+                                "the trials (autotuner ddp envs --json gives each trust line and fit line whole); "
+                                "untrusted: its replays missed on more than half of its checked settings; never: not "
+                                "checked against a real DDP run. Each env's line is fitted from its own DDP sweep "
+                                "(torch.distributed Gloo), except never (specs): a model file from specs, never "
+                                "measured, and never (nccl-tests): NCCL's allreduce fitted from all_reduce_perf", width=max(out.width, 40), break_long_words=False,
                                 break_on_hyphens=False), highlight=False, soft_wrap=True)
     else:
         out.print("no DDP environment yet: autotuner ddp measure --env NAME --np 2", highlight=False)
