@@ -215,8 +215,6 @@ CONCEPTS: dict[str, Concept] = {
     "burst rounds": Concept("--burst-rounds", ("--burst-repeats", "--burst-jobs"), _PHASE.format("burst"), 3),
     "first-touch rounds": Concept("--first-touch-rounds", ("--first-touch-jobs",), _PHASE.format("first-touch"), 1),
     "host rounds": Concept("--host-rounds", (), _PHASE.format("host"), 1),
-    # each command says what runs there (a model, the ranks' tensors); one type and default: device_opt
-    "device": Concept("--device", default="cpu"),
     "trickle rounds": Concept("--trickle-rounds", ("--trickle-repeats",), _PHASE.format("trickle"), 2),
     "idle rounds": Concept("--idle-rounds", ("--idle-repeats",), _PHASE.format("idle"), 3),
     "mid rounds": Concept("--mid-rounds", ("--mid-repeats",), _PHASE.format("mid-size burst"), 3),
