@@ -190,7 +190,8 @@ def node_argvs(module: str, args: list[str], nodes: tuple[Node, ...], *, job_id:
 
 
 # Kills every process whose environment holds argv[1] (``AUTOTUNER_DDP_JOB=<id>``): SIGTERM, then SIGKILL to what
-# is left after argv[2] seconds. Run on each host through its remote shell (Linux /proc; stdlib only, -I -S).
+# is left after argv[2] seconds, then waits (at most 2 s) until they are gone. Run on each host through its remote
+# shell (Linux /proc; stdlib only, -I -S).
 _KILL = r"""
 import os, signal, sys, time
 mark, grace, me = os.fsencode(sys.argv[1]), float(sys.argv[2]), os.getpid()
@@ -218,11 +219,13 @@ def send(sig):
             pass
     return bool(pids)
 if send(signal.SIGTERM):
-    deadline = time.monotonic() + grace
+    deadline, killed = time.monotonic() + grace, False
     while send(0):
         if time.monotonic() > deadline:
+            if killed:
+                break
             send(signal.SIGKILL)
-            break
+            deadline, killed = time.monotonic() + 2.0, True
         time.sleep(0.05)
 """
 
