@@ -68,8 +68,8 @@ def test_under_torchrun_a_cuda_ranks_refusal_reaches_the_launcher():
 @pytest.mark.real
 def test_a_cpu_sweep_job_keeps_its_keys_and_the_schema_reads_both_devices():
     """The sweep on 2 CPU ranks (the default device): the record's keys are the CPU sweep's (no device keys) and
-    its schema reads it as device cpu; the same record said to come from CUDA ranks reads as cuda, and an unknown
-    device is refused."""
+    its schema reads it as device cpu; the same record said to come from CUDA ranks reads as cuda (one rank too),
+    an unknown device and a one-rank CPU job are refused."""
     from autotuner.errors import AutotunerError
     from autotuner.frameworks.ddp.schemas import DdpSweepRecord
     from autotuner.schemas import check
@@ -87,3 +87,7 @@ def test_a_cpu_sweep_job_keeps_its_keys_and_the_schema_reads_both_devices():
     assert cuda.device == "cuda" and cuda.casts_bf16 == cuda.casts
     with pytest.raises(AutotunerError):
         check(DdpSweepRecord, {**full, "device": "tpu"}, "sweep")
+    # one rank: a GPU's job (its copies and casts, NCCL's one-rank floor), never a CPU one
+    assert check(DdpSweepRecord, {**full, "ranks": 1, "device": "cuda"}, "sweep").ranks == 1
+    with pytest.raises(AutotunerError, match="at least 2 ranks"):
+        check(DdpSweepRecord, {**full, "ranks": 1}, "sweep")

@@ -171,6 +171,8 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--trials", type=int, default=7)
+    ap.add_argument("--settings", default=",".join(SETTINGS), help="comma list of the settings to run (plain always)")
+    ap.add_argument("--no-floor", action="store_true", help="skip the one-rank allreduce floor")
     a = ap.parse_args()
     if min(a.rounds, a.steps, a.trials) < 1 or a.warmup < 0:
         print("error: --rounds, --steps and --trials must be >= 1, --warmup >= 0", file=sys.stderr)
@@ -180,6 +182,10 @@ def main() -> int:
         print("error: no CUDA device: this probe measures a GPU (--device cpu for a smoke test)", file=sys.stderr)
         return 2
     models = [m.strip() for m in a.models.split(",") if m.strip()]
+    wanted = {"plain", *(x.strip() for x in a.settings.split(",") if x.strip())}
+    if wanted - set(SETTINGS):
+        print(f"error: --settings {sorted(wanted - set(SETTINGS))[0]}: one of {', '.join(SETTINGS)}", file=sys.stderr)
+        return 2
     dev = torch.device("cuda", 0) if cuda else torch.device("cpu")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(_free_port()))
@@ -189,7 +195,7 @@ def main() -> int:
     timer = Timer(cuda)
     smi = nvidia_smi() if cuda else ""
     t0 = time.time()
-    floor = nccl_floor(dev, timer, a.trials) if cuda else []
+    floor = nccl_floor(dev, timer, a.trials) if cuda and not a.no_floor else []
     for r in floor:
         if r["dtype"] == "float32":
             print(f"allreduce 1 rank {r['bytes']:>10,} B float32: {r['ms'] * 1e3:8.1f} us", flush=True)
@@ -214,7 +220,7 @@ def main() -> int:
         base, shape = build(name, dev)
         n_t = sum(1 for p in base.parameters() if p.requires_grad)
         n_e = sum(p.numel() for p in base.parameters() if p.requires_grad)
-        rows = {s: [] for s in SETTINGS if cuda or s != "bf16_hook"}  # torch refuses bf16 on Gloo CPU
+        rows = {s: [] for s in SETTINGS if s in wanted and (cuda or s != "bf16_hook")}  # no bf16 on Gloo CPU
         for rnd in range(a.rounds):
             order = list(rows) if rnd % 2 == 0 else list(reversed(rows))
             for s in order:

@@ -88,7 +88,7 @@ def device_ms(setting: str, elements: int, ns: dict[str, float]) -> float:
     return per * elements * 1e-6
 
 
-def _nnls(rows: list[tuple[float, float, float]]) -> tuple[float, float]:
+def fit_terms(rows: list[tuple[float, float, float]]) -> tuple[float, float]:
     """(per_tensor, per_bucket) >= 0, ms, minimising the squared residual of ``T x a + B x b = r`` over rows
     ``(T, B, r)``."""
     import numpy as np
@@ -119,7 +119,7 @@ def model_rows(ddp_record: dict, ns: dict[str, float]) -> list[dict]:
             settings[name] = {"buckets": nb.pop(), "step_ms": round(step, 4), "device_ms": round(dev, 4),
                               "residual_ms": round(step - plain - dev, 4)}
             fit_rows.append((m["tensors"], settings[name]["buckets"], step - plain - dev))
-        t, b = _nnls(fit_rows)
+        t, b = fit_terms(fit_rows)
         out.append({"model": m["model"], "tensors": m["tensors"], "elements": m["elements"],
                     "plain_ms": round(plain, 4), "settings": settings,
                     "per_tensor_us": round(t * 1e3, 3), "per_bucket_us": round(b * 1e3, 3)})
@@ -129,7 +129,7 @@ def model_rows(ddp_record: dict, ns: dict[str, float]) -> list[dict]:
 def _prior(models: list[dict], source: str) -> dict:
     """The pooled fit of ``models`` (rows of :func:`model_rows`) and the range of their own fits (µs)."""
     rows = [(m["tensors"], s["buckets"], s["residual_ms"]) for m in models for s in m["settings"].values()]
-    t, b = _nnls(rows)
+    t, b = fit_terms(rows)
     t, b = t * 1e3, b * 1e3
     ts = [m["per_tensor_us"] for m in models]
     bs = [m["per_bucket_us"] for m in models]

@@ -28,12 +28,20 @@ class DdpSetup(BaseModel):
     device: Device | None = None
 
 
+def _two_ranks_on_cpu(rec):
+    """``rec`` itself; ValueError for a CPU job of one rank (a GPU's one-rank job measures its device)."""
+    if rec.ranks < 2 and rec.device != "cuda":
+        raise ValueError(f"ranks {rec.ranks}: a CPU job has at least 2 ranks (1 only with device cuda)")
+    return rec
+
+
 class DdpSweepRecord(BaseModel):
     """One DDP sweep job: per size (bytes) the timed float32 and float16 allreduces (ms), the bucket copies and the
-    hook's casts, and its setup."""
+    hook's casts, and its setup. At least 2 ranks, but 1 on a GPU (``device`` "cuda": one GPU's copies and casts at
+    its memory rate and NCCL's one-rank floor)."""
 
     model_config = ConfigDict(extra="allow")
-    ranks: Annotated[int, Field(ge=2)]
+    ranks: Annotated[int, Field(ge=1)]
     sizes: Annotated[list[Annotated[int, Field(ge=4)]], Field(min_length=2)]
     fp32_ms: list[list[Pos]]
     fp16_ms: list[list[Pos]]
@@ -49,15 +57,16 @@ class DdpSweepRecord(BaseModel):
     def _per_size(self):
         if not len(self.sizes) == len(self.fp32_ms) == len(self.fp16_ms):
             raise ValueError("sizes, fp32_ms and fp16_ms must have one entry per size")
-        return self
+        return _two_ranks_on_cpu(self)
 
 
 class DdpBurstRecord(BaseModel):
     """One job of the DDP burst phase (``ddp-burst.jsonl``, :mod:`autotuner.frameworks.ddp.burstprobe`): per size
-    (bytes) every lone allreduce (ms) and one back-to-back per-call time per round (ms), and its setup."""
+    (bytes) every lone allreduce (ms) and one back-to-back per-call time per round (ms), and its setup. At least 2
+    ranks, but 1 on a GPU (as :class:`DdpSweepRecord`)."""
 
     model_config = ConfigDict(extra="allow")
-    ranks: Annotated[int, Field(ge=2)]
+    ranks: Annotated[int, Field(ge=1)]
     sizes: Annotated[list[Annotated[int, Field(ge=4)]], Field(min_length=1)]
     count: Annotated[int, Field(ge=2)]
     lone_ms: list[list[Pos]]
@@ -69,7 +78,7 @@ class DdpBurstRecord(BaseModel):
     def _per_size(self):
         if not len(self.sizes) == len(self.lone_ms) == len(self.burst_ms):
             raise ValueError("sizes, lone_ms and burst_ms must have one entry per size")
-        return self
+        return _two_ranks_on_cpu(self)
 
 
 class DdpFirstTouchRow(BaseModel):
