@@ -132,3 +132,36 @@ def test_a_real_host_job_under_torchrun_gives_a_record_the_fit_reads():
         [(8, 1), (8, 2), (8, 8), (32, 1), (32, 8), (32, 32)]
     fit = host_cost([rec], 2e9)
     assert fit is not None and np.isfinite(fit["per_tensor_us"]) and fit["per_tensor_us"] >= 0
+
+
+@pytest.mark.skipif(not HOST_ENVS, reason="no committed env has a host phase")
+def test_a_validations_compute_trials_give_the_compute_its_settings_are_predicted_from(tmp_path):
+    """``ddp validate`` runs the replay without DDP once a round (``ddp`` null, label ``no DDP (compute)``): those
+    trials are no setting, and the median of their steps is the compute every setting of the file is predicted from;
+    the same file without them is predicted from its nominal ``compute_ms``, and the host term adds to a
+    compute-bound step what its gradients and buckets cost."""
+    import shutil
+    import statistics
+
+    from autotuner.frameworks.ddp.realrun import NO_DDP_LABEL
+    from autotuner.frameworks.ddp.records import env_cost, read_jsonl, rows
+
+    env = HOST_ENVS[0]
+    d = RUNS / env
+    cost, info, _ = env_cost(d)
+    f = sorted((d / "ddp-validation").glob("*.jsonl"))[0]
+    recs = read_jsonl(f)
+    plain = [r["measured_step_time_ms"] for r in recs if r["ddp"] is None and r["status"] == "ok"]
+    assert plain and all(r["label"] == NO_DDP_LABEL for r in recs if r["ddp"] is None)
+    got = rows(d, cost, files=[f], host=info["host_cost"])
+    assert got and NO_DDP_LABEL not in {r.label for r in got}
+    assert all(r.predicted_compute_ms == pytest.approx(statistics.median(plain)) for r in got)
+    bare = tmp_path / env
+    shutil.copytree(d, bare)
+    g = bare / "ddp-validation" / f.name
+    g.write_text("".join(ln + "\n" for ln in f.read_text().splitlines() if '"ddp":null' not in ln.replace(" ", "")))
+    nominal = rows(bare, cost, files=[g])
+    assert [r.label for r in nominal] == [r.label for r in got]
+    assert all(r.predicted_compute_ms == pytest.approx(r.compute_ms) for r in nominal)
+    without = {r.label: r.predicted_ms for r in rows(d, cost, files=[f])}
+    assert all(r.predicted_ms > without[r.label] for r in got)  # the term only adds host work

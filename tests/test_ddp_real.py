@@ -164,16 +164,16 @@ def test_ddp_measure_refuses_bad_counts_in_one_line(tmp_path, args):
 
 
 def test_ddp_measure_on_a_complete_env_runs_nothing_and_names_every_phase(tmp_path):
-    """A second ``ddp measure`` adds only the phases an env lacks: on ddp-2gbit (every phase, the cpu phase
-    included) it starts no job, appends nothing, and says what is there."""
+    """A second ``ddp measure`` adds only the phases an env lacks: on ddp-2gbit (every phase but the host phase,
+    skipped here with ``--host-rounds 0``) it starts no job, appends nothing, and says what is there."""
     import shutil
 
     shutil.copytree(RUNS / "ddp-2gbit", tmp_path / "ddp-2gbit")
     before = {f.name: f.read_bytes() for f in (tmp_path / "ddp-2gbit").glob("*.jsonl")}
     p = run("ddp", "measure", "--env", "ddp-2gbit", "--np", "2",
-            "--link-gbit", "2", "--runs-dir", str(tmp_path), timeout=120)
+            "--link-gbit", "2", "--host-rounds", "0", "--runs-dir", str(tmp_path), timeout=120)
     assert p.returncode == 0, p.stderr
-    assert "3 burst job(s); 1 first-touch job(s); 1 cpu job(s)" in p.stderr
+    assert "3 burst job(s); 1 first-touch job(s); 1 cpu job(s); 0 host job(s)" in p.stderr
     assert {f.name: f.read_bytes() for f in (tmp_path / "ddp-2gbit").glob("*.jsonl")} == before
 
 
@@ -234,7 +234,8 @@ def test_ddps_own_rebuilt_buckets_are_the_simulators(env):
     n, want = 0, {}  # (layout, setting) -> the simulator's sizes: a setting's repeats are computed once
     for f in sorted((RUNS / env / "ddp-validation").glob("*.jsonl")):
         for r in read_jsonl(f):
-            if r["status"] != "ok" or r["setup"].get("command"):  # a user's script reports no buckets
+            # a user's script reports no buckets; a compute trial (the replay without DDP) has none
+            if r["status"] != "ok" or r["setup"].get("command") or r["ddp"] is None:
                 continue
             key = (r["setup"]["model"], json.dumps(r["ddp"], sort_keys=True))
             if key not in want:
@@ -247,7 +248,8 @@ def test_ddps_own_rebuilt_buckets_are_the_simulators(env):
 
 @functools.cache
 def _env_rows(env):
-    return rows(RUNS / env, env_cost(RUNS / env)[0])
+    cost, info, _ = env_cost(RUNS / env)
+    return rows(RUNS / env, cost, host=info["host_cost"])  # the env's Reducer host term, where it measured one
 
 
 #: the acceptance items the committed DDP envs the product trusts miss, as (env, record file, item); each must still
@@ -265,6 +267,11 @@ def _env_rows(env):
 #: item; so do ResNet-50 and ResNet-101 on ddp-2x1-1.5gbit (2 hosts x 1 at 1.5 Gbit/s, 26 minutes).
 #: ddp-2x1-2.5gbit (the same shape at 2.5 Gbit/s, 17 minutes) shows the 2-host pattern again: every setting but the
 #: small caps 2-9 % too fast, tau 0.5.
+#: ddp-1.75gbit and ddp-3.5gbit (1 host x 2 ranks, fresh, one sitting each, the host phase charged and each round's
+#: compute trial; research/scripts/ddp_host_heldout.sh): DenseNet-121 (364 tensors, 300 ms of compute) meets every
+#: item on both; ResNet-101, whose steps the wire sets, is predicted too slow where many buckets overlap the backward
+#: (+3 to +6 %, [1, 4, 25] MiB the most) and with the fp16 hook (+13.5 and +10.6 %), which the host term moves by
+#: under 0.5 %.
 #: The envs whose replays miss on most settings are not excused here: the product marks them untrusted
 #: (:func:`test_an_env_is_untrusted_exactly_where_its_replays_miss_on_most_settings`): ddp-2x2-5gbit (4 ranks on
 #: this machine's 2 cores: ResNet-101 10-24 % too fast in every setting, MobileNetV2 2-15 %), ddp-1x4-16core (4
@@ -279,7 +286,9 @@ DDP_MISSED = {("ddp-2x1-3gbit", "resnet101", k) for k in ("mape", "rows", "fp16"
     | {("ddp-2x1-4gbit", "resnet101", k) for k in ("mape", "rows", "fp16")} \
     | {("ddp-2x1-4gbit", "resnet50", k) for k in ("mape", "fp16", "tau")} \
     | {("ddp-4gbit", "resnet50", "fp16")} \
-    | {("ddp-2x1-2.5gbit", m, k) for m in ("resnet50", "resnet101") for k in ("mape", "rows", "fp16", "tau")}
+    | {("ddp-2x1-2.5gbit", m, k) for m in ("resnet50", "resnet101") for k in ("mape", "rows", "fp16", "tau")} \
+    | {("ddp-1.75gbit", "resnet101", k) for k in ("mape", "rows", "fp16", "tau")} \
+    | {("ddp-3.5gbit", "resnet101", k) for k in ("mape", "rows", "fp16")}
 
 
 def _setting_missed(r) -> bool:

@@ -521,7 +521,9 @@ def report_markdown(env: str, model: str, rs, v: str, path: Path) -> str:
 @dataclass(frozen=True)
 class DdpSimulateResult:
     """:func:`ddp_simulate`'s answer (a :class:`autotuner.results.SimulateAnswer`): the setting, the env's fit line and trust line, and the simulated step
-    (:class:`~autotuner.frameworks.ddp.reducer.DdpStepResult`: steady state, first iteration, each bucket's times)."""
+    (:class:`~autotuner.frameworks.ddp.reducer.DdpStepResult`: steady state, first iteration, each bucket's times);
+    ``host``: the Reducer's host work the step charges (:class:`~autotuner.frameworks.ddp.hostcost.ReducerHostCost`,
+    None: not charged) and ``notes`` (one line each: what is and is not charged)."""
 
     env: str
     model: str
@@ -530,6 +532,8 @@ class DdpSimulateResult:
     fit: str
     trust: str
     step: "object"
+    host: "object" = None
+    notes: tuple[str, ...] = ()
 
     @property
     def step_time_ms(self) -> float:
@@ -540,6 +544,7 @@ class DdpSimulateResult:
         s = self.step
         return {"env": self.env, "model": self.model, "compute_ms": self.compute_ms, "config": self.config.to_dict(),
                 "label": self.config.label(), "code": self.config.code(), "fit": self.fit, "trust": self.trust,
+                "reducer_host": None if self.host is None else self.host.to_dict(), "notes": list(self.notes),
                 "step_time_ms": s.step_time_s * 1e3, "first_step_ms": s.first_step_time_s * 1e3,
                 "backward_end_ms": s.backward_end_s * 1e3, "comm_end_ms": s.comm_end_s * 1e3,
                 "copy_ms": s.copy_s * 1e3, "cast_ms": s.cast_s * 1e3,
@@ -563,7 +568,7 @@ def ddp_simulate(model: str, env: str, config, *, compute_ms: float | None = Non
     step = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, a.workload, config, cost, cluster, L.dtypes,
                              host=a.host)
     fit = _fit_of(a, env)
-    return DdpSimulateResult(env, L.name, compute_ms, config, fit, _trust_of(a)[0], step)
+    return DdpSimulateResult(env, L.name, compute_ms, config, fit, _trust_of(a)[0], step, a.host, host_notes(a))
 
 
 def _checked(folder: Path, cost, host=None) -> list:
@@ -715,7 +720,7 @@ def ddp_explore(model: str, env: str, *, compute_ms: float | None = None, out_di
                 if abs(r.compute_ms - a.compute_ms) < 1e-9]
     say("the step per bucket cap, view and hook")
     ex = explore_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,
-                     measured=measured, fp16=a.cost.fp16 is not None)
+                     measured=measured, fp16=a.cost.fp16 is not None, host=a.host)
     title = (f"{name} on {env} ({a.cluster.nodes}x{a.cluster.gpus_per_node} ranks), {a.compute_ms:g} ms compute: "
              "predicted step per bucket_cap_mb")
     say("the plot")
@@ -764,7 +769,7 @@ def ddp_scale(model: str, env: str, *, nodes=None, links_gbit=None, batch_size: 
     say("DDP's defaults and the best setting per node count and link rate")
     sc = scale_ddp(a.layout.sizes_bytes, a.layout.ready_fraction, a.layout.dtypes, a.workload, a.cost, a.cluster,
                    nodes=nodes, links_gbps=links_gbit, batch_per_rank=batch, band=band, band_source=source,
-                   fp16=a.cost.fp16 is not None)
+                   fp16=a.cost.fp16 is not None, host=a.host)
     if a.model_env is not None:
         sc = replace(sc, notes=tuple(sc.notes) + _assumed(a))
     title = (f"{a.layout.name} on {env}: {a.cluster.gpus_per_node} rank(s) per node, {a.compute_ms:g} ms compute per "

@@ -213,11 +213,12 @@ def host_cost(recs: list[dict[str, Any]], copy_Bps: float) -> dict[str, Any] | N
     points = [[T, B, float(np.median(ds)), len(ds)] for (T, B), ds in sorted(per_setting.items())]
     pt, pb, ps = fit([(T, B, d) for T, B, d, _ in points])
     rounds = [fit(pts) for pts in by_round.values() if len({(T, B) for T, B, _ in pts}) >= 3]
-    rt = (min(r[0] for r in rounds) * 1e3, max(r[0] for r in rounds) * 1e3) if rounds else None
-    rb = (min(r[1] for r in rounds) * 1e3, max(r[1] for r in rounds) * 1e3) if rounds else None
-    return {"per_tensor_us": float(pt) * 1e3, "per_bucket_us": float(pb) * 1e3, "per_step_us": float(ps) * 1e3,
-            "per_tensor_range_us": None if rt is None else [min(rt[0], pt * 1e3), max(rt[1], pt * 1e3)],
-            "per_bucket_range_us": None if rb is None else [min(rb[0], pb * 1e3), max(rb[1], pb * 1e3)],
+    pt, pb, ps = float(pt) * 1e3, float(pb) * 1e3, float(ps) * 1e3  # us
+    rt = [float(min(r[0] for r in rounds)) * 1e3, float(max(r[0] for r in rounds)) * 1e3] if rounds else None
+    rb = [float(min(r[1] for r in rounds)) * 1e3, float(max(r[1] for r in rounds)) * 1e3] if rounds else None
+    return {"per_tensor_us": pt, "per_bucket_us": pb, "per_step_us": ps,
+            "per_tensor_range_us": None if rt is None else [min(rt[0], pt), max(rt[1], pt)],
+            "per_bucket_range_us": None if rb is None else [min(rb[0], pb), max(rb[1], pb)],
             "points": points, "plain_between_us": float(np.median(plain_between)) if plain_between else None,
             "ranks": int(recs[0]["ranks"]), "jobs": len(recs), "rounds": len(by_round),
             "device": recs[0].get("device", "cpu"), "tensor_bytes": int(recs[0]["tensor_bytes"])}

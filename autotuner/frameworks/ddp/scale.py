@@ -76,11 +76,14 @@ class DdpScaling:
 
 def scale_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: CostModel, cluster: Cluster, *,
               nodes: Sequence[int] | None = None, links_gbps: Sequence[float] | None = None,
-              batch_per_rank: int | None = None, band: float, band_source: str, fp16: bool = True) -> DdpScaling:
+              batch_per_rank: int | None = None, band: float, band_source: str, fp16: bool = True,
+              host=None) -> DdpScaling:
     """DDP's defaults and the recommended setting per node count (``nodes``, default :data:`SCALE_NODES`; the env's
     ranks per node, ``cluster.gpus_per_node``) and link rate (``links_gbps``, Gbit/s; default the env's,
     ``cost.link_gbps``). Arrays as :func:`~autotuner.frameworks.ddp.reducer.simulate_ddp_step`; ``band``: the
-    env's error band (fraction). Raises ScenarioError for a node count < 1, a non-positive link rate or batch."""
+    env's error band (fraction); ``host``: the Reducer's host work (:class:`~.hostcost.ReducerHostCost`, per rank, the
+    same at every scale; None: not charged). Raises ScenarioError for a node count < 1, a non-positive link rate or
+    batch."""
     ns = sorted(set(int(n) for n in (nodes if nodes is not None else SCALE_NODES)))
     if not ns or ns[0] < 1:
         raise ScenarioError(f"node counts must be >= 1, got {list(nodes or [])!r}")
@@ -99,7 +102,7 @@ def scale_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: Cos
         base = None
         for n in ns:
             s = suggest_ddp(sizes_bytes, ready_fraction, dtypes, workload, c, Cluster(n, rpn), band=band,
-                            band_source=band_source, fp16=fp16)
+                            band_source=band_source, fp16=fp16, host=host)
             ranks = n * rpn
             tput = [ranks / (p.step_time_ms * 1e-3) for p in (s.default, s.recommended)]
             if base is None:
@@ -137,15 +140,17 @@ def curve_label(view: bool, hook: str) -> str:
 
 
 def explore_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: CostModel, cluster: Cluster, *,
-                measured: Sequence = (), fp16: bool = True) -> DdpExploration:
+                measured: Sequence = (), fp16: bool = True, host=None) -> DdpExploration:
     """The predicted steady-state step (ms) over :data:`~autotuner.frameworks.ddp.suggest.CAPS_MIB` for the view off
     and on and each hook (``fp16``: the fp16 hook too), DDP's default cap per curve, and ``measured`` (tuples
-    (label shown, measured ms, low ms, high ms, predicted ms, the setting's label), passed through). Raises ScenarioError as the simulator."""
+    (label shown, measured ms, low ms, high ms, predicted ms, the setting's label), passed through); ``host``: the
+    Reducer's host work (:class:`~.hostcost.ReducerHostCost`; None: not charged). Raises ScenarioError as the
+    simulator."""
     hooks = searched_hooks(fp16)
     combos = [(v, h) for h in hooks for v in (False, True)]
     cfgs = [DdpConfig(bucket_cap_mb=c, gradient_as_bucket_view=v, comm_hook=h) for v, h in combos
             for c in (None, *CAPS_MIB)]
-    step, _, _ = simulate_ddp_batch(sizes_bytes, ready_fraction, workload, cfgs, cost, cluster, dtypes)
+    step, _, _ = simulate_ddp_batch(sizes_bytes, ready_fraction, workload, cfgs, cost, cluster, dtypes, host)
     k = len(CAPS_MIB) + 1
     curves, default = {}, {}
     for i, (v, h) in enumerate(combos):
