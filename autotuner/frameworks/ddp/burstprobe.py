@@ -30,7 +30,7 @@ import json
 import sys
 import time
 
-from .rankside import add_device_option, device_fields, init_rank, parse_sizes, synchronize
+from .rankside import add_device_option, barrier, device_fields, init_rank, parse_sizes, synchronize
 
 TAG = "AUTOTUNER_DDP_BURST"
 SIZES = (256 << 10, 1 << 20, 4 << 20)
@@ -63,13 +63,13 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(a.rounds + 1):
             got = []
             for t in ts:
-                dist.barrier()
+                barrier(dist, dev)
                 synchronize(torch, dev)
                 t0 = time.perf_counter()
                 dist.all_reduce(t)
                 synchronize(torch, dev)
                 got.append(round((time.perf_counter() - t0) * 1e3, 4))
-            dist.barrier()
+            barrier(dist, dev)
             synchronize(torch, dev)
             t0 = time.perf_counter()
             works = [dist.all_reduce(t, async_op=True) for t in ts]
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{TAG} " + json.dumps({"ranks": dist.get_world_size(), "backend": dist.get_backend(), "sizes": sizes,
                                       "count": a.count, "lone_ms": lone_all, "burst_ms": burst_all,
                                       **device_fields(torch, dev)}), flush=True)
-    dist.barrier()
+    barrier(dist, dev)
     dist.destroy_process_group()
     return 0
 

@@ -113,6 +113,15 @@ def init_rank(device: str = "cpu"):
     return torch, dist, dist.get_rank(), dev
 
 
+def barrier(dist, dev) -> None:
+    """``dist.barrier()``, on a CUDA rank over its own GPU (``device_ids=[index]``: NCCL's barrier is an allreduce on
+    a device, which it would otherwise guess)."""
+    if dev.type == "cuda":
+        dist.barrier(device_ids=[dev.index])
+    else:
+        dist.barrier()
+
+
 def synchronize(torch, dev) -> None:
     """Wait for the work queued on ``dev`` (``torch.cuda.synchronize``); nothing on a CPU rank, whose calls return
     when their work is done."""

@@ -66,7 +66,7 @@ import statistics
 import sys
 import time
 
-from .rankside import add_device_option, device_fields, init_rank, load_rank_layout, synchronize
+from .rankside import add_device_option, barrier, device_fields, init_rank, load_rank_layout, synchronize
 
 RESULT_TAG = "AUTOTUNER_RESULT"
 #: the emulated backward's kinds of stage (module docstring)
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                   "malloc_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("MALLOC_")},
                   **device_fields(torch, dev)}
         print(f"{RESULT_TAG} {json.dumps(result)}", flush=True)
-    dist.barrier()
+    barrier(dist, dev)
     dist.destroy_process_group()
     return 0
 

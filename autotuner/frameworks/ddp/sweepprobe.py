@@ -31,7 +31,7 @@ import json
 import sys
 import time
 
-from .rankside import add_device_option, device_fields, init_rank, parse_sizes, synchronize
+from .rankside import add_device_option, barrier, device_fields, init_rank, parse_sizes, synchronize
 
 TAG = "AUTOTUNER_DDP_SWEEP"
 GRADIENT_STD = 1e-3
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
             got = []
             for k in range(a.warmup + a.repeats):
                 t.copy_(src)
-                dist.barrier()
+                barrier(dist, dev)
                 synchronize(torch, dev)
                 t0 = time.perf_counter()
                 dist.all_reduce(t)
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         extra = {"casts_bf16": casts_bf16, **device_fields(torch, dev)} if cuda else {}
         print(f"{TAG} " + json.dumps({"ranks": dist.get_world_size(), "backend": backend, "sizes": sizes, **out,
                                       "copy": copy, "casts": casts, **extra}), flush=True)
-    dist.barrier()
+    barrier(dist, dev)
     dist.destroy_process_group()
     return 0
 

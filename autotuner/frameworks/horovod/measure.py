@@ -297,6 +297,17 @@ def machine_stack(horovod_version: str) -> str:
     return f"{host}: {cpu_model()}, {cores_per_host()} cores; Horovod {horovod_version} + Gloo; torch {torch}"
 
 
+def _gpu_here() -> str:
+    """This machine's first GPU as torch names it (``torch.cuda.get_device_name(0)``), for a ``--device cuda``
+    env's ``gpu``; "CUDA GPU (name unknown)" where torch cannot say."""
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    except Exception:  # noqa: BLE001 - no torch, no CUDA, no driver: the name is unknown, not an error
+        return "CUDA GPU (name unknown)"
+
+
 def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: float, note: str,
              horovod_version: str) -> str:
     """The env.toml of a sweep environment (keys: :class:`autotuner.schemas.SweepEnv`)."""
@@ -316,7 +327,7 @@ def env_toml(name: str, setup: SweepSetup, cluster: tuple[int, int], link_gbps: 
         f'name = "{name}"',
         f'source = "{RECORDS}"',
         'format = "sweep"',
-        'gpu = "none (CPU ranks)"' if cpu else f'gpu = "{setup.device} (each rank\'s GPU)"',
+        'gpu = "none (CPU ranks)"' if cpu else f"gpu = {json.dumps(_gpu_here())}",
         f"nodes = {nodes}",
         f"gpus_per_node = {gpn}",
         f"link_gbps = {link_gbps:g}",
