@@ -15,7 +15,7 @@ import autotuner  # the public API: everything the commands do
 from .. import options as opt
 from ..render import render_table
 from .common import (CONCEPTS, MODEL_HELP, PRINT_LAUNCH_HELP, RSH_HELP, RUNS_OUT_HELP, command_arg, compute_opt,
-                     ddp_app, hosts_opt, json_opt, network, np_opt, old_names, out, progress, proposals_opt, rounds_opt,
+                     ddp_app, device_opt, hosts_opt, json_opt, network, np_opt, old_names, out, progress, proposals_opt, rounds_opt,
                      runs_dir_opt, testbed_opts)
 
 
@@ -31,8 +31,8 @@ def launch_opts():
     on what device, or only print their launch."""
     return (hosts_opt("; DDP: one torchrun per host through --rsh (replaces --np), e.g. h1:8,h2:8"),
             typer.Option("ssh", "--rsh", help=RSH_HELP),
-            typer.Option(autotuner.ProfileDevice.cpu, "--device", help="where the ranks run: cpu (Gloo) or cuda "
-                         "(NCCL, one GPU per rank; the probes get --device cuda)"),
+            device_opt("where the ranks run: cpu (Gloo) or cuda (NCCL, one GPU per rank; the probes get --device "
+                       "cuda)"),
             typer.Option(None, "--print-launch", help=PRINT_LAUNCH_HELP))
 
 
