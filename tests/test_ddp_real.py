@@ -18,7 +18,7 @@ from autotuner.frameworks.ddp.knobs import DdpConfig
 from autotuner.frameworks.ddp.launch import run_ddp
 from autotuner.frameworks.ddp.records import env_cost, read_jsonl, rows
 from autotuner.frameworks.ddp.reducer import assign_buckets
-from autotuner.readers.layouts import load_layout
+from autotuner.readers.layouts import load_layout, load_recorded_layout
 from autotuner.readers.replay_output import parse_output
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -240,7 +240,7 @@ def test_ddps_own_rebuilt_buckets_are_the_simulators(env):
             key = (r["setup"]["model"], json.dumps(r["ddp"], sort_keys=True))
             if key not in want:
                 cfg = DdpConfig.from_dict({k: tuple(v) if isinstance(v, list) else v for k, v in r["ddp"].items()})
-                want[key] = _rebuilt(load_layout(r["setup"]["model"]), cfg)
+                want[key] = _rebuilt(load_recorded_layout(r["setup"]["model"], RUNS / env, f.name), cfg)
             assert r["buckets"] == want[key], (f.name, r["label"])
             n += 1
     assert n >= 30 or env in SCRIPT_ONLY_ENVS

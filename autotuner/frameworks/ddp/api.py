@@ -256,8 +256,8 @@ def host_notes(a: "_Asked") -> tuple[str, ...]:
     h = a.host
     if h is None:
         return ("the Reducer's own host work per gradient and per bucket (its hooks, each bucket's launch) is not "
-                "charged: this env never measured it (no ddp-host.jsonl: run autotuner ddp measure again to add the "
-                "host phase)",) if a.model_env is None else ()
+                "charged: this env has no host phase (no ddp-host.jsonl: run autotuner ddp measure again to add "
+                "it)",) if a.model_env is None else ()
     rng = ""
     if h.per_tensor_range_s or h.per_bucket_range_s:
         t = h.per_tensor_range_s or (h.per_tensor_s, h.per_tensor_s)
