@@ -132,6 +132,18 @@ def test_print_launch_sbatch_is_a_slurm_batch_script_of_the_same_torchrun(tmp_pa
     assert "--rsh 'srun --nodes=1 --ntasks=1 --overlap -w {host} bash -c'" in q.stdout
 
 
+def test_print_launch_of_a_tune_on_the_users_script(tmp_path):
+    """``ddp tune -- python examples/train_ddp.py``: the script under torchrun, its setting in AUTOTUNER_DDP_*."""
+    p = run("ddp", "tune", "--env", "any", "--model", str(TINY), "--hosts", "h1:2,h2:2", "--print-launch", "commands",
+            "--runs-dir", tmp_path, "--", "python", "examples/train_ddp.py")
+    assert p.returncode == 0, p.stderr
+    lines = [x for x in p.stdout.splitlines() if not x.startswith("#")]
+    assert len(lines) == 2
+    args, env = _torchrun_args(shlex.split(lines[0])[2])
+    assert not args.module and args.training_script == str(ROOT / "examples" / "train_ddp.py")
+    assert env["AUTOTUNER_DDP_COMM_HOOK"] == "allreduce" and env["AUTOTUNER_STEPS"] == "5"
+
+
 @pytest.mark.parametrize("args, needle", [
     (["--hosts", "h1"], "host:slots"), (["--hosts", "h1:0"], "host:slots"), (["--hosts", "h1:8,"], "host:slots"),
     (["--hosts", ":8"], "host:slots"), (["--hosts", "h1:8,h1:8"], "given twice"),
@@ -256,6 +268,23 @@ def test_ddp_measure_and_validate_on_two_emulated_hosts(nothing_left, tmp_path):
     recs = [json.loads(x) for x in (tmp_path / "two" / "ddp-validation" / "tiny.jsonl").read_text().splitlines()]
     ddp = [r for r in recs if r["ddp"] is not None]  # (beside the replay without DDP, where validate runs one)
     assert len(ddp) == 1 and all(r["status"] == "ok" and r["setup"]["np"] == 2 for r in recs), recs
+
+
+@pytest.mark.real
+def test_ddp_measure_on_hosts_through_a_remote_shell_that_runs_a_command_line(nothing_left, tmp_path):
+    """``--hosts localhost:1,127.0.0.1:1`` through a remote shell that, as ssh does, runs the command line it is given
+    (``env AUTOTUNER_TEST_HOST={host} sh -c``; both hosts are this machine): two torchruns, one per host, meet at the
+    first host's c10d rendezvous; the record carries the hosts; nothing is left."""
+    p = run("ddp", "measure", "--env", "hosts", "--hosts", "localhost:1,127.0.0.1:1", "--rsh",
+            "env AUTOTUNER_TEST_HOST={host} sh -c", *SHORT, "--runs-dir", tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    rec = json.loads((tmp_path / "hosts" / "ddp-sweep.jsonl").read_text().splitlines()[0])
+    assert rec["ranks"] == 2 and rec["exit"] == [0, 0], rec["exit"]
+    assert {k: rec["setup"][k] for k in ("hosts", "nodes", "ranks_per_host", "np", "testbed_hosts")} == \
+        {"hosts": "localhost:1,127.0.0.1:1", "nodes": 2, "ranks_per_host": 1, "np": 2, "testbed_hosts": None}
+    from autotuner.frameworks.ddp.records import env_cluster
+
+    assert (env_cluster(rec["setup"]).nodes, env_cluster(rec["setup"]).gpus_per_node) == (2, 1)
 
 
 @pytest.mark.real
