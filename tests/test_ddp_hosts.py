@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from cli_helpers import assert_one_line_error, need, need_cuda, run
 
-from autotuner.frameworks.ddp.launch import (JOB_VAR, RDZV_PORT, Node, emulated_nodes, kill_argv, new_job_id,
-                                             node_argvs, parse_hosts, run_ddp)
+from autotuner.frameworks.ddp.launch import (JOB_VAR, RDZV_PORT, REACH_TIMEOUT_S, Node, emulated_nodes, kill_argv,
+                                             new_job_id, node_argvs, parse_hosts, run_ddp)
 from autotuner.realrun import testbed as tb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,6 +159,11 @@ def test_an_unreachable_host_is_refused_in_one_line(tmp_path):
     """A host whose remote shell cannot run ``true``: ``--rsh false``, or an unknown network namespace."""
     assert_one_line_error(run("ddp", "measure", "--env", "far", "--hosts", "h1:1,h2:1", "--rsh", "false",
                               "--runs-dir", tmp_path), "host h1 cannot be reached: `false h1 true` gave exit 1")
+    # a remote shell that never answers: refused after REACH_TIMEOUT_S, nothing left running
+    assert_one_line_error(run("ddp", "measure", "--env", "far", "--hosts", "h1:1", "--rsh", "sh -c 'sleep 60' {host}",
+                              "--runs-dir", tmp_path), "host h1 cannot be reached: `sh -c 'sleep 60' h1 true` gave no "
+                                                       f"answer within {REACH_TIMEOUT_S:g} s")
+    assert subprocess.run(["pgrep", "-f", "sleep 60"], capture_output=True).returncode == 1
     need("root", "iproute2")
     p = run("ddp", "measure", "--env", "far", "--hosts", "autotuner-no-such-netns:1", "--rsh", "ip netns exec",
             "--runs-dir", tmp_path)

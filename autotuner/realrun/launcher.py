@@ -124,19 +124,21 @@ class OwnedProcess:
     - on Linux the child also gets a parent-death SIGKILL (:func:`autotuner.realrun.testbed.die_with_parent`).
 
     What can escape: a descendant that both leaves the process group (setsid/setpgid) and clears its
-    environment, or a process on another host (``-H`` with remote hosts: Horovod's ssh ends them).  If the guard
-    cannot start, only :meth:`stop` and the death signal remain.  Output is read by two threads (:meth:`output`).
+    environment, or a process on another host (``-H`` with remote hosts: Horovod's ssh ends them; DDP's hosts:
+    :func:`autotuner.frameworks.ddp.launch.kill_argv`).  If the guard cannot start, only :meth:`stop` and the death
+    signal remain.  Output is read by two threads (:meth:`output`); ``stdin`` as :class:`subprocess.Popen`'s
+    (default: this process's; ``subprocess.DEVNULL`` for a remote shell, which would otherwise read the terminal).
     Raises OSError (FileNotFoundError when ``argv[0]`` is missing) if the child cannot start.
     """
 
     def __init__(self, argv: list[str], *, env: dict[str, str] | None = None, cwd: Path | None = None,
-                 grace_s: float = _GRACE_S):
+                 grace_s: float = _GRACE_S, stdin=None):
         self.token = f"{os.getpid()}-{secrets.token_hex(8)}"
         self.grace_s = grace_s
         env = dict(os.environ if env is None else env)
         env[JOB_TOKEN_VAR] = self.token
-        self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     start_new_session=True, preexec_fn=die_with_parent())
+        self.proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, start_new_session=True, preexec_fn=die_with_parent())
         self.guard: subprocess.Popen | None = None
         self._w: int | None = None
         self._stopped = False

@@ -270,14 +270,20 @@ _GPU_PROBE = ("import torch, torch.distributed as d; "
 
 def _probe(argv: list[str], timeout_s: float) -> tuple[int | None, str]:
     """(exit status or None on a timeout, stdout + stderr's last line) of ``argv``, nothing left running."""
-    from ...realrun.launcher import run_argv
+    from ...realrun.launcher import OwnedProcess
 
     try:
-        r = run_argv(argv, timeout_s, grace_s=1.0)
+        with OwnedProcess(argv, grace_s=1.0, stdin=subprocess.DEVNULL) as job:
+            try:
+                rc = job.proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                rc = None
+            job.stop()
+            out, err = job.output()
     except OSError as e:
         return 127, str(e)
-    tail = (r.stdout.strip().splitlines() or r.stderr.strip().splitlines() or [""])[-1]
-    return (None if r.timed_out else r.returncode), tail.strip()
+    tail = (out.strip().splitlines() or err.strip().splitlines() or [""])[-1]
+    return rc, tail.strip()
 
 
 def check_hosts(nodes: tuple[Node, ...] | None, device: str = "cpu", local_ranks: int = 1) -> None:
@@ -357,8 +363,8 @@ def run_ddp(module: str, args: list[str], *, ranks_per_host: int, testbed=None, 
     jobs: list[OwnedProcess] = []
     timed_out, failed = False, ""
     try:
-        for argv in argvs:
-            jobs.append(OwnedProcess(argv, env=base))
+        for argv in argvs:  # a remote shell reads no terminal (ssh would forward the user's keys)
+            jobs.append(OwnedProcess(argv, env=base, stdin=subprocess.DEVNULL if nodes else None))
         deadline = t0 + timeout_s
         first_fail: float | None = None
         while True:
