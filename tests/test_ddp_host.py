@@ -16,7 +16,7 @@ from autotuner.errors import RunsError
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "runs"
-#: the envs whose host phase ran in the same sitting as their held-out replays (research/scripts/ddp_host_heldout.sh)
+#: the envs whose host phase ran in the same sitting as their held-out replays (every env with a ddp-host.jsonl)
 HOST_ENVS = sorted(p.parent.name for p in RUNS.glob("*/ddp-host.jsonl"))
 
 

@@ -268,7 +268,7 @@ def _env_rows(env):
 #: ddp-2x1-2.5gbit (the same shape at 2.5 Gbit/s, 17 minutes) shows the 2-host pattern again: every setting but the
 #: small caps 2-9 % too fast, tau 0.5.
 #: ddp-1.75gbit and ddp-3.5gbit (1 host x 2 ranks, fresh, one sitting each, the host phase charged and each round's
-#: compute trial; research/scripts/ddp_host_heldout.sh): DenseNet-121 (364 tensors, 300 ms of compute) meets every
+#: compute trial, measured in one sitting): DenseNet-121 (364 tensors, 300 ms of compute) meets every
 #: item on both; ResNet-101, whose steps the wire sets, is predicted too slow where many buckets overlap the backward
 #: (+3 to +6 %, [1, 4, 25] MiB the most) and with the fp16 hook (+13.5 and +10.6 %), which the host term moves by
 #: under 0.5 %.

@@ -24,7 +24,8 @@ def _row(r: dict) -> tuple[str, ...] | None:
     hv, dd = r["horovod"], r["ddp"]
     if hv is not None and "problem" not in hv:
         gpu = str(hv["gpu"] or "")
-        shape = f"{hv['nodes']}x{hv['gpus_per_node']}" + (" CPU" if gpu.startswith("none") else f" {gpu}" if gpu else "")
+        short = gpu.replace("-", " ").split()[0] if gpu.strip() else ""  # "A100-SXM4-40GB": A100 (JSON: whole)
+        shape = f"{hv['nodes']}x{hv['gpus_per_node']}" + (" CPU" if gpu.startswith("none") else f" {short}" if short else "")
         return (hv["env"] + (" (default)" if hv["default"] else ""), " ".join(r["frameworks"]), shape,
                 str(hv["backend"] or "?"), f"{hv['link_gbps']:g}" if hv["link_gbps"] else "", hv["source"],
                 checked_cell(hv["checked"]))

@@ -568,7 +568,14 @@ def ddp_simulate(model: str, env: str, config, *, compute_ms: float | None = Non
     step = simulate_ddp_step(L.sizes_bytes, L.ready_fraction, a.workload, config, cost, cluster, L.dtypes,
                              host=a.host)
     fit = _fit_of(a, env)
-    return DdpSimulateResult(env, L.name, compute_ms, config, fit, _trust_of(a)[0], step, a.host, host_notes(a))
+    notes = host_notes(a)
+    h = a.host
+    if h is not None and (h.per_tensor_range_s or h.per_bucket_range_s):
+        lo, hi = (simulate_ddp_step(L.sizes_bytes, L.ready_fraction, a.workload, config, cost, cluster, L.dtypes,
+                                    host=h.at(end)).step_time_s * 1e3 for end in ("low", "high"))
+        notes += (f"with the Reducer's host work at the low and the high end of its range, the step takes "
+                  f"{lo:.1f}-{hi:.1f} ms",)
+    return DdpSimulateResult(env, L.name, compute_ms, config, fit, _trust_of(a)[0], step, a.host, notes)
 
 
 def _checked(folder: Path, cost, host=None) -> list:

@@ -37,6 +37,7 @@ from typing import Any, Sequence
 
 from ...errors import CostModelError, RunsError
 from ...model.costmodel import GBIT, Cluster, CostModel, Tier
+from .hostcost import ReducerHostCost
 
 #: the ``fit.form`` of a model file fitted from nccl-tests (``autotuner/frameworks/horovod/fit/nccl_tests.py``)
 NCCL_TESTS_FORM = "nccl-tests all_reduce_perf"
@@ -56,7 +57,9 @@ class ModelEnv:
     None), ``fit`` (one line: the figures and where each comes from), ``trust`` (one line: specs ->
     :data:`autotuner.specs.NEVER_MEASURED`; nccl-tests -> the files it was fitted from), ``assumed`` (every figure
     neither measured nor from a datasheet) and ``info`` (``alpha_us``, ``busbw_gbps``: the tier the ring over all
-    ranks runs on, its large-message bandwidth where piecewise; ``link_gbit``)."""
+    ranks runs on, its large-message bandwidth where piecewise; ``link_gbit``) and ``host`` (the Reducer's host work
+    per gradient and per bucket: the shipped GPU prior of the env's GPU, with the range of the measured models,
+    :func:`autotuner.frameworks.ddp.host_priors.gpu_host_prior`)."""
 
     name: str
     path: Path
@@ -68,6 +71,7 @@ class ModelEnv:
     trust: str
     assumed: tuple[str, ...]
     info: dict
+    host: ReducerHostCost | None = None
 
 
 def _model_dirs(model_dir) -> list[Path]:
@@ -221,8 +225,11 @@ def ddp_model_env(raw: dict, name: str, path: Path) -> ModelEnv:
     info = {"alpha_us": ring.alpha_s * 1e6,
             "busbw_gbps": (ring.large_bandwidth_Bps if ring.large_from_bytes is not None else ring.bandwidth_Bps) / GBIT,
             "link_gbit": cost.link_gbps}
+    from .host_priors import gpu_host_prior
+
+    host = gpu_host_prior(None if gpu is None else gpu.name)
     return ModelEnv(name, Path(path), kind, cost, cluster, None if gpu is None else gpu.name, fit_line, trust,
-                    tuple(assumed), info)
+                    tuple(assumed), info, host)
 
 
 def read_model_env(path: Path, name: str | None = None) -> ModelEnv:

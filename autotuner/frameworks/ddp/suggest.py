@@ -90,6 +90,25 @@ def _lists() -> list[tuple[int, ...]]:
     return out
 
 
+def host_range_note(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: CostModel, cluster: Cluster,
+                    host: ReducerHostCost, default: "DdpProposal", pick: "DdpProposal") -> str:
+    """One line: DDP's defaults' and the pick's step (ms) with the Reducer's host work at the low and the high end of
+    its range (:meth:`~.hostcost.ReducerHostCost.at`; the figures the step times above charge are its central
+    ones), and whether the pick still beats the defaults at both ends. Pure."""
+    ends = {}
+    for end in ("low", "high"):
+        st, _, _ = simulate_ddp_batch(sizes_bytes, ready_fraction, workload, [default.config, pick.config], cost,
+                                      cluster, dtypes, host.at(end))
+        ends[end] = (float(st[0] * 1e3), float(st[1] * 1e3))
+    (d_lo, p_lo), (d_hi, p_hi) = ends["low"], ends["high"]
+    holds = p_lo <= d_lo and p_hi <= d_hi
+    return (f"with the Reducer's host work at the low and the high end of its range ({host.source.split(':')[0]}), "
+            f"DDP's defaults take {d_lo:.1f}-{d_hi:.1f} ms and the pick {p_lo:.1f}-{p_hi:.1f} ms; "
+            + ("the pick is no slower than the defaults at both ends" if holds else
+               "at one end the pick is slower than the defaults: measure the host phase on one GPU of yours "
+               "(autotuner ddp measure --device cuda --np 1)"))
+
+
 def suggest_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: CostModel, cluster: Cluster, *,
                 band: float, band_source: str, fp16: bool = True, refault: tuple[float, str] | None = None,
                 notes_before: tuple[str, ...] = (), host: ReducerHostCost | None = None) -> DdpSuggestion:
@@ -131,5 +150,8 @@ def suggest_ddp(sizes_bytes, ready_fraction, dtypes, workload: Workload, cost: C
                      "gradient_as_bucket_view=True avoids it")
     notes.append("the first iteration runs one bucket of every gradient (the Reducer rebuilds its buckets after "
                  f"it): {default.first_step_ms:.1f} ms with DDP's defaults")
+    if host is not None and (host.per_tensor_range_s or host.per_bucket_range_s):
+        notes.append(host_range_note(sizes_bytes, ready_fraction, dtypes, workload, cost, cluster, host,
+                                     default, default if keep else best))
     return DdpSuggestion(default, default if keep else best, keep, knob_only, fp, best_list, per_bucket_proposed,
                          band, band_source, len(cfgs), tuple(notes))
