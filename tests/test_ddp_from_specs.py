@@ -179,3 +179,34 @@ def test_an_envs_gpu_name_is_read_as_a_row_of_the_gpu_table_only_where_nothing_b
         name, row, how):
     g, said = resolve_gpu(name)
     assert (None if g is None else g.name) == row and how in said
+
+
+def _one_rank_env(runs: Path, name: str) -> None:
+    """A one-rank DDP env folder (what ``ddp measure --device cuda --np 1`` writes: a sweep of 1 rank, a host phase)
+    made of ddp-1.75gbit's real records with the sweep's rank count set to 1: a test of where DDP's answers take
+    each figure from, not a measurement of a GPU."""
+    d = runs / name
+    d.mkdir(parents=True)
+    with (d / "ddp-sweep.jsonl").open("w") as f:
+        for line in (ROOT / "runs" / "ddp-1.75gbit" / "ddp-sweep.jsonl").read_text().splitlines():
+            r = json.loads(line)
+            r["ranks"], r["device"], r["setup"] = 1, "cuda", {**r["setup"], "np": 1, "device": "cuda"}
+            f.write(json.dumps(r) + "\n")
+    shutil.copy(ROOT / "runs" / "ddp-1.75gbit" / "ddp-host.jsonl", d)
+
+
+def test_a_one_gpu_env_gives_its_host_phase_to_the_model_file_of_the_same_name(specs_dir, tmp_path):
+    """A one-rank env has no wire to fit: alone it is refused in one line; beside a model file of the same name its
+    host phase replaces the GPU prior there (the note names it), the wire still the model file's."""
+    runs = tmp_path / "runs"
+    _one_rank_env(runs, SPEC)
+    p = run("ddp", "suggest", "--env", SPEC, "--model", "resnet50", "--compute-ms", "100",
+            "--runs-dir", str(runs))
+    assert_one_line_error(p, "was measured on one GPU")
+    a = autotuner.ddp_simulate("resnet50", SPEC, autotuner.DdpConfig(), compute_ms=100, runs_dir=runs,
+                               model_dir=specs_dir)
+    prior = autotuner.ddp_simulate("resnet50", SPEC, autotuner.DdpConfig(), compute_ms=100,
+                                   model_dir=specs_dir)
+    assert "one-GPU host phase" in a.host.source and a.host.source != prior.host.source
+    assert a.trust == prior.trust and NEVER_MEASURED in a.trust
+    assert [b.end_s - b.start_s for b in a.step.buckets] == pytest.approx([b.end_s - b.start_s for b in prior.step.buckets])

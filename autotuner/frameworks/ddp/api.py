@@ -134,13 +134,44 @@ def ddp_env_source(env: str, runs_dir: Path | None = None, model_dir=None):
     from .model_env import find_model_file, read_model_env
 
     try:
-        return ddp_env_folder(env, runs_dir)
+        folder = ddp_env_folder(env, runs_dir)
     except RunsError as e:
         path = find_model_file(env, model_dir)
         if path is None:
             raise RunsError(f"{str(e).splitlines()[0]}; nor a model file {env}.json from specs or nccl-tests "
                             "(autotuner env new, autotuner fit)") from None
-    return read_model_env(path, env)
+        return read_model_env(path, env)
+    one = one_gpu_host(folder)
+    if one is None:
+        return folder
+    path = find_model_file(env, model_dir)
+    if path is None:
+        raise RunsError(f"{env} was measured on one GPU (ddp measure --np 1: no wire): give its cluster's links "
+                        f"under the same name (autotuner env new {env} ..., or fit its nccl-tests outputs), and its "
+                        "host phase replaces the GPU prior there")
+    return replace(read_model_env(path, env), host=one)
+
+
+def one_gpu_host(folder: Path):
+    """The Reducer's host work measured by a one-rank DDP env in ``folder`` (``ddp measure --device cuda --np 1``:
+    a sweep of 1 rank, so no wire to fit; :func:`~autotuner.frameworks.ddp.fit.host_cost` of its ``ddp-host.jsonl``
+    at its sweep's copy rate, :func:`~autotuner.frameworks.ddp.fit.copy_rate`) as a
+    :class:`~.hostcost.ReducerHostCost`, or None for a folder whose sweep has 2 ranks or more. Raises RunsError (one
+    line) for a one-rank env without a host phase."""
+    from .fit import copy_rate, host_cost, host_cost_term
+    from .records import read_jsonl
+    from .schemas import DdpHostRecord, DdpSweepRecord
+
+    sweep = read_jsonl(folder / "ddp-sweep.jsonl", DdpSweepRecord)
+    if not sweep or int(sweep[0]["ranks"]) > 1:
+        return None
+    host_path = folder / "ddp-host.jsonl"
+    recs = read_jsonl(host_path, DdpHostRecord) if host_path.exists() else []
+    if not recs:
+        raise RunsError(f"{folder.name} was measured on one rank but has no host phase ({host_path}): run autotuner "
+                        "ddp measure --device cuda --np 1 --host-rounds 1 again")
+    term = host_cost_term(host_cost(recs, copy_rate(sweep)))
+    return replace(term, source=term.source.replace("the env's host phase", f"{folder.name}'s one-GPU host phase"))
 
 
 def _trust_of(a: "_Asked", checked: list | None = None) -> tuple[str, float, str]:

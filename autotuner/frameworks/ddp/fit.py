@@ -118,6 +118,19 @@ def cpu_share(recs: list[dict[str, Any]]) -> dict[str, Any] | None:
             "unit": recs[0].get("unit", "")}
 
 
+def copy_rate(recs: list[dict[str, Any]]) -> float:
+    """The bucket copy's rate (bytes/s) from a sweep's copies (``at::mul_out`` into a bucket, one pass): the inverse
+    slope of a least-squares line through the copies of 1 MiB and more, over every record; 400e9 where fewer than
+    2 such copies were measured or the slope is not positive."""
+    copies = [(b, ms * 1e-3) for r in recs for b, ms in r.get("copy", []) if b >= MIB]
+    if len(copies) < 2:
+        return 400e9
+    x = np.array([c[0] for c in copies], float)
+    y = np.array([c[1] for c in copies], float)
+    slope = float(np.linalg.lstsq(np.vstack([x, np.ones_like(x)]).T, y, rcond=None)[0][0])
+    return 1.0 / slope if slope > 0 else 400e9
+
+
 def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, cluster: Cluster,
                           burst: list[dict[str, Any]] | None = None,
                           cpu: list[dict[str, Any]] | None = None) -> tuple[CostModel, dict]:
@@ -139,14 +152,7 @@ def cost_model_from_sweep(recs: list[dict[str, Any]], *, link_gbps: float, clust
     counts = np.array([len(by[int(b)]) for b in sizes], dtype=float)
     times = np.array([np.mean(by[int(b)]) for b in sizes]) * 1e-3
     tier, lin, pred, piece = fit_collective_tier(sizes, counts, times, p)
-    copies = [(b, ms * 1e-3) for r in recs for b, ms in r.get("copy", []) if b >= MIB]
-    if len(copies) >= 2:
-        x = np.array([c[0] for c in copies], float)
-        y = np.array([c[1] for c in copies], float)
-        slope = float(np.linalg.lstsq(np.vstack([x, np.ones_like(x)]).T, y, rcond=None)[0][0])
-        copy_Bps = 1.0 / slope if slope > 0 else 400e9
-    else:
-        copy_Bps = 400e9
+    copy_Bps = copy_rate(recs)
     f16 = _medians(recs, "fp16_ms")
     pseudo = [{"ranks": p, "sizes": [b for b in sorted(by) if b >= MIB and b in f16],
                "fp32_ms": [float(np.mean(by[b])) for b in sorted(by) if b >= MIB and b in f16],

@@ -42,6 +42,9 @@ def env_cost(folder: Path):
     touch = read_jsonl(touch_path, DdpFirstTouchRecord) if touch_path.exists() else []
     cpu_path = folder / "ddp-cpu.jsonl"
     cpu = read_jsonl(cpu_path, DdpCpuRecord) if cpu_path.exists() else []
+    if int(sweep[0]["ranks"]) < 2:
+        raise RunsError(f"{folder.name} was measured on one rank (no wire to fit): its host phase serves the model "
+                        f"file of the same name (autotuner env new {folder.name} ..., or an nccl-tests fit)")
     setup = sweep[0]["setup"]
     link = setup.get("link_gbit") or setup.get("bandwidth_gbit") or 10.0
     cost, info = cost_model_from_sweep(sweep, link_gbps=float(link), cluster=env_cluster(setup), burst=burst, cpu=cpu)
