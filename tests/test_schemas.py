@@ -113,8 +113,8 @@ def test_env_toml_reproducers_are_one_line_errors(tmp_path, fmt, edit, field, va
 def test_committed_env_tomls_validate_and_keep_their_dicts():
     envs, problems = read_runs(ROOT / "runs")
     assert [e.name for e in envs] == ["fresh-0.5gbit", "fresh-1.5gbit", "fresh-2x1-5gbit", "fresh-3gbit", "fresh-poll-0.75gbit", "fresh-poll-1.1gbit",
-                                      "fresh-poll-1.25gbit", "fresh-poll-1.5gbit", "fresh-poll-1.75gbit", "fresh-poll-1gbit", "fresh-poll-2.25gbit", "fresh-poll-2.2gbit", "fresh-poll-2.5gbit", "fresh-poll-2.75gbit", "fresh-poll-2gbit", "fresh-poll-2x1-2.5gbit", "fresh-poll-2x1-2gbit", "fresh-poll-2x1-3.5gbit", "fresh-poll-2x1-3gbit", "fresh-poll-2x1-4.5gbit", "fresh-poll-2x1-4gbit", "fresh-poll-3.5gbit", "fresh-poll-3gbit", "fresh-poll-4gbit", "laptop-cpu", "local-gloo-1gbit", "local-gloo-1gbit-sweep", "local-gloo-2x2", "local-gloo-2x2-poll", "t4x4-compression",
-                                      "t4x4-pcie", "v100-16gbit", "v100-5gbit"]
+                                      "fresh-poll-1.25gbit", "fresh-poll-1.5gbit", "fresh-poll-1.75gbit", "fresh-poll-1gbit", "fresh-poll-2.25gbit", "fresh-poll-2.2gbit", "fresh-poll-2.5gbit", "fresh-poll-2.75gbit", "fresh-poll-2gbit", "fresh-poll-2x1-2.5gbit", "fresh-poll-2x1-2gbit", "fresh-poll-2x1-3.5gbit", "fresh-poll-2x1-3gbit", "fresh-poll-2x1-4.5gbit", "fresh-poll-2x1-4gbit", "fresh-poll-3.5gbit", "fresh-poll-3gbit", "fresh-poll-4gbit", "laptop-cpu", "local-gloo-1gbit", "local-gloo-1gbit-sweep", "local-gloo-2x2", "local-gloo-2x2-poll", "nccl-a100-2x8",
+                                      "nccl-h100-2x8", "t4x4-compression", "t4x4-pcie", "v100-16gbit", "v100-5gbit"]
     assert problems == []
     import tomllib
     for e in envs:
@@ -241,13 +241,15 @@ def test_committed_records_all_validate():
         if f.parent.name == "experiments":  # an experiment's own JSON lines
             assert all(isinstance(json.loads(line), dict) for line in f.read_text().splitlines()), f
             continue
-        if f.name in ("ddp-sweep.jsonl", "ddp-burst.jsonl", "ddp-first-touch.jsonl", "ddp-cpu.jsonl") \
+        if f.name in ("ddp-sweep.jsonl", "ddp-burst.jsonl", "ddp-first-touch.jsonl", "ddp-cpu.jsonl", "ddp-host.jsonl") \
                 or f.parent.name in ("ddp-validation", "ddp-tune", "ddp-experiments"):
             from autotuner.frameworks.ddp.records import read_jsonl  # DDP's
-            from autotuner.frameworks.ddp.schemas import DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpSweepRecord, DdpTrialRecord
+            from autotuner.frameworks.ddp.schemas import (DdpBurstRecord, DdpCpuRecord, DdpFirstTouchRecord, DdpHostRecord,
+                                                          DdpSweepRecord, DdpTrialRecord)
 
             schema = {"ddp-sweep.jsonl": DdpSweepRecord, "ddp-burst.jsonl": DdpBurstRecord,
-                      "ddp-first-touch.jsonl": DdpFirstTouchRecord, "ddp-cpu.jsonl": DdpCpuRecord}.get(f.name,
+                      "ddp-first-touch.jsonl": DdpFirstTouchRecord, "ddp-cpu.jsonl": DdpCpuRecord,
+                      "ddp-host.jsonl": DdpHostRecord}.get(f.name,
                                                                                                       DdpTrialRecord)
             assert read_jsonl(f, schema), f
             continue

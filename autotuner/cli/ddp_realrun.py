@@ -14,7 +14,7 @@ import autotuner  # the public API: everything the commands do
 
 from .. import options as opt
 from ..render import render_table
-from .common import (CONCEPTS, MODEL_HELP, PRINT_LAUNCH_HELP, RSH_HELP, RUNS_OUT_HELP, command_arg, compute_opt,
+from .common import (CONCEPTS, MODEL_HELP, model_dir_opt, PRINT_LAUNCH_HELP, RSH_HELP, RUNS_OUT_HELP, command_arg, compute_opt,
                      ddp_app, device_opt, hosts_opt, json_opt, network, np_opt, old_names, out, progress, proposals_opt, rounds_opt,
                      runs_dir_opt, testbed_opts)
 
@@ -80,7 +80,7 @@ def ddp_measure_cmd(env: str = typer.Option(..., "--env", help="environment name
                                                                "--device as their setup"),
                     runs_dir: Optional[Path] = runs_dir_opt(RUNS_OUT_HELP),
                     as_json: bool = json_opt("the sweep's file")) -> None:
-    """Measure what DDP's buckets cost on this cluster: torch.distributed's Gloo allreduce of 4 KiB-128 MiB in
+    """Measure what DDP's buckets cost on this cluster: torch.distributed's allreduce (Gloo; NCCL with --device cuda) of 4 KiB-128 MiB in
     float32 and float16 (what the fp16 hook sends), the copy into a bucket and the hook's casts, then the burst
     phase (allreduces launched back to back, as DDP launches buckets, against lone ones), the first-touch phase
     (what re-faulting fresh gradients held to the step's end costs a CPU rank), the cpu phase (the CPU a
@@ -146,6 +146,7 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
                      device: autotuner.ProfileDevice = launch_opts()[2],
                      print_launch: Optional[LaunchKind] = launch_opts()[3],
                      runs_dir: Optional[Path] = runs_dir_opt(),
+                     model_dir: Optional[Path] = model_dir_opt(),
                      as_json: bool = json_opt("each setting's row, the verdict, the records' and report's paths")
                      ) -> None:
     """Run real DDP (torchrun: the DDP replay workload, or your own script after --, which reads each setting from
@@ -167,7 +168,7 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
                                    loopback_gbit=loopback_gbit, testbed_hosts=testbed_hosts or 0,
                                    ranks_per_host=ranks_per_host or 1, command=command or None, runs_dir=runs_dir,
                                    on_event=act.event, hosts=hosts, rsh=rsh, device=device.value,
-                                   print_launch=print_launch.value if print_launch else None)
+                                   print_launch=print_launch.value if print_launch else None, model_dir=model_dir)
     if print_launch:
         _print_launch(r, as_json, env)
         return

@@ -449,7 +449,8 @@ def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: s
                  link_gbit: float | None = None, loopback_gbit: float | None = None, testbed_hosts: int = 0,
                  ranks_per_host: int = 1, command: list[str] | None = None, runs_dir: Path | None = None,
                  on_event=None, bandwidth_gbit: float | None = None, hosts: str = "", rsh: str = "ssh",
-                 device: str = "cpu", print_launch: str | None = None) -> "DdpValidateResult | str":
+                 device: str = "cpu", print_launch: str | None = None,
+                 model_dir=None) -> "DdpValidateResult | str":
     """Real DDP runs (:func:`autotuner.frameworks.ddp.realrun.validate_ddp`: the replay workload of layout
     ``model``, or the user's ``command``, ``python script.py args``, with ``model`` its layout) of ``proposals`` (a
     ``ddp suggest --json`` file or a list of settings; default
@@ -458,7 +459,8 @@ def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: s
     backward, else :data:`DEFAULT_COMPUTE_MS`). The network as :func:`ddp_measure`; ``on_event(line)``: one line per
     trial (old names ``say``, ``bandwidth_gbit``: DeprecationWarning); ``hosts``, ``rsh``, ``device`` and
     ``print_launch`` (then the launch's text is returned, nothing run, no env needed) as :func:`ddp_measure`. The
-    env must have its DDP sweep (``ddp_measure``). Raises RunsError / ScenarioError / ValidationError (one line)."""
+    env is its DDP sweep (``ddp_measure``), else its model file from specs or nccl-tests (``model_dir`` searched
+    first, :func:`ddp_env_source`; the trials then go to the runs output folder). Raises RunsError / ScenarioError / ValidationError (one line)."""
     from ...readers.layouts import load_layout
     from ...writers.atomic import atomic_write_text
     from .knobs import DdpConfig
@@ -488,13 +490,20 @@ def ddp_validate(env: str, model: str, *, proposals: Path | None = None, name: s
                             steps=steps, warmup=warmup, repeats=repeats, np_=np, bandwidth_gbit=bandwidth_gbit,
                             testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
                             command=command, launch=launch, print_launch=print_launch)
-    folder = ddp_env_folder(env, runs_dir)
-    cost, vinfo, _ = env_cost(folder)
+    src = ddp_env_source(env, runs_dir, model_dir)
+    if isinstance(src, Path):
+        folder = src
+        cost, vinfo, _ = env_cost(folder)
+        host = vinfo["host_cost"]
+    else:  # a model file from specs or nccl-tests: the trials go to the runs output folder
+        from ...paths import runs_output_dir
+
+        folder, cost, host = runs_output_dir(runs_dir) / env, src.cost, src.host
     path = validate_ddp(folder, model, settings, name=name, compute_ms=compute_ms, steps=steps, warmup=warmup,
                         repeats=repeats, np_=np, bandwidth_gbit=bandwidth_gbit, testbed_hosts=testbed_hosts,
                         ranks_per_host=ranks_per_host, link_gbit=link_gbit, command=command, say=on_event or _quiet,
                         launch=launch)
-    rs = tuple(rows(folder, cost, files=[path], host=vinfo["host_cost"]))
+    rs = tuple(rows(folder, cost, files=[path], host=host))
     v = verdict(rs)
     report = atomic_write_text(path.with_suffix(".md"), report_markdown(env, model, rs, v, path))
     return DdpValidateResult(path, rs, v, report)
