@@ -175,7 +175,7 @@ def ddp_validate_cmd(env: str = typer.Option(..., "--env", help="DDP environment
     if as_json:
         out.print_json(json.dumps(r.to_dict()))
         return
-    t = Table(title=f"{model}: measured against predicted (the env's sweep alone)")
+    t = Table(title=f"{model}: measured against predicted (the env's cost model alone)")
     for col in ("setting", "trials", "measured ms (range)", "predicted ms", "error", "first step ms"):
         t.add_column(col, justify="left" if col == "setting" else "right")
     for row in r.rows:
