@@ -149,10 +149,13 @@ def env_new_cmd(name: str = typer.Argument(..., help="environment name (a plain 
         return
     out.print(f"wrote {path}: {name}, {nodes}x{gpus_per_node}" + (f" {gpu}" if gpu else "")
               + (f", {intra} inside" if intra else "") + (f", {link_gbit:g} Gbit/s between nodes" if link_gbit else "")
-              + f", {backend!s}; from specs, never measured (autotuner measure --env {name} + fit replaces it)",
+              + f", {backend!s}; from specs, never measured (a measured sweep of the same name replaces it: autotuner "
+              f"measure --env {name} + fit, or autotuner ddp measure --env {name})",
               highlight=False, soft_wrap=True)
     md = f" --model-dir {out_dir}" if out_dir is not None else ""  # a folder the search does not read by itself
     out.print(f"use it: autotuner suggest --model resnet50 --compute-ms 300 --env {name}{md}", highlight=False,
+              soft_wrap=True)
+    out.print(f"  DDP:  autotuner ddp suggest --model resnet50 --compute-ms 300 --env {name}{md}", highlight=False,
               soft_wrap=True)
 
 
