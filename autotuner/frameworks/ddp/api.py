@@ -716,7 +716,7 @@ def ddp_tune(env: str, model: str, *, name: str | None = None, compute_ms: float
     return tune_ddp(folder, model, cost, env_cluster(sweep[0]["setup"]), band=band, name=name, compute_ms=compute_ms,
                     steps=steps, warmup=warmup, budget_steps=budget_steps, np_=np, bandwidth_gbit=bandwidth_gbit,
                     testbed_hosts=testbed_hosts, ranks_per_host=ranks_per_host, link_gbit=link_gbit,
-                    say=on_event or _quiet, command=command, launch=launch)
+                    say=on_event or _quiet, command=command, launch=launch, host=tinfo["host_cost"])
 
 
 @dataclass(frozen=True)

@@ -82,14 +82,15 @@ def tune_ddp(env_dir: Path, model: str, cost, cluster, *, band: float, name: str
              np_: int = 2, bandwidth_gbit: float | None = None, testbed_hosts: int = 0, ranks_per_host: int = 1,
              link_gbit: float | None = None, timeout_s: float = 600.0,
              say: Callable[[str], None] = print, command: list[str] | None = None, launch=None,
-             print_launch: str | None = None) -> DdpTuneResult | str:
+             print_launch: str | None = None, host=None) -> DdpTuneResult | str:
     """Tune layout ``model``'s DDP setting on real replays (module docstring), or on the user's ``command``
     (``python script.py args``, ``model`` its layout: it reads each trial's setting from
     :func:`~autotuner.frameworks.ddp.realrun.knob_env`'s variables). ``cost``/``cluster``: the env's cost model
     from its sweep alone; ``band``: its error band (the prior's sd). A trial spends ``steps + warmup`` steps of
     ``budget_steps``. ``launch``: real hosts and the device (:class:`~autotuner.frameworks.ddp.realrun.Launch`);
     ``print_launch``: run nothing, return a trial's launch (DDP's defaults; every trial runs the same job with its
-    own setting; ``cost`` may then be None). Raises ValidationError (one line) when the testbed cannot be built, a
+    own setting; ``cost`` may then be None); ``host``: the env's Reducer host work the prior charges
+    (:class:`~autotuner.frameworks.ddp.hostcost.ReducerHostCost`; None: not charged). Raises ValidationError (one line) when the testbed cannot be built, a
     host cannot be reached or run the device's ranks, or the command is not a script."""
     from ...model.workload import Workload
     from ...readers.layouts import load_layout
@@ -119,7 +120,7 @@ def tune_ddp(env_dir: Path, model: str, cost, cluster, *, band: float, name: str
     def predict(scale: float, idx=None) -> np.ndarray:
         sel = cands if idx is None else [cands[i] for i in idx]
         step, _, _ = simulate_ddp_batch(L.sizes_bytes, L.ready_fraction, wl, sel, scaled_cost(cost, scale), cluster,
-                                        L.dtypes)
+                                        L.dtypes, host)
         return step * 1e3
 
     out = env_dir / "ddp-tune" / f"{name or L.name}.jsonl"
