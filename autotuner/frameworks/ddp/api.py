@@ -152,6 +152,19 @@ def ddp_env_source(env: str, runs_dir: Path | None = None, model_dir=None):
     return replace(read_model_env(path, env), host=one)
 
 
+def _first_ranks(path: Path) -> int | None:
+    """The ``ranks`` of a sweep file's first record, None where it cannot be read (:func:`env_cost` then says why,
+    in one line)."""
+    import json
+
+    try:
+        with path.open() as f:
+            line = next((ln for ln in f if ln.strip()), "")
+        return int(json.loads(line)["ranks"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def one_gpu_host(folder: Path):
     """The Reducer's host work measured by a one-rank DDP env in ``folder`` (``ddp measure --device cuda --np 1``:
     a sweep of 1 rank, so no wire to fit; :func:`~autotuner.frameworks.ddp.fit.host_cost` of its ``ddp-host.jsonl``
@@ -162,9 +175,9 @@ def one_gpu_host(folder: Path):
     from .records import read_jsonl
     from .schemas import DdpHostRecord, DdpSweepRecord
 
-    sweep = read_jsonl(folder / "ddp-sweep.jsonl", DdpSweepRecord)
-    if not sweep or int(sweep[0]["ranks"]) > 1:
+    if _first_ranks(folder / "ddp-sweep.jsonl") != 1:  # the usual case answered from one line, not the whole file
         return None
+    sweep = read_jsonl(folder / "ddp-sweep.jsonl", DdpSweepRecord)
     host_path = folder / "ddp-host.jsonl"
     recs = read_jsonl(host_path, DdpHostRecord) if host_path.exists() else []
     if not recs:
